@@ -1,0 +1,30 @@
+// Subcommand registry of the `stripefs` CLI.
+//
+// Each tools/cmd_*.cc file adds its subcommands to the CLI11 app from a
+// static CommandRegistration object, so adding a command never edits main.
+// Registration happens during static initialisation (single-threaded).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <vector>
+
+namespace stripefs::tools {
+
+// Adds one or more subcommands to `app`. The callback set on a subcommand
+// returns the process exit code through ExitWith().
+using CommandRegistrar = std::function<void(CLI::App& app)>;
+
+std::vector<CommandRegistrar>& CommandRegistry();
+
+struct CommandRegistration {
+  explicit CommandRegistration(CommandRegistrar r) {
+    CommandRegistry().push_back(std::move(r));
+  }
+};
+
+// Sets the exit code main() returns after the parsed subcommand ran.
+void ExitWith(int code);
+int ExitCode();
+
+}  // namespace stripefs::tools
