@@ -1,0 +1,80 @@
+// ChunkService: what a chunk server offers to clients.
+//
+// A chunk is one of the k+m cells of a stripe, identified by (inode, stripe,
+// index) and a version. Versions are globally unique (allocated by the
+// metadata service), so writes of different versions never collide; a chunk
+// version, once written, is immutable. Implemented in process by ChunkStore
+// (a local directory) and remotely by the RPC client stub; the stripe client
+// sees only this interface.
+//
+// Thread-safety: every implementation is safe to call from many threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace stripefs {
+
+struct ChunkId {
+  uint64_t inode = 0;
+  uint64_t stripe = 0;
+  uint32_t index = 0;  // 0..k-1 data, k..k+m-1 parity
+
+  friend bool operator==(const ChunkId&, const ChunkId&) = default;
+  friend auto operator<=>(const ChunkId&, const ChunkId&) = default;
+};
+
+struct ChunkInfo {
+  ChunkId id;
+  uint64_t version = 0;
+  uint32_t length = 0;  // bytes stored
+  uint32_t crc32c = 0;  // CRC32C of the whole chunk
+};
+
+struct ChunkStoreStats {
+  uint64_t chunks = 0;
+  uint64_t bytes_stored = 0;
+  uint64_t bytes_free = 0;    // free space on the store's file system
+  uint64_t crc_errors = 0;    // reads that failed verification since start
+  uint64_t writes = 0;
+  uint64_t reads = 0;
+};
+
+class ChunkService {
+ public:
+  virtual ~ChunkService() = default;
+
+  // Stores `data` as chunk (id, version). Durable (data and index synced)
+  // before OK. Writing an existing (id, version) again with identical length
+  // replaces it (repair rewrites). Errors: ENOSPC when the disk is full
+  // (nothing half-written remains visible), EIO, EHOSTDOWN when unreachable.
+  virtual Status WriteChunk(const ChunkId& id, uint64_t version,
+                            std::span<const uint8_t> data) = 0;
+
+  // Reads [offset, offset+length) of chunk (id, version). The stored CRC is
+  // verified; a mismatch returns EBADMSG (Status::Corruption) and is counted,
+  // never data. ENOENT when that version is absent. A range past the end is
+  // EINVAL.
+  virtual Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id,
+                                                 uint64_t version,
+                                                 uint32_t offset,
+                                                 uint32_t length) = 0;
+
+  // Deletes every stored version of `id` except `keep_version` (0 = delete
+  // all). Deleting what is absent is OK.
+  virtual Status DeleteChunk(const ChunkId& id, uint64_t keep_version) = 0;
+
+  // Lists stored chunks in (inode, stripe, index, version) order starting
+  // strictly after `after` (pass a default ChunkInfo to start), at most
+  // `limit` entries; an empty result means the end. For scrub and repair.
+  virtual Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
+                                                    uint32_t limit) = 0;
+
+  virtual Result<ChunkStoreStats> Stats() = 0;
+};
+
+}  // namespace stripefs

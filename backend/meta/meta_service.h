@@ -1,0 +1,121 @@
+// MetaService: the metadata operations of a stripefs volume.
+//
+// Holds the namespace (inodes, directory entries, xattrs), the stripe map
+// (committed version and degraded mask of each stripe), the volume geometry
+// and the cluster map. Implemented in process by MetaStore (RocksDB) and
+// remotely by the RPC client stub. Every acknowledged mutation is durable.
+//
+// Errors are errno-style Statuses a file system can return as is: ENOENT,
+// EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL, ENODATA (xattr), ERANGE,
+// ESTALE (stale version in CommitStripe), EHOSTDOWN (unreachable).
+// Permission checks are NOT done here (the kernel does them with
+// default_permissions); callers pass uid/gid/mode already decided.
+//
+// Thread-safety: every implementation is safe to call from many threads;
+// each method is atomic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/meta/meta_types.h"
+#include "common/status.h"
+
+namespace stripefs {
+
+class MetaService {
+ public:
+  virtual ~MetaService() = default;
+
+  // --- volume and cluster ---------------------------------------------------
+  virtual Result<Geometry> GetGeometry() = 0;
+  virtual Result<ClusterMap> GetClusterMap() = 0;
+  // Adds or replaces the server with info.id; bumps the epoch.
+  virtual Status UpsertServer(const ServerInfo& info) = 0;
+  virtual Status SetServerState(uint32_t id, ServerState state) = 0;
+
+  // --- namespace ------------------------------------------------------------
+  virtual Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) = 0;
+  virtual Result<InodeAttr> GetAttr(uint64_t ino) = 0;
+  // Size changes only here when shrinking/growing without data: stripes
+  // wholly beyond the new size are dropped and returned in `obsolete` (their
+  // chunks can be deleted). The caller (StripeClient) first rewrites the
+  // partial last stripe so bytes past the new EOF read back as zeros.
+  virtual Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
+                                    std::vector<ObsoleteStripe>* obsolete) = 0;
+  // Creates a regular file, device, fifo or socket (per mode's type bits).
+  virtual Result<InodeAttr> MkNode(uint64_t parent, const std::string& name,
+                                   uint32_t mode, uint32_t uid, uint32_t gid,
+                                   uint32_t rdev) = 0;
+  virtual Result<InodeAttr> Mkdir(uint64_t parent, const std::string& name,
+                                  uint32_t mode, uint32_t uid,
+                                  uint32_t gid) = 0;
+  virtual Result<InodeAttr> Symlink(uint64_t parent, const std::string& name,
+                                    const std::string& target, uint32_t uid,
+                                    uint32_t gid) = 0;
+  virtual Result<std::string> ReadLink(uint64_t ino) = 0;
+  virtual Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
+                                 const std::string& new_name) = 0;
+  // Removes the entry. When the inode's link count drops to zero it becomes
+  // an orphan (attributes and stripes kept, e.g. while still open) until
+  // PurgeInode. Returns the inode's attributes after the unlink.
+  virtual Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) = 0;
+  virtual Status Rmdir(uint64_t parent, const std::string& name) = 0;
+  // flags: 0, RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2) as in renameat2.
+  // A replaced target is unlinked as by Unlink (orphaned when its link count
+  // reaches zero); its inode number is returned through *replaced (0 if
+  // none).
+  virtual Status Rename(uint64_t parent, const std::string& name,
+                        uint64_t new_parent, const std::string& new_name,
+                        uint32_t flags, uint64_t* replaced) = 0;
+  // Entries after `cookie` (0 = from the start, "." and ".." included),
+  // at most `max_entries`. Cookies stay valid across concurrent mutations
+  // (an entry is never returned twice).
+  virtual Result<std::vector<DirEntry>> ReadDir(uint64_t ino, uint64_t cookie,
+                                                uint32_t max_entries) = 0;
+  // Deletes an orphan (nlink 0) inode and its stripe map; returns the stripes
+  // whose chunks can now be deleted. EBUSY if it still has links.
+  virtual Status PurgeInode(uint64_t ino,
+                            std::vector<ObsoleteStripe>* obsolete) = 0;
+  // Orphans left by a crash (nlink 0), to purge at mount time.
+  virtual Result<std::vector<uint64_t>> ListOrphans() = 0;
+  virtual Result<FsStats> StatFs() = 0;
+
+  // xattrs. flags: XATTR_CREATE (1) / XATTR_REPLACE (2).
+  virtual Status SetXattr(uint64_t ino, const std::string& name,
+                          const std::string& value, uint32_t flags) = 0;
+  virtual Result<std::string> GetXattr(uint64_t ino, const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListXattr(uint64_t ino) = 0;
+  virtual Status RemoveXattr(uint64_t ino, const std::string& name) = 0;
+
+  // --- stripe map -----------------------------------------------------------
+  // Reserves `count` fresh, never-reused stripe version numbers; returns the
+  // first (the range is [first, first+count)). Durable before returning.
+  virtual Result<uint64_t> AllocateVersions(uint32_t count) = 0;
+  // Committed versions of stripes [first, first+count) of `ino` that exist
+  // (holes are absent from the result), in stripe order.
+  virtual Result<std::vector<StripeVersion>> GetStripes(uint64_t ino,
+                                                        uint64_t first,
+                                                        uint64_t count) = 0;
+  // Atomically makes `sv` the committed version of stripe sv.stripe of `ino`
+  // if its current version is `expected_version` (0 = no stripe yet);
+  // otherwise ESTALE and nothing changes. Also raises the file size to at
+  // least `min_file_size` and sets mtime/ctime to now. The replaced version
+  // (if any) is returned through *obsolete (version 0 when none).
+  virtual Status CommitStripe(uint64_t ino, const StripeVersion& sv,
+                              uint64_t expected_version, uint64_t min_file_size,
+                              ObsoleteStripe* obsolete) = 0;
+  // Repair: sets the missing mask of the committed `version` of a stripe
+  // (ESTALE if another version was committed meanwhile).
+  virtual Status SetStripeMissing(uint64_t ino, uint64_t stripe,
+                                  uint64_t version, uint32_t missing_mask) = 0;
+  // Every committed stripe of the volume after (after_inode, after_stripe)
+  // in (inode, stripe) order, at most `limit`; empty = end. For repair and
+  // scrub. (0, 0) starts at the beginning (inode 0 never exists).
+  virtual Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
+                                                     uint64_t after_stripe,
+                                                     uint32_t limit) = 0;
+};
+
+}  // namespace stripefs

@@ -1,0 +1,113 @@
+// Plain value types of the metadata service: volume geometry, inode
+// attributes, directory entries, stripe versions and the cluster map.
+// Copyable values, no behaviour beyond small helpers; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stripefs {
+
+inline constexpr uint64_t kRootInode = 1;
+
+// EC geometry of a volume: k data + m parity cells of cell_size bytes.
+struct Geometry {
+  uint32_t k = 4;
+  uint32_t m = 2;
+  uint32_t cell_size = 256 * 1024;
+  uint64_t stripe_size() const { return uint64_t{k} * cell_size; }
+  friend bool operator==(const Geometry&, const Geometry&) = default;
+};
+
+struct Timespec {
+  int64_t sec = 0;
+  uint32_t nsec = 0;
+  friend bool operator==(const Timespec&, const Timespec&) = default;
+};
+
+struct InodeAttr {
+  uint64_t ino = 0;
+  uint32_t mode = 0;  // type and permission bits (S_IFREG | 0644 ...)
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint32_t rdev = 0;
+  uint64_t generation = 0;
+  Timespec atime, mtime, ctime;
+  friend bool operator==(const InodeAttr&, const InodeAttr&) = default;
+};
+
+// Which fields of SetAttrRequest apply (bit mask).
+enum SetAttrMask : uint32_t {
+  kSetMode = 1u << 0,
+  kSetUid = 1u << 1,
+  kSetGid = 1u << 2,
+  kSetSize = 1u << 3,
+  kSetAtime = 1u << 4,
+  kSetMtime = 1u << 5,
+  kSetAtimeNow = 1u << 6,
+  kSetMtimeNow = 1u << 7,
+  kSetCtime = 1u << 8,
+};
+
+struct SetAttrRequest {
+  uint32_t mask = 0;
+  uint32_t mode = 0;  // permission bits only; the type never changes
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  Timespec atime, mtime, ctime;
+};
+
+struct DirEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint32_t mode = 0;     // file type bits (S_IFMT part) at least
+  uint64_t cookie = 0;   // pass to ReadDir to continue after this entry
+};
+
+// The committed version of one stripe. missing_mask bit i set = chunk i was
+// not written (degraded) or is known lost; repair clears bits.
+struct StripeVersion {
+  uint64_t stripe = 0;
+  uint64_t version = 0;
+  uint32_t missing_mask = 0;
+  friend bool operator==(const StripeVersion&, const StripeVersion&) = default;
+};
+
+// A stripe version that a mutation made obsolete: its chunks can be deleted.
+struct ObsoleteStripe {
+  uint64_t inode = 0;
+  uint64_t stripe = 0;
+  uint64_t version = 0;
+};
+
+enum class ServerState : uint8_t { kUp = 0, kDown = 1, kOut = 2 };
+
+struct ServerInfo {
+  uint32_t id = 0;             // stable, unique within the cluster
+  std::string address;         // "127.0.0.1:7001"; empty in embedded mode
+  std::string failure_domain;  // placement never puts two chunks of a stripe
+                               // in one domain when enough domains exist
+  ServerState state = ServerState::kUp;
+  friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
+};
+
+struct ClusterMap {
+  uint64_t epoch = 0;  // bumped on every change
+  std::vector<ServerInfo> servers;
+};
+
+struct FsStats {
+  uint64_t inodes = 0;
+  uint64_t bytes_used = 0;  // logical file bytes
+};
+
+struct StripeRef {
+  uint64_t inode = 0;
+  StripeVersion sv;
+};
+
+}  // namespace stripefs
