@@ -74,6 +74,9 @@ struct StripeVersion {
   uint64_t stripe = 0;
   uint64_t version = 0;
   uint32_t missing_mask = 0;
+  // Bytes in each of the k+m chunks of this version (all equal, <= cell
+  // size): short stripes at the end of small files store short chunks.
+  uint32_t chunk_len = 0;
   friend bool operator==(const StripeVersion&, const StripeVersion&) = default;
 };
 
