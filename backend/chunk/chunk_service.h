@@ -75,6 +75,18 @@ class ChunkService {
                                                     uint32_t limit) = 0;
 
   virtual Result<ChunkStoreStats> Stats() = 0;
+
+  // Makes (id, to_version) a copy of (id, from_version), whose length is
+  // `length`. Used by parity-delta updates, where untouched chunks carry over
+  // to the stripe's new version. The default reads and rewrites the chunk
+  // (CRC verified on the way); a store may override it with a cheaper local
+  // copy (e.g. a hard link, versions being immutable).
+  virtual Status CloneChunk(const ChunkId& id, uint64_t from_version,
+                            uint64_t to_version, uint32_t length) {
+    auto data = ReadChunk(id, from_version, 0, length);
+    if (!data.ok()) return data.status();
+    return WriteChunk(id, to_version, *data);
+  }
 };
 
 }  // namespace stripefs
