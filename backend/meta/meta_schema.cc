@@ -1,0 +1,369 @@
+#include "backend/meta/meta_schema.h"
+
+#include <cstring>
+
+namespace stripefs::meta_schema {
+namespace {
+
+void PutBE64(std::string* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint64_t GetBE64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+// Little-endian value writer.
+class Writer {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  void Time(const Timespec& t) {
+    U64(static_cast<uint64_t>(t.sec));
+    U32(t.nsec);
+  }
+  void Str(std::string_view s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Bounds-checked little-endian value reader. After any failed read, ok()
+// is false and every further read returns zeros.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && pos_ == in_.size(); }
+  uint8_t U8() { return static_cast<uint8_t>(Get(1)); }
+  uint32_t U32() { return static_cast<uint32_t>(Get(4)); }
+  uint64_t U64() { return Get(8); }
+  Timespec Time() {
+    Timespec t;
+    t.sec = static_cast<int64_t>(U64());
+    t.nsec = U32();
+    if (t.nsec >= 1000000000u) ok_ = false;
+    return t;
+  }
+  std::string Str(size_t max_len) {
+    uint32_t n = U32();
+    if (!ok_ || n > max_len || in_.size() - pos_ < n) {
+      ok_ = false;
+      return {};
+    }
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  uint64_t Get(size_t bytes) {
+    if (!ok_ || in_.size() - pos_ < bytes) {
+      ok_ = false;
+      return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i)
+      v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
+    pos_ += bytes;
+    return v;
+  }
+
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+Status Corrupt(std::string_view what) {
+  return Status::Corruption("metadata record '" + std::string(what) +
+                            "' is malformed; the metadata store is damaged "
+                            "(restore it from a backup)");
+}
+
+std::string PrefixedIno(char prefix, uint64_t ino) {
+  std::string k(1, prefix);
+  PutBE64(&k, ino);
+  return k;
+}
+
+constexpr uint8_t kInodeRecordVersion = 1;
+
+}  // namespace
+
+std::string MetaKey(std::string_view name) {
+  std::string k(1, kPrefixMeta);
+  k.append(name);
+  return k;
+}
+std::string InodeKey(uint64_t ino) { return PrefixedIno(kPrefixInode, ino); }
+std::string DentryPrefix(uint64_t parent) {
+  return PrefixedIno(kPrefixDentry, parent);
+}
+std::string DentryKey(uint64_t parent, std::string_view name) {
+  std::string k = DentryPrefix(parent);
+  k.append(name);
+  return k;
+}
+std::string CookiePrefix(uint64_t parent) {
+  return PrefixedIno(kPrefixCookie, parent);
+}
+std::string CookieKey(uint64_t parent, uint64_t seq) {
+  std::string k = CookiePrefix(parent);
+  PutBE64(&k, seq);
+  return k;
+}
+std::string XattrPrefix(uint64_t ino) { return PrefixedIno(kPrefixXattr, ino); }
+std::string XattrKey(uint64_t ino, std::string_view name) {
+  std::string k = XattrPrefix(ino);
+  k.append(name);
+  return k;
+}
+std::string StripePrefix(uint64_t ino) {
+  return PrefixedIno(kPrefixStripe, ino);
+}
+std::string StripeKey(uint64_t ino, uint64_t stripe) {
+  std::string k = StripePrefix(ino);
+  PutBE64(&k, stripe);
+  return k;
+}
+std::string OrphanKey(uint64_t ino) { return PrefixedIno(kPrefixOrphan, ino); }
+std::string SymlinkKey(uint64_t ino) {
+  return PrefixedIno(kPrefixSymlink, ino);
+}
+
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    auto last = static_cast<uint8_t>(end.back());
+    if (last != 0xff) {
+      end.back() = static_cast<char>(last + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return end;  // unreachable for our prefixes
+}
+
+Result<uint64_t> ParseCookieSeq(std::string_view key) {
+  if (key.size() != 17 || key[0] != kPrefixCookie) return Corrupt("cookie key");
+  return GetBE64(key.substr(9));
+}
+
+Result<uint64_t> ParseOrphanIno(std::string_view key) {
+  if (key.size() != 9 || key[0] != kPrefixOrphan) return Corrupt("orphan key");
+  return GetBE64(key.substr(1));
+}
+
+Result<std::string> ParseXattrName(std::string_view key) {
+  if (key.size() < 10 || key[0] != kPrefixXattr) return Corrupt("xattr key");
+  return std::string(key.substr(9));
+}
+
+Result<StripeRef> ParseStripe(std::string_view key, std::string_view value) {
+  if (key.size() != 17 || key[0] != kPrefixStripe) return Corrupt("stripe key");
+  StripeRef ref;
+  ref.inode = GetBE64(key.substr(1));
+  ref.sv.stripe = GetBE64(key.substr(9));
+  STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(value, &ref.sv));
+  return ref;
+}
+
+std::string EncodeU64(uint64_t v) {
+  Writer w;
+  w.U64(v);
+  return w.Take();
+}
+
+Result<uint64_t> DecodeU64(std::string_view in) {
+  Reader r(in);
+  uint64_t v = r.U64();
+  if (!r.done()) return Corrupt("u64 counter");
+  return v;
+}
+
+std::string EncodeU32(uint32_t v) {
+  Writer w;
+  w.U32(v);
+  return w.Take();
+}
+
+Result<uint32_t> DecodeU32(std::string_view in) {
+  Reader r(in);
+  uint32_t v = r.U32();
+  if (!r.done()) return Corrupt("u32 value");
+  return v;
+}
+
+std::string EncodeInode(const InodeRecord& rec) {
+  Writer w;
+  const InodeAttr& a = rec.attr;
+  w.U8(kInodeRecordVersion);
+  w.U64(a.ino);
+  w.U32(a.mode);
+  w.U32(a.uid);
+  w.U32(a.gid);
+  w.U32(a.nlink);
+  w.U64(a.size);
+  w.U32(a.rdev);
+  w.U64(a.generation);
+  w.Time(a.atime);
+  w.Time(a.mtime);
+  w.Time(a.ctime);
+  w.U64(rec.parent);
+  w.U64(rec.next_seq);
+  return w.Take();
+}
+
+Result<InodeRecord> DecodeInode(std::string_view in) {
+  Reader r(in);
+  InodeRecord rec;
+  InodeAttr& a = rec.attr;
+  if (r.U8() != kInodeRecordVersion) return Corrupt("inode (version)");
+  a.ino = r.U64();
+  a.mode = r.U32();
+  a.uid = r.U32();
+  a.gid = r.U32();
+  a.nlink = r.U32();
+  a.size = r.U64();
+  a.rdev = r.U32();
+  a.generation = r.U64();
+  a.atime = r.Time();
+  a.mtime = r.Time();
+  a.ctime = r.Time();
+  rec.parent = r.U64();
+  rec.next_seq = r.U64();
+  if (!r.done()) return Corrupt("inode");
+  return rec;
+}
+
+std::string EncodeDentry(const DentryValue& d) {
+  Writer w;
+  w.U64(d.ino);
+  w.U32(d.type);
+  w.U64(d.seq);
+  return w.Take();
+}
+
+Result<DentryValue> DecodeDentry(std::string_view in) {
+  Reader r(in);
+  DentryValue d;
+  d.ino = r.U64();
+  d.type = r.U32();
+  d.seq = r.U64();
+  if (!r.done() || d.ino == 0) return Corrupt("dentry");
+  return d;
+}
+
+std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask) {
+  Writer w;
+  w.U64(version);
+  w.U32(missing_mask);
+  return w.Take();
+}
+
+Status DecodeStripeValue(std::string_view in, StripeVersion* sv) {
+  Reader r(in);
+  sv->version = r.U64();
+  sv->missing_mask = r.U32();
+  if (!r.done() || sv->version == 0) return Corrupt("stripe version");
+  return Status::Ok();
+}
+
+std::string EncodeGeometry(const Geometry& g) {
+  Writer w;
+  w.U32(g.k);
+  w.U32(g.m);
+  w.U32(g.cell_size);
+  return w.Take();
+}
+
+Result<Geometry> DecodeGeometry(std::string_view in) {
+  Reader r(in);
+  Geometry g;
+  g.k = r.U32();
+  g.m = r.U32();
+  g.cell_size = r.U32();
+  if (!r.done()) return Corrupt("geometry");
+  if (Status s = ValidateGeometry(g); !s.ok()) return Corrupt("geometry");
+  return g;
+}
+
+std::string EncodeStats(const FsStats& s) {
+  Writer w;
+  w.U64(s.inodes);
+  w.U64(s.bytes_used);
+  return w.Take();
+}
+
+Result<FsStats> DecodeStats(std::string_view in) {
+  Reader r(in);
+  FsStats s;
+  s.inodes = r.U64();
+  s.bytes_used = r.U64();
+  if (!r.done()) return Corrupt("stats");
+  return s;
+}
+
+std::string EncodeClusterMap(const ClusterMap& m) {
+  Writer w;
+  w.U64(m.epoch);
+  w.U32(static_cast<uint32_t>(m.servers.size()));
+  for (const ServerInfo& s : m.servers) {
+    w.U32(s.id);
+    w.Str(s.address);
+    w.Str(s.failure_domain);
+    w.U8(static_cast<uint8_t>(s.state));
+  }
+  return w.Take();
+}
+
+Result<ClusterMap> DecodeClusterMap(std::string_view in) {
+  constexpr uint32_t kMaxServers = 1u << 16;
+  constexpr size_t kMaxString = 4096;
+  Reader r(in);
+  ClusterMap m;
+  m.epoch = r.U64();
+  uint32_t n = r.U32();
+  if (!r.ok() || n > kMaxServers) return Corrupt("cluster map");
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    ServerInfo s;
+    s.id = r.U32();
+    s.address = r.Str(kMaxString);
+    s.failure_domain = r.Str(kMaxString);
+    uint8_t state = r.U8();
+    if (state > static_cast<uint8_t>(ServerState::kOut))
+      return Corrupt("cluster map");
+    s.state = static_cast<ServerState>(state);
+    m.servers.push_back(std::move(s));
+  }
+  if (!r.done()) return Corrupt("cluster map");
+  return m;
+}
+
+Status ValidateGeometry(const Geometry& g) {
+  constexpr uint32_t kMaxCell = 64u << 20;
+  if (g.k < 1 || g.m < 1 || g.k + g.m > 32 || g.k > 32 || g.m > 32) {
+    return Status::InvalidArgument(
+        "geometry k=" + std::to_string(g.k) + " m=" + std::to_string(g.m) +
+        " is not supported: need k >= 1, m >= 1 and k + m <= 32");
+  }
+  if (g.cell_size < 4096 || g.cell_size % 4096 != 0 || g.cell_size > kMaxCell) {
+    return Status::InvalidArgument(
+        "cell size " + std::to_string(g.cell_size) +
+        " is not supported: use a multiple of 4096 between 4 KiB and 64 MiB");
+  }
+  return Status::Ok();
+}
+
+}  // namespace stripefs::meta_schema

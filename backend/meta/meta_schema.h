@@ -1,0 +1,109 @@
+// The on-disk schema of MetaStore: RocksDB key layout and value encodings.
+//
+// All records live in the default column family, distinguished by a one-byte
+// key prefix (see docs/metadata.md for the full table). Integers inside keys
+// are fixed-width big-endian so that RocksDB's bytewise order is numeric
+// order; integers inside values are fixed-width little-endian. Every decoder
+// is bounds-checked and returns a Corruption status (never crashes) on short,
+// long or otherwise malformed input.
+//
+// Pure functions over values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "backend/meta/meta_types.h"
+#include "common/status.h"
+
+namespace stripefs::meta_schema {
+
+// Bumped whenever the layout below changes incompatibly.
+inline constexpr uint32_t kFormatVersion = 1;
+
+// Key prefixes.
+inline constexpr char kPrefixMeta = 'M';     // M<name> -> volume-wide records
+inline constexpr char kPrefixInode = 'I';    // I<ino> -> InodeRecord
+inline constexpr char kPrefixDentry = 'D';   // D<parent><name> -> DentryValue
+inline constexpr char kPrefixCookie = 'C';   // C<parent><seq> -> name
+inline constexpr char kPrefixXattr = 'X';    // X<ino><name> -> value
+inline constexpr char kPrefixStripe = 'S';   // S<ino><stripe> -> StripeVersion
+inline constexpr char kPrefixOrphan = 'O';   // O<ino> -> ""
+inline constexpr char kPrefixSymlink = 'L';  // L<ino> -> target
+
+// Names of the M records.
+inline constexpr std::string_view kMetaFormat = "format";         // u32
+inline constexpr std::string_view kMetaGeometry = "geometry";     // Geometry
+inline constexpr std::string_view kMetaNextInode = "next_inode";  // u64
+inline constexpr std::string_view kMetaVersionLimit = "version_limit";  // u64
+inline constexpr std::string_view kMetaStats = "stats";      // FsStats
+inline constexpr std::string_view kMetaCluster = "cluster";  // ClusterMap
+
+// ReadDir cookies: 1 = ".", 2 = "..", entries use their sequence number,
+// which starts at kFirstEntrySeq and only grows per directory.
+inline constexpr uint64_t kCookieDot = 1;
+inline constexpr uint64_t kCookieDotDot = 2;
+inline constexpr uint64_t kFirstEntrySeq = 3;
+
+// An inode as stored: the public attributes plus directory bookkeeping.
+struct InodeRecord {
+  InodeAttr attr;
+  uint64_t parent = 0;    // directories: the containing directory ('..')
+  uint64_t next_seq = 0;  // directories: next cookie sequence to assign
+};
+
+struct DentryValue {
+  uint64_t ino = 0;
+  uint32_t type = 0;  // S_IFMT bits of the target
+  uint64_t seq = 0;   // cookie of this entry in its directory
+};
+
+// --- keys -------------------------------------------------------------------
+std::string MetaKey(std::string_view name);
+std::string InodeKey(uint64_t ino);
+std::string DentryKey(uint64_t parent, std::string_view name);
+std::string DentryPrefix(uint64_t parent);
+std::string CookieKey(uint64_t parent, uint64_t seq);
+std::string CookiePrefix(uint64_t parent);
+std::string XattrKey(uint64_t ino, std::string_view name);
+std::string XattrPrefix(uint64_t ino);
+std::string StripeKey(uint64_t ino, uint64_t stripe);
+std::string StripePrefix(uint64_t ino);
+std::string OrphanKey(uint64_t ino);
+std::string SymlinkKey(uint64_t ino);
+// The smallest key greater than every key starting with `prefix` (prefix
+// must not be all 0xff bytes). Used as an exclusive iterate_upper_bound.
+std::string PrefixEnd(std::string_view prefix);
+
+// Parsers of keys read back while iterating (bounds-checked).
+Result<uint64_t> ParseCookieSeq(std::string_view key);     // C<p><seq>
+Result<uint64_t> ParseOrphanIno(std::string_view key);     // O<ino>
+Result<std::string> ParseXattrName(std::string_view key);  // X<ino><name>
+Result<StripeRef> ParseStripe(std::string_view key, std::string_view value);
+
+// --- values -----------------------------------------------------------------
+std::string EncodeU64(uint64_t v);
+Result<uint64_t> DecodeU64(std::string_view in);
+std::string EncodeU32(uint32_t v);
+Result<uint32_t> DecodeU32(std::string_view in);
+
+std::string EncodeInode(const InodeRecord& r);
+Result<InodeRecord> DecodeInode(std::string_view in);
+std::string EncodeDentry(const DentryValue& d);
+Result<DentryValue> DecodeDentry(std::string_view in);
+std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask);
+// Fills version and missing_mask of *sv (not sv->stripe).
+Status DecodeStripeValue(std::string_view in, StripeVersion* sv);
+std::string EncodeGeometry(const Geometry& g);
+Result<Geometry> DecodeGeometry(std::string_view in);
+std::string EncodeStats(const FsStats& s);
+Result<FsStats> DecodeStats(std::string_view in);
+std::string EncodeClusterMap(const ClusterMap& m);
+Result<ClusterMap> DecodeClusterMap(std::string_view in);
+
+// Checks the limits MetaStore accepts: 1 <= k, 1 <= m, k + m <= 32,
+// cell_size a multiple of 4096 in [4096, 64 MiB].
+Status ValidateGeometry(const Geometry& g);
+
+}  // namespace stripefs::meta_schema

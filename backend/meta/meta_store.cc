@@ -1,0 +1,1186 @@
+#include "backend/meta/meta_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/snapshot.h>
+#include <rocksdb/write_batch.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <optional>
+
+namespace stripefs {
+
+using namespace meta_schema;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+constexpr size_t kNameMax = 255;
+constexpr size_t kSymlinkMax = 4095;
+constexpr size_t kXattrNameMax = 255;
+constexpr size_t kXattrValueMax = 64 * 1024;
+constexpr uint32_t kRenameNoReplace = 1;
+constexpr uint32_t kRenameExchange = 2;
+constexpr uint32_t kXattrCreate = 1;
+constexpr uint32_t kXattrReplace = 2;
+
+Timespec Now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return Timespec{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
+}
+
+bool IsDir(uint32_t mode) { return S_ISDIR(mode); }
+bool IsReg(uint32_t mode) { return S_ISREG(mode); }
+
+std::string InoStr(uint64_t ino) { return "inode " + std::to_string(ino); }
+
+Status DbError(const rocksdb::Status& s, std::string_view what) {
+  return Status::IoError(std::string(what) + ": RocksDB: " + s.ToString() +
+                         " (check the disk holding the metadata store)");
+}
+
+// Checks a directory entry name. "." and ".." pass; callers decide.
+Status ValidateName(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("empty file name");
+  if (name.size() > kNameMax) {
+    return Status(ENAMETOOLONG, "file name of " + std::to_string(name.size()) +
+                                    " bytes is longer than 255");
+  }
+  if (name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("file name contains '/' or a NUL byte");
+  }
+  return Status::Ok();
+}
+
+bool IsDots(const std::string& name) { return name == "." || name == ".."; }
+
+Status ValidateXattrName(const std::string& name) {
+  if (name.empty() || name.size() > kXattrNameMax) {
+    return Status(ERANGE, "xattr name must be 1..255 bytes, got " +
+                              std::to_string(name.size()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// One atomic change: inode records are loaded once, modified in memory and
+// written together with every other change in a single synced WriteBatch.
+// Must be used with mu_ held.
+class MetaStore::Mutation {
+ public:
+  explicit Mutation(MetaStore* s)
+      : s_(s), stats_(s->stats_), next_inode_(s->next_inode_), now_(Now()) {}
+
+  const Timespec& now() const { return now_; }
+  rocksdb::WriteBatch& batch() { return batch_; }
+  FsStats& stats() { return stats_; }
+
+  Result<InodeRecord*> Inode(uint64_t ino) {
+    if (deleted_.count(ino))
+      return Status::NotFound(InoStr(ino) + " was removed");
+    auto it = inodes_.find(ino);
+    if (it != inodes_.end()) return &it->second;
+    STRIPEFS_ASSIGN_OR_RETURN(std::string v,
+                              s_->Get(InodeKey(ino), InoStr(ino)));
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, DecodeInode(v));
+    return &inodes_.emplace(ino, std::move(rec)).first->second;
+  }
+  // Like Inode() and marks it to be written back.
+  Result<InodeRecord*> Modify(uint64_t ino) {
+    auto r = Inode(ino);
+    if (r.ok()) dirty_.insert(ino);
+    return r;
+  }
+  Result<InodeRecord*> ModifyDir(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Modify(ino));
+    if (!IsDir(rec->attr.mode)) {
+      return Status(ENOTDIR, InoStr(ino) + " is not a directory");
+    }
+    return rec;
+  }
+  InodeRecord* NewInode() {
+    uint64_t ino = next_inode_++;
+    InodeRecord& rec = inodes_[ino];
+    rec.attr.ino = ino;
+    rec.attr.generation = 1;
+    rec.attr.atime = rec.attr.mtime = rec.attr.ctime = now_;
+    dirty_.insert(ino);
+    stats_.inodes++;
+    return &rec;
+  }
+  // Deletes the inode record and its symlink target, xattrs and orphan mark
+  // (not its stripes: see DropStripesFrom).
+  Status DeleteInode(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Inode(ino));
+    if (IsReg(rec->attr.mode)) stats_.bytes_used -= rec->attr.size;
+    stats_.inodes--;
+    deleted_.insert(ino);
+    dirty_.erase(ino);
+    batch_.Delete(InodeKey(ino));
+    batch_.Delete(SymlinkKey(ino));
+    batch_.Delete(OrphanKey(ino));
+    std::string prefix = XattrPrefix(ino);
+    std::string end = PrefixEnd(prefix);
+    rocksdb::ReadOptions ro;
+    rocksdb::Slice upper(end);
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(s_->db_->NewIterator(ro));
+    for (it->Seek(prefix); it->Valid(); it->Next()) batch_.Delete(it->key());
+    if (!it->status().ok()) return DbError(it->status(), "listing xattrs");
+    return Status::Ok();
+  }
+
+  Result<std::optional<DentryValue>> GetDentry(uint64_t parent,
+                                               const std::string& name) {
+    std::string v;
+    rocksdb::Status st =
+        s_->db_->Get(rocksdb::ReadOptions(), DentryKey(parent, name), &v);
+    if (st.IsNotFound()) return std::optional<DentryValue>();
+    if (!st.ok()) return DbError(st, "reading a directory entry");
+    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+    return std::optional<DentryValue>(d);
+  }
+  void PutDentry(uint64_t parent, const std::string& name,
+                 const DentryValue& d) {
+    batch_.Put(DentryKey(parent, name), EncodeDentry(d));
+    batch_.Put(CookieKey(parent, d.seq), name);
+  }
+  void DeleteDentry(uint64_t parent, const std::string& name, uint64_t seq) {
+    batch_.Delete(DentryKey(parent, name));
+    batch_.Delete(CookieKey(parent, seq));
+  }
+  Result<bool> DirIsEmpty(uint64_t dir) {
+    std::string prefix = DentryPrefix(dir);
+    std::string end = PrefixEnd(prefix);
+    rocksdb::ReadOptions ro;
+    rocksdb::Slice upper(end);
+    ro.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(s_->db_->NewIterator(ro));
+    it->Seek(prefix);
+    if (!it->status().ok()) return DbError(it->status(), "listing a directory");
+    return !it->Valid();
+  }
+
+  Status Commit() {
+    for (uint64_t ino : dirty_) {
+      batch_.Put(InodeKey(ino), EncodeInode(inodes_.at(ino)));
+    }
+    if (stats_.inodes != s_->stats_.inodes ||
+        stats_.bytes_used != s_->stats_.bytes_used) {
+      batch_.Put(MetaKey(kMetaStats), EncodeStats(stats_));
+    }
+    if (next_inode_ != s_->next_inode_) {
+      batch_.Put(MetaKey(kMetaNextInode), EncodeU64(next_inode_));
+    }
+    STRIPEFS_RETURN_IF_ERROR(s_->Write(&batch_));
+    s_->stats_ = stats_;
+    s_->next_inode_ = next_inode_;
+    return Status::Ok();
+  }
+
+ private:
+  MetaStore* s_;
+  FsStats stats_;
+  uint64_t next_inode_;
+  Timespec now_;
+  rocksdb::WriteBatch batch_;
+  std::map<uint64_t, InodeRecord> inodes_;
+  std::set<uint64_t> dirty_;
+  std::set<uint64_t> deleted_;
+};
+
+// --- lifecycle
+// ----------------------------------------------------------------
+
+MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
+                     std::unique_ptr<rocksdb::DB> db)
+    : dir_(std::move(dir)), options_(options), db_(std::move(db)) {}
+
+MetaStore::~MetaStore() {
+  if (db_) {
+    rocksdb::FlushOptions fo;
+    (void)db_->Flush(fo);
+    (void)db_->Close();
+  }
+}
+
+bool MetaStore::Exists(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec);
+}
+
+Result<std::unique_ptr<rocksdb::DB>> MetaStore::OpenDb(const std::string& dir,
+                                                       bool create) {
+  rocksdb::Options opts;
+  opts.create_if_missing = create;
+  opts.error_if_exists = create;
+  opts.keep_log_file_num = 4;
+  opts.max_background_jobs = 2;
+  opts.paranoid_checks = true;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status st = rocksdb::DB::Open(opts, dir, &raw);
+  if (!st.ok()) {
+    std::string msg = st.ToString();
+    if (msg.find("lock") != std::string::npos ||
+        msg.find("LOCK") != std::string::npos) {
+      return Status(EBUSY, "metadata store " + dir +
+                               " is in use by another process (a metad or "
+                               "mount still running?): " +
+                               msg);
+    }
+    return Status::IoError("cannot open metadata store " + dir + ": " + msg);
+  }
+  return std::unique_ptr<rocksdb::DB>(raw);
+}
+
+Result<std::unique_ptr<MetaStore>> MetaStore::Create(
+    const std::string& dir, const Geometry& geometry,
+    const MetaStoreOptions& options) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateGeometry(geometry));
+  if (Exists(dir)) {
+    return Status::Exists("a stripefs metadata store already exists in " + dir +
+                          "; open it instead, or remove the directory "
+                          "to start a new volume");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return Status(ec.value(),
+                  "cannot create directory " + dir + ": " + ec.message());
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db,
+                            OpenDb(dir, /*create=*/true));
+  // Everything a volume needs, in one batch: a crash leaves either nothing
+  // (Open reports "not a stripefs metadata store") or a complete volume.
+  rocksdb::WriteBatch b;
+  InodeRecord root;
+  root.attr.ino = kRootInode;
+  root.attr.mode = S_IFDIR | (options.root_mode & 07777);
+  root.attr.uid = options.root_uid;
+  root.attr.gid = options.root_gid;
+  root.attr.nlink = 2;
+  root.attr.generation = 1;
+  root.attr.atime = root.attr.mtime = root.attr.ctime = Now();
+  root.parent = kRootInode;
+  root.next_seq = kFirstEntrySeq;
+  b.Put(InodeKey(kRootInode), EncodeInode(root));
+  b.Put(MetaKey(kMetaGeometry), EncodeGeometry(geometry));
+  b.Put(MetaKey(kMetaNextInode), EncodeU64(kRootInode + 1));
+  b.Put(MetaKey(kMetaVersionLimit), EncodeU64(1));
+  b.Put(MetaKey(kMetaStats), EncodeStats(FsStats{1, 0}));
+  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(ClusterMap{}));
+  b.Put(MetaKey(kMetaFormat), EncodeU32(kFormatVersion));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  rocksdb::Status st = db->Write(wo, &b);
+  if (!st.ok()) return DbError(st, "initialising metadata store " + dir);
+  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(db)));
+  STRIPEFS_RETURN_IF_ERROR(store->LoadState());
+  return store;
+}
+
+Result<std::unique_ptr<MetaStore>> MetaStore::Open(
+    const std::string& dir, const MetaStoreOptions& options) {
+  if (!Exists(dir)) {
+    return Status::NotFound("no stripefs metadata store in " + dir +
+                            " (create a volume first, e.g. `stripefs mkfs`)");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db,
+                            OpenDb(dir, /*create=*/false));
+  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(db)));
+  STRIPEFS_RETURN_IF_ERROR(store->LoadState());
+  return store;
+}
+
+Result<std::unique_ptr<MetaStore>> MetaStore::OpenOrCreate(
+    const std::string& dir, const Geometry& geometry,
+    const MetaStoreOptions& options) {
+  if (!Exists(dir)) return Create(dir, geometry, options);
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<MetaStore> store,
+                            Open(dir, options));
+  if (!(store->geometry_ == geometry)) {
+    const Geometry& g = store->geometry_;
+    return Status::InvalidArgument(
+        "metadata store " + dir + " holds a volume with geometry " +
+        std::to_string(g.k) + "+" + std::to_string(g.m) + " cell " +
+        std::to_string(g.cell_size) + ", not the requested " +
+        std::to_string(geometry.k) + "+" + std::to_string(geometry.m) +
+        " cell " + std::to_string(geometry.cell_size) +
+        "; open it with its own geometry");
+  }
+  return store;
+}
+
+Status MetaStore::LoadState() {
+  std::string v;
+  rocksdb::Status st =
+      db_->Get(rocksdb::ReadOptions(), MetaKey(kMetaFormat), &v);
+  if (st.IsNotFound()) {
+    return Status::InvalidArgument(
+        dir_ +
+        " is a RocksDB database but not a stripefs metadata store "
+        "(or its creation was interrupted; remove it and create the "
+        "volume again)");
+  }
+  if (!st.ok()) return DbError(st, "reading the format version");
+  STRIPEFS_ASSIGN_OR_RETURN(uint32_t format, DecodeU32(v));
+  if (format != kFormatVersion) {
+    return Status::InvalidArgument(
+        "metadata store " + dir_ + " has format version " +
+        std::to_string(format) + " but this stripefs reads version " +
+        std::to_string(kFormatVersion) + "; use a matching stripefs build");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaGeometry), "geometry"));
+  STRIPEFS_ASSIGN_OR_RETURN(geometry_, DecodeGeometry(v));
+  STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaNextInode), "inode counter"));
+  STRIPEFS_ASSIGN_OR_RETURN(next_inode_, DecodeU64(v));
+  STRIPEFS_ASSIGN_OR_RETURN(v,
+                            Get(MetaKey(kMetaVersionLimit), "version counter"));
+  STRIPEFS_ASSIGN_OR_RETURN(version_limit_, DecodeU64(v));
+  // Versions below the durable limit may have been handed out before a
+  // restart: never hand them out again.
+  next_version_ = version_limit_;
+  STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaStats), "statistics"));
+  STRIPEFS_ASSIGN_OR_RETURN(stats_, DecodeStats(v));
+  return Status::Ok();
+}
+
+Result<std::string> MetaStore::Get(const std::string& key,
+                                   const std::string& what) {
+  std::string v;
+  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+  if (st.IsNotFound()) return Status::NotFound(what + " does not exist");
+  if (!st.ok()) return DbError(st, "reading " + what);
+  return v;
+}
+
+Status MetaStore::Write(rocksdb::WriteBatch* batch) {
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  rocksdb::Status st = db_->Write(wo, batch);
+  if (!st.ok()) return DbError(st, "writing metadata");
+  return Status::Ok();
+}
+
+// --- volume and cluster
+// -------------------------------------------------------
+
+Result<Geometry> MetaStore::GetGeometry() { return geometry_; }
+
+Result<ClusterMap> MetaStore::GetClusterMap() {
+  STRIPEFS_ASSIGN_OR_RETURN(std::string v,
+                            Get(MetaKey(kMetaCluster), "cluster map"));
+  return DecodeClusterMap(v);
+}
+
+Status MetaStore::UpsertServer(const ServerInfo& info) {
+  if (info.address.size() > 4096 || info.failure_domain.size() > 4096) {
+    return Status::InvalidArgument(
+        "server address or failure domain longer "
+        "than 4096 bytes");
+  }
+  if (info.state > ServerState::kOut) {
+    return Status::InvalidArgument("unknown server state");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+  auto it = std::find_if(map.servers.begin(), map.servers.end(),
+                         [&](const ServerInfo& s) { return s.id >= info.id; });
+  if (it != map.servers.end() && it->id == info.id) {
+    *it = info;
+  } else {
+    map.servers.insert(it, info);
+  }
+  map.epoch++;
+  rocksdb::WriteBatch b;
+  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+  return Write(&b);
+}
+
+Status MetaStore::SetServerState(uint32_t id, ServerState state) {
+  if (state > ServerState::kOut) {
+    return Status::InvalidArgument("unknown server state");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+  auto it = std::find_if(map.servers.begin(), map.servers.end(),
+                         [&](const ServerInfo& s) { return s.id == id; });
+  if (it == map.servers.end()) {
+    return Status::NotFound("server " + std::to_string(id) +
+                            " is not in the cluster map (add it first)");
+  }
+  if (it->state == state) return Status::Ok();
+  it->state = state;
+  map.epoch++;
+  rocksdb::WriteBatch b;
+  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+  return Write(&b);
+}
+
+// --- namespace reads
+// ----------------------------------------------------------
+
+namespace {
+
+// Reads through one snapshot, so multi-record reads are consistent.
+class SnapshotReader {
+ public:
+  explicit SnapshotReader(rocksdb::DB* db) : db_(db), snap_(db->GetSnapshot()) {
+    ro_.snapshot = snap_;
+  }
+  ~SnapshotReader() { db_->ReleaseSnapshot(snap_); }
+  SnapshotReader(const SnapshotReader&) = delete;
+  SnapshotReader& operator=(const SnapshotReader&) = delete;
+
+  // ENOENT (with `what`) if missing.
+  Result<std::string> Get(const std::string& key, const std::string& what) {
+    std::string v;
+    rocksdb::Status st = db_->Get(ro_, key, &v);
+    if (st.IsNotFound()) return Status::NotFound(what + " does not exist");
+    if (!st.ok()) return DbError(st, "reading " + what);
+    return v;
+  }
+  Result<InodeRecord> Inode(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::string v, Get(InodeKey(ino), InoStr(ino)));
+    return DecodeInode(v);
+  }
+  Result<InodeRecord> Dir(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, Inode(ino));
+    if (!IsDir(rec.attr.mode)) {
+      return Status(ENOTDIR, InoStr(ino) + " is not a directory");
+    }
+    return rec;
+  }
+  // Iterator over [start, end) in the snapshot; `end` must outlive it.
+  std::unique_ptr<rocksdb::Iterator> Range(const std::string& start,
+                                           const rocksdb::Slice* end) {
+    rocksdb::ReadOptions ro = ro_;
+    ro.iterate_upper_bound = end;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(start);
+    return it;
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snap_;
+  rocksdb::ReadOptions ro_;
+};
+
+}  // namespace
+
+Result<InodeAttr> MetaStore::Lookup(uint64_t parent, const std::string& name) {
+  if (name.empty()) return Status::NotFound("empty file name");
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
+  SnapshotReader r(db_.get());
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(parent));
+  if (name == ".") return dir.attr;
+  if (name == "..") {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord up, r.Inode(dir.parent));
+    return up.attr;
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(
+      std::string v,
+      r.Get(DentryKey(parent, name), "'" + name + "' in " + InoStr(parent)));
+  STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, r.Inode(d.ino));
+  return rec.attr;
+}
+
+Result<InodeAttr> MetaStore::GetAttr(uint64_t ino) {
+  STRIPEFS_ASSIGN_OR_RETURN(std::string v, Get(InodeKey(ino), InoStr(ino)));
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, DecodeInode(v));
+  return rec.attr;
+}
+
+Result<std::string> MetaStore::ReadLink(uint64_t ino) {
+  SnapshotReader r(db_.get());
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, r.Inode(ino));
+  if (!S_ISLNK(rec.attr.mode)) {
+    return Status::InvalidArgument(InoStr(ino) + " is not a symbolic link");
+  }
+  return r.Get(SymlinkKey(ino), "symlink target of " + InoStr(ino));
+}
+
+Result<std::vector<DirEntry>> MetaStore::ReadDir(uint64_t ino, uint64_t cookie,
+                                                 uint32_t max_entries) {
+  SnapshotReader r(db_.get());
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(ino));
+  std::vector<DirEntry> out;
+  if (cookie < kCookieDot && out.size() < max_entries) {
+    out.push_back(DirEntry{".", ino, S_IFDIR, kCookieDot});
+  }
+  if (cookie < kCookieDotDot && out.size() < max_entries) {
+    out.push_back(DirEntry{"..", dir.parent, S_IFDIR, kCookieDotDot});
+  }
+  if (out.size() >= max_entries ||
+      cookie == std::numeric_limits<uint64_t>::max()) {
+    return out;
+  }
+  std::string prefix = CookiePrefix(ino);
+  std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  auto it =
+      r.Range(CookieKey(ino, std::max(cookie + 1, kFirstEntrySeq)), &upper);
+  for (; it->Valid() && out.size() < max_entries; it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t seq,
+                              ParseCookieSeq(it->key().ToStringView()));
+    std::string name = it->value().ToString();
+    STRIPEFS_ASSIGN_OR_RETURN(
+        std::string v, r.Get(DentryKey(ino, name), "entry '" + name + "'"));
+    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+    out.push_back(DirEntry{std::move(name), d.ino, d.type, seq});
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing a directory");
+  return out;
+}
+
+// --- namespace mutations
+// ------------------------------------------------------
+
+Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
+                                        const std::string& name, uint32_t mode,
+                                        uint32_t uid, uint32_t gid,
+                                        uint32_t rdev,
+                                        const std::string* symlink) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+  if (IsDots(name)) return Status::Exists("'" + name + "' always exists");
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
+                            m.GetDentry(parent, name));
+  if (existing) {
+    return Status::Exists("'" + name + "' already exists in " + InoStr(parent));
+  }
+  InodeRecord* rec = m.NewInode();
+  rec->attr.mode = mode;
+  rec->attr.uid = uid;
+  rec->attr.gid = gid;
+  rec->attr.rdev = rdev;
+  if (IsDir(mode)) {
+    rec->attr.nlink = 2;
+    rec->parent = parent;
+    rec->next_seq = kFirstEntrySeq;
+    dir->attr.nlink++;
+  } else {
+    rec->attr.nlink = 1;
+  }
+  if (symlink) {
+    rec->attr.size = symlink->size();
+    m.batch().Put(SymlinkKey(rec->attr.ino), *symlink);
+  }
+  m.PutDentry(parent, name,
+              DentryValue{rec->attr.ino, mode & S_IFMT, dir->next_seq++});
+  dir->attr.mtime = dir->attr.ctime = m.now();
+  InodeAttr attr = rec->attr;
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  return attr;
+}
+
+Result<InodeAttr> MetaStore::MkNode(uint64_t parent, const std::string& name,
+                                    uint32_t mode, uint32_t uid, uint32_t gid,
+                                    uint32_t rdev) {
+  uint32_t type = mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
+      type != S_IFIFO && type != S_IFSOCK) {
+    return Status::InvalidArgument(
+        "MkNode makes regular files, devices, fifos and sockets; use Mkdir "
+        "or Symlink for other types");
+  }
+  return CreateNode(parent, name, type | (mode & 07777), uid, gid,
+                    (type == S_IFCHR || type == S_IFBLK) ? rdev : 0, nullptr);
+}
+
+Result<InodeAttr> MetaStore::Mkdir(uint64_t parent, const std::string& name,
+                                   uint32_t mode, uint32_t uid, uint32_t gid) {
+  return CreateNode(parent, name, S_IFDIR | (mode & 07777), uid, gid, 0,
+                    nullptr);
+}
+
+Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
+                                     const std::string& target, uint32_t uid,
+                                     uint32_t gid) {
+  if (target.empty()) return Status::NotFound("empty symlink target");
+  if (target.size() > kSymlinkMax) {
+    return Status(ENAMETOOLONG, "symlink target longer than 4095 bytes");
+  }
+  if (target.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("symlink target contains a NUL byte");
+  }
+  return CreateNode(parent, name, S_IFLNK | 0777, uid, gid, 0, &target);
+}
+
+Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
+                                  const std::string& new_name) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+  if (IsDir(rec->attr.mode)) {
+    return Status(EPERM, "cannot hard-link directory " + InoStr(ino));
+  }
+  if (rec->attr.nlink == 0) {
+    return Status::NotFound(InoStr(ino) + " was unlinked");
+  }
+  if (rec->attr.nlink == std::numeric_limits<uint32_t>::max()) {
+    return Status(EMLINK, InoStr(ino) + " has too many links");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(new_parent));
+  if (IsDots(new_name))
+    return Status::Exists("'" + new_name + "' always exists");
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
+                            m.GetDentry(new_parent, new_name));
+  if (existing) {
+    return Status::Exists("'" + new_name + "' already exists in " +
+                          InoStr(new_parent));
+  }
+  m.PutDentry(new_parent, new_name,
+              DentryValue{ino, rec->attr.mode & S_IFMT, dir->next_seq++});
+  rec->attr.nlink++;
+  rec->attr.ctime = m.now();
+  dir->attr.mtime = dir->attr.ctime = m.now();
+  InodeAttr attr = rec->attr;
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  return attr;
+}
+
+Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+  if (IsDots(name)) return Status(EISDIR, "'" + name + "' is a directory");
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
+                            m.GetDentry(parent, name));
+  if (!d) {
+    return Status::NotFound("'" + name + "' does not exist in " +
+                            InoStr(parent));
+  }
+  if (IsDir(d->type)) {
+    return Status(EISDIR, "'" + name + "' is a directory (use rmdir)");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(d->ino));
+  m.DeleteDentry(parent, name, d->seq);
+  if (rec->attr.nlink > 0) rec->attr.nlink--;
+  rec->attr.ctime = m.now();
+  if (rec->attr.nlink == 0) m.batch().Put(OrphanKey(d->ino), "");
+  dir->attr.mtime = dir->attr.ctime = m.now();
+  InodeAttr attr = rec->attr;
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  return attr;
+}
+
+Status MetaStore::Rmdir(uint64_t parent, const std::string& name) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+  if (name == ".") return Status::InvalidArgument("cannot rmdir '.'");
+  if (name == "..") return Status(ENOTEMPTY, "cannot rmdir '..'");
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
+                            m.GetDentry(parent, name));
+  if (!d) {
+    return Status::NotFound("'" + name + "' does not exist in " +
+                            InoStr(parent));
+  }
+  if (!IsDir(d->type)) {
+    return Status(ENOTDIR, "'" + name + "' is not a directory");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(d->ino));
+  if (!empty) {
+    return Status(ENOTEMPTY, "directory '" + name + "' is not empty");
+  }
+  m.DeleteDentry(parent, name, d->seq);
+  STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(d->ino));
+  dir->attr.nlink--;
+  dir->attr.mtime = dir->attr.ctime = m.now();
+  return m.Commit();
+}
+
+Result<bool> MetaStore::IsAncestor(Mutation& m, uint64_t ancestor,
+                                   uint64_t ino) {
+  // Bounded walk up the '..' chain: a longer chain means a cycle.
+  for (int depth = 0; depth < (1 << 20); ++depth) {
+    if (ino == ancestor) return true;
+    if (ino == kRootInode) return false;
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
+    ino = rec->parent;
+  }
+  return Status::Corruption(
+      "directory parent chain loops; the metadata "
+      "store is damaged");
+}
+
+Status MetaStore::Rename(uint64_t parent, const std::string& name,
+                         uint64_t new_parent, const std::string& new_name,
+                         uint32_t flags, uint64_t* replaced) {
+  if (replaced) *replaced = 0;
+  if ((flags & ~(kRenameNoReplace | kRenameExchange)) != 0 ||
+      flags == (kRenameNoReplace | kRenameExchange)) {
+    return Status::InvalidArgument("unsupported rename flags " +
+                                   std::to_string(flags));
+  }
+  const bool exchange = flags & kRenameExchange;
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
+  STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * npdir, m.ModifyDir(new_parent));
+  if (IsDots(name) || IsDots(new_name)) {
+    return Status(EBUSY, "cannot rename '.' or '..'");
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> src,
+                            m.GetDentry(parent, name));
+  if (!src) {
+    return Status::NotFound("'" + name + "' does not exist in " +
+                            InoStr(parent));
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> dst,
+                            m.GetDentry(new_parent, new_name));
+  if (exchange && !dst) {
+    return Status::NotFound("'" + new_name + "' does not exist in " +
+                            InoStr(new_parent) + " (RENAME_EXCHANGE)");
+  }
+  if ((flags & kRenameNoReplace) && dst) {
+    return Status::Exists("'" + new_name + "' already exists in " +
+                          InoStr(new_parent) + " (RENAME_NOREPLACE)");
+  }
+  // Both names already refer to the same inode: POSIX says do nothing.
+  if (dst && dst->ino == src->ino) return Status::Ok();
+
+  const bool src_dir = IsDir(src->type);
+  const bool dst_dir = dst && IsDir(dst->type);
+  if (parent != new_parent) {
+    if (src_dir) {
+      STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, src->ino, new_parent));
+      if (loop) {
+        return Status::InvalidArgument("cannot move directory '" + name +
+                                       "' into its own subtree");
+      }
+    }
+    if (exchange && dst_dir) {
+      STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, dst->ino, parent));
+      if (loop) {
+        return Status::InvalidArgument("cannot move directory '" + new_name +
+                                       "' into its own subtree");
+      }
+    }
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * srec, m.Modify(src->ino));
+  const Timespec now = m.now();
+
+  if (exchange) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
+    // Each name keeps its cookie; only the targets swap.
+    m.PutDentry(parent, name, DentryValue{dst->ino, dst->type, src->seq});
+    m.PutDentry(new_parent, new_name,
+                DentryValue{src->ino, src->type, dst->seq});
+    if (parent != new_parent) {
+      if (src_dir) {
+        srec->parent = new_parent;
+        pdir->attr.nlink--;
+        npdir->attr.nlink++;
+      }
+      if (dst_dir) {
+        drec->parent = parent;
+        npdir->attr.nlink--;
+        pdir->attr.nlink++;
+      }
+    }
+    drec->attr.ctime = now;
+  } else {
+    uint64_t seq;
+    if (dst) {
+      if (src_dir && !dst_dir) {
+        return Status(ENOTDIR, "cannot replace non-directory '" + new_name +
+                                   "' with directory '" + name + "'");
+      }
+      if (!src_dir && dst_dir) {
+        return Status(EISDIR, "cannot replace directory '" + new_name +
+                                  "' with non-directory '" + name + "'");
+      }
+      if (dst_dir) {
+        STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(dst->ino));
+        if (!empty) {
+          return Status(ENOTEMPTY, "directory '" + new_name + "' is not empty");
+        }
+        STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(dst->ino));
+        npdir->attr.nlink--;
+      } else {
+        STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
+        if (drec->attr.nlink > 0) drec->attr.nlink--;
+        drec->attr.ctime = now;
+        if (drec->attr.nlink == 0) m.batch().Put(OrphanKey(dst->ino), "");
+      }
+      if (replaced) *replaced = dst->ino;
+      seq = dst->seq;  // the moved entry takes over the replaced one's slot
+    } else {
+      seq = npdir->next_seq++;
+    }
+    m.DeleteDentry(parent, name, src->seq);
+    m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
+    if (src_dir && parent != new_parent) {
+      srec->parent = new_parent;
+      pdir->attr.nlink--;
+      npdir->attr.nlink++;
+    }
+  }
+  srec->attr.ctime = now;
+  pdir->attr.mtime = pdir->attr.ctime = now;
+  npdir->attr.mtime = npdir->attr.ctime = now;
+  return m.Commit();
+}
+
+Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
+                                     std::vector<ObsoleteStripe>* obsolete) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+  InodeAttr& a = rec->attr;
+  if (req.mask == 0) return a;
+  const Timespec now = m.now();
+  if (req.mask & kSetSize) {
+    if (IsDir(a.mode)) return Status(EISDIR, InoStr(ino) + " is a directory");
+    if (!IsReg(a.mode)) {
+      return Status::InvalidArgument("cannot set the size of " + InoStr(ino) +
+                                     ": not a regular file");
+    }
+    if (req.size < a.size) {
+      const uint64_t s = geometry_.stripe_size();
+      const uint64_t first_dropped = req.size / s + (req.size % s ? 1 : 0);
+      STRIPEFS_RETURN_IF_ERROR(
+          DropStripesFrom(m, ino, first_dropped, obsolete));
+    }
+    m.stats().bytes_used = m.stats().bytes_used - a.size + req.size;
+    if (req.size != a.size) a.mtime = now;
+    a.size = req.size;
+  }
+  if (req.mask & kSetMode) a.mode = (a.mode & S_IFMT) | (req.mode & 07777);
+  if (req.mask & kSetUid) a.uid = req.uid;
+  if (req.mask & kSetGid) a.gid = req.gid;
+  if (req.mask & kSetAtime) a.atime = req.atime;
+  if (req.mask & kSetAtimeNow) a.atime = now;
+  if (req.mask & kSetMtime) a.mtime = req.mtime;
+  if (req.mask & kSetMtimeNow) a.mtime = now;
+  a.ctime = (req.mask & kSetCtime) ? req.ctime : now;
+  InodeAttr attr = a;
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  return attr;
+}
+
+Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
+                                  uint64_t first_dropped,
+                                  std::vector<ObsoleteStripe>* obsolete) {
+  std::string end = PrefixEnd(StripePrefix(ino));
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(StripeKey(ino, first_dropped)); it->Valid(); it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(
+        StripeRef ref,
+        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
+    m.batch().Delete(it->key());
+    if (obsolete) obsolete->push_back({ino, ref.sv.stripe, ref.sv.version});
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
+  return Status::Ok();
+}
+
+Status MetaStore::PurgeInode(uint64_t ino,
+                             std::vector<ObsoleteStripe>* obsolete) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
+  if (rec->attr.nlink != 0) {
+    return Status(EBUSY, InoStr(ino) + " still has " +
+                             std::to_string(rec->attr.nlink) + " link(s)");
+  }
+  std::vector<ObsoleteStripe> dropped;
+  STRIPEFS_RETURN_IF_ERROR(DropStripesFrom(m, ino, 0, &dropped));
+  STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(ino));
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  if (obsolete)
+    obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+  return Status::Ok();
+}
+
+Result<std::vector<uint64_t>> MetaStore::ListOrphans() {
+  SnapshotReader r(db_.get());
+  std::string prefix(1, kPrefixOrphan);
+  std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  std::vector<uint64_t> out;
+  auto it = r.Range(prefix, &upper);
+  for (; it->Valid(); it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino,
+                              ParseOrphanIno(it->key().ToStringView()));
+    out.push_back(ino);
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing orphans");
+  return out;
+}
+
+Result<FsStats> MetaStore::StatFs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+// --- xattrs
+// -------------------------------------------------------------------
+
+Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
+                           const std::string& value, uint32_t flags) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
+  if (value.size() > kXattrValueMax) {
+    return Status(E2BIG, "xattr value of " + std::to_string(value.size()) +
+                             " bytes is larger than 64 KiB");
+  }
+  if ((flags & ~(kXattrCreate | kXattrReplace)) != 0 ||
+      flags == (kXattrCreate | kXattrReplace)) {
+    return Status::InvalidArgument("unsupported xattr flags " +
+                                   std::to_string(flags));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+  std::string key = XattrKey(ino, name);
+  std::string old;
+  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
+  if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading an xattr");
+  if (st.ok() && (flags & kXattrCreate)) {
+    return Status::Exists("xattr '" + name + "' already exists");
+  }
+  if (st.IsNotFound() && (flags & kXattrReplace)) {
+    return Status(ENODATA, "xattr '" + name + "' does not exist");
+  }
+  m.batch().Put(key, value);
+  rec->attr.ctime = m.now();
+  return m.Commit();
+}
+
+Result<std::string> MetaStore::GetXattr(uint64_t ino, const std::string& name) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
+  SnapshotReader r(db_.get());
+  STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
+  auto v = r.Get(XattrKey(ino, name), "xattr");
+  if (!v.ok() && v.status().code() == ENOENT) {
+    return Status(ENODATA, "xattr '" + name + "' does not exist");
+  }
+  return v;
+}
+
+Result<std::vector<std::string>> MetaStore::ListXattr(uint64_t ino) {
+  SnapshotReader r(db_.get());
+  STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
+  std::string prefix = XattrPrefix(ino);
+  std::string end = PrefixEnd(prefix);
+  rocksdb::Slice upper(end);
+  std::vector<std::string> out;
+  auto it = r.Range(prefix, &upper);
+  for (; it->Valid(); it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::string name,
+                              ParseXattrName(it->key().ToStringView()));
+    out.push_back(std::move(name));
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing xattrs");
+  return out;
+}
+
+Status MetaStore::RemoveXattr(uint64_t ino, const std::string& name) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+  std::string key = XattrKey(ino, name);
+  std::string old;
+  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
+  if (st.IsNotFound()) {
+    return Status(ENODATA, "xattr '" + name + "' does not exist");
+  }
+  if (!st.ok()) return DbError(st, "reading an xattr");
+  m.batch().Delete(key);
+  rec->attr.ctime = m.now();
+  return m.Commit();
+}
+
+// --- stripe map
+// ---------------------------------------------------------------
+
+Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
+  if (count == 0) return Status::InvalidArgument("AllocateVersions(0)");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_version_ >
+      std::numeric_limits<uint64_t>::max() - count - options_.version_batch) {
+    return Status(EOVERFLOW, "stripe version numbers exhausted");
+  }
+  if (next_version_ + count > version_limit_) {
+    // Reserve a batch durably before handing any of it out; after a crash
+    // LoadState resumes at the reserved limit, so nothing is reused.
+    uint64_t limit = next_version_ + count + options_.version_batch;
+    rocksdb::WriteBatch b;
+    b.Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;  // even with options_.sync off: reuse would be data loss
+    rocksdb::Status st = db_->Write(wo, &b);
+    if (!st.ok()) return DbError(st, "reserving stripe versions");
+    version_limit_ = limit;
+  }
+  uint64_t first = next_version_;
+  next_version_ += count;
+  return first;
+}
+
+Result<std::vector<StripeVersion>> MetaStore::GetStripes(uint64_t ino,
+                                                         uint64_t first,
+                                                         uint64_t count) {
+  SnapshotReader r(db_.get());
+  STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
+  std::vector<StripeVersion> out;
+  if (count == 0) return out;
+  std::string end = first > std::numeric_limits<uint64_t>::max() - count
+                        ? PrefixEnd(StripePrefix(ino))
+                        : StripeKey(ino, first + count);
+  rocksdb::Slice upper(end);
+  auto it = r.Range(StripeKey(ino, first), &upper);
+  for (; it->Valid(); it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(
+        StripeRef ref,
+        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
+    out.push_back(ref.sv);
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
+  return out;
+}
+
+Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
+                               uint64_t expected_version,
+                               uint64_t min_file_size,
+                               ObsoleteStripe* obsolete) {
+  if (obsolete) *obsolete = ObsoleteStripe{ino, sv.stripe, 0};
+  const uint32_t width = geometry_.k + geometry_.m;
+  if (sv.version == 0 || sv.version == expected_version) {
+    return Status::InvalidArgument("CommitStripe needs a fresh version (got " +
+                                   std::to_string(sv.version) + ", expected " +
+                                   std::to_string(expected_version) + ")");
+  }
+  if ((width < 32 && (sv.missing_mask >> width) != 0) ||
+      static_cast<uint32_t>(std::popcount(sv.missing_mask)) > geometry_.m) {
+    return Status::InvalidArgument(
+        "missing mask " + std::to_string(sv.missing_mask) +
+        " is impossible for a " + std::to_string(geometry_.k) + "+" +
+        std::to_string(geometry_.m) +
+        " stripe (more than m chunks missing "
+        "or bits past k+m)");
+  }
+  const uint64_t s = geometry_.stripe_size();
+  if (sv.stripe >= std::numeric_limits<uint64_t>::max() / s ||
+      min_file_size > (sv.stripe + 1) * s) {
+    return Status::InvalidArgument(
+        "min_file_size " + std::to_string(min_file_size) +
+        " lies beyond the end of stripe " + std::to_string(sv.stripe));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sv.version >= next_version_) {
+    return Status::InvalidArgument("stripe version " +
+                                   std::to_string(sv.version) +
+                                   " was never allocated (AllocateVersions)");
+  }
+  Mutation m(this);
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+  InodeAttr& a = rec->attr;
+  if (!IsReg(a.mode)) {
+    return Status(IsDir(a.mode) ? EISDIR : EINVAL,
+                  InoStr(ino) + " is not a regular file");
+  }
+  std::string key = StripeKey(ino, sv.stripe);
+  std::string v;
+  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+  StripeVersion cur;
+  if (st.ok()) {
+    STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+  } else if (!st.IsNotFound()) {
+    return DbError(st, "reading a stripe version");
+  }
+  if (cur.version != expected_version) {
+    return Status(ESTALE, "stripe " + std::to_string(sv.stripe) + " of " +
+                              InoStr(ino) + " is at version " +
+                              std::to_string(cur.version) + ", not " +
+                              std::to_string(expected_version) +
+                              " (someone else committed; re-read and retry)");
+  }
+  m.batch().Put(key, EncodeStripeValue(sv.version, sv.missing_mask));
+  if (min_file_size > a.size) {
+    m.stats().bytes_used += min_file_size - a.size;
+    a.size = min_file_size;
+  }
+  a.mtime = a.ctime = m.now();
+  STRIPEFS_RETURN_IF_ERROR(m.Commit());
+  if (obsolete) obsolete->version = cur.version;
+  return Status::Ok();
+}
+
+Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
+                                   uint64_t version, uint32_t missing_mask) {
+  const uint32_t width = geometry_.k + geometry_.m;
+  if (width < 32 && (missing_mask >> width) != 0) {
+    return Status::InvalidArgument("missing mask has bits past k+m");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = StripeKey(ino, stripe);
+  std::string v;
+  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+  if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading a stripe");
+  StripeVersion cur;
+  if (st.ok()) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+  if (cur.version != version) {
+    return Status(ESTALE, "stripe " + std::to_string(stripe) + " of " +
+                              InoStr(ino) + " is at version " +
+                              std::to_string(cur.version) + ", not " +
+                              std::to_string(version));
+  }
+  if (cur.missing_mask == missing_mask) return Status::Ok();
+  rocksdb::WriteBatch b;
+  b.Put(key, EncodeStripeValue(version, missing_mask));
+  return Write(&b);
+}
+
+Result<std::vector<StripeRef>> MetaStore::ListStripes(uint64_t after_inode,
+                                                      uint64_t after_stripe,
+                                                      uint32_t limit) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  std::vector<StripeRef> out;
+  std::string start;
+  if (after_stripe != kMax) {
+    start = StripeKey(after_inode, after_stripe + 1);
+  } else if (after_inode != kMax) {
+    start = StripeKey(after_inode + 1, 0);
+  } else {
+    return out;
+  }
+  SnapshotReader r(db_.get());
+  std::string end = PrefixEnd(std::string(1, kPrefixStripe));
+  rocksdb::Slice upper(end);
+  auto it = r.Range(start, &upper);
+  for (; it->Valid() && out.size() < limit; it->Next()) {
+    STRIPEFS_ASSIGN_OR_RETURN(
+        StripeRef ref,
+        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
+    out.push_back(ref);
+  }
+  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
+  return out;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,158 @@
+// MetaStore: the MetaService of one volume, kept in a local RocksDB.
+//
+// Used in process by the embedded mount and by metad. Owns the RocksDB
+// instance in `dir` (RocksDB's LOCK file keeps a second process out). Every
+// mutation is one WriteBatch written with a synced WAL before the method
+// returns, so an acknowledged change survives a crash and a crash never
+// leaves half a change. Key schema: backend/meta/meta_schema.h and
+// docs/metadata.md.
+//
+// Thread-safety: all methods may be called from many threads. Mutations are
+// serialised by one mutex (each is a read-modify-write of several records);
+// reads run without it against a RocksDB snapshot.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/meta/meta_schema.h"
+#include "backend/meta/meta_service.h"
+#include "backend/meta/meta_types.h"
+#include "common/status.h"
+
+namespace rocksdb {
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace stripefs {
+
+struct MetaStoreOptions {
+  // Owner and permission bits of the root directory made by Create.
+  uint32_t root_uid = 0;
+  uint32_t root_gid = 0;
+  uint32_t root_mode = 0755;
+  // Sync the WAL on every mutation. Only tests and benchmarks that do not
+  // care about durability should turn this off.
+  bool sync = true;
+  // Stripe versions reserved per durable counter write in AllocateVersions
+  // (numbers reserved but not handed out before a crash are skipped).
+  uint32_t version_batch = 4096;
+};
+
+class MetaStore final : public MetaService {
+ public:
+  // Makes a new volume's metadata store in `dir` (created if missing).
+  // EEXIST if `dir` already holds one; EINVAL for an unsupported geometry.
+  static Result<std::unique_ptr<MetaStore>> Create(
+      const std::string& dir, const Geometry& geometry,
+      const MetaStoreOptions& options = {});
+  // Opens an existing store. ENOENT if `dir` holds none; EINVAL if it is not
+  // a stripefs metadata store or has another format version; EBUSY if
+  // another process has it open.
+  static Result<std::unique_ptr<MetaStore>> Open(
+      const std::string& dir, const MetaStoreOptions& options = {});
+  // Opens `dir` if it holds a store (EINVAL if its geometry differs from
+  // `geometry`), otherwise creates one.
+  static Result<std::unique_ptr<MetaStore>> OpenOrCreate(
+      const std::string& dir, const Geometry& geometry,
+      const MetaStoreOptions& options = {});
+  // True if `dir` looks like a metadata store (has a RocksDB CURRENT file).
+  static bool Exists(const std::string& dir);
+
+  ~MetaStore() override;
+  MetaStore(const MetaStore&) = delete;
+  MetaStore& operator=(const MetaStore&) = delete;
+
+  // --- MetaService ----------------------------------------------------------
+  Result<Geometry> GetGeometry() override;
+  Result<ClusterMap> GetClusterMap() override;
+  Status UpsertServer(const ServerInfo& info) override;
+  Status SetServerState(uint32_t id, ServerState state) override;
+
+  Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override;
+  Result<InodeAttr> GetAttr(uint64_t ino) override;
+  Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
+                            std::vector<ObsoleteStripe>* obsolete) override;
+  Result<InodeAttr> MkNode(uint64_t parent, const std::string& name,
+                           uint32_t mode, uint32_t uid, uint32_t gid,
+                           uint32_t rdev) override;
+  Result<InodeAttr> Mkdir(uint64_t parent, const std::string& name,
+                          uint32_t mode, uint32_t uid, uint32_t gid) override;
+  Result<InodeAttr> Symlink(uint64_t parent, const std::string& name,
+                            const std::string& target, uint32_t uid,
+                            uint32_t gid) override;
+  Result<std::string> ReadLink(uint64_t ino) override;
+  Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
+                         const std::string& new_name) override;
+  Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override;
+  Status Rmdir(uint64_t parent, const std::string& name) override;
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                const std::string& new_name, uint32_t flags,
+                uint64_t* replaced) override;
+  Result<std::vector<DirEntry>> ReadDir(uint64_t ino, uint64_t cookie,
+                                        uint32_t max_entries) override;
+  Status PurgeInode(uint64_t ino,
+                    std::vector<ObsoleteStripe>* obsolete) override;
+  Result<std::vector<uint64_t>> ListOrphans() override;
+  Result<FsStats> StatFs() override;
+
+  Status SetXattr(uint64_t ino, const std::string& name,
+                  const std::string& value, uint32_t flags) override;
+  Result<std::string> GetXattr(uint64_t ino, const std::string& name) override;
+  Result<std::vector<std::string>> ListXattr(uint64_t ino) override;
+  Status RemoveXattr(uint64_t ino, const std::string& name) override;
+
+  Result<uint64_t> AllocateVersions(uint32_t count) override;
+  Result<std::vector<StripeVersion>> GetStripes(uint64_t ino, uint64_t first,
+                                                uint64_t count) override;
+  Status CommitStripe(uint64_t ino, const StripeVersion& sv,
+                      uint64_t expected_version, uint64_t min_file_size,
+                      ObsoleteStripe* obsolete) override;
+  Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
+                          uint32_t missing_mask) override;
+  Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
+                                             uint64_t after_stripe,
+                                             uint32_t limit) override;
+
+  // The directory this store lives in.
+  const std::string& dir() const { return dir_; }
+
+ private:
+  class Mutation;  // one atomic change under mu_, see meta_store.cc
+
+  MetaStore(std::string dir, MetaStoreOptions options,
+            std::unique_ptr<rocksdb::DB> db);
+  static Result<std::unique_ptr<rocksdb::DB>> OpenDb(const std::string& dir,
+                                                     bool create);
+  Status LoadState();
+  // Point read of the latest value; NotFound -> ENOENT with `what`.
+  Result<std::string> Get(const std::string& key, const std::string& what);
+  Status Write(rocksdb::WriteBatch* batch);
+  Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
+                               uint32_t mode, uint32_t uid, uint32_t gid,
+                               uint32_t rdev, const std::string* symlink);
+  // Drops stripes of `ino` with index >= first_dropped into m's batch.
+  Status DropStripesFrom(Mutation& m, uint64_t ino, uint64_t first_dropped,
+                         std::vector<ObsoleteStripe>* obsolete);
+  // Whether `ancestor` is `ino` or one of its ancestors (via '..').
+  Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
+
+  const std::string dir_;
+  const MetaStoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  Geometry geometry_;
+
+  std::mutex mu_;  // serialises mutations; guards the fields below
+  uint64_t next_inode_ = 0;
+  uint64_t next_version_ = 0;   // next version AllocateVersions hands out
+  uint64_t version_limit_ = 0;  // durable: versions < limit may be in use
+  FsStats stats_;
+};
+
+}  // namespace stripefs
