@@ -76,6 +76,15 @@ class ChunkService {
 
   virtual Result<ChunkStoreStats> Stats() = 0;
 
+  // Deletes exactly (id, version); deleting what is absent is OK. Used to
+  // remove the chunks of a write that lost its commit race. The default says
+  // the operation is unsupported (callers then leave the chunk to scrub).
+  virtual Status DeleteChunkVersion(const ChunkId& id, uint64_t version) {
+    (void)id;
+    (void)version;
+    return Status::NotSupported("DeleteChunkVersion");
+  }
+
   // Makes (id, to_version) a copy of (id, from_version), whose length is
   // `length`. Used by parity-delta updates, where untouched chunks carry over
   // to the stripe's new version. The default reads and rewrites the chunk
