@@ -1,0 +1,183 @@
+#include "backend/chunk/uring_file_io.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace stripefs {
+namespace {
+
+constexpr unsigned kQueueDepth = 4;
+// Per-operation cap: io_uring read/write take an unsigned length, and a
+// kernel may transfer at most MAX_RW_COUNT (~2 GiB) at once anyway.
+constexpr size_t kMaxOp = size_t{1} << 30;
+
+}  // namespace
+
+void UringFileIo::RingDeleter::operator()(io_uring* r) const {
+  io_uring_queue_exit(r);
+  delete r;
+}
+
+UringFileIo::UringFileIo(bool use_io_uring, std::string owner)
+    : owner_(std::move(owner)), use_ring_(use_io_uring) {
+  if (use_ring_) {
+    // Probe once so the fallback decision (and its log line) happens at
+    // construction rather than on the first I/O.
+    RingPtr r = Acquire();
+    if (r) Release(std::move(r));
+  }
+}
+
+UringFileIo::~UringFileIo() = default;
+
+UringFileIo::RingPtr UringFileIo::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!use_ring_) return nullptr;
+    if (!pool_.empty()) {
+      RingPtr r = std::move(pool_.back());
+      pool_.pop_back();
+      return r;
+    }
+  }
+  auto* raw = new io_uring;
+  int rc = io_uring_queue_init(kQueueDepth, raw, 0);
+  if (rc < 0) {
+    delete raw;
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only give up on io_uring when no ring ever worked; a failure after
+    // rings exist (e.g. fd limit) is transient: use the fallback this time.
+    if (pool_.empty() && !warned_) {
+      std::fprintf(stderr,
+                   "stripefs chunk store %s: io_uring setup failed (%s); "
+                   "using pread/pwrite for chunk data instead\n",
+                   owner_.c_str(), std::strerror(-rc));
+      warned_ = true;
+      use_ring_ = false;
+    }
+    return nullptr;
+  }
+  return RingPtr(raw);
+}
+
+void UringFileIo::Release(RingPtr ring) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_.push_back(std::move(ring));
+}
+
+int UringFileIo::SubmitOne(io_uring* ring, bool* ring_broken) {
+  int rc;
+  do {
+    rc = io_uring_submit(ring);
+  } while (rc == -EINTR);
+  if (rc != 1) {
+    *ring_broken = true;
+    return rc < 0 ? rc : -EIO;
+  }
+  io_uring_cqe* cqe = nullptr;
+  do {
+    rc = io_uring_wait_cqe(ring, &cqe);
+  } while (rc == -EINTR);
+  if (rc < 0) {
+    *ring_broken = true;
+    return rc;
+  }
+  int res = cqe->res;
+  io_uring_cqe_seen(ring, cqe);
+  return res;
+}
+
+Result<size_t> UringFileIo::Read(int fd, uint8_t* buf, size_t len,
+                                 uint64_t offset) {
+  RingPtr ring = Acquire();
+  size_t done = 0;
+  bool broken = false;
+  while (done < len) {
+    size_t n = len - done < kMaxOp ? len - done : kMaxOp;
+    ssize_t got;
+    if (ring && !broken) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
+      io_uring_prep_read(sqe, fd, buf + done, static_cast<unsigned>(n),
+                         offset + done);
+      got = SubmitOne(ring.get(), &broken);
+      if (got == -EINTR || got == -EAGAIN) continue;
+      if (got < 0) {
+        if (!broken) Release(std::move(ring));
+        return Status::FromErrno(static_cast<int>(-got), "read");
+      }
+    } else {
+      got = ::pread(fd, buf + done, n, static_cast<off_t>(offset + done));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        if (ring && !broken) Release(std::move(ring));
+        return Status::FromErrno(err, "pread");
+      }
+    }
+    if (got == 0) break;  // end of file
+    done += static_cast<size_t>(got);
+  }
+  if (ring && !broken) Release(std::move(ring));
+  return done;
+}
+
+Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,
+                          uint64_t offset) {
+  RingPtr ring = Acquire();
+  size_t done = 0;
+  bool broken = false;
+  while (done < len) {
+    size_t n = len - done < kMaxOp ? len - done : kMaxOp;
+    ssize_t put;
+    if (ring && !broken) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
+      io_uring_prep_write(sqe, fd, buf + done, static_cast<unsigned>(n),
+                          offset + done);
+      put = SubmitOne(ring.get(), &broken);
+      if (put == -EINTR || put == -EAGAIN) continue;
+      if (put < 0) {
+        if (!broken) Release(std::move(ring));
+        return Status::FromErrno(static_cast<int>(-put), "write");
+      }
+    } else {
+      put = ::pwrite(fd, buf + done, n, static_cast<off_t>(offset + done));
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        if (ring && !broken) Release(std::move(ring));
+        return Status::FromErrno(err, "pwrite");
+      }
+    }
+    if (put == 0) {
+      if (ring && !broken) Release(std::move(ring));
+      return Status::IoError("write made no progress");
+    }
+    done += static_cast<size_t>(put);
+  }
+  if (ring && !broken) Release(std::move(ring));
+  return Status::Ok();
+}
+
+Status UringFileIo::DataSync(int fd) {
+  RingPtr ring = Acquire();
+  if (ring) {
+    bool broken = false;
+    int rc;
+    do {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
+      io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+      rc = SubmitOne(ring.get(), &broken);
+    } while (rc == -EINTR && !broken);
+    if (!broken) Release(std::move(ring));
+    if (rc < 0) return Status::FromErrno(-rc, "fdatasync");
+    return Status::Ok();
+  }
+  if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync");
+  return Status::Ok();
+}
+
+}  // namespace stripefs

@@ -1,0 +1,61 @@
+#include "backend/chunk/chunk_index_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace stripefs {
+namespace {
+
+TEST(ChunkIndexCodec, KeyRoundTrip) {
+  ChunkId id{0x0102030405060708ull, 0xA0B0C0D0E0F00011ull, 5};
+  std::string k = EncodeChunkKey(id, 0xFFFFFFFFFFFFFFFEull);
+  ASSERT_EQ(k.size(), kChunkKeySize);
+  ChunkId got;
+  uint64_t ver = 0;
+  ASSERT_TRUE(DecodeChunkKey(k, &got, &ver).ok());
+  EXPECT_EQ(got, id);
+  EXPECT_EQ(ver, 0xFFFFFFFFFFFFFFFEull);
+  EXPECT_EQ(k.substr(0, kChunkIdPrefixSize), EncodeChunkIdPrefix(id));
+}
+
+TEST(ChunkIndexCodec, KeysSortInChunkOrder) {
+  // Bytewise key order must equal (inode, stripe, index, version) order.
+  std::vector<std::pair<ChunkId, uint64_t>> ordered = {
+      {{1, 0, 0}, 1},   {{1, 0, 0}, 256},       {{1, 0, 1}, 1},
+      {{1, 1, 0}, 1},   {{1, 256, 0}, 1},       {{2, 0, 0}, 1},
+      {{256, 0, 0}, 1}, {{1ull << 63, 0, 0}, 1}};
+  for (size_t i = 1; i < ordered.size(); ++i) {
+    EXPECT_LT(EncodeChunkKey(ordered[i - 1].first, ordered[i - 1].second),
+              EncodeChunkKey(ordered[i].first, ordered[i].second))
+        << i;
+  }
+}
+
+TEST(ChunkIndexCodec, ValueRoundTrip) {
+  ChunkIndexValue v{0xDEADBEEF, 0x12345678, 3};
+  auto got = DecodeChunkValue(EncodeChunkValue(v));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->length, v.length);
+  EXPECT_EQ(got->crc32c, v.crc32c);
+  EXPECT_EQ(got->flags, v.flags);
+}
+
+TEST(ChunkIndexCodec, MalformedIsCorruption) {
+  std::string good = EncodeChunkValue({1, 2, 0});
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_EQ(DecodeChunkValue(good.substr(0, n)).status().code(), EBADMSG);
+  }
+  EXPECT_EQ(DecodeChunkValue(good + "x").status().code(), EBADMSG);
+  std::string bad_format = good;
+  bad_format[0] = 9;
+  EXPECT_EQ(DecodeChunkValue(bad_format).status().code(), EBADMSG);
+
+  ChunkId id;
+  uint64_t ver;
+  std::string key = EncodeChunkKey({1, 2, 3}, 4);
+  EXPECT_EQ(DecodeChunkKey(key.substr(0, 10), &id, &ver).code(), EBADMSG);
+  key[0] = 'x';
+  EXPECT_EQ(DecodeChunkKey(key, &id, &ver).code(), EBADMSG);
+}
+
+}  // namespace
+}  // namespace stripefs

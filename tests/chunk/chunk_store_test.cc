@@ -1,0 +1,475 @@
+// Behaviour of ChunkStore on a normal local directory.
+#include "backend/chunk/chunk_store.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "backend/chunk/chunk_index_codec.h"
+#include "tests/chunk/chunk_store_test_util.h"
+
+namespace stripefs {
+namespace {
+
+using testing::CountFiles;
+using testing::FlipBits;
+using testing::Payload;
+using testing::TempDir;
+
+ChunkStoreOptions TestOptions(bool io_uring = true) {
+  ChunkStoreOptions o;
+  o.reserve_bytes = 0;
+  o.use_io_uring = io_uring;
+  return o;
+}
+
+class ChunkStoreTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen() {
+    store_.reset();
+    auto s = ChunkStore::Open(dir_.path() + "/store", TestOptions(GetParam()));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+  std::string StorePath() const { return dir_.path() + "/store"; }
+
+  TempDir dir_;
+  std::unique_ptr<ChunkStore> store_;
+};
+
+INSTANTIATE_TEST_SUITE_P(IoPath, ChunkStoreTest, ::testing::Values(true, false),
+                         [](const auto& info) {
+                           return info.param ? "IoUring" : "Pread";
+                         });
+
+TEST_P(ChunkStoreTest, RoundTripManySizes) {
+  const size_t sizes[] = {1,      2,      511,     4095,
+                          4096,   4097,   65537,   262143,
+                          262144, 999999, 1 << 20, (1 << 20) + 3};
+  uint64_t n = 0;
+  for (size_t size : sizes) {
+    ChunkId id{7, n, static_cast<uint32_t>(n % 6)};
+    auto data = Payload(size, n);
+    ASSERT_TRUE(store_->WriteChunk(id, 100 + n, data).ok()) << size;
+    auto got = store_->ReadChunk(id, 100 + n, 0, static_cast<uint32_t>(size));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, data) << size;
+    ++n;
+  }
+  auto st = store_->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->chunks, n);
+  EXPECT_EQ(st->writes, n);
+  EXPECT_EQ(st->reads, n);
+  EXPECT_GT(st->bytes_free, 0u);
+}
+
+TEST_P(ChunkStoreTest, EmptyChunkRoundTrips) {
+  ChunkId id{1, 1, 1};
+  ASSERT_TRUE(store_->WriteChunk(id, 5, {}).ok());
+  auto got = store_->ReadChunk(id, 5, 0, 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->empty());
+}
+
+TEST_P(ChunkStoreTest, ReadsRanges) {
+  ChunkId id{3, 4, 2};
+  auto data = Payload(300000, 9);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, data).ok());
+  struct R {
+    uint32_t off, len;
+  };
+  for (R r : {R{0, 1}, R{1, 4096}, R{4095, 2}, R{123457, 99999}, R{299999, 1},
+              R{300000, 0}, R{0, 300000}, R{150000, 150000}}) {
+    auto got = store_->ReadChunk(id, 1, r.off, r.len);
+    ASSERT_TRUE(got.ok()) << r.off << "+" << r.len << " "
+                          << got.status().ToString();
+    std::vector<uint8_t> want(data.begin() + r.off,
+                              data.begin() + r.off + r.len);
+    EXPECT_EQ(*got, want) << r.off << "+" << r.len;
+  }
+}
+
+TEST_P(ChunkStoreTest, RangePastEndIsEinval) {
+  ChunkId id{3, 4, 2};
+  ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(1000, 1)).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 1, 0, 1001).status().code(), EINVAL);
+  EXPECT_EQ(store_->ReadChunk(id, 1, 1000, 1).status().code(), EINVAL);
+  EXPECT_EQ(store_->ReadChunk(id, 1, 1001, 0).status().code(), EINVAL);
+  // offset + length overflows 32 bits: still EINVAL, not a wrap-around.
+  EXPECT_EQ(store_->ReadChunk(id, 1, 0xFFFFFFFFu, 2).status().code(), EINVAL);
+}
+
+TEST_P(ChunkStoreTest, MissingIsEnoent) {
+  ChunkId id{3, 4, 2};
+  EXPECT_EQ(store_->ReadChunk(id, 1, 0, 0).status().code(), ENOENT);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(10, 1)).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 2, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->ReadChunk({3, 4, 3}, 1, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->Counters().missing_chunks, 0u);
+}
+
+TEST_P(ChunkStoreTest, RejectsVersionZeroAndOversize) {
+  EXPECT_EQ(store_->WriteChunk({1, 1, 1}, 0, Payload(10, 1)).code(), EINVAL);
+  ChunkStoreOptions o = TestOptions(GetParam());
+  o.max_chunk_bytes = 1000;
+  TempDir other;
+  auto s = ChunkStore::Open(other.path(), o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->WriteChunk({1, 1, 1}, 1, Payload(1001, 1)).code(), EINVAL);
+  EXPECT_TRUE((*s)->WriteChunk({1, 1, 1}, 1, Payload(1000, 1)).ok());
+}
+
+TEST_P(ChunkStoreTest, RewriteSameLengthReplacesDifferentLengthIsEexist) {
+  ChunkId id{1, 2, 3};
+  ASSERT_TRUE(store_->WriteChunk(id, 9, Payload(5000, 1)).ok());
+  auto v2 = Payload(5000, 2);
+  ASSERT_TRUE(store_->WriteChunk(id, 9, v2).ok());
+  EXPECT_EQ(*store_->ReadChunk(id, 9, 0, 5000), v2);
+  Status st = store_->WriteChunk(id, 9, Payload(4999, 3));
+  EXPECT_EQ(st.code(), EEXIST) << st.ToString();
+  EXPECT_EQ(*store_->ReadChunk(id, 9, 0, 5000), v2);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  EXPECT_EQ(store_->Stats()->bytes_stored, 5000u);
+}
+
+TEST_P(ChunkStoreTest, BitFlipIsEbadmsgCountedAndRepairable) {
+  ChunkId id{5, 6, 1};
+  auto data = Payload(262144, 4);
+  ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
+  FlipBits(store_->DataPath(id, 3), 200000, 0x04);
+  auto got = store_->ReadChunk(id, 3, 0, 262144);
+  EXPECT_EQ(got.status().code(), EBADMSG);
+  EXPECT_NE(got.status().message().find("CRC32C"), std::string::npos)
+      << got.status().message();
+  EXPECT_NE(got.status().message().find("inode 0x5"), std::string::npos)
+      << got.status().message();
+  // A range that does not cover the flipped byte is refused too.
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 100).status().code(), EBADMSG);
+  auto st = store_->Stats();
+  EXPECT_EQ(st->crc_errors, 2u);
+  EXPECT_EQ(st->reads, 0u);
+  // Repair rewrites the same version with the right data.
+  ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
+  EXPECT_EQ(*store_->ReadChunk(id, 3, 0, 262144), data);
+}
+
+TEST_P(ChunkStoreTest, TruncatedOrExtendedFileIsCorruption) {
+  ChunkId id{5, 6, 1};
+  ASSERT_TRUE(store_->WriteChunk(id, 3, Payload(8192, 4)).ok());
+  ASSERT_EQ(::truncate(store_->DataPath(id, 3).c_str(), 8191), 0);
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 10).status().code(), EBADMSG);
+  ASSERT_EQ(::truncate(store_->DataPath(id, 3).c_str(), 8193), 0);
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 10).status().code(), EBADMSG);
+  EXPECT_EQ(store_->Stats()->crc_errors, 2u);
+}
+
+TEST_P(ChunkStoreTest, MissingDataFileIsEnoentCountedAndDropped) {
+  ChunkId id{5, 6, 1};
+  ASSERT_TRUE(store_->WriteChunk(id, 3, Payload(100, 4)).ok());
+  ASSERT_TRUE(store_->WriteChunk(id, 4, Payload(100, 5)).ok());
+  ASSERT_EQ(::unlink(store_->DataPath(id, 3).c_str()), 0);
+  auto got = store_->ReadChunk(id, 3, 0, 100);
+  EXPECT_EQ(got.status().code(), ENOENT);
+  EXPECT_NE(got.status().message().find("missing"), std::string::npos);
+  EXPECT_EQ(store_->Counters().missing_chunks, 1u);
+  auto list = store_->ListChunks({}, 10);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].version, 4u);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  EXPECT_EQ(store_->Stats()->bytes_stored, 100u);
+  // Dropped: a second read is a plain ENOENT, not counted again.
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 100).status().code(), ENOENT);
+  EXPECT_EQ(store_->Counters().missing_chunks, 1u);
+}
+
+TEST_P(ChunkStoreTest, DeleteKeepsOnlyKeepVersion) {
+  ChunkId id{8, 1, 0}, other{8, 1, 1};
+  for (uint64_t v : {1, 2, 3}) {
+    ASSERT_TRUE(store_->WriteChunk(id, v, Payload(1000, v)).ok());
+  }
+  ASSERT_TRUE(store_->WriteChunk(other, 1, Payload(1000, 9)).ok());
+  ASSERT_TRUE(store_->DeleteChunk(id, 2).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 1, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(*store_->ReadChunk(id, 2, 0, 1000), Payload(1000, 2));
+  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 1)));
+  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 3)));
+  EXPECT_EQ(store_->Stats()->chunks, 2u);
+  // keep_version 0 deletes everything of `id`, nothing else.
+  ASSERT_TRUE(store_->DeleteChunk(id, 0).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 2, 0, 1).status().code(), ENOENT);
+  EXPECT_TRUE(store_->ReadChunk(other, 1, 0, 1).ok());
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  EXPECT_EQ(store_->Stats()->bytes_stored, 1000u);
+  // Deleting what is absent is OK.
+  EXPECT_TRUE(store_->DeleteChunk(id, 0).ok());
+  EXPECT_TRUE(store_->DeleteChunk({99, 99, 99}, 5).ok());
+  // Sweep then removes the empty directories of `id`? No: `other` shares
+  // them; after deleting it too they go.
+  ASSERT_TRUE(store_->DeleteChunk(other, 0).ok());
+  auto rep = store_->Sweep();
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->empty_dirs_removed, 2u);
+  EXPECT_EQ(CountFiles(StorePath() + "/data"), 0u);
+}
+
+TEST_P(ChunkStoreTest, ListCursorVisitsEverythingInOrder) {
+  std::vector<ChunkInfo> written;
+  uint64_t seed = 0;
+  for (uint64_t inode : {1ull, 2ull, 300ull, 1ull << 40}) {
+    for (uint64_t stripe : {0ull, 1ull, 4095ull, 4096ull, 70000ull}) {
+      for (uint32_t index = 0; index < 6; ++index) {
+        for (uint64_t version : {1ull, 77ull}) {
+          ChunkId id{inode, stripe, index};
+          auto data = Payload(1 + (seed % 300), seed);
+          ++seed;
+          ASSERT_TRUE(store_->WriteChunk(id, version, data).ok());
+          written.push_back(
+              {id, version, static_cast<uint32_t>(data.size()), 0});
+        }
+      }
+    }
+  }
+  std::sort(written.begin(), written.end(),
+            [](const ChunkInfo& a, const ChunkInfo& b) {
+              return std::tie(a.id, a.version) < std::tie(b.id, b.version);
+            });
+  std::vector<ChunkInfo> listed;
+  ChunkInfo cursor;
+  for (int pages = 0; pages < 1000; ++pages) {
+    auto page = store_->ListChunks(cursor, 7);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    if (page->empty()) break;
+    EXPECT_LE(page->size(), 7u);
+    listed.insert(listed.end(), page->begin(), page->end());
+    cursor = page->back();
+  }
+  ASSERT_EQ(listed.size(), written.size());
+  for (size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].id, written[i].id) << i;
+    EXPECT_EQ(listed[i].version, written[i].version) << i;
+    EXPECT_EQ(listed[i].length, written[i].length) << i;
+    auto data =
+        store_->ReadChunk(listed[i].id, listed[i].version, 0, listed[i].length);
+    ASSERT_TRUE(data.ok());
+  }
+  // A cursor that names no stored chunk starts right after its position.
+  ChunkInfo mid;
+  mid.id = {2, 1, 3};
+  mid.version = 50;
+  auto page = store_->ListChunks(mid, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].id, (ChunkId{2, 1, 3}));
+  EXPECT_EQ((*page)[0].version, 77u);
+  EXPECT_EQ((*page)[1].id, (ChunkId{2, 1, 4}));
+  EXPECT_EQ((*page)[1].version, 1u);
+  EXPECT_EQ(store_->ListChunks({}, 0).status().code(), EINVAL);
+}
+
+TEST_P(ChunkStoreTest, ReopenKeepsChunksAndRecountsStats) {
+  ChunkId a{1, 2, 3}, b{4, 5, 0};
+  ASSERT_TRUE(store_->WriteChunk(a, 10, Payload(12345, 1)).ok());
+  ASSERT_TRUE(store_->WriteChunk(b, 11, Payload(1 << 20, 2)).ok());
+  Reopen();
+  EXPECT_EQ(*store_->ReadChunk(a, 10, 0, 12345), Payload(12345, 1));
+  EXPECT_EQ(*store_->ReadChunk(b, 11, 0, 1 << 20), Payload(1 << 20, 2));
+  auto st = store_->Stats();
+  EXPECT_EQ(st->chunks, 2u);
+  EXPECT_EQ(st->bytes_stored, 12345u + (1u << 20));
+}
+
+TEST_P(ChunkStoreTest, ReopenRemovesOrphansAndTempFiles) {
+  ChunkId kept{1, 1, 1}, orphan{2, 8192, 4};
+  ASSERT_TRUE(store_->WriteChunk(kept, 1, Payload(100, 1)).ok());
+  std::string orphan_path = store_->DataPath(orphan, 3);
+  store_.reset();
+  // A crash after rename but before the index put leaves an unindexed file;
+  // a crash mid-write leaves a temp file.
+  std::filesystem::create_directories(
+      std::filesystem::path(orphan_path).parent_path());
+  std::ofstream(orphan_path) << "half a chunk";
+  std::ofstream(StorePath() + "/tmp/123-abc.7.tmp") << "torn";
+  std::ofstream(StorePath() + "/data/README") << "not ours";
+  Reopen();
+  EXPECT_FALSE(std::filesystem::exists(orphan_path));
+  EXPECT_FALSE(std::filesystem::exists(StorePath() + "/tmp/123-abc.7.tmp"));
+  EXPECT_TRUE(std::filesystem::exists(StorePath() + "/data/README"));
+  auto c = store_->Counters();
+  EXPECT_EQ(c.orphans_removed, 1u);
+  EXPECT_EQ(c.temp_files_removed, 1u);
+  EXPECT_EQ(*store_->ReadChunk(kept, 1, 0, 100), Payload(100, 1));
+  EXPECT_EQ(store_->ReadChunk(orphan, 3, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+}
+
+TEST_P(ChunkStoreTest, ReopenDropsEntriesWithoutFiles) {
+  ChunkId a{1, 1, 1}, b{1, 1, 2};
+  ASSERT_TRUE(store_->WriteChunk(a, 1, Payload(100, 1)).ok());
+  ASSERT_TRUE(store_->WriteChunk(b, 1, Payload(200, 2)).ok());
+  std::string pa = store_->DataPath(a, 1);
+  store_.reset();
+  ASSERT_EQ(::unlink(pa.c_str()), 0);
+  Reopen();
+  EXPECT_EQ(store_->Counters().missing_chunks, 1u);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  EXPECT_EQ(store_->Stats()->bytes_stored, 200u);
+  EXPECT_EQ(store_->ReadChunk(a, 1, 0, 1).status().code(), ENOENT);
+  EXPECT_TRUE(store_->ReadChunk(b, 1, 0, 200).ok());
+}
+
+TEST_P(ChunkStoreTest, MalformedIndexValueIsCorruptionNotData) {
+  ChunkId a{1, 1, 1}, b{1, 1, 2};
+  ASSERT_TRUE(store_->WriteChunk(a, 1, Payload(100, 1)).ok());
+  ASSERT_TRUE(store_->WriteChunk(b, 1, Payload(100, 2)).ok());
+  store_.reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::Options(), StorePath() + "/index", &raw)
+            .ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put({}, EncodeChunkKey(a, 1), "\x01short").ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  Reopen();
+  EXPECT_EQ(store_->Counters().malformed_entries, 1u);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  auto r = store_->ReadChunk(a, 1, 0, 10);
+  EXPECT_EQ(r.status().code(), EBADMSG) << r.status().ToString();
+  auto list = store_->ListChunks({}, 10);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, b);
+  // A repair write replaces the malformed entry.
+  ASSERT_TRUE(store_->WriteChunk(a, 1, Payload(100, 1)).ok());
+  EXPECT_EQ(*store_->ReadChunk(a, 1, 0, 100), Payload(100, 1));
+}
+
+TEST_P(ChunkStoreTest, SecondOpenIsRefusedWhileLocked) {
+  auto second = ChunkStore::Open(StorePath(), TestOptions(GetParam()));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), EBUSY);
+  EXPECT_NE(second.status().message().find(std::to_string(::getpid())),
+            std::string::npos)
+      << second.status().message();
+  store_.reset();
+  auto third = ChunkStore::Open(StorePath(), TestOptions(GetParam()));
+  EXPECT_TRUE(third.ok()) << third.status().ToString();
+}
+
+TEST_P(ChunkStoreTest, ConcurrentWritersReadersAndDeleters) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        // Threads share inodes and stripes (same lock stripes and
+        // directories) but write distinct indexes.
+        ChunkId id{static_cast<uint64_t>(i % 3), static_cast<uint64_t>(i),
+                   static_cast<uint32_t>(t)};
+        uint64_t seed = t * 1000 + i;
+        auto data = Payload(1000 + (seed * 37) % 70000, seed);
+        if (!store_->WriteChunk(id, 1, data).ok()) ++failures;
+        if (!store_->WriteChunk(id, 2, data).ok()) ++failures;
+        auto got = store_->ReadChunk(id, 1, 0, data.size());
+        if (!got.ok() || *got != data) ++failures;
+        if (!store_->DeleteChunk(id, 2).ok()) ++failures;
+        got = store_->ReadChunk(id, 2, 0, data.size());
+        if (!got.ok() || *got != data) ++failures;
+        if (store_->ReadChunk(id, 1, 0, 1).status().code() != ENOENT) {
+          ++failures;
+        }
+      }
+    });
+  }
+  // A sweeper running alongside must not disturb anything.
+  std::thread sweeper([&] {
+    for (int i = 0; i < 5; ++i) {
+      if (!store_->Sweep().ok()) ++failures;
+    }
+  });
+  for (auto& th : threads) th.join();
+  sweeper.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto st = store_->Stats();
+  EXPECT_EQ(st->chunks, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(st->crc_errors, 0u);
+  auto rep = store_->Sweep();
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->orphans_removed, 0u);
+  EXPECT_EQ(rep->missing_dropped, 0u);
+  EXPECT_EQ(CountFiles(StorePath() + "/data"),
+            static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_EQ(CountFiles(StorePath() + "/tmp"), 0u);
+}
+
+TEST(ChunkStoreOpen, RefusesRegularFileAndForeignDirectory) {
+  TempDir dir;
+  std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  auto a = ChunkStore::Open(file, TestOptions());
+  EXPECT_EQ(a.status().code(), ENOTDIR);
+  EXPECT_NE(a.status().message().find(file), std::string::npos);
+
+  std::string foreign = dir.path() + "/home";
+  std::filesystem::create_directories(foreign);
+  std::ofstream(foreign + "/notes.txt") << "mine";
+  auto b = ChunkStore::Open(foreign, TestOptions());
+  EXPECT_EQ(b.status().code(), ENOTEMPTY) << b.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists(foreign + "/notes.txt"));
+  EXPECT_FALSE(std::filesystem::exists(foreign + "/index"));
+
+  // Missing directories (with parents) are created.
+  auto c = ChunkStore::Open(dir.path() + "/a/b/c", TestOptions());
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
+TEST(ChunkStoreOpen, UsesIoUringWhenAvailable) {
+  std::ifstream knob("/proc/sys/kernel/io_uring_disabled");
+  int disabled = 0;
+  if (knob >> disabled; disabled != 0) {
+    GTEST_SKIP() << "io_uring is disabled on this machine "
+                    "(kernel.io_uring_disabled="
+                 << disabled << ")";
+  }
+  TempDir dir;
+  auto s = ChunkStore::Open(dir.path(), TestOptions(true));
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->using_io_uring());
+  auto p = ChunkStore::Open(dir.path() + "/2", TestOptions(false));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE((*p)->using_io_uring());
+}
+
+TEST(ChunkStoreOpen, ReserveRefusesWritesCleanly) {
+  TempDir dir;
+  ChunkStoreOptions o;
+  o.reserve_bytes = uint64_t{1} << 62;  // more than any disk here
+  auto s = ChunkStore::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  Status st = (*s)->WriteChunk({1, 1, 1}, 1, Payload(4096, 1));
+  EXPECT_EQ(st.code(), ENOSPC);
+  EXPECT_NE(st.message().find(dir.path()), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("full"), std::string::npos) << st.message();
+  EXPECT_EQ((*s)->ReadChunk({1, 1, 1}, 1, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ((*s)->Counters().nospace_refusals, 1u);
+  EXPECT_EQ(CountFiles(dir.path() + "/tmp"), 0u);
+  EXPECT_EQ(CountFiles(dir.path() + "/data"), 0u);
+}
+
+}  // namespace
+}  // namespace stripefs
