@@ -1,0 +1,30 @@
+#!/bin/busybox sh
+# /init of the stripefs kernel test guest (assembled by kernel/vm/run.sh).
+# Mounts the basics, loads the chosen fuse.ko, runs /tests/$TEST.sh and reports
+# "STRIPEFS_RESULT rc=N" on the serial console, then powers off.
+/bin/busybox --install -s /bin
+export PATH=/bin:/tools
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mount -t tmpfs tmp /tmp
+mkdir -p /mnt
+. /config
+echo "STRIPEFS_GUEST kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo) module=$MODULE test=$TEST"
+rc=0
+if ! insmod /lib/fuse.ko $MODPARAMS; then
+  echo "STRIPEFS_ERROR insmod fuse.ko failed"
+  rc=90
+elif [ ! -c /dev/fuse ]; then
+  mknod /dev/fuse c 10 229
+fi
+if [ $rc = 0 ]; then
+  cd /tests && sh "/tests/$TEST.sh" $ARGS
+  rc=$?
+fi
+dmesg | grep -iE 'fuse|BUG|WARNING|Oops' | grep -v 'fuse init' | sed 's/^/DMESG /' | tail -20
+echo "STRIPEFS_RESULT test=$TEST module=$MODULE rc=$rc"
+sync
+poweroff -f
+sleep 2
+reboot -f

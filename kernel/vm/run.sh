@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Boots the stripefs kernel test guest under QEMU TCG, loads the stock or patched fuse.ko,
+# runs one test script from kernel/vm/tests and exits with its status.
+# Usage: kernel/vm/run.sh --module stock|patched [--timeout SEC] [--mem MiB] [--smp N]
+#                         [--out FILE] [--modparams "k=v ..."] TEST [ARGS...]
+#   TEST is kernel/vm/tests/TEST.sh; ARGS are passed to it inside the guest.
+#   Exit status: the test's, 77 if qemu cannot run here (skip), 124 on timeout.
+# Needs the artifacts of kernel/build.sh (run it first; this script runs it if none exist).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${STRIPEFS_KERNEL_CACHE:-/var/cache/stripefs-kernel}
+module="" timeout_s=600 mem=1024 smp=2 out="" modparams=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --module) module=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --smp) smp=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --modparams) modparams=$2; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { echo "run.sh: missing TEST (one of: $(cd "$here/tests" && ls *.sh | sed 's/\.sh$//' | grep -v '^lib$' | tr '\n' ' '))" >&2; exit 2; }
+test_name=$1; shift
+[ -f "$here/tests/$test_name.sh" ] || { echo "run.sh: no test $here/tests/$test_name.sh" >&2; exit 2; }
+case "$module" in stock|patched) ;; *) echo "run.sh: --module stock|patched required" >&2; exit 2 ;; esac
+
+qemu=$(command -v qemu-system-x86_64 || true)
+if [ -z "$qemu" ]; then
+  echo "SKIP: qemu-system-x86_64 is not installed (scripts/install-deps.sh --with-kernel)" >&2
+  exit 77
+fi
+busybox=$(command -v busybox || true)
+if [ -z "$busybox" ] || ! file -L "$busybox" 2>/dev/null | grep -q 'statically linked'; then
+  [ -x /bin/busybox ] && busybox=/bin/busybox
+fi
+[ -n "$busybox" ] || { echo "SKIP: busybox-static is not installed" >&2; exit 77; }
+
+envf=$cache/current.env
+if [ ! -e "$envf" ]; then
+  echo "run.sh: no build artifacts yet, running kernel/build.sh" >&2
+  "$here/../build.sh" >/dev/null
+fi
+# shellcheck disable=SC1090
+. "$envf"
+ko=$FUSE_KO_STOCK; [ "$module" = patched ] && ko=$FUSE_KO_PATCHED
+
+work=$(mktemp -d /tmp/stripefs-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+mkdir -p "$root"/{bin,lib,tools,tests,proc,sys,dev,tmp,mnt}
+cp "$busybox" "$root/bin/busybox"
+cp "$here/init.sh" "$root/init"
+chmod +x "$root/init"
+cp "$ko" "$root/lib/fuse.ko"
+cp "$TOOLS_DIR"/* "$root/tools/" 2>/dev/null || true
+rm -f "$root/tools/.stripefs-done"
+cp "$here"/tests/*.sh "$root/tests/"
+{
+  echo "TEST='$test_name'"
+  echo "MODULE='$module'"
+  echo "MODPARAMS='$modparams'"
+  printf "ARGS='%s'\n" "$*"
+} > "$root/config"
+(cd "$root" && find . | cpio -o -H newc --quiet) > "$work/initramfs.cpio"
+
+echo "run.sh: booting $KERNEL_RELEASE (linux-source $KERNEL_VERSION), $module fuse.ko, test $test_name $*" >&2
+echo "run.sh: QEMU TCG (no KVM): timings inside the guest are not throughput figures" >&2
+log=$work/console.log
+set +e
+timeout --foreground -k 10 "$timeout_s" "$qemu" -accel tcg,thread=multi -cpu max -smp "$smp" \
+  -m "$mem" -nographic -no-reboot -nic none \
+  -kernel "$KERNEL_IMAGE" -initrd "$work/initramfs.cpio" \
+  -append "console=ttyS0 loglevel=4 panic=-1 oops=panic" < /dev/null 2>&1 | tee "$log"
+qrc=${PIPESTATUS[0]}
+set -e
+[ -n "$out" ] && cp "$log" "$out"
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+  echo "run.sh: TIMEOUT after ${timeout_s}s (test $test_name, $module)" >&2
+  exit 124
+fi
+res=$(grep -a 'STRIPEFS_RESULT' "$log" | tail -1 | sed -n 's/.* rc=\([0-9]*\).*/\1/p' | tr -d '\r')
+if [ -z "$res" ]; then
+  echo "run.sh: guest ended without a result (qemu rc=$qrc): boot or test crashed, see output above" >&2
+  exit 1
+fi
+echo "run.sh: test $test_name on $module module: rc=$res" >&2
+exit "$res"

@@ -1,0 +1,46 @@
+# Alignment of writeback WRITEs vs the FUSE bdi max_ratio, with 1 and N parallel writers.
+# Args: [RATIOS (comma list)] [WRITERS (comma list)] [RUNS] [MIB per run] [ALIGN_ORDER]
+# Prints one "RESULT align ..." line per run. On the patched module (which asks for 1 MiB
+# alignment) it fails if any WRITE crosses a stripe boundary; stock is recorded as baseline.
+. ./lib.sh
+ratios=${1:-1,10,70}
+writers_list=${2:-1,4}
+runs=${3:-1}
+mib=${4:-64}
+order=${5:-20}
+fail=0
+echo "CONFIG align ratios=$ratios writers=$writers_list runs=$runs mib_per_run=$mib" \
+  "mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)" \
+  "dirty_ratio=$(cat /proc/sys/vm/dirty_ratio) dirty_bg_ratio=$(cat /proc/sys/vm/dirty_background_ratio)"
+for ratio in $(echo $ratios | tr , ' '); do
+  for w in $(echo $writers_list | tr , ' '); do
+    r=1
+    while [ $r -le $runs ]; do
+      start_probe --align-order "$order" --no-data
+      bdi=$(bdi_dir)
+      echo "$ratio" > "$bdi/max_ratio"
+      strict=$(cat "$bdi/strict_limit" 2>/dev/null || echo "?")
+      per=$((mib / w))
+      t0=$(date +%s)
+      i=1
+      while [ $i -le $w ]; do
+        dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null &
+        i=$((i + 1))
+      done
+      wait
+      sync
+      t1=$(date +%s)
+      stop_probe
+      st=$(write_stats)
+      echo "RESULT align module=$MODULE max_ratio=$ratio strict_limit=$strict writers=$w run=$r mib=$mib tcg_seconds=$((t1 - t0)) $st"
+      crossing=$(echo "$st" | sed -n 's/.*crossing=\([0-9]*\).*/\1/p')
+      if [ "$MODULE" = patched ] && [ "$order" -ge 12 ] && [ "$crossing" != 0 ]; then
+        echo "FAIL: $crossing WRITEs cross a stripe boundary on the patched module"
+        fail=1
+      fi
+      r=$((r + 1))
+    done
+  done
+done
+[ $fail = 0 ] && echo PASS
+exit $fail
