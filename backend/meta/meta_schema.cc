@@ -265,10 +265,12 @@ Result<DentryValue> DecodeDentry(std::string_view in) {
   return d;
 }
 
-std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask) {
+std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask,
+                              uint32_t chunk_len) {
   Writer w;
   w.U64(version);
   w.U32(missing_mask);
+  w.U32(chunk_len);
   return w.Take();
 }
 
@@ -276,6 +278,7 @@ Status DecodeStripeValue(std::string_view in, StripeVersion* sv) {
   Reader r(in);
   sv->version = r.U64();
   sv->missing_mask = r.U32();
+  sv->chunk_len = r.U32();
   if (!r.done() || sv->version == 0) return Corrupt("stripe version");
   return Status::Ok();
 }

@@ -92,8 +92,9 @@ std::string EncodeInode(const InodeRecord& r);
 Result<InodeRecord> DecodeInode(std::string_view in);
 std::string EncodeDentry(const DentryValue& d);
 Result<DentryValue> DecodeDentry(std::string_view in);
-std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask);
-// Fills version and missing_mask of *sv (not sv->stripe).
+std::string EncodeStripeValue(uint64_t version, uint32_t missing_mask,
+                              uint32_t chunk_len);
+// Fills version, missing_mask and chunk_len of *sv (not sv->stripe).
 Status DecodeStripeValue(std::string_view in, StripeVersion* sv);
 std::string EncodeGeometry(const Geometry& g);
 Result<Geometry> DecodeGeometry(std::string_view in);

@@ -1120,7 +1120,7 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
                               std::to_string(expected_version) +
                               " (someone else committed; re-read and retry)");
   }
-  m.batch().Put(key, EncodeStripeValue(sv.version, sv.missing_mask));
+  m.batch().Put(key, EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
   if (min_file_size > a.size) {
     m.stats().bytes_used += min_file_size - a.size;
     a.size = min_file_size;
@@ -1152,7 +1152,7 @@ Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
   }
   if (cur.missing_mask == missing_mask) return Status::Ok();
   rocksdb::WriteBatch b;
-  b.Put(key, EncodeStripeValue(version, missing_mask));
+  b.Put(key, EncodeStripeValue(version, missing_mask, cur.chunk_len));
   return Write(&b);
 }
 
