@@ -1,0 +1,711 @@
+#include "backend/client/stripe_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace stripefs {
+
+// The servers of one stripe's chunks under the current cluster map.
+struct StripeClient::Layout {
+  std::vector<ServerInfo> servers;       // per chunk index
+  std::vector<ChunkService*> services;   // null = unknown server
+};
+
+namespace {
+
+bool IsDown(const ServerInfo& s) { return s.state != ServerState::kUp; }
+
+uint32_t Bit(int i) { return 1u << i; }
+
+// Prefer the error a user can act on: ENOSPC, then anything but EHOSTDOWN.
+void KeepWorse(Status* kept, const Status& st) {
+  if (st.ok()) return;
+  if (kept->ok() || st.code() == ENOSPC ||
+      (kept->code() == EHOSTDOWN && st.code() != ENOSPC)) {
+    *kept = st;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StripeClient>> StripeClient::Create(
+    MetaService* meta, ChunkServerSet* servers,
+    const StripeClientOptions& options) {
+  auto geometry = meta->GetGeometry();
+  if (!geometry.ok()) return geometry.status().Annotate("reading geometry");
+  auto codec = ec::Codec::Create(static_cast<int>(geometry->k),
+                                 static_cast<int>(geometry->m));
+  if (!codec.ok()) return codec.status();
+  std::unique_ptr<StripeClient> client(new StripeClient(
+      meta, servers, *geometry, std::move(codec).value(), options));
+  STRIPEFS_RETURN_IF_ERROR(client->RefreshClusterMap());
+  return client;
+}
+
+StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
+                           Geometry geometry, std::unique_ptr<ec::Codec> codec,
+                           const StripeClientOptions& options)
+    : meta_(meta),
+      servers_(servers),
+      geometry_(geometry),
+      codec_(std::move(codec)),
+      options_(options),
+      pool_(options.io_threads) {}
+
+StripeClient::~StripeClient() = default;
+
+Status StripeClient::RefreshClusterMap() {
+  auto map = meta_->GetClusterMap();
+  if (!map.ok()) return map.status().Annotate("reading cluster map");
+  auto placement =
+      Placement::Create(*map, geometry_.k + geometry_.m);
+  if (!placement.ok()) return placement.status();
+  std::lock_guard<std::mutex> lock(map_mu_);
+  map_ = std::move(map).value();
+  placement_ = std::make_shared<const Placement>(std::move(placement).value());
+  return Status::Ok();
+}
+
+StripeClient::Layout StripeClient::LayoutFor(uint64_t ino, uint64_t stripe) {
+  std::shared_ptr<const Placement> placement;
+  ClusterMap map;
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    placement = placement_;
+    map = map_;  // small; copied so Get() runs unlocked
+  }
+  Layout layout;
+  for (uint32_t id : placement->ServersFor(ino, stripe)) {
+    auto it = std::find_if(map.servers.begin(), map.servers.end(),
+                           [&](const ServerInfo& s) { return s.id == id; });
+    layout.servers.push_back(*it);
+    layout.services.push_back(servers_->Get(*it));
+  }
+  return layout;
+}
+
+std::mutex& StripeClient::StripeLock(uint64_t ino, uint64_t stripe) {
+  return stripe_locks_[PlacementHash(ino, stripe) % kStripeLocks];
+}
+
+Result<uint64_t> StripeClient::NextVersion() {
+  std::lock_guard<std::mutex> lock(version_mu_);
+  if (next_version_ == version_limit_) {
+    auto first = meta_->AllocateVersions(options_.version_batch);
+    if (!first.ok()) return first.status().Annotate("allocating versions");
+    next_version_ = *first;
+    version_limit_ = *first + options_.version_batch;
+  }
+  return next_version_++;
+}
+
+Result<StripeVersion> StripeClient::CurrentStripe(uint64_t ino,
+                                                  uint64_t stripe,
+                                                  bool* exists) {
+  auto got = meta_->GetStripes(ino, stripe, 1);
+  if (!got.ok()) return got.status();
+  *exists = !got->empty();
+  if (!*exists) {
+    StripeVersion none;
+    none.stripe = stripe;
+    return none;
+  }
+  return got->front();
+}
+
+// --- reads -------------------------------------------------------------------
+
+Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
+                                 const Layout& layout,
+                                 const std::vector<int>& want, uint32_t lo,
+                                 uint32_t hi,
+                                 std::vector<std::vector<uint8_t>>* out) {
+  const int k = static_cast<int>(geometry_.k);
+  const int n = k + static_cast<int>(geometry_.m);
+  const uint32_t len = hi - lo;
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
+  std::vector<Status> errs(static_cast<size_t>(n));
+  uint32_t have = 0, failed = sv.missing_mask;
+
+  auto read_set = [&](const std::vector<int>& idx) {
+    std::vector<std::function<void()>> tasks;
+    for (int i : idx) {
+      tasks.push_back([&, i] {
+        ChunkService* svc = layout.services[static_cast<size_t>(i)];
+        if (svc == nullptr || IsDown(layout.servers[static_cast<size_t>(i)])) {
+          errs[static_cast<size_t>(i)] = Status::Unavailable(
+              "chunk server " +
+              std::to_string(layout.servers[static_cast<size_t>(i)].id) +
+              " is down");
+          return;
+        }
+        ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
+        auto r = svc->ReadChunk(id, sv.version, lo, len);
+        if (r.ok() && r->size() == len) {
+          bufs[static_cast<size_t>(i)] = std::move(r).value();
+        } else {
+          errs[static_cast<size_t>(i)] =
+              r.ok() ? Status::Corruption("short chunk read") : r.status();
+        }
+      });
+    }
+    pool_.RunAll(std::move(tasks));
+    for (int i : idx) {
+      if (errs[static_cast<size_t>(i)].ok()) {
+        have |= Bit(i);
+      } else {
+        failed |= Bit(i);
+        ClientCounters::Add(counters_.chunk_read_errors);
+        if (errs[static_cast<size_t>(i)].code() == EBADMSG)
+          ClientCounters::Add(counters_.crc_errors);
+      }
+    }
+  };
+
+  // First the wanted chunks themselves (skipping known-missing ones).
+  std::vector<int> first;
+  for (int i : want)
+    if (!(sv.missing_mask & Bit(i))) first.push_back(i);
+  read_set(first);
+
+  uint32_t lost = 0;
+  for (int i : want)
+    if (!(have & Bit(i))) lost |= Bit(i);
+  if (lost != 0) {
+    ClientCounters::Add(counters_.degraded_reads);
+    // Gather k survivors, data chunks first, reading more as reads fail.
+    for (;;) {
+      int survivors = __builtin_popcount(have);
+      if (survivors >= k) break;
+      std::vector<int> more;
+      for (int i = 0; i < n && static_cast<int>(more.size()) < k - survivors;
+           ++i) {
+        if (!((have | failed) & Bit(i))) more.push_back(i);
+      }
+      if (more.empty()) {
+        Status why;
+        for (int i = 0; i < n; ++i) KeepWorse(&why, errs[static_cast<size_t>(i)]);
+        return Status::IoError(
+            "stripe " + std::to_string(sv.stripe) + " of inode " +
+            std::to_string(ino) + ": only " + std::to_string(survivors) +
+            " of " + std::to_string(n) + " chunks readable, need " +
+            std::to_string(k) + (why.ok() ? "" : " (" + why.ToString() + ")"));
+      }
+      read_set(more);
+    }
+    std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
+    std::vector<int> erased, unavailable;
+    for (int i = 0; i < n; ++i) {
+      if (have & Bit(i)) {
+        ptrs[static_cast<size_t>(i)] = bufs[static_cast<size_t>(i)].data();
+      } else if (lost & Bit(i)) {
+        bufs[static_cast<size_t>(i)].assign(len, 0);
+        ptrs[static_cast<size_t>(i)] = bufs[static_cast<size_t>(i)].data();
+        erased.push_back(i);
+      } else {
+        unavailable.push_back(i);
+      }
+    }
+    STRIPEFS_RETURN_IF_ERROR(
+        codec_->Reconstruct(ptrs, erased, len, unavailable));
+  }
+  out->clear();
+  for (int i : want) out->push_back(std::move(bufs[static_cast<size_t>(i)]));
+  return Status::Ok();
+}
+
+Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
+                                  std::span<uint8_t> out, uint64_t file_size) {
+  if (offset >= file_size || out.empty()) return size_t{0};
+  const uint64_t total = std::min<uint64_t>(out.size(), file_size - offset);
+  const uint64_t S = stripe_size();
+  const uint32_t c = geometry_.cell_size;
+  const uint64_t first = offset / S, last = (offset + total - 1) / S;
+  auto stripes = meta_->GetStripes(ino, first, last - first + 1);
+  if (!stripes.ok()) return stripes.status().Annotate("reading stripe map");
+  size_t next = 0;  // index into *stripes
+  for (uint64_t s = first; s <= last; ++s) {
+    const uint64_t s_begin = std::max(offset, s * S);
+    const uint64_t s_end = std::min(offset + total, (s + 1) * S);
+    uint8_t* dst = out.data() + (s_begin - offset);
+    std::memset(dst, 0, s_end - s_begin);
+    while (next < stripes->size() && (*stripes)[next].stripe < s) ++next;
+    if (next == stripes->size() || (*stripes)[next].stripe != s) continue;
+    StripeVersion sv = (*stripes)[next];
+    // Cells touched and the column range they share within the chunks.
+    const uint64_t a = s_begin - s * S, b = s_end - s * S;  // [a, b) in stripe
+    std::vector<int> want;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint64_t cell = a / c; cell <= (b - 1) / c; ++cell) {
+      uint64_t ca = std::max<uint64_t>(a, cell * c) - cell * c;
+      uint64_t cb = std::min<uint64_t>(b, (cell + 1) * c) - cell * c;
+      cb = std::min<uint64_t>(cb, sv.chunk_len);
+      if (ca >= cb) continue;  // past the chunk's stored bytes: zeros
+      want.push_back(static_cast<int>(cell));
+      lo = std::min<uint32_t>(lo, static_cast<uint32_t>(ca));
+      hi = std::max<uint32_t>(hi, static_cast<uint32_t>(cb));
+    }
+    if (want.empty()) continue;
+    std::vector<std::vector<uint8_t>> cols;
+    Status st;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      st = ReadColumns(ino, sv, LayoutFor(ino, s), want, lo, hi, &cols);
+      if (st.ok()) break;
+      // A writer may have replaced (and collected) this version meanwhile.
+      bool exists = false;
+      auto now = CurrentStripe(ino, s, &exists);
+      if (!now.ok() || !exists || now->version == sv.version) break;
+      sv = *now;
+    }
+    if (!st.ok()) return st;
+    for (size_t w = 0; w < want.size(); ++w) {
+      const uint64_t cell = static_cast<uint64_t>(want[w]);
+      uint64_t ca = std::max<uint64_t>(a, cell * c) - cell * c;
+      uint64_t cb = std::min<uint64_t>({b - cell * c, c, sv.chunk_len});
+      if (ca >= cb) continue;
+      std::memcpy(out.data() + (s * S + cell * c + ca - offset),
+                  cols[w].data() + (ca - lo), cb - ca);
+    }
+  }
+  ClientCounters::Add(counters_.bytes_read, total);
+  return static_cast<size_t>(total);
+}
+
+// --- writes ------------------------------------------------------------------
+
+uint32_t StripeClient::WriteChunks(
+    uint64_t ino, uint64_t stripe, uint64_t version, const Layout& layout,
+    const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
+    Status* error) {
+  std::vector<Status> errs(chunks.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    tasks.push_back([&, j] {
+      const int i = chunks[j].first;
+      ChunkService* svc = layout.services[static_cast<size_t>(i)];
+      if (svc == nullptr || IsDown(layout.servers[static_cast<size_t>(i)])) {
+        errs[j] = Status::Unavailable(
+            "chunk server " +
+            std::to_string(layout.servers[static_cast<size_t>(i)].id) +
+            " is down");
+        return;
+      }
+      errs[j] = svc->WriteChunk({ino, stripe, static_cast<uint32_t>(i)},
+                                version, chunks[j].second);
+    });
+  }
+  pool_.RunAll(std::move(tasks));
+  uint32_t failed = 0;
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    if (!errs[j].ok()) {
+      failed |= Bit(chunks[j].first);
+      ClientCounters::Add(counters_.chunk_write_errors);
+      KeepWorse(error, errs[j]);
+    }
+  }
+  return failed;
+}
+
+void StripeClient::DeleteOtherVersions(uint64_t ino, uint64_t stripe,
+                                       uint64_t keep, const Layout& layout) {
+  const int n = static_cast<int>(geometry_.k + geometry_.m);
+  for (int i = 0; i < n; ++i) {
+    ChunkService* svc = layout.services[static_cast<size_t>(i)];
+    if (svc == nullptr || IsDown(layout.servers[static_cast<size_t>(i)]))
+      continue;  // scrub collects what is left on down servers
+    Status st = svc->DeleteChunk({ino, stripe, static_cast<uint32_t>(i)}, keep);
+    ClientCounters::Add(st.ok() ? counters_.gc_chunk_deletes
+                                : counters_.gc_errors);
+  }
+}
+
+void StripeClient::DeleteVersion(uint64_t ino, uint64_t stripe,
+                                 uint64_t version, const Layout& layout,
+                                 uint32_t mask) {
+  const int n = static_cast<int>(geometry_.k + geometry_.m);
+  for (int i = 0; i < n; ++i) {
+    ChunkService* svc = layout.services[static_cast<size_t>(i)];
+    if (!(mask & Bit(i)) || svc == nullptr) continue;
+    Status st =
+        svc->DeleteChunkVersion({ino, stripe, static_cast<uint32_t>(i)}, version);
+    // Unsupported or failed: the chunk is an orphan that scrub collects.
+    ClientCounters::Add(st.ok() ? counters_.gc_chunk_deletes
+                                : counters_.gc_errors);
+  }
+}
+
+Status StripeClient::Write(uint64_t ino, uint64_t offset,
+                           std::span<const uint8_t> data) {
+  const uint64_t S = stripe_size();
+  uint64_t pos = 0;
+  while (pos < data.size()) {
+    const uint64_t abs = offset + pos;
+    const uint64_t s = abs / S, off = abs % S;
+    const uint64_t n = std::min<uint64_t>(S - off, data.size() - pos);
+    STRIPEFS_RETURN_IF_ERROR(WriteStripe(ino, s, off, data.subspan(pos, n),
+                                         abs + n, UINT64_MAX));
+    pos += n;
+  }
+  ClientCounters::Add(counters_.bytes_written, data.size());
+  return Status::Ok();
+}
+
+Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
+                                 std::span<const uint8_t> data,
+                                 uint64_t min_file_size, uint64_t zero_from) {
+  const uint32_t k = geometry_.k, m = geometry_.m, c = geometry_.cell_size;
+  const uint64_t S = stripe_size();
+  const uint64_t end = off + data.size();
+  std::lock_guard<std::mutex> stripe_lock(StripeLock(ino, stripe));
+
+  for (int attempt = 0; attempt <= options_.commit_retries; ++attempt) {
+    bool exists = false;
+    STRIPEFS_ASSIGN_OR_RETURN(StripeVersion old,
+                              CurrentStripe(ino, stripe, &exists));
+    const bool truncating = zero_from != UINT64_MAX;
+    if (truncating && !exists) return Status::Ok();  // a hole stays a hole
+    // Chunk length of the new version: enough for the old bytes and the new.
+    uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(c, end));
+    if (exists) len = std::max(len, old.chunk_len);
+    if (truncating) {
+      len = static_cast<uint32_t>(std::min<uint64_t>({c, zero_from}));
+      len = std::max<uint32_t>(len, static_cast<uint32_t>(std::min<uint64_t>(c, end)));
+    }
+    if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
+    const Layout layout = LayoutFor(ino, stripe);
+    STRIPEFS_ASSIGN_OR_RETURN(const uint64_t version, NextVersion());
+
+    // Touched data cells.
+    const uint32_t cell_first = static_cast<uint32_t>(off / c);
+    const uint32_t cell_last =
+        data.empty() ? cell_first : static_cast<uint32_t>((end - 1) / c);
+    const uint32_t touched = data.empty() ? 0 : cell_last - cell_first + 1;
+
+    std::vector<std::vector<uint8_t>> cells(k + m,
+                                            std::vector<uint8_t>(len, 0));
+    std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
+    uint32_t cloned = 0;  // chunk indices carried over by CloneChunk
+    enum { kFull, kNewPartial, kRmw, kDelta } kind;
+
+    const bool whole = off == 0 && end == S && !truncating;
+    const bool delta_ok =
+        options_.parity_delta && exists && !truncating &&
+        old.missing_mask == 0 && len == old.chunk_len && touched + m < k;
+    if (whole || !exists) {
+      kind = whole ? kFull : kNewPartial;
+    } else if (delta_ok) {
+      kind = kDelta;
+    } else {
+      kind = kRmw;
+    }
+
+    if (kind == kRmw) {
+      // Old data cells that hold bytes (the rest are zeros).
+      std::vector<int> want;
+      for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
+      std::vector<std::vector<uint8_t>> old_cells;
+      STRIPEFS_RETURN_IF_ERROR(ReadColumns(ino, old, layout, want, 0,
+                                           old.chunk_len, &old_cells)
+                                   .Annotate("read-modify-write"));
+      for (uint32_t i = 0; i < k; ++i)
+        std::memcpy(cells[i].data(), old_cells[i].data(),
+                    std::min(old.chunk_len, len));
+      ClientCounters::Add(counters_.rmw_bytes_read,
+                          uint64_t{k} * old.chunk_len);
+    }
+    if (kind == kDelta) {
+      // Old touched data cells and old parity, whole.
+      std::vector<int> want;
+      for (uint32_t i = cell_first; i <= cell_last; ++i)
+        want.push_back(static_cast<int>(i));
+      for (uint32_t p = 0; p < m; ++p) want.push_back(static_cast<int>(k + p));
+      std::vector<std::vector<uint8_t>> got;
+      STRIPEFS_RETURN_IF_ERROR(ReadColumns(ino, old, layout, want, 0, len, &got)
+                                   .Annotate("parity-delta read"));
+      for (size_t w = 0; w < want.size(); ++w)
+        cells[static_cast<size_t>(want[w])] = std::move(got[w]);
+      ClientCounters::Add(counters_.rmw_bytes_read,
+                          uint64_t{touched + m} * len);
+    }
+
+    // Merge the new bytes (and, for the delta path, update parity per cell).
+    for (uint32_t i = cell_first; touched > 0 && i <= cell_last; ++i) {
+      const uint64_t ca = std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
+      const uint64_t cb = std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
+      const uint8_t* src = data.data() + (uint64_t{i} * c + ca - off);
+      if (kind == kDelta) {
+        std::vector<uint8_t*> parity;
+        for (uint32_t p = 0; p < m; ++p) parity.push_back(cells[k + p].data() + ca);
+        STRIPEFS_RETURN_IF_ERROR(codec_->UpdateParity(
+            static_cast<int>(i), cells[i].data() + ca, src, parity, cb - ca));
+      }
+      std::memcpy(cells[i].data() + ca, src, cb - ca);
+    }
+    if (truncating) {
+      for (uint32_t i = 0; i < k; ++i) {
+        const uint64_t cell_start = uint64_t{i} * c;
+        if (zero_from >= cell_start + len) continue;
+        const uint64_t from = zero_from > cell_start ? zero_from - cell_start : 0;
+        std::memset(cells[i].data() + from, 0, len - from);
+      }
+    }
+
+    if (kind == kDelta) {
+      for (uint32_t i = cell_first; i <= cell_last; ++i)
+        to_write.emplace_back(static_cast<int>(i), cells[i]);
+      for (uint32_t p = 0; p < m; ++p)
+        to_write.emplace_back(static_cast<int>(k + p), cells[k + p]);
+      for (uint32_t i = 0; i < k; ++i)
+        if (i < cell_first || i > cell_last) cloned |= Bit(static_cast<int>(i));
+    } else {
+      std::vector<const uint8_t*> dptr;
+      std::vector<uint8_t*> pptr;
+      for (uint32_t i = 0; i < k; ++i) dptr.push_back(cells[i].data());
+      for (uint32_t p = 0; p < m; ++p) pptr.push_back(cells[k + p].data());
+      STRIPEFS_RETURN_IF_ERROR(codec_->Encode(dptr, pptr, len));
+      for (uint32_t i = 0; i < k + m; ++i)
+        to_write.emplace_back(static_cast<int>(i), cells[i]);
+    }
+
+    Status write_error;
+    uint32_t failed =
+        WriteChunks(ino, stripe, version, layout, to_write, &write_error);
+    if (cloned != 0) {
+      std::vector<std::function<void()>> tasks;
+      std::vector<Status> errs(k);
+      for (uint32_t i = 0; i < k; ++i) {
+        if (!(cloned & Bit(static_cast<int>(i)))) continue;
+        tasks.push_back([&, i] {
+          ChunkService* svc = layout.services[i];
+          if (svc == nullptr || IsDown(layout.servers[i])) {
+            errs[i] = Status::Unavailable("chunk server down");
+            return;
+          }
+          errs[i] = svc->CloneChunk({ino, stripe, i}, old.version, version, len);
+        });
+      }
+      pool_.RunAll(std::move(tasks));
+      for (uint32_t i = 0; i < k; ++i) {
+        if (!errs[i].ok()) {
+          failed |= Bit(static_cast<int>(i));
+          ClientCounters::Add(counters_.chunk_write_errors);
+          KeepWorse(&write_error, errs[i]);
+        }
+      }
+    }
+    if (static_cast<uint32_t>(__builtin_popcount(failed)) > m) {
+      ClientCounters::Add(counters_.failed_writes);
+      // Remove what did land of the new version; the old one stays.
+      DeleteVersion(ino, stripe, version, layout, ~failed);
+      return Status(write_error.code() == ENOSPC ? ENOSPC : EIO,
+                    "stripe " + std::to_string(stripe) + " of inode " +
+                        std::to_string(ino) + ": " +
+                        std::to_string(__builtin_popcount(failed)) +
+                        " chunk writes failed, at most " + std::to_string(m) +
+                        " tolerated; previous data kept (" +
+                        write_error.ToString() + ")");
+    }
+
+    StripeVersion sv{stripe, version, failed, len};
+    ObsoleteStripe obsolete;
+    Status st = meta_->CommitStripe(ino, sv, exists ? old.version : 0,
+                                    min_file_size, &obsolete);
+    if (st.code() == ESTALE) {
+      ClientCounters::Add(counters_.commit_conflicts);
+      DeleteVersion(ino, stripe, version, layout, ~failed);
+      continue;
+    }
+    if (!st.ok()) return st.Annotate("committing stripe");
+
+    switch (kind) {
+      case kFull: ClientCounters::Add(counters_.full_stripe_writes); break;
+      case kNewPartial: ClientCounters::Add(counters_.new_partial_stripes); break;
+      case kRmw: ClientCounters::Add(counters_.rmw_stripes); break;
+      case kDelta: ClientCounters::Add(counters_.parity_delta_updates); break;
+    }
+    if (failed != 0) ClientCounters::Add(counters_.degraded_writes);
+    if (exists) DeleteOtherVersions(ino, stripe, version, layout);
+    return Status::Ok();
+  }
+  return Status(EAGAIN, "stripe " + std::to_string(stripe) + " of inode " +
+                            std::to_string(ino) +
+                            ": too many concurrent writers, gave up");
+}
+
+// --- truncate and garbage collection ------------------------------------------
+
+Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,
+                                         uint64_t new_size) {
+  const uint64_t S = stripe_size();
+  if (new_size < old_size && new_size % S != 0) {
+    STRIPEFS_RETURN_IF_ERROR(WriteStripe(ino, new_size / S, new_size % S, {},
+                                         0, new_size % S)
+                                 .Annotate("truncate"));
+  }
+  SetAttrRequest req;
+  req.mask = kSetSize;
+  req.size = new_size;
+  std::vector<ObsoleteStripe> obsolete;
+  auto attr = meta_->SetAttr(ino, req, &obsolete);
+  if (!attr.ok()) return attr.status();
+  DeleteStripes(obsolete);
+  return attr;
+}
+
+void StripeClient::DeleteStripes(const std::vector<ObsoleteStripe>& obsolete) {
+  const uint32_t n = geometry_.k + geometry_.m;
+  for (const auto& o : obsolete) {
+    std::lock_guard<std::mutex> lock(StripeLock(o.inode, o.stripe));
+    const Layout layout = LayoutFor(o.inode, o.stripe);
+    for (uint32_t i = 0; i < n; ++i) {
+      ChunkService* svc = layout.services[i];
+      if (svc == nullptr || IsDown(layout.servers[i])) continue;
+      ChunkId id{o.inode, o.stripe, i};
+      Status st = svc->DeleteChunkVersion(id, o.version);
+      if (st.code() == EOPNOTSUPP) {
+        // The stripe no longer exists in metadata and we hold its lock:
+        // every version on this server is garbage.
+        st = svc->DeleteChunk(id, 0);
+      }
+      ClientCounters::Add(st.ok() ? counters_.gc_chunk_deletes
+                                  : counters_.gc_errors);
+    }
+  }
+}
+
+// --- repair ---------------------------------------------------------------------
+
+Result<uint32_t> StripeClient::RepairStripe(uint64_t ino,
+                                            const StripeVersion& sv,
+                                            bool verify) {
+  const int k = static_cast<int>(geometry_.k);
+  const int n = k + static_cast<int>(geometry_.m);
+  const uint32_t len = sv.chunk_len;
+  std::lock_guard<std::mutex> stripe_lock(StripeLock(ino, sv.stripe));
+  const Layout layout = LayoutFor(ino, sv.stripe);
+
+  // Read every chunk whole; the stores verify CRCs.
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
+  std::vector<Status> errs(static_cast<size_t>(n));
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back([&, i] {
+      const size_t u = static_cast<size_t>(i);
+      if (layout.services[u] == nullptr || IsDown(layout.servers[u])) {
+        errs[u] = Status::Unavailable("server down");
+        return;
+      }
+      auto r = layout.services[u]->ReadChunk(
+          {ino, sv.stripe, static_cast<uint32_t>(i)}, sv.version, 0, len);
+      if (r.ok()) {
+        bufs[u] = std::move(r).value();
+      } else {
+        errs[u] = r.status();
+      }
+    });
+  }
+  pool_.RunAll(std::move(tasks));
+
+  uint32_t bad = 0, unreachable = 0;
+  for (int i = 0; i < n; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    if (errs[u].ok()) continue;
+    if (errs[u].code() == EBADMSG) ClientCounters::Add(counters_.crc_errors);
+    if (layout.services[u] == nullptr || IsDown(layout.servers[u]) ||
+        errs[u].code() == EHOSTDOWN) {
+      unreachable |= Bit(i);  // cannot rewrite there now
+    } else {
+      bad |= Bit(i);
+    }
+  }
+  const int readable = n - __builtin_popcount(bad | unreachable);
+  if (readable < k) {
+    return Status::IoError("stripe " + std::to_string(sv.stripe) +
+                           " of inode " + std::to_string(ino) + ": only " +
+                           std::to_string(readable) + " chunks readable, " +
+                           std::to_string(k) + " needed to repair");
+  }
+
+  // Rebuilds `erase` into fresh buffers from the readable chunks.
+  auto rebuild = [&](uint32_t erase, uint32_t exclude,
+                     std::vector<std::vector<uint8_t>>* out) -> Status {
+    *out = bufs;
+    std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
+    std::vector<int> erased, unavailable;
+    for (int i = 0; i < n; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      if (erase & Bit(i)) {
+        (*out)[u].assign(len, 0);
+        erased.push_back(i);
+      } else if (exclude & Bit(i)) {
+        unavailable.push_back(i);
+        continue;
+      }
+      ptrs[u] = (*out)[u].data();
+    }
+    if (erased.empty()) return Status::Ok();
+    return codec_->Reconstruct(ptrs, erased, len, unavailable);
+  };
+  // True when the parity of `c` matches its data.
+  auto consistent = [&](const std::vector<std::vector<uint8_t>>& c) {
+    std::vector<const uint8_t*> d;
+    std::vector<std::vector<uint8_t>> parity(static_cast<size_t>(n - k),
+                                             std::vector<uint8_t>(len));
+    std::vector<uint8_t*> p;
+    for (int i = 0; i < k; ++i) d.push_back(c[static_cast<size_t>(i)].data());
+    for (auto& v : parity) p.push_back(v.data());
+    if (!codec_->Encode(d, p, len).ok()) return false;
+    for (int i = k; i < n; ++i)
+      if (parity[static_cast<size_t>(i - k)] != c[static_cast<size_t>(i)])
+        return false;
+    return true;
+  };
+
+  std::vector<std::vector<uint8_t>> fixed;
+  STRIPEFS_RETURN_IF_ERROR(rebuild(bad, unreachable, &fixed));
+  if (verify && unreachable == 0 && !consistent(fixed)) {
+    // CRCs passed but parity disagrees: find the one chunk whose rebuild
+    // makes the stripe consistent again.
+    uint32_t culprit = 0;
+    for (int i = 0; i < n && culprit == 0; ++i) {
+      if (bad & Bit(i)) continue;
+      std::vector<std::vector<uint8_t>> trial;
+      if (rebuild(bad | Bit(i), 0, &trial).ok() && consistent(trial)) {
+        culprit = Bit(i);
+        fixed = std::move(trial);
+      }
+    }
+    if (culprit == 0) {
+      return Status::Corruption("stripe " + std::to_string(sv.stripe) +
+                                " of inode " + std::to_string(ino) +
+                                ": parity inconsistent and no single chunk "
+                                "explains it");
+    }
+    bad |= culprit;
+  }
+
+  uint32_t rewritten = 0;
+  Status write_error;
+  std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
+  for (int i = 0; i < n; ++i)
+    if (bad & Bit(i)) to_write.emplace_back(i, fixed[static_cast<size_t>(i)]);
+  uint32_t failed = 0;
+  if (!to_write.empty()) {
+    failed = WriteChunks(ino, sv.stripe, sv.version, layout, to_write,
+                         &write_error);
+    rewritten = static_cast<uint32_t>(to_write.size()) -
+                static_cast<uint32_t>(__builtin_popcount(failed));
+  }
+  const uint32_t still_missing = failed | unreachable;
+  if (still_missing != sv.missing_mask) {
+    Status st = meta_->SetStripeMissing(ino, sv.stripe, sv.version,
+                                        still_missing);
+    if (!st.ok() && st.code() != ESTALE) return st;
+  }
+  if (failed != 0) return write_error.Annotate("repair write");
+  return rewritten;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,105 @@
+#include "backend/client/volume.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "backend/chunk/chunk_store.h"
+#include "backend/meta/meta_store.h"
+
+namespace stripefs {
+
+namespace fs = std::filesystem;
+
+Volume::~Volume() {
+  client_.reset();  // stops I/O threads before the services go away
+  servers_.reset();
+  meta_.reset();
+}
+
+Result<std::unique_ptr<Volume>> Volume::FromParts(
+    std::unique_ptr<MetaService> meta, std::unique_ptr<ChunkServerSet> servers,
+    const StripeClientOptions& options) {
+  std::unique_ptr<Volume> v(new Volume());
+  v->meta_ = std::move(meta);
+  v->servers_ = std::move(servers);
+  auto client = StripeClient::Create(v->meta_.get(), v->servers_.get(), options);
+  if (!client.ok()) return client.status();
+  v->client_ = std::move(client).value();
+  return v;
+}
+
+Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
+    const std::string& dir, const EmbeddedVolumeOptions& options) {
+  std::error_code ec;
+  const fs::path root(dir);
+  const fs::path meta_dir = root / "meta";
+  const bool exists = MetaStore::Exists(meta_dir.string());
+  if (!exists) {
+    if (!options.create_if_missing) {
+      return Status::NotFound(dir + " holds no stripefs volume (run `stripefs "
+                                    "mkfs " + dir + "` or mount without "
+                                    "--no-create)");
+    }
+    if (fs::exists(root, ec) && !fs::is_directory(root, ec)) {
+      return Status(ENOTDIR, dir + " is not a directory");
+    }
+    if (fs::exists(root, ec) && !fs::is_empty(root, ec)) {
+      return Status(ENOTEMPTY, dir + " is not empty and holds no stripefs "
+                                     "volume: pick an empty directory");
+    }
+    fs::create_directories(root, ec);
+    if (ec) return Status::FromErrno(ec.value(), "creating " + dir);
+  }
+
+  MetaStoreOptions mo;
+  mo.root_uid = options.root_uid;
+  mo.root_gid = options.root_gid;
+  mo.sync = options.sync_metadata;
+  auto meta = exists ? MetaStore::Open(meta_dir.string(), mo)
+                     : MetaStore::Create(meta_dir.string(), options.geometry, mo);
+  if (!meta.ok()) return meta.status().Annotate("metadata store " + meta_dir.string());
+  auto geometry = (*meta)->GetGeometry();
+  if (!geometry.ok()) return geometry.status();
+  const uint32_t n = geometry->k + geometry->m;
+
+  // One chunk store per chunk index: the embedded "servers" 0..n-1.
+  std::vector<std::unique_ptr<ChunkService>> stores;
+  ChunkStoreOptions co;
+  co.reserve_bytes = options.chunk_reserve_bytes;
+  for (uint32_t i = 0; i < n; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof(name), "%02u", i);
+    const fs::path d = root / "chunks" / name;
+    fs::create_directories(d, ec);
+    if (ec) return Status::FromErrno(ec.value(), "creating " + d.string());
+    auto store = ChunkStore::Open(d.string(), co);
+    if (!store.ok()) return store.status().Annotate("chunk store " + d.string());
+    stores.push_back(std::move(store).value());
+  }
+
+  // The cluster map names the local stores (first open of a new volume).
+  auto map = (*meta)->GetClusterMap();
+  if (!map.ok()) return map.status();
+  for (uint32_t i = 0; i < n; ++i) {
+    bool known = false;
+    for (const auto& s : map->servers) known |= s.id == i;
+    if (known) continue;
+    ServerInfo info;
+    info.id = i;
+    info.address = "";
+    info.failure_domain = "disk" + std::to_string(i);
+    info.state = ServerState::kUp;
+    STRIPEFS_RETURN_IF_ERROR((*meta)->UpsertServer(info));
+  }
+
+  auto volume = FromParts(std::move(meta).value(),
+                          std::make_unique<LocalChunkServers>(std::move(stores)),
+                          options.client);
+  if (!volume.ok()) return volume.status();
+  (*volume)->description_ = "embedded:" + dir;
+  return volume;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,65 @@
+// Volume: an open stripefs volume — its metadata service, its chunk servers
+// and the stripe client over them — in one of two modes:
+//  * embedded: a local directory holding the metadata RocksDB (meta/) and
+//    k+m chunk stores (chunks/NN/), all in process, through the same
+//    interfaces the network path uses;
+//  * cluster: a remote metadata service plus remote chunk servers (see
+//    backend/rpc).
+//
+// Ownership: the Volume owns everything it opened; meta() and client() stay
+// valid for its lifetime. Thread-safety: meta() and client() are
+// thread-safe; opening and closing are not.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/client/chunk_server_set.h"
+#include "backend/client/stripe_client.h"
+#include "backend/meta/meta_service.h"
+#include "common/status.h"
+
+namespace stripefs {
+
+struct EmbeddedVolumeOptions {
+  Geometry geometry;          // used when the volume is created
+  bool create_if_missing = true;
+  uint32_t root_uid = 0;      // owner of a new volume's root directory
+  uint32_t root_gid = 0;
+  uint64_t chunk_reserve_bytes = uint64_t{64} << 20;  // ENOSPC margin
+  bool sync_metadata = true;  // sync the metadata WAL on every mutation
+  StripeClientOptions client;
+};
+
+class Volume {
+ public:
+  // Opens the embedded volume in `dir`, creating it (with
+  // options.geometry) if `dir` is empty or absent. A geometry that differs
+  // from an existing volume's is EINVAL.
+  static Result<std::unique_ptr<Volume>> OpenEmbedded(
+      const std::string& dir, const EmbeddedVolumeOptions& options = {});
+
+  // Assembles a volume from services opened elsewhere (cluster mode, tests).
+  static Result<std::unique_ptr<Volume>> FromParts(
+      std::unique_ptr<MetaService> meta,
+      std::unique_ptr<ChunkServerSet> servers,
+      const StripeClientOptions& options = {});
+
+  ~Volume();
+
+  MetaService& meta() { return *meta_; }
+  StripeClient& client() { return *client_; }
+  ChunkServerSet& servers() { return *servers_; }
+  const Geometry& geometry() const { return client_->geometry(); }
+  // "embedded:<dir>" or "cluster:<meta address>".
+  const std::string& description() const { return description_; }
+
+ private:
+  Volume() = default;
+  std::unique_ptr<MetaService> meta_;
+  std::unique_ptr<ChunkServerSet> servers_;
+  std::unique_ptr<StripeClient> client_;  // destroyed first
+  std::string description_;
+};
+
+}  // namespace stripefs
