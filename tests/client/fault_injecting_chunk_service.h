@@ -1,0 +1,54 @@
+// Test-only: a ChunkService wrapper that can pretend its server is down or
+// that writes fail, to exercise degraded paths of the stripe client.
+#pragma once
+
+#include <atomic>
+
+#include "backend/chunk/chunk_service.h"
+
+namespace stripefs::testing {
+
+class FaultInjectingChunkService : public ChunkService {
+ public:
+  explicit FaultInjectingChunkService(ChunkService* inner) : inner_(inner) {}
+
+  std::atomic<bool> down{false};
+  std::atomic<bool> fail_writes{false};
+  std::atomic<int> writes{0};
+
+  Status WriteChunk(const ChunkId& id, uint64_t version,
+                    std::span<const uint8_t> data) override {
+    if (down) return Status::Unavailable("injected: server down");
+    if (fail_writes) return Status::NoSpace("injected: disk full");
+    ++writes;
+    return inner_->WriteChunk(id, version, data);
+  }
+  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         uint32_t length) override {
+    if (down) return Status::Unavailable("injected: server down");
+    return inner_->ReadChunk(id, version, offset, length);
+  }
+  Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
+    if (down) return Status::Unavailable("injected: server down");
+    return inner_->DeleteChunk(id, keep);
+  }
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
+    if (down) return Status::Unavailable("injected: server down");
+    return inner_->DeleteChunkVersion(id, version);
+  }
+  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
+                                            uint32_t limit) override {
+    if (down) return Status::Unavailable("injected: server down");
+    return inner_->ListChunks(after, limit);
+  }
+  Result<ChunkStoreStats> Stats() override {
+    if (down) return Status::Unavailable("injected: server down");
+    return inner_->Stats();
+  }
+
+ private:
+  ChunkService* inner_;
+};
+
+}  // namespace stripefs::testing

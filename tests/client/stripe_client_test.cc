@@ -1,0 +1,392 @@
+#include "backend/client/stripe_client.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "backend/chunk/chunk_store.h"
+#include "backend/client/volume.h"
+#include "backend/meta/meta_store.h"
+#include "tests/client/fault_injecting_chunk_service.h"
+
+namespace stripefs {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FaultInjectingChunkService;
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// A volume of `servers` in-process chunk stores (each behind a fault
+// injector) and a MetaStore, in a temporary directory.
+class StripeClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
+  void TearDown() override {
+    volume_.reset();
+    stores_.clear();
+    fs::remove_all(dir_);
+  }
+
+  void Open(int servers, Geometry g) {
+    volume_.reset();
+    stores_.clear();
+    if (!dir_.empty()) fs::remove_all(dir_);
+    char tmpl[] = "/tmp/stripefs-client-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    MetaStoreOptions mo;
+    mo.sync = false;
+    auto meta = MetaStore::Create(dir_ + "/meta", g, mo);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    std::vector<std::unique_ptr<ChunkService>> wrappers;
+    faults_.clear();
+    for (int i = 0; i < servers; ++i) {
+      ChunkStoreOptions co;
+      co.reserve_bytes = 0;
+      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      auto w = std::make_unique<FaultInjectingChunkService>(store->get());
+      faults_.push_back(w.get());
+      wrappers.push_back(std::move(w));
+      stores_.push_back(std::move(store).value());
+      ServerInfo info;
+      info.id = static_cast<uint32_t>(i);
+      info.failure_domain = "host" + std::to_string(i);
+      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
+    }
+    auto v = Volume::FromParts(
+        std::move(meta).value(),
+        std::make_unique<LocalChunkServers>(std::move(wrappers)));
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    volume_ = std::move(v).value();
+  }
+
+  MetaService& meta() { return volume_->meta(); }
+  StripeClient& client() { return volume_->client(); }
+  uint64_t S() { return client().stripe_size(); }
+
+  uint64_t NewFile(const std::string& name) {
+    auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? a->ino : 0;
+  }
+  uint64_t Size(uint64_t ino) { return meta().GetAttr(ino)->size; }
+  std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
+    uint64_t size = Size(ino);
+    std::vector<uint8_t> out(size);
+    auto n = client().Read(ino, 0, out, size);
+    if (st) *st = n.status();
+    if (!n.ok()) {
+      if (!st) ADD_FAILURE() << n.status().ToString();
+      return {};
+    }
+    EXPECT_EQ(*n, size);
+    return out;
+  }
+  // Server ids holding the chunks of stripe `s` of `ino`.
+  std::vector<uint32_t> ServersOf(uint64_t ino, uint64_t s) {
+    auto map = meta().GetClusterMap();
+    auto p = Placement::Create(*map, 6);
+    return p->ServersFor(ino, s);
+  }
+  void SetDown(uint32_t id, bool down) {
+    faults_[id]->down = down;
+    ASSERT_TRUE(meta()
+                    .SetServerState(id, down ? ServerState::kDown
+                                             : ServerState::kUp)
+                    .ok());
+    ASSERT_TRUE(client().RefreshClusterMap().ok());
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
+  std::vector<FaultInjectingChunkService*> faults_;
+  std::unique_ptr<Volume> volume_;
+};
+
+TEST_F(StripeClientTest, RandomWritesReadBackByteForByte) {
+  const uint64_t ino = NewFile("f");
+  std::vector<uint8_t> model;
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 60; ++i) {
+    uint64_t off = rng() % (5 * S());
+    size_t len = 1 + rng() % (2 * S());
+    auto data = RandomBytes(len, static_cast<uint32_t>(i));
+    ASSERT_TRUE(client().Write(ino, off, data).ok()) << "op " << i;
+    if (model.size() < off + len) model.resize(off + len, 0);
+    std::copy(data.begin(), data.end(), model.begin() + static_cast<long>(off));
+    ASSERT_EQ(Size(ino), model.size());
+  }
+  EXPECT_EQ(ReadAll(ino), model);
+  // Reads at arbitrary offsets and lengths, including past EOF.
+  for (int i = 0; i < 100; ++i) {
+    uint64_t off = rng() % (model.size() + 100);
+    std::vector<uint8_t> buf(1 + rng() % (3 * S()));
+    auto n = client().Read(ino, off, buf, model.size());
+    ASSERT_TRUE(n.ok());
+    size_t expect = off >= model.size()
+                        ? 0
+                        : std::min<size_t>(buf.size(), model.size() - off);
+    ASSERT_EQ(*n, expect);
+    ASSERT_TRUE(std::equal(buf.begin(), buf.begin() + static_cast<long>(expect),
+                           model.begin() + static_cast<long>(off)));
+  }
+  auto c = client().counters();
+  EXPECT_GT(c.rmw_stripes + c.parity_delta_updates, 0u);
+}
+
+TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(4 * S(), 5);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  auto c = client().counters();
+  EXPECT_EQ(c.full_stripe_writes, 4u);
+  EXPECT_EQ(c.rmw_stripes, 0u);
+  EXPECT_EQ(c.rmw_bytes_read, 0u);
+  // Overwrite with full stripes again: still no reads, old versions GC'd.
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  EXPECT_EQ(client().counters().rmw_bytes_read, 0u);
+  EXPECT_EQ(ReadAll(ino), data);
+  uint64_t chunks = 0;
+  for (auto& s : stores_) chunks += s->Stats()->chunks;
+  EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
+}
+
+TEST_F(StripeClientTest, ParityDeltaMatchesReadModifyWrite) {
+  // 8+2 with small cells so a one-cell write qualifies for parity delta.
+  Open(12, Geometry{8, 2, 4096});
+  const uint64_t a = NewFile("a");
+  auto base = RandomBytes(S(), 1);
+  auto patch = RandomBytes(1000, 2);
+  ASSERT_TRUE(client().Write(a, 0, base).ok());
+  ASSERT_TRUE(client().Write(a, 4096 * 3 + 100, patch).ok());
+  EXPECT_EQ(client().counters().parity_delta_updates, 1u);
+  std::copy(patch.begin(), patch.end(), base.begin() + 4096 * 3 + 100);
+  EXPECT_EQ(ReadAll(a), base);
+  // Parity is consistent: a verifying repair finds nothing to rewrite...
+  auto sv = meta().GetStripes(a, 0, 1);
+  auto fixed = client().RepairStripe(a, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);
+  // ...and losing m data chunks still reconstructs the patched data.
+  auto servers = ServersOf(a, 0);
+  SetDown(servers[3], true);
+  SetDown(servers[0], true);
+  EXPECT_EQ(ReadAll(a), base);
+  EXPECT_GT(client().counters().degraded_reads, 0u);
+}
+
+TEST_F(StripeClientTest, SmallFilesStoreShortChunks) {
+  const uint64_t ino = NewFile("small");
+  auto data = RandomBytes(100, 3);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  EXPECT_EQ(ReadAll(ino), data);
+  auto sv = meta().GetStripes(ino, 0, 1);
+  ASSERT_EQ(sv->size(), 1u);
+  EXPECT_EQ(sv->front().chunk_len, 100u);
+  // Grow within the stripe: bytes between read as zeros.
+  auto more = RandomBytes(50, 4);
+  ASSERT_TRUE(client().Write(ino, 9000, more).ok());
+  std::vector<uint8_t> model(9050, 0);
+  std::copy(data.begin(), data.end(), model.begin());
+  std::copy(more.begin(), more.end(), model.begin() + 9000);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, SurvivesUpToMServersDown) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(3 * S() + 123, 7);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  auto servers = ServersOf(ino, 1);
+  SetDown(servers[0], true);
+  SetDown(servers[5], true);
+  EXPECT_EQ(ReadAll(ino), data);
+  // Writes while m are down commit degraded; data stays readable.
+  auto patch = RandomBytes(S() / 2, 8);
+  ASSERT_TRUE(client().Write(ino, S() + 10, patch).ok());
+  std::copy(patch.begin(), patch.end(), data.begin() + static_cast<long>(S() + 10));
+  EXPECT_EQ(ReadAll(ino), data);
+  EXPECT_GT(client().counters().degraded_writes, 0u);
+  auto sv = meta().GetStripes(ino, 1, 1);
+  EXPECT_NE(sv->front().missing_mask, 0u);
+  // Servers come back: repair fills the missing chunks and clears the mask.
+  SetDown(servers[0], false);
+  SetDown(servers[5], false);
+  auto fixed = client().RepairStripe(ino, sv->front(), false);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 2u);
+  EXPECT_EQ(meta().GetStripes(ino, 1, 1)->front().missing_mask, 0u);
+  // Now any other two may fail.
+  SetDown(servers[1], true);
+  SetDown(servers[2], true);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(StripeClientTest, MoreThanMFailuresIsEioAndKeepsOldData) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(S(), 9);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  auto servers = ServersOf(ino, 0);
+  for (int i = 0; i < 3; ++i) faults_[servers[static_cast<size_t>(i)]]->fail_writes = true;
+  Status st = client().Write(ino, 0, RandomBytes(S(), 10));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), ENOSPC);  // the injected cause is what the user sees
+  EXPECT_NE(st.message().find("previous data kept"), std::string::npos);
+  EXPECT_EQ(client().counters().failed_writes, 1u);
+  EXPECT_EQ(ReadAll(ino), data);
+  // m+1 servers down: reads fail cleanly, then work again after restart.
+  for (int i = 0; i < 3; ++i) faults_[servers[static_cast<size_t>(i)]]->fail_writes = false;
+  for (int i = 0; i < 3; ++i) SetDown(servers[static_cast<size_t>(i)], true);
+  Status rst;
+  ReadAll(ino, &rst);
+  EXPECT_EQ(rst.code(), EIO);
+  for (int i = 0; i < 3; ++i) SetDown(servers[static_cast<size_t>(i)], false);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(S(), 11);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  auto sv = meta().GetStripes(ino, 0, 1)->front();
+  auto servers = ServersOf(ino, 0);
+  // Flip a bit in data chunk 1's file.
+  std::string path = stores_[servers[1]]->DataPath({ino, 0, 1}, sv.version);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    f.seekg(17);
+    char b;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x10);
+    f.seekp(17);
+    f.write(&b, 1);
+  }
+  EXPECT_EQ(ReadAll(ino), data);
+  EXPECT_GE(client().counters().crc_errors, 1u);
+  auto fixed = client().RepairStripe(ino, sv, true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 1u);
+  auto again = client().RepairStripe(ino, sv, true);
+  EXPECT_EQ(*again, 0u);
+}
+
+TEST_F(StripeClientTest, RepairAfterServerMarkedOutRestoresRedundancy) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(6 * S(), 12);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  // Server 3 dies for good and is marked out.
+  faults_[3]->down = true;
+  ASSERT_TRUE(meta().SetServerState(3, ServerState::kOut).ok());
+  ASSERT_TRUE(client().RefreshClusterMap().ok());
+  uint32_t rebuilt = 0;
+  auto stripes = meta().ListStripes(0, 0, 1000);
+  for (const auto& ref : *stripes) {
+    auto n = client().RepairStripe(ref.inode, ref.sv, false);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    rebuilt += *n;
+  }
+  EXPECT_GT(rebuilt, 0u);
+  // Full redundancy: any two further servers of a stripe may fail.
+  for (uint64_t s = 0; s < 6; ++s) {
+    auto servers = ServersOf(ino, s);
+    SetDown(servers[0], true);
+    SetDown(servers[4], true);
+    std::vector<uint8_t> buf(S());
+    auto n = client().Read(ino, s * S(), buf, Size(ino));
+    ASSERT_TRUE(n.ok()) << "stripe " << s << ": " << n.status().ToString();
+    EXPECT_TRUE(std::equal(buf.begin(), buf.end(),
+                           data.begin() + static_cast<long>(s * S())));
+    SetDown(servers[0], false);
+    SetDown(servers[4], false);
+  }
+}
+
+TEST_F(StripeClientTest, TruncateZeroesTheTail) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(3 * S(), 13);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  const uint64_t cut = S() + 777;
+  auto attr = client().Truncate(ino, Size(ino), cut);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size, cut);
+  EXPECT_EQ(meta().GetStripes(ino, 0, 10)->size(), 2u);
+  ASSERT_TRUE(client().Truncate(ino, cut, 3 * S()).ok());
+  std::vector<uint8_t> model(3 * S(), 0);
+  std::copy(data.begin(), data.begin() + static_cast<long>(cut), model.begin());
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, ConcurrentWritersOnOneFileAndMany) {
+  const uint64_t shared = NewFile("shared");
+  std::vector<uint64_t> own;
+  for (int t = 0; t < 4; ++t) own.push_back(NewFile("own" + std::to_string(t)));
+  std::vector<std::vector<uint8_t>> blocks;
+  for (int t = 0; t < 4; ++t) blocks.push_back(RandomBytes(2 * S() + 5, 20u + static_cast<uint32_t>(t)));
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Interleaved, overlapping-stripe writes to the shared file.
+      for (int r = 0; r < 5; ++r) {
+        uint64_t off = static_cast<uint64_t>(t) * (2 * S() + 5);
+        if (!client().Write(shared, off, blocks[static_cast<size_t>(t)]).ok()) ++errors;
+        if (!client().Write(own[static_cast<size_t>(t)], 0, blocks[static_cast<size_t>(t)]).ok()) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  std::vector<uint8_t> model;
+  for (auto& b : blocks) model.insert(model.end(), b.begin(), b.end());
+  EXPECT_EQ(ReadAll(shared), model);
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(ReadAll(own[static_cast<size_t>(t)]), blocks[static_cast<size_t>(t)]);
+}
+
+TEST(EmbeddedVolumeTest, CreatesReopensAndRejectsWrongDirs) {
+  char tmpl[] = "/tmp/stripefs-vol-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  {
+    EmbeddedVolumeOptions o;
+    o.geometry = Geometry{4, 2, 65536};
+    auto v = Volume::OpenEmbedded(dir + "/vol", o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    auto f = (*v)->meta().MkNode(kRootInode, "x", 0100644, 0, 0, 0);
+    ASSERT_TRUE(f.ok());
+    auto data = RandomBytes(300000, 1);
+    ASSERT_TRUE((*v)->client().Write(f->ino, 0, data).ok());
+  }
+  {
+    auto v = Volume::OpenEmbedded(dir + "/vol");
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ((*v)->geometry().cell_size, 65536u);
+    auto a = (*v)->meta().Lookup(kRootInode, "x");
+    ASSERT_TRUE(a.ok());
+    std::vector<uint8_t> out(a->size);
+    ASSERT_TRUE((*v)->client().Read(a->ino, 0, out, a->size).ok());
+    EXPECT_EQ(out, RandomBytes(300000, 1));
+  }
+  std::ofstream(dir + "/junk/file").close();
+  fs::create_directories(dir + "/junk");
+  std::ofstream(dir + "/junk/file") << "x";
+  auto bad = Volume::OpenEmbedded(dir + "/junk");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ENOTEMPTY);
+  EmbeddedVolumeOptions no_create;
+  no_create.create_if_missing = false;
+  auto missing = Volume::OpenEmbedded(dir + "/none", no_create);
+  EXPECT_EQ(missing.status().code(), ENOENT);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stripefs
