@@ -140,25 +140,29 @@ Status Codec::Reconstruct(std::span<uint8_t* const> chunks,
         std::to_string(n) + " unavailable, at most " + std::to_string(m_) +
         " can be rebuilt");
   }
-  // Outputs in ascending index order, matching the cache key.
-  std::vector<int> outputs(erased.begin(), erased.end());
-  std::sort(outputs.begin(), outputs.end());
+  // Outputs in ascending index order, matching the cache key (no heap
+  // allocation on this path: it runs once per degraded read).
+  int outputs[kMaxChunks];
+  const size_t n_out = erased.size();
+  std::copy(erased.begin(), erased.end(), outputs);
+  std::sort(outputs, outputs + n_out);
   uint32_t src_mask = 0;
   for (int i = 0; i < k_; ++i) src_mask |= 1u << sources[i];
 
   const uint64_t key = DecodeTableCache::Key(src_mask, out_mask);
   DecodeTableCache::Tables tables = cache_.Find(key);
   if (!tables) {
-    auto built = BuildDecodeTables(std::span<const int>(sources, k_), outputs);
+    auto built = BuildDecodeTables(std::span<const int>(sources, k_),
+                                   std::span<const int>(outputs, n_out));
     if (!built.ok()) return built.status();
     tables = *built;
     cache_.Insert(key, tables);
   }
   uint8_t* out_ptrs[kMaxChunks];
-  for (size_t o = 0; o < outputs.size(); ++o) {
+  for (size_t o = 0; o < n_out; ++o) {
     out_ptrs[o] = chunks[static_cast<size_t>(outputs[o])];
   }
-  ec_encode_data(static_cast<int>(len), k_, static_cast<int>(outputs.size()),
+  ec_encode_data(static_cast<int>(len), k_, static_cast<int>(n_out),
                  const_cast<unsigned char*>(tables->data()),
                  const_cast<unsigned char**>(src_ptrs), out_ptrs);
   return Status::Ok();
