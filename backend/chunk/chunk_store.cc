@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 #include <sys/file.h>
@@ -151,6 +153,44 @@ std::string HexShort(uint64_t v) {
 }
 
 std::string RocksMessage(const rocksdb::Status& s) { return s.ToString(); }
+
+// RocksDB's info log goes to stderr (warnings and worse), never to a file in
+// the store: a LOG file on a full disk fails, and RocksDB 7.8 (built with
+// assertions in Debian) aborts when it later logs through the failed writer.
+class StderrRocksLogger : public rocksdb::Logger {
+ public:
+  explicit StderrRocksLogger(std::string dir)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL),
+        dir_(std::move(dir)) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char buf[1024];
+    std::vsnprintf(buf, sizeof(buf), format, ap);
+    std::fprintf(stderr, "stripefs chunk store %s: rocksdb: %s\n", dir_.c_str(),
+                 buf);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format,
+            va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    Logv(format, ap);
+  }
+
+ private:
+  std::string dir_;
+};
+
+// Turns off RocksDB's automatic recovery from background errors. For a
+// full disk it waits for write_buffer_size of free space and meanwhile makes
+// manual Resume() fail with Busy; the store resumes by itself (IndexWrite)
+// right after it freed space or when the next write comes.
+class NoAutoRecovery : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/,
+                            rocksdb::Status /*bg_error*/,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
 
 }  // namespace
 
@@ -332,6 +372,10 @@ Status ChunkStore::OpenIndex() {
   o.allow_fallocate = false;
   o.keep_log_file_num = 4;
   o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  o.info_log = std::make_shared<StderrRocksLogger>(dir_);
+  o.listeners.push_back(std::make_shared<NoAutoRecovery>());
+  // The index is small: entries are ~50 bytes.
+  o.write_buffer_size = 8 << 20;
   rocksdb::DB* raw = nullptr;
   std::string path = dir_ + "/" + kIndexName;
   rocksdb::Status s = rocksdb::DB::Open(o, path, &raw);
@@ -414,6 +458,7 @@ Status ChunkStore::NoSpaceStatus(const std::string& what) {
 }
 
 Status ChunkStore::CheckSpace(size_t len) {
+  if (options_.reserve_bytes == 0) return Status::Ok();  // real ENOSPC only
   struct statvfs vfs;
   if (::statvfs(dir_.c_str(), &vfs) != 0) {
     return Status::FromErrno(errno, "statvfs " + dir_);
@@ -583,7 +628,13 @@ Status ChunkStore::IndexWrite(
     // After a failed WAL write RocksDB stops accepting writes until
     // resumed; try once (succeeds when the cause, e.g. a full disk, is
     // gone) and retry the write.
-    if (db_->Resume().ok()) s = db_->Write(wo, &batch);
+    rocksdb::Status r = db_->Resume();
+    if (r.ok()) {
+      s = db_->Write(wo, &batch);
+    } else {
+      Log(dir_, "chunk index write failed (%s); resume failed: %s",
+          s.ToString().c_str(), r.ToString().c_str());
+    }
   }
   if (s.ok()) return Status::Ok();
   bool nospace =
@@ -742,16 +793,29 @@ Status ChunkStore::DeleteChunk(const ChunkId& id, uint64_t keep_version) {
     }
   }
   if (victims.empty()) return Status::Ok();
-  STRIPEFS_RETURN_IF_ERROR(IndexWrite([&](rocksdb::WriteBatch* b) {
-    for (const auto& vic : victims) b->Delete(EncodeChunkKey(id, vic.version));
-  }));
+  // Files first, then the index entries. This order frees space before the
+  // index is written, so deleting works on a full disk (where RocksDB may
+  // have stopped after a failed WAL write and needs room to resume). A crash
+  // in between leaves entries without files: Sweep drops them (counted as
+  // missing), and they were being deleted anyway.
   for (const auto& vic : victims) {
     std::string path = DataPath(id, vic.version);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      // The entry is gone, so the file is an orphan that Sweep removes.
+      // Once the entry is gone the file is an orphan that Sweep removes.
       Log(dir_, "cannot remove %s: %s (Sweep will retry)", path.c_str(),
           std::strerror(errno));
     }
+  }
+  Status st = IndexWrite([&](rocksdb::WriteBatch* b) {
+    for (const auto& vic : victims) b->Delete(EncodeChunkKey(id, vic.version));
+  });
+  if (!st.ok()) {
+    return st.Annotate("deleting " + DescribeChunk(id, victims[0].version) +
+                       " (and " + std::to_string(victims.size() - 1) +
+                       " other versions): files removed, index entries left "
+                       "(reads report them missing; Sweep drops them)");
+  }
+  for (const auto& vic : victims) {
     if (vic.length >= 0) {
       chunks_.fetch_sub(1, std::memory_order_relaxed);
       bytes_.fetch_sub(static_cast<uint64_t>(vic.length),

@@ -43,8 +43,9 @@ namespace stripefs {
 class UringFileIo;
 
 struct ChunkStoreOptions {
-  // Writes are refused with ENOSPC when the file system would have fewer than
-  // this many bytes available after the write. 0 = rely on real ENOSPC only.
+  // Writes are refused with ENOSPC (before anything is written) when the
+  // file system would have fewer than this many bytes available after the
+  // write. 0 = no check: rely on real ENOSPC from the file system only.
   uint64_t reserve_bytes = uint64_t{64} << 20;
   // Largest chunk accepted by WriteChunk (EINVAL above).
   uint32_t max_chunk_bytes = 64u << 20;
