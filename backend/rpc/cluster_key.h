@@ -1,0 +1,45 @@
+// ClusterKey: the 32-byte secret shared by every stripefs process of a
+// cluster, loaded from a key file made by `stripefs keygen FILE`.
+//
+// Every wire frame carries an HMAC-SHA256 over its header and payload keyed
+// with this secret ("no key, no access"). A ClusterKey is immutable after
+// Load/FromBytes and safe to share between threads (hold it in a
+// shared_ptr<const ClusterKey>).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+
+namespace stripefs::rpc {
+
+inline constexpr size_t kClusterKeySize = 32;
+inline constexpr size_t kMacSize = 32;  // HMAC-SHA256
+
+using Mac = std::array<uint8_t, kMacSize>;
+
+class ClusterKey {
+ public:
+  // Reads exactly 32 bytes from `path`. Errors name the file and the fix.
+  static Result<std::shared_ptr<const ClusterKey>> Load(
+      const std::string& path);
+  // Writes 32 random bytes to `path` with mode 0600; EEXIST if it exists.
+  static Status Generate(const std::string& path);
+  static std::shared_ptr<const ClusterKey> FromBytes(
+      std::span<const uint8_t, kClusterKeySize> bytes);
+
+  // HMAC-SHA256 with this key over the concatenation of `parts`.
+  Mac Compute(std::span<const std::span<const uint8_t>> parts) const;
+
+ private:
+  std::array<uint8_t, kClusterKeySize> bytes_{};
+};
+
+// Constant-time comparison of two MACs.
+bool MacEqual(std::span<const uint8_t> a, std::span<const uint8_t> b);
+
+}  // namespace stripefs::rpc

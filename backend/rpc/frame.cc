@@ -1,0 +1,374 @@
+#include "backend/rpc/frame.h"
+
+#include <isa-l/crc.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace stripefs::rpc {
+namespace {
+
+void PutLe16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void PutLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutLe64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint16_t GetLe16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+uint32_t GetLe32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t GetLe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// CRC32C over header (crc field zeroed) + payload + bulk.
+uint32_t FrameCrc(const uint8_t header[kFrameHeaderSize],
+                  std::span<const uint8_t> payload,
+                  std::span<const uint8_t> bulk) {
+  uint8_t h[kFrameHeaderSize];
+  std::memcpy(h, header, kFrameHeaderSize);
+  PutLe32(h + 24, 0);
+  uint32_t c = crc32_iscsi(h, kFrameHeaderSize, 0xFFFFFFFFu);
+  if (!payload.empty())
+    c = crc32_iscsi(const_cast<uint8_t*>(payload.data()),
+                    static_cast<int>(payload.size()), c);
+  if (!bulk.empty())
+    c = crc32_iscsi(const_cast<uint8_t*>(bulk.data()),
+                    static_cast<int>(bulk.size()), c);
+  return c ^ 0xFFFFFFFFu;
+}
+
+Status Err(FrameError e, std::string msg);
+
+// Checks CRC and MAC of a fully received frame.
+Status VerifyFrame(const ClusterKey& key,
+                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
+                   std::span<const uint8_t> payload,
+                   std::span<const uint8_t> bulk,
+                   std::span<const uint8_t> mac) {
+  uint32_t crc = FrameCrc(header, payload, bulk);
+  if (crc != h.crc) return Err(FrameError::kBadCrc, "frame CRC32C mismatch");
+  std::span<const uint8_t> parts[] = {
+      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
+  Mac want = key.Compute(parts);
+  if (!MacEqual(want, mac))
+    return Err(FrameError::kBadMac,
+               "frame HMAC mismatch (peer uses a different cluster key?)");
+  return Status::Ok();
+}
+
+int CodeOf(FrameError e) {
+  switch (e) {
+    case FrameError::kNone:
+      return 0;
+    case FrameError::kBadMagic:
+      return EPROTO;
+    case FrameError::kBadVersion:
+      return EPROTONOSUPPORT;
+    case FrameError::kOversize:
+      return EMSGSIZE;
+    case FrameError::kTruncated:
+      return ECONNRESET;
+    case FrameError::kBadCrc:
+      return EBADMSG;
+    case FrameError::kBadMac:
+      return EACCES;
+  }
+  return EPROTO;
+}
+
+Status Err(FrameError e, std::string msg) {
+  return Status(CodeOf(e), std::move(msg));
+}
+
+int Remaining(Deadline d) {
+  if (d == Deadline::max()) return -1;
+  auto now = Clock::now();
+  if (now >= d) return 0;
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(d - now).count();
+  return static_cast<int>(std::min<int64_t>(ms + 1, 1 << 30));
+}
+
+// Waits for `events` on fd. OK, ETIMEDOUT, or an errno.
+Status WaitFd(int fd, short events, Deadline d) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int t = Remaining(d);
+    if (t == 0) return Status(ETIMEDOUT, "deadline exceeded");
+    int r = ::poll(&p, 1, t);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno(errno, "poll");
+    if (r == 0) continue;  // re-check the deadline
+    return Status::Ok();
+  }
+}
+
+// Reads exactly len bytes. `started` says whether part of the frame was
+// already read (EOF then means truncation rather than a clean close).
+Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = ::recv(fd, buf + got, len - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      started = true;
+      continue;
+    }
+    if (n == 0) {
+      if (!started) return Status(ENOTCONN, "connection closed by peer");
+      return Err(FrameError::kTruncated,
+                 "connection closed mid-frame (truncated frame)");
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, d));
+      continue;
+    }
+    return Status::FromErrno(errno, "recv");
+  }
+  return Status::Ok();
+}
+
+Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, d));
+        continue;
+      }
+      return Status::FromErrno(errno, "send");
+    }
+    size_t left = static_cast<size_t>(n);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* FrameErrorName(FrameError e) {
+  switch (e) {
+    case FrameError::kNone:
+      return "none";
+    case FrameError::kBadMagic:
+      return "bad magic";
+    case FrameError::kBadVersion:
+      return "unsupported protocol version";
+    case FrameError::kOversize:
+      return "length over limit";
+    case FrameError::kTruncated:
+      return "truncated frame";
+    case FrameError::kBadCrc:
+      return "bad CRC";
+    case FrameError::kBadMac:
+      return "bad HMAC (wrong cluster key?)";
+  }
+  return "unknown";
+}
+
+FrameError FrameErrorOf(const Status& s) {
+  switch (s.code()) {
+    case EPROTO:
+      return FrameError::kBadMagic;
+    case EPROTONOSUPPORT:
+      return FrameError::kBadVersion;
+    case EMSGSIZE:
+      return FrameError::kOversize;
+    case ECONNRESET:
+      return FrameError::kTruncated;
+    case EBADMSG:
+      return FrameError::kBadCrc;
+    case EACCES:
+      return FrameError::kBadMac;
+    default:
+      return FrameError::kNone;
+  }
+}
+
+void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
+  PutLe32(out, kFrameMagic);
+  out[4] = h.version;
+  out[5] = h.flags;
+  PutLe16(out + 6, h.type);
+  PutLe64(out + 8, h.request_id);
+  PutLe32(out + 16, h.payload_len);
+  PutLe32(out + 20, h.bulk_len);
+  PutLe32(out + 24, h.crc);
+  PutLe32(out + 28, 0);
+}
+
+Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
+  if (b.size() < kFrameHeaderSize)
+    return Err(FrameError::kTruncated, "frame shorter than its header");
+  const uint8_t* p = b.data();
+  if (GetLe32(p) != kFrameMagic)
+    return Err(FrameError::kBadMagic,
+               "bad frame magic (not a stripefs peer, or stream out of sync)");
+  h->version = p[4];
+  if (h->version != kProtocolVersion)
+    return Err(FrameError::kBadVersion,
+               "protocol version " + std::to_string(h->version) +
+                   " not supported (this build speaks " +
+                   std::to_string(kProtocolVersion) +
+                   "); run the same stripefs version everywhere");
+  h->flags = p[5];
+  if ((h->flags & ~kKnownFlags) != 0 || GetLe32(p + 28) != 0)
+    return Err(FrameError::kBadMagic,
+               "unknown frame flags or reserved bits set");
+  h->type = GetLe16(p + 6);
+  h->request_id = GetLe64(p + 8);
+  h->payload_len = GetLe32(p + 16);
+  h->bulk_len = GetLe32(p + 20);
+  h->crc = GetLe32(p + 24);
+  if (h->payload_len > kMaxPayload || h->bulk_len > kMaxBulk)
+    return Err(FrameError::kOversize, "frame length over the limit (payload " +
+                                          std::to_string(h->payload_len) +
+                                          ", bulk " +
+                                          std::to_string(h->bulk_len) + ")");
+  if ((h->flags & kFlagReject) && (h->payload_len != 0 || h->bulk_len != 0))
+    return Err(FrameError::kBadMagic, "reject frame with a body");
+  return Status::Ok();
+}
+
+std::vector<uint8_t> EncodeFrame(const ClusterKey& key, FrameHeader h,
+                                 std::span<const uint8_t> payload,
+                                 std::span<const uint8_t> bulk) {
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  h.bulk_len = static_cast<uint32_t>(bulk.size());
+  h.crc = 0;
+  std::vector<uint8_t> out(kFrameHeaderSize);
+  EncodeHeader(h, out.data());
+  h.crc = FrameCrc(out.data(), payload, bulk);
+  EncodeHeader(h, out.data());
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), bulk.begin(), bulk.end());
+  std::span<const uint8_t> parts[] = {
+      std::span<const uint8_t>(out.data(), kFrameHeaderSize), payload, bulk};
+  Mac mac = key.Compute(parts);
+  out.insert(out.end(), mac.begin(), mac.end());
+  return out;
+}
+
+Result<Frame> DecodeFrame(const ClusterKey& key,
+                          std::span<const uint8_t> bytes) {
+  Frame f;
+  STRIPEFS_RETURN_IF_ERROR(ParseHeader(bytes, &f.header));
+  size_t body = size_t{f.header.payload_len} + f.header.bulk_len;
+  size_t total = kFrameHeaderSize + body + kMacSize;
+  if (bytes.size() < total)
+    return Err(FrameError::kTruncated,
+               "truncated frame: " + std::to_string(bytes.size()) + " of " +
+                   std::to_string(total) + " bytes");
+  if (bytes.size() > total)
+    return Err(FrameError::kBadMagic, "trailing bytes after frame");
+  if (f.header.flags & kFlagReject)
+    return Status(EACCES,
+                  std::string("peer rejected our frame: ") +
+                      FrameErrorName(static_cast<FrameError>(f.header.type)));
+  auto payload = bytes.subspan(kFrameHeaderSize, f.header.payload_len);
+  auto bulk =
+      bytes.subspan(kFrameHeaderSize + f.header.payload_len, f.header.bulk_len);
+  auto mac = bytes.subspan(kFrameHeaderSize + body, kMacSize);
+  STRIPEFS_RETURN_IF_ERROR(
+      VerifyFrame(key, bytes.data(), f.header, payload, bulk, mac));
+  f.payload.assign(payload.begin(), payload.end());
+  f.bulk.assign(bulk.begin(), bulk.end());
+  return f;
+}
+
+Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
+                  std::span<const uint8_t> payload,
+                  std::span<const uint8_t> bulk, Deadline deadline) {
+  if (payload.size() > kMaxPayload || bulk.size() > kMaxBulk)
+    return Status(EMSGSIZE, "message too large for one frame (payload " +
+                                std::to_string(payload.size()) + ", bulk " +
+                                std::to_string(bulk.size()) + " bytes)");
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  h.bulk_len = static_cast<uint32_t>(bulk.size());
+  h.crc = 0;
+  uint8_t header[kFrameHeaderSize];
+  EncodeHeader(h, header);
+  h.crc = FrameCrc(header, payload, bulk);
+  EncodeHeader(h, header);
+  std::span<const uint8_t> parts[] = {
+      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
+  Mac mac = key.Compute(parts);
+  iovec iov[4];
+  int n = 0;
+  iov[n++] = {header, kFrameHeaderSize};
+  if (!payload.empty())
+    iov[n++] = {const_cast<uint8_t*>(payload.data()), payload.size()};
+  if (!bulk.empty())
+    iov[n++] = {const_cast<uint8_t*>(bulk.data()), bulk.size()};
+  iov[n++] = {mac.data(), mac.size()};
+  return SendAll(fd, iov, n, deadline);
+}
+
+void WriteRejectFrame(int fd, FrameError why) {
+  FrameHeader h;
+  h.flags = kFlagReject;
+  h.type = static_cast<uint16_t>(why);
+  uint8_t buf[kFrameHeaderSize + kMacSize] = {};
+  EncodeHeader(h, buf);
+  iovec iov{buf, sizeof(buf)};
+  (void)SendAll(fd, &iov, 1, Clock::now() + std::chrono::milliseconds(100));
+}
+
+Result<Frame> ReadFrame(int fd, const ClusterKey& key, Deadline deadline) {
+  uint8_t header[kFrameHeaderSize];
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadFull(fd, header, kFrameHeaderSize, deadline, false));
+  Frame f;
+  STRIPEFS_RETURN_IF_ERROR(ParseHeader(header, &f.header));
+  if (f.header.flags & kFlagReject) {
+    uint8_t mac[kMacSize];
+    (void)ReadFull(fd, mac, kMacSize, deadline, true);
+    return Status(EACCES,
+                  std::string("peer rejected our frame: ") +
+                      FrameErrorName(static_cast<FrameError>(f.header.type)));
+  }
+  f.payload.resize(f.header.payload_len);
+  f.bulk.resize(f.header.bulk_len);
+  Mac mac;
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadFull(fd, f.payload.data(), f.payload.size(), deadline, true));
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadFull(fd, f.bulk.data(), f.bulk.size(), deadline, true));
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadFull(fd, mac.data(), mac.size(), deadline, true));
+  STRIPEFS_RETURN_IF_ERROR(
+      VerifyFrame(key, header, f.header, f.payload, f.bulk, mac));
+  return f;
+}
+
+}  // namespace stripefs::rpc

@@ -1,0 +1,143 @@
+#include "backend/rpc/remote_chunk_service.h"
+
+#include <exception>
+
+#include "backend/rpc/typed_call.h"
+
+namespace stripefs::rpc {
+
+RpcClientOptions RemoteChunkService::DefaultOptions() {
+  RpcClientOptions o;
+  o.peer_role = "chunkd";
+  return o;
+}
+
+RemoteChunkService::RemoteChunkService(std::string address,
+                                       std::shared_ptr<const ClusterKey> key,
+                                       RpcClientOptions options)
+    : client_(std::move(address), std::move(key), std::move(options)) {}
+
+Result<std::string> RemoteChunkService::Ping() {
+  Msg<MsgType::kPing>::Response resp;
+  Status s = CallTyped<MsgType::kPing>(client_, {}, &resp);
+  if (!s.ok()) return s;
+  return std::get<0>(resp);
+}
+
+Status RemoteChunkService::WriteChunk(const ChunkId& id, uint64_t version,
+                                      std::span<const uint8_t> data) {
+  if (data.size() > kMaxBulk) {
+    return Status::InvalidArgument("chunk of " + std::to_string(data.size()) +
+                                   " bytes exceeds the wire limit of " +
+                                   std::to_string(kMaxBulk));
+  }
+  Msg<MsgType::kWriteChunk>::Response resp;
+  return CallTyped<MsgType::kWriteChunk>(client_, {id, version}, &resp, data);
+}
+
+Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
+                                                           uint64_t version,
+                                                           uint32_t offset,
+                                                           uint32_t length) {
+  Msg<MsgType::kReadChunk>::Response resp;
+  std::vector<uint8_t> data;
+  Status s = CallTyped<MsgType::kReadChunk>(
+      client_, {id, version, offset, length}, &resp, {}, &data);
+  if (!s.ok()) return s;
+  if (data.size() != length) {
+    return Status(EPROTO, "chunkd at " + client_.address() + " returned " +
+                              std::to_string(data.size()) + " bytes for a " +
+                              std::to_string(length) + "-byte ReadChunk");
+  }
+  return data;
+}
+
+Status RemoteChunkService::DeleteChunk(const ChunkId& id,
+                                       uint64_t keep_version) {
+  Msg<MsgType::kDeleteChunk>::Response resp;
+  return CallTyped<MsgType::kDeleteChunk>(client_, {id, keep_version}, &resp);
+}
+
+Result<std::vector<ChunkInfo>> RemoteChunkService::ListChunks(
+    const ChunkInfo& after, uint32_t limit) {
+  Msg<MsgType::kListChunks>::Response resp;
+  Status s = CallTyped<MsgType::kListChunks>(client_, {after, limit}, &resp);
+  if (!s.ok()) return s;
+  return std::get<0>(std::move(resp));
+}
+
+Result<ChunkStoreStats> RemoteChunkService::Stats() {
+  Msg<MsgType::kChunkStats>::Response resp;
+  Status s = CallTyped<MsgType::kChunkStats>(client_, {}, &resp);
+  if (!s.ok()) return s;
+  return std::get<0>(resp);
+}
+
+// ---- server
+// -------------------------------------------------------------------
+
+void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
+                                std::vector<uint8_t>& bulk, RpcReply* reply) {
+  ChunkService& s = *service_;
+  try {
+    switch (static_cast<MsgType>(type)) {
+      case MsgType::kWriteChunk:
+        return ServeTyped<MsgType::kWriteChunk>(
+            p, reply, [&](auto&, auto& id, auto version) {
+              return s.WriteChunk(id, version, bulk);
+            });
+      case MsgType::kReadChunk:
+        return ServeTyped<MsgType::kReadChunk>(
+            p, reply,
+            [&](auto&, auto& id, auto version, auto offset,
+                auto length) -> Status {
+              auto r = s.ReadChunk(id, version, offset, length);
+              if (!r.ok()) return r.status();
+              if (r->size() != length) {
+                return Status::IoError(
+                    "chunk store returned " + std::to_string(r->size()) +
+                    " bytes for a " + std::to_string(length) + "-byte read");
+              }
+              reply->bulk_storage = std::move(r).value();
+              reply->bulk = reply->bulk_storage;
+              return Status::Ok();
+            });
+      case MsgType::kDeleteChunk:
+        return ServeTyped<MsgType::kDeleteChunk>(
+            p, reply, [&](auto&, auto& id, auto keep) {
+              return s.DeleteChunk(id, keep);
+            });
+      case MsgType::kListChunks:
+        return ServeTyped<MsgType::kListChunks>(
+            p, reply, [&](auto& out, auto& after, auto limit) -> Status {
+              auto r = s.ListChunks(after, limit);
+              if (!r.ok()) return r.status();
+              std::get<0>(out) = std::move(r).value();
+              return Status::Ok();
+            });
+      case MsgType::kChunkStats:
+        return ServeTyped<MsgType::kChunkStats>(p, reply,
+                                                [&](auto& out) -> Status {
+                                                  auto r = s.Stats();
+                                                  if (!r.ok())
+                                                    return r.status();
+                                                  std::get<0>(out) = *r;
+                                                  return Status::Ok();
+                                                });
+      default:
+        break;
+    }
+    const char* name = MsgTypeName(type);
+    reply->payload = EncodeErrorResponse(Status::NotSupported(
+        std::string("chunkd does not serve ") +
+        (name ? std::string(name) : "message type " + std::to_string(type)) +
+        " (wrong address: is this metad?)"));
+  } catch (const std::exception& e) {
+    reply->payload = EncodeErrorResponse(
+        Status::IoError(std::string("chunkd internal error: ") + e.what()));
+  }
+  reply->bulk = {};
+  reply->bulk_storage.clear();
+}
+
+}  // namespace stripefs::rpc

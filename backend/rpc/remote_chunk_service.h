@@ -1,0 +1,59 @@
+// RemoteChunkService: ChunkService over RPC to one chunkd;
+// ChunkServiceServer: the RpcHandler that serves any ChunkService (chunkd).
+//
+// Chunk bytes travel in the frame's bulk section: WriteChunk sends straight
+// from the caller's span (one gather write, no copy), ReadChunk receives
+// straight into the vector it returns. Errors of the remote store come back
+// as the same Status; transport failures are EHOSTDOWN / ETIMEDOUT / EACCES
+// (see rpc_client.h) so the stripe client can treat the chunk as missing.
+//
+// Ownership: RemoteChunkService owns its RpcClient; ChunkServiceServer does
+// not own the service. Thread-safety: both are safe from many threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/chunk/chunk_service.h"
+#include "backend/rpc/rpc_client.h"
+#include "backend/rpc/rpc_server.h"
+
+namespace stripefs::rpc {
+
+class RemoteChunkService final : public ChunkService {
+ public:
+  // `address` "HOST:PORT" of the chunkd (ServerInfo::address). Never blocks.
+  RemoteChunkService(std::string address, std::shared_ptr<const ClusterKey> key,
+                     RpcClientOptions options = DefaultOptions());
+  static RpcClientOptions DefaultOptions();
+
+  Result<std::string> Ping();
+  RpcClient& client() { return client_; }
+
+  Status WriteChunk(const ChunkId& id, uint64_t version,
+                    std::span<const uint8_t> data) override;
+  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         uint32_t length) override;
+  Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
+  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
+                                            uint32_t limit) override;
+  Result<ChunkStoreStats> Stats() override;
+
+ private:
+  RpcClient client_;
+};
+
+class ChunkServiceServer final : public RpcHandler {
+ public:
+  explicit ChunkServiceServer(ChunkService* service) : service_(service) {}
+  std::string Role() const override { return "chunkd"; }
+  void Handle(uint16_t type, std::span<const uint8_t> payload,
+              std::vector<uint8_t>& bulk, RpcReply* reply) override;
+
+ private:
+  ChunkService* service_;
+};
+
+}  // namespace stripefs::rpc

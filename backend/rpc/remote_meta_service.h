@@ -1,0 +1,97 @@
+// RemoteMetaService: MetaService over RPC to a metad at a fixed address;
+// MetaServiceServer: the RpcHandler that serves any MetaService (metad).
+//
+// Every MetaService method is one request/response; errors returned by the
+// remote service come back as the same Status (code and message). Transport
+// failures are EHOSTDOWN (unreachable, with the address and a hint),
+// ETIMEDOUT (no answer within the call timeout) or EACCES (key mismatch).
+//
+// Ownership: RemoteMetaService owns its RpcClient (connection pool).
+// MetaServiceServer does not own the service it serves.
+// Thread-safety: both are safe to use from many threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/meta/meta_service.h"
+#include "backend/rpc/rpc_client.h"
+#include "backend/rpc/rpc_server.h"
+
+namespace stripefs::rpc {
+
+class RemoteMetaService final : public MetaService {
+ public:
+  // `address` "HOST:PORT" of metad. Never blocks (connects lazily).
+  RemoteMetaService(std::string address, std::shared_ptr<const ClusterKey> key,
+                    RpcClientOptions options = DefaultOptions());
+  static RpcClientOptions DefaultOptions();
+
+  // Round trip without touching the store: role of the peer ("metad").
+  Result<std::string> Ping();
+  RpcClient& client() { return client_; }
+
+  Result<Geometry> GetGeometry() override;
+  Result<ClusterMap> GetClusterMap() override;
+  Status UpsertServer(const ServerInfo& info) override;
+  Status SetServerState(uint32_t id, ServerState state) override;
+  Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override;
+  Result<InodeAttr> GetAttr(uint64_t ino) override;
+  Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
+                            std::vector<ObsoleteStripe>* obsolete) override;
+  Result<InodeAttr> MkNode(uint64_t parent, const std::string& name,
+                           uint32_t mode, uint32_t uid, uint32_t gid,
+                           uint32_t rdev) override;
+  Result<InodeAttr> Mkdir(uint64_t parent, const std::string& name,
+                          uint32_t mode, uint32_t uid, uint32_t gid) override;
+  Result<InodeAttr> Symlink(uint64_t parent, const std::string& name,
+                            const std::string& target, uint32_t uid,
+                            uint32_t gid) override;
+  Result<std::string> ReadLink(uint64_t ino) override;
+  Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
+                         const std::string& new_name) override;
+  Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override;
+  Status Rmdir(uint64_t parent, const std::string& name) override;
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                const std::string& new_name, uint32_t flags,
+                uint64_t* replaced) override;
+  Result<std::vector<DirEntry>> ReadDir(uint64_t ino, uint64_t cookie,
+                                        uint32_t max_entries) override;
+  Status PurgeInode(uint64_t ino,
+                    std::vector<ObsoleteStripe>* obsolete) override;
+  Result<std::vector<uint64_t>> ListOrphans() override;
+  Result<FsStats> StatFs() override;
+  Status SetXattr(uint64_t ino, const std::string& name,
+                  const std::string& value, uint32_t flags) override;
+  Result<std::string> GetXattr(uint64_t ino, const std::string& name) override;
+  Result<std::vector<std::string>> ListXattr(uint64_t ino) override;
+  Status RemoveXattr(uint64_t ino, const std::string& name) override;
+  Result<uint64_t> AllocateVersions(uint32_t count) override;
+  Result<std::vector<StripeVersion>> GetStripes(uint64_t ino, uint64_t first,
+                                                uint64_t count) override;
+  Status CommitStripe(uint64_t ino, const StripeVersion& sv,
+                      uint64_t expected_version, uint64_t min_file_size,
+                      ObsoleteStripe* obsolete) override;
+  Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
+                          uint32_t missing_mask) override;
+  Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
+                                             uint64_t after_stripe,
+                                             uint32_t limit) override;
+
+ private:
+  RpcClient client_;
+};
+
+class MetaServiceServer final : public RpcHandler {
+ public:
+  explicit MetaServiceServer(MetaService* service) : service_(service) {}
+  std::string Role() const override { return "metad"; }
+  void Handle(uint16_t type, std::span<const uint8_t> payload,
+              std::vector<uint8_t>& bulk, RpcReply* reply) override;
+
+ private:
+  MetaService* service_;
+};
+
+}  // namespace stripefs::rpc

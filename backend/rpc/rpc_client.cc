@@ -1,0 +1,132 @@
+#include "backend/rpc/rpc_client.h"
+
+#include <cerrno>
+
+#include "backend/rpc/wire_messages.h"
+
+namespace stripefs::rpc {
+
+RpcClient::RpcClient(std::string address, std::shared_ptr<const ClusterKey> key,
+                     RpcClientOptions options)
+    : address_(std::move(address)),
+      key_(std::move(key)),
+      options_(std::move(options)) {}
+
+RpcClient::~RpcClient() = default;
+
+void RpcClient::CloseIdle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.clear();
+}
+
+Status RpcClient::Unreachable(const Status& cause) const {
+  return Status::Unavailable(
+      options_.peer_role + " at " + address_ + " is unreachable (" +
+      cause.ToString() + "); is " + options_.peer_role +
+      " running? check its --listen address, the --meta address given to "
+      "chunkd, and `stripefs cluster status`");
+}
+
+bool IsTransportError(const Status& s) {
+  switch (s.code()) {
+    case EHOSTDOWN:
+    case ETIMEDOUT:
+    case EPROTO:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Result<RpcResponse> RpcClient::Call(uint16_t type,
+                                    std::span<const uint8_t> payload,
+                                    std::span<const uint8_t> bulk) {
+  if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
+  Deadline deadline = Clock::now() + options_.call_timeout;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    UniqueFd fd;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!idle_.empty()) {
+        UniqueFd c = std::move(idle_.back());
+        idle_.pop_back();
+        if (!IdleConnectionBroken(c.get())) {
+          fd = std::move(c);
+          break;
+        }
+      }
+    }
+    bool reused = fd.valid();
+    if (!reused) {
+      Deadline cd = std::min(deadline, Clock::now() + options_.connect_timeout);
+      Result<UniqueFd> c = ConnectTcp(address_, cd);
+      if (!c.ok()) {
+        if (c.status().code() == EINVAL) return c.status();  // bad address
+        return Unreachable(c.status());
+      }
+      fd = std::move(c).value();
+    }
+    Result<RpcResponse> r =
+        CallOnce(type, payload, bulk, std::move(fd), deadline);
+    if (r.ok() || !reused || r.status().code() != EHOSTDOWN ||
+        !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
+      return r;
+    }
+    // A pooled connection died under us: retry once on a fresh one.
+  }
+  return Status::Unavailable("unreachable");  // not reached
+}
+
+Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
+                                        std::span<const uint8_t> payload,
+                                        std::span<const uint8_t> bulk,
+                                        UniqueFd fd, Deadline deadline) {
+  const char* name = MsgTypeName(type);
+  std::string what = std::string(name ? name : "request") + " to " +
+                     options_.peer_role + " at " + address_;
+  auto timeout_status = [&] {
+    return Status(ETIMEDOUT, what + " timed out after " +
+                                 std::to_string(options_.call_timeout.count()) +
+                                 " ms (server overloaded or stalled?)");
+  };
+  FrameHeader h;
+  h.type = type;
+  h.request_id = next_request_id_.fetch_add(1);
+  Status ws = WriteFrame(fd.get(), *key_, h, payload, bulk, deadline);
+  if (!ws.ok()) {
+    if (ws.code() == ETIMEDOUT) return timeout_status();
+    if (ws.code() == EMSGSIZE) return ws;
+    return Unreachable(ws);
+  }
+  Result<Frame> f = ReadFrame(fd.get(), *key_, deadline);
+  if (!f.ok()) {
+    const Status& s = f.status();
+    if (s.code() == ETIMEDOUT) return timeout_status();
+    if (s.code() == EACCES) {
+      return Status(EACCES, what + " failed authentication: " + s.message() +
+                                "; every process must use the same cluster "
+                                "key file (--key)");
+    }
+    if (FrameErrorOf(s) != FrameError::kNone && s.code() != ECONNRESET)
+      return Status(EPROTO, what + ": bad response frame: " + s.message());
+    return Unreachable(s);
+  }
+  const FrameHeader& rh = f->header;
+  if (!(rh.flags & kFlagResponse) || rh.request_id != h.request_id ||
+      rh.type != type) {
+    return Status(EPROTO, what + ": response does not match the request (id " +
+                              std::to_string(rh.request_id) + " vs " +
+                              std::to_string(h.request_id) + ")");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < options_.max_idle_connections)
+      idle_.push_back(std::move(fd));
+  }
+  RpcResponse out;
+  out.payload = std::move(f->payload);
+  out.bulk = std::move(f->bulk);
+  return out;
+}
+
+}  // namespace stripefs::rpc

@@ -1,0 +1,89 @@
+// RpcClient: calls one RPC server (metad or a chunkd) at a fixed address.
+//
+// Keeps a pool of idle TCP connections; each call takes one (or opens a new
+// one), so calls from many threads run in parallel on separate connections
+// (no multiplexing). Every call has a deadline (options.call_timeout): a
+// server that does not answer in time yields ETIMEDOUT and its connection
+// is dropped, so a caller such as the stripe client can reconstruct from
+// other chunks instead of waiting. Connections broken while idle (server
+// restart) are detected before reuse and replaced; idempotent calls are
+// retried once on a fresh connection if a reused one fails. Responses are
+// matched to requests by request id.
+//
+// Errors: EHOSTDOWN (Status::Unavailable) when the server cannot be reached
+// or the connection breaks, with the address and a hint in the message;
+// ETIMEDOUT past the deadline; EACCES when the server rejects our frames
+// (cluster key mismatch); EPROTO for a malformed response. Use
+// IsTransportError() to tell these apart from errors the server returned.
+//
+// Thread-safety: all methods may be called concurrently. Connecting is lazy:
+// constructing never fails and never blocks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/frame.h"
+#include "backend/rpc/tcp_socket.h"
+#include "common/status.h"
+
+namespace stripefs::rpc {
+
+struct RpcClientOptions {
+  std::chrono::milliseconds call_timeout{10000};
+  std::chrono::milliseconds connect_timeout{2000};
+  size_t max_idle_connections = 16;
+  // Names the peer in error messages: "chunkd", "metad".
+  std::string peer_role = "server";
+};
+
+struct RpcResponse {
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> bulk;
+};
+
+class RpcClient {
+ public:
+  RpcClient(std::string address, std::shared_ptr<const ClusterKey> key,
+            RpcClientOptions options = {});
+  ~RpcClient();
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  // Sends one request (payload + optional bulk, sent without copying) and
+  // waits for its response until the deadline.
+  Result<RpcResponse> Call(uint16_t type, std::span<const uint8_t> payload,
+                           std::span<const uint8_t> bulk = {});
+
+  const std::string& address() const { return address_; }
+  const RpcClientOptions& options() const { return options_; }
+  // Drops every idle connection (e.g. after the map says the server moved).
+  void CloseIdle();
+
+ private:
+  Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
+                               std::span<const uint8_t> bulk, UniqueFd fd,
+                               Deadline deadline);
+  Status Unreachable(const Status& cause) const;
+
+  const std::string address_;
+  const std::shared_ptr<const ClusterKey> key_;
+  const RpcClientOptions options_;
+  std::atomic<uint64_t> next_request_id_{1};
+  std::mutex mu_;
+  std::vector<UniqueFd> idle_;
+};
+
+// True for errors made by the transport (unreachable, timeout, rejected,
+// malformed response), false for errors the remote service returned.
+// The remote service's own EHOSTDOWN is impossible (servers never send it).
+bool IsTransportError(const Status& s);
+
+}  // namespace stripefs::rpc

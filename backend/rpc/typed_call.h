@@ -1,0 +1,66 @@
+// Typed helpers over RpcClient / RpcServer for the messages of
+// wire_messages.h: CallTyped (client side: encode request, call, decode the
+// remote Status and results) and ServeTyped (server side: decode request,
+// run the service method, encode its Status and results). Used by the
+// Remote*Service stubs and the *ServiceServer handlers. Stateless.
+#pragma once
+
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/rpc/rpc_client.h"
+#include "backend/rpc/rpc_server.h"
+#include "backend/rpc/wire_messages.h"
+
+namespace stripefs::rpc {
+
+// Returns the transport error, the remote Status, or OK with *resp filled
+// (and *bulk_in holding the response bulk when requested).
+template <MsgType T>
+Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
+                 typename Msg<T>::Response* resp,
+                 std::span<const uint8_t> bulk_out = {},
+                 std::vector<uint8_t>* bulk_in = nullptr) {
+  std::vector<uint8_t> payload = EncodeRequest<T>(req);
+  STRIPEFS_ASSIGN_OR_RETURN(
+      RpcResponse r, client.Call(static_cast<uint16_t>(T), payload, bulk_out));
+  Status remote;
+  if (!DecodeResponse<T>(r.payload, &remote, resp)) {
+    return Status(EPROTO, std::string("malformed ") +
+                              MsgTypeName(static_cast<uint16_t>(T)) +
+                              " response from " + client.options().peer_role +
+                              " at " + client.address() +
+                              " (different stripefs versions?)");
+  }
+  if (!remote.ok()) return remote;
+  if (bulk_in) *bulk_in = std::move(r.bulk);
+  return Status::Ok();
+}
+
+// fn(Response& out, RequestFields&...) -> Status.
+template <MsgType T, typename F>
+void ServeTyped(std::span<const uint8_t> payload, RpcReply* reply, F&& fn) {
+  typename Msg<T>::Request req{};
+  typename Msg<T>::Response resp{};
+  Status st;
+  if (!DecodeRequest<T>(payload, &req)) {
+    st = Status(EPROTO, std::string("malformed ") +
+                            MsgTypeName(static_cast<uint16_t>(T)) +
+                            " request (different stripefs versions?)");
+  } else {
+    st = std::apply([&](auto&... a) { return fn(resp, a...); }, req);
+  }
+  reply->payload = EncodeResponse<T>(st, resp);
+}
+
+// An error-only response (valid for every message type).
+inline std::vector<uint8_t> EncodeErrorResponse(const Status& s) {
+  std::vector<uint8_t> out;
+  Encoder e(&out);
+  PutStatus(e, s);
+  return out;
+}
+
+}  // namespace stripefs::rpc

@@ -1,0 +1,269 @@
+// The stripefs RPC messages: message type numbers, the request and response
+// field lists of each (as std::tuple), and payload codecs for every value
+// type of MetaService / ChunkService (meta_types.h, chunk_service.h).
+//
+// A request payload is the encoded Request tuple. A response payload is the
+// remote Status (i32 errno code, string message) followed, only when OK, by
+// the encoded Response tuple. Chunk bytes never go through the payload: they
+// travel in the frame's bulk section (WriteChunk request, ReadChunk
+// response). Encoding is canonical: decoding then re-encoding reproduces the
+// input exactly (the fuzz targets check this).
+//
+// Pure functions and types; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "backend/chunk/chunk_service.h"
+#include "backend/meta/meta_types.h"
+#include "backend/rpc/wire_codec.h"
+#include "common/status.h"
+
+namespace stripefs::rpc {
+
+// X(name, number, idempotent): idempotent calls may be retried once on a
+// fresh connection when a pooled connection turns out to be dead.
+#define STRIPEFS_RPC_MESSAGES(X) \
+  X(Ping, 1, true)               \
+  X(GetGeometry, 16, true)       \
+  X(GetClusterMap, 17, true)     \
+  X(UpsertServer, 18, true)      \
+  X(SetServerState, 19, true)    \
+  X(Lookup, 20, true)            \
+  X(GetAttr, 21, true)           \
+  X(SetAttr, 22, false)          \
+  X(MkNode, 23, false)           \
+  X(Mkdir, 24, false)            \
+  X(Symlink, 25, false)          \
+  X(ReadLink, 26, true)          \
+  X(Link, 27, false)             \
+  X(Unlink, 28, false)           \
+  X(Rmdir, 29, false)            \
+  X(Rename, 30, false)           \
+  X(ReadDir, 31, true)           \
+  X(PurgeInode, 32, false)       \
+  X(ListOrphans, 33, true)       \
+  X(StatFs, 34, true)            \
+  X(SetXattr, 35, false)         \
+  X(GetXattr, 36, true)          \
+  X(ListXattr, 37, true)         \
+  X(RemoveXattr, 38, false)      \
+  X(AllocateVersions, 39, true)  \
+  X(GetStripes, 40, true)        \
+  X(CommitStripe, 41, false)     \
+  X(SetStripeMissing, 42, false) \
+  X(ListStripes, 43, true)       \
+  X(WriteChunk, 64, true)        \
+  X(ReadChunk, 65, true)         \
+  X(DeleteChunk, 66, true)       \
+  X(ListChunks, 67, true)        \
+  X(ChunkStats, 68, true)
+
+enum class MsgType : uint16_t {
+#define STRIPEFS_X(name, num, idem) k##name = num,
+  STRIPEFS_RPC_MESSAGES(STRIPEFS_X)
+#undef STRIPEFS_X
+};
+
+// Name of a message type ("Lookup"), or nullptr when unknown.
+const char* MsgTypeName(uint16_t type);
+bool MsgTypeIdempotent(uint16_t type);
+// Every known type, in numeric order.
+const std::vector<MsgType>& AllMsgTypes();
+
+// ---- value codecs -----------------------------------------------------------
+void Put(Encoder& e, const Geometry& v);
+void Put(Encoder& e, const Timespec& v);
+void Put(Encoder& e, const InodeAttr& v);
+void Put(Encoder& e, const SetAttrRequest& v);
+void Put(Encoder& e, const DirEntry& v);
+void Put(Encoder& e, const StripeVersion& v);
+void Put(Encoder& e, const ObsoleteStripe& v);
+void Put(Encoder& e, ServerState v);
+void Put(Encoder& e, const ServerInfo& v);
+void Put(Encoder& e, const ClusterMap& v);
+void Put(Encoder& e, const FsStats& v);
+void Put(Encoder& e, const StripeRef& v);
+void Put(Encoder& e, const ChunkId& v);
+void Put(Encoder& e, const ChunkInfo& v);
+void Put(Encoder& e, const ChunkStoreStats& v);
+bool Get(Decoder& d, Geometry* v);
+bool Get(Decoder& d, Timespec* v);
+bool Get(Decoder& d, InodeAttr* v);
+bool Get(Decoder& d, SetAttrRequest* v);
+bool Get(Decoder& d, DirEntry* v);
+bool Get(Decoder& d, StripeVersion* v);
+bool Get(Decoder& d, ObsoleteStripe* v);
+bool Get(Decoder& d, ServerState* v);
+bool Get(Decoder& d, ServerInfo* v);
+bool Get(Decoder& d, ClusterMap* v);
+bool Get(Decoder& d, FsStats* v);
+bool Get(Decoder& d, StripeRef* v);
+bool Get(Decoder& d, ChunkId* v);
+bool Get(Decoder& d, ChunkInfo* v);
+bool Get(Decoder& d, ChunkStoreStats* v);
+
+template <typename T>
+void Put(Encoder& e, const std::vector<T>& v) {
+  e.U32(static_cast<uint32_t>(v.size()));
+  for (const T& x : v) Put(e, x);
+}
+template <typename T>
+bool Get(Decoder& d, std::vector<T>* v) {
+  uint32_t n;
+  if (!d.Count(&n, MinWireSize<T>())) return false;
+  v->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    T x{};
+    if (!Get(d, &x)) return false;
+    v->push_back(std::move(x));
+  }
+  return true;
+}
+
+template <typename... T>
+void PutTuple(Encoder& e, const std::tuple<T...>& t) {
+  std::apply([&](const auto&... x) { (Put(e, x), ...); }, t);
+}
+template <typename... T>
+bool GetTuple(Decoder& d, std::tuple<T...>* t) {
+  return std::apply([&](auto&... x) { return (Get(d, &x) && ... && true); },
+                    *t);
+}
+
+// Status on the wire: i32 code (0 = OK, else 1..4095), string message.
+void PutStatus(Encoder& e, const Status& s);
+bool GetStatus(Decoder& d, Status* s);
+
+// ---- message field lists ----------------------------------------------------
+template <MsgType T>
+struct Msg;
+
+template <typename Req, typename Resp>
+struct MsgDef {
+  using Request = Req;
+  using Response = Resp;
+};
+using U64 = uint64_t;
+using U32 = uint32_t;
+using Str = std::string;
+template <typename... T>
+using Tup = std::tuple<T...>;
+
+// clang-format off
+template <>
+struct Msg<MsgType::kPing> : MsgDef<Tup<>, Tup<Str, U32>> {};  // role, protocol version
+template <>
+struct Msg<MsgType::kGetGeometry> : MsgDef<Tup<>, Tup<Geometry>> {};
+template <>
+struct Msg<MsgType::kGetClusterMap> : MsgDef<Tup<>, Tup<ClusterMap>> {};
+template <>
+struct Msg<MsgType::kUpsertServer> : MsgDef<Tup<ServerInfo>, Tup<>> {};
+template <>
+struct Msg<MsgType::kSetServerState> : MsgDef<Tup<U32, ServerState>, Tup<>> {};
+template <>
+struct Msg<MsgType::kLookup> : MsgDef<Tup<U64, Str>, Tup<InodeAttr>> {};
+template <>
+struct Msg<MsgType::kGetAttr> : MsgDef<Tup<U64>, Tup<InodeAttr>> {};
+template <>
+struct Msg<MsgType::kSetAttr> : MsgDef<Tup<U64, SetAttrRequest>, Tup<InodeAttr, std::vector<ObsoleteStripe>>> {};
+template <>
+struct Msg<MsgType::kMkNode> : MsgDef<Tup<U64, Str, U32, U32, U32, U32>, Tup<InodeAttr>> {};  // parent name mode uid gid rdev
+template <>
+struct Msg<MsgType::kMkdir> : MsgDef<Tup<U64, Str, U32, U32, U32>, Tup<InodeAttr>> {};        // parent name mode uid gid
+template <>
+struct Msg<MsgType::kSymlink> : MsgDef<Tup<U64, Str, Str, U32, U32>, Tup<InodeAttr>> {};      // parent name target uid gid
+template <>
+struct Msg<MsgType::kReadLink> : MsgDef<Tup<U64>, Tup<Str>> {};
+template <>
+struct Msg<MsgType::kLink> : MsgDef<Tup<U64, U64, Str>, Tup<InodeAttr>> {};
+template <>
+struct Msg<MsgType::kUnlink> : MsgDef<Tup<U64, Str>, Tup<InodeAttr>> {};
+template <>
+struct Msg<MsgType::kRmdir> : MsgDef<Tup<U64, Str>, Tup<>> {};
+template <>
+struct Msg<MsgType::kRename> : MsgDef<Tup<U64, Str, U64, Str, U32>, Tup<U64>> {};             // -> replaced inode
+template <>
+struct Msg<MsgType::kReadDir> : MsgDef<Tup<U64, U64, U32>, Tup<std::vector<DirEntry>>> {};
+template <>
+struct Msg<MsgType::kPurgeInode> : MsgDef<Tup<U64>, Tup<std::vector<ObsoleteStripe>>> {};
+template <>
+struct Msg<MsgType::kListOrphans> : MsgDef<Tup<>, Tup<std::vector<U64>>> {};
+template <>
+struct Msg<MsgType::kStatFs> : MsgDef<Tup<>, Tup<FsStats>> {};
+template <>
+struct Msg<MsgType::kSetXattr> : MsgDef<Tup<U64, Str, Str, U32>, Tup<>> {};
+template <>
+struct Msg<MsgType::kGetXattr> : MsgDef<Tup<U64, Str>, Tup<Str>> {};
+template <>
+struct Msg<MsgType::kListXattr> : MsgDef<Tup<U64>, Tup<std::vector<Str>>> {};
+template <>
+struct Msg<MsgType::kRemoveXattr> : MsgDef<Tup<U64, Str>, Tup<>> {};
+template <>
+struct Msg<MsgType::kAllocateVersions> : MsgDef<Tup<U32>, Tup<U64>> {};
+template <>
+struct Msg<MsgType::kGetStripes> : MsgDef<Tup<U64, U64, U64>, Tup<std::vector<StripeVersion>>> {};
+template <>
+struct Msg<MsgType::kCommitStripe> : MsgDef<Tup<U64, StripeVersion, U64, U64>, Tup<ObsoleteStripe>> {};  // ino sv expected min_size
+template <>
+struct Msg<MsgType::kSetStripeMissing> : MsgDef<Tup<U64, U64, U64, U32>, Tup<>> {};
+template <>
+struct Msg<MsgType::kListStripes> : MsgDef<Tup<U64, U64, U32>, Tup<std::vector<StripeRef>>> {};
+template <>
+struct Msg<MsgType::kWriteChunk> : MsgDef<Tup<ChunkId, U64>, Tup<>> {};                  // + bulk: data
+template <>
+struct Msg<MsgType::kReadChunk> : MsgDef<Tup<ChunkId, U64, U32, U32>, Tup<>> {};         // -> bulk: data
+template <>
+struct Msg<MsgType::kDeleteChunk> : MsgDef<Tup<ChunkId, U64>, Tup<>> {};
+template <>
+struct Msg<MsgType::kListChunks> : MsgDef<Tup<ChunkInfo, U32>, Tup<std::vector<ChunkInfo>>> {};
+template <>
+struct Msg<MsgType::kChunkStats> : MsgDef<Tup<>, Tup<ChunkStoreStats>> {};
+// clang-format on
+
+// ---- whole payloads ---------------------------------------------------------
+template <MsgType T>
+std::vector<uint8_t> EncodeRequest(const typename Msg<T>::Request& req) {
+  std::vector<uint8_t> out;
+  Encoder e(&out);
+  PutTuple(e, req);
+  return out;
+}
+template <MsgType T>
+bool DecodeRequest(std::span<const uint8_t> in, typename Msg<T>::Request* req) {
+  Decoder d(in);
+  return GetTuple(d, req) && d.Done();
+}
+// `resp` is ignored (and may be default) when `s` is an error.
+template <MsgType T>
+std::vector<uint8_t> EncodeResponse(const Status& s,
+                                    const typename Msg<T>::Response& resp) {
+  std::vector<uint8_t> out;
+  Encoder e(&out);
+  PutStatus(e, s);
+  if (s.ok()) PutTuple(e, resp);
+  return out;
+}
+// False when malformed. Otherwise *remote is the server's Status and, when
+// that is OK, *resp holds the results.
+template <MsgType T>
+bool DecodeResponse(std::span<const uint8_t> in, Status* remote,
+                    typename Msg<T>::Response* resp) {
+  Decoder d(in);
+  if (!GetStatus(d, remote)) return false;
+  if (remote->ok() && !GetTuple(d, resp)) return false;
+  return d.Done();
+}
+
+// Decodes `in` as the request (or response) payload of message `type` and,
+// when that succeeds, checks that re-encoding reproduces it; aborts if not.
+// Returns whether it decoded. For fuzzing and tests; unknown type -> false.
+bool DecodePayloadChecked(uint16_t type, bool response,
+                          std::span<const uint8_t> in);
+
+}  // namespace stripefs::rpc

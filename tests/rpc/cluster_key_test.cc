@@ -1,0 +1,103 @@
+// Unit tests of the cluster key file: keygen, loading, and clear errors for
+// missing, unreadable and wrong-size files.
+#include "backend/rpc/cluster_key.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace stripefs::rpc {
+namespace {
+
+class ClusterKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stripefs-keytest-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(ClusterKeyTest, GenerateMakesA32ByteOwnerOnlyFile) {
+  std::string path = dir_ + "/k";
+  ASSERT_TRUE(ClusterKey::Generate(path).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 32);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto k = ClusterKey::Load(path);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  // A second keygen must not overwrite the key.
+  Status again = ClusterKey::Generate(path);
+  EXPECT_EQ(again.code(), EEXIST);
+}
+
+TEST_F(ClusterKeyTest, TwoGeneratedKeysDiffer) {
+  ASSERT_TRUE(ClusterKey::Generate(dir_ + "/a").ok());
+  ASSERT_TRUE(ClusterKey::Generate(dir_ + "/b").ok());
+  auto a = ClusterKey::Load(dir_ + "/a");
+  auto b = ClusterKey::Load(dir_ + "/b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<uint8_t> msg{1, 2, 3};
+  std::span<const uint8_t> parts[] = {msg};
+  EXPECT_NE((*a)->Compute(parts), (*b)->Compute(parts));
+  EXPECT_EQ((*a)->Compute(parts), (*a)->Compute(parts));
+}
+
+TEST_F(ClusterKeyTest, MissingFileNamesTheFileAndTheFix) {
+  auto k = ClusterKey::Load(dir_ + "/nope");
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), ENOENT);
+  EXPECT_NE(k.status().message().find(dir_ + "/nope"), std::string::npos);
+  EXPECT_NE(k.status().message().find("stripefs keygen"), std::string::npos);
+}
+
+TEST_F(ClusterKeyTest, WrongSizeIsRejected) {
+  for (size_t n : {0, 16, 31, 33, 64}) {
+    std::string path = dir_ + "/k" + std::to_string(n);
+    std::ofstream(path) << std::string(n, 'x');
+    auto k = ClusterKey::Load(path);
+    ASSERT_FALSE(k.ok()) << n;
+    EXPECT_EQ(k.status().code(), EINVAL);
+    EXPECT_NE(k.status().message().find("stripefs keygen"), std::string::npos);
+  }
+}
+
+TEST_F(ClusterKeyTest, UnreadableFileIsReported) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root can read a mode-000 file";
+  std::string path = dir_ + "/k";
+  ASSERT_TRUE(ClusterKey::Generate(path).ok());
+  ::chmod(path.c_str(), 0);
+  auto k = ClusterKey::Load(path);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), EACCES);
+}
+
+TEST_F(ClusterKeyTest, HmacIsSha256KnownAnswerAndSplitInvariant) {
+  // Expected value from `openssl dgst -sha256 -mac HMAC -macopt hexkey:0b..`
+  // (32 bytes of 0x0b) over "Hi There".
+  std::array<uint8_t, 32> kb;
+  kb.fill(0x0b);
+  auto k = ClusterKey::FromBytes(kb);
+  std::string msg = "Hi There";
+  std::span<const uint8_t> whole(reinterpret_cast<const uint8_t*>(msg.data()),
+                                 msg.size());
+  std::span<const uint8_t> split[] = {whole.subspan(0, 3), whole.subspan(3)};
+  std::span<const uint8_t> one[] = {whole};
+  Mac mac = k->Compute(one);
+  char hex[65];
+  for (size_t i = 0; i < mac.size(); ++i)
+    std::snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+  EXPECT_STREQ(
+      hex, "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7");
+  EXPECT_EQ(k->Compute(split), mac);
+}
+
+}  // namespace
+}  // namespace stripefs::rpc

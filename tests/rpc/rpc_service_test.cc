@@ -1,0 +1,588 @@
+// Integration tests: RpcServer + RpcClient on 127.0.0.1 serving in-memory
+// fakes through MetaServiceServer / ChunkServiceServer, called through
+// RemoteMetaService / RemoteChunkService.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/remote_meta_service.h"
+#include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/wire_messages.h"
+#include "tests/rpc/fake_services.h"
+#include "tests/rpc/sample_values.h"
+
+namespace stripefs::rpc {
+namespace {
+
+using testing::MemoryChunkService;
+using testing::Sampler;
+using testing::ScriptedMetaService;
+using testing::Wire;
+
+std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
+  std::array<uint8_t, kClusterKeySize> b;
+  b.fill(fill);
+  return ClusterKey::FromBytes(b);
+}
+
+RpcServerOptions Quiet(std::string listen = "127.0.0.1:0") {
+  RpcServerOptions o;
+  o.listen = std::move(listen);
+  o.log_name = "test-server";
+  return o;
+}
+
+class MetaRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = Key(7);
+    handler_ = std::make_unique<MetaServiceServer>(&fake_);
+    auto s = RpcServer::Start(Quiet(), key_, handler_.get());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    remote_ = std::make_unique<RemoteMetaService>(server_->address(), key_);
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  ScriptedMetaService fake_;
+  std::shared_ptr<const ClusterKey> key_;
+  std::unique_ptr<MetaServiceServer> handler_;
+  std::unique_ptr<RpcServer> server_;
+  std::unique_ptr<RemoteMetaService> remote_;
+  Sampler smp_;
+};
+
+TEST_F(MetaRpcTest, PingReportsRole) {
+  auto r = remote_->Ping();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "metad");
+}
+
+TEST_F(MetaRpcTest, EveryMethodRoundTripsArgumentsAndResults) {
+  using std::make_tuple;
+  MetaService& m = *remote_;
+  {
+    auto g = smp_.Make<Geometry>();
+    fake_.Script(g);
+    auto r = m.GetGeometry();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, g);
+  }
+  {
+    auto cm = smp_.Make<ClusterMap>();
+    fake_.Script(cm);
+    auto r = m.GetClusterMap();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Wire(*r), Wire(cm));
+    EXPECT_EQ(r->servers, cm.servers);
+  }
+  {
+    auto info = smp_.Make<ServerInfo>();
+    fake_.Script({});
+    ASSERT_TRUE(m.UpsertServer(info).ok());
+    EXPECT_EQ(fake_.last_call(), "UpsertServer");
+    EXPECT_EQ(std::get<0>(fake_.last_args<ServerInfo>()), info);
+    ASSERT_TRUE(m.SetServerState(17, ServerState::kOut).ok());
+    EXPECT_EQ((fake_.last_args<uint32_t, ServerState>()),
+              make_tuple(17u, ServerState::kOut));
+  }
+  auto attr = smp_.Make<InodeAttr>();
+  fake_.Script(attr);
+  {
+    auto r = m.Lookup(5, "file.txt");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, attr);
+    EXPECT_EQ((fake_.last_args<uint64_t, std::string>()),
+              make_tuple(uint64_t{5}, std::string("file.txt")));
+    r = m.GetAttr(99);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, attr);
+    EXPECT_EQ(std::get<0>(fake_.last_args<uint64_t>()), 99u);
+  }
+  {
+    auto req = smp_.Make<SetAttrRequest>();
+    auto obs = smp_.Make<std::vector<ObsoleteStripe>>();
+    fake_.Script(attr, obs);
+    std::vector<ObsoleteStripe> got;
+    auto r = m.SetAttr(12, req, &got);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, attr);
+    EXPECT_EQ(Wire(got), Wire(obs));
+    auto [ino, req2] = fake_.last_args<uint64_t, SetAttrRequest>();
+    EXPECT_EQ(ino, 12u);
+    EXPECT_EQ(Wire(req2), Wire(req));
+    // A null out-pointer is allowed.
+    EXPECT_TRUE(m.SetAttr(12, req, nullptr).ok());
+  }
+  fake_.Script(attr);
+  {
+    ASSERT_TRUE(m.MkNode(1, "dev", 020644, 10, 20, 0x0801).ok());
+    EXPECT_EQ((fake_.last_args<uint64_t, std::string, uint32_t, uint32_t,
+                               uint32_t, uint32_t>()),
+              make_tuple(uint64_t{1}, std::string("dev"), 020644u, 10u, 20u,
+                         0x0801u));
+    ASSERT_TRUE(m.Mkdir(2, "d", 040755, 11, 21).ok());
+    EXPECT_EQ(
+        (fake_
+             .last_args<uint64_t, std::string, uint32_t, uint32_t, uint32_t>()),
+        make_tuple(uint64_t{2}, std::string("d"), 040755u, 11u, 21u));
+    auto r = m.Symlink(3, "ln", "../target path", 12, 22);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, attr);
+    EXPECT_EQ((fake_.last_args<uint64_t, std::string, std::string, uint32_t,
+                               uint32_t>()),
+              make_tuple(uint64_t{3}, std::string("ln"),
+                         std::string("../target path"), 12u, 22u));
+    ASSERT_TRUE(m.Link(4, 5, "hard").ok());
+    EXPECT_EQ((fake_.last_args<uint64_t, uint64_t, std::string>()),
+              make_tuple(uint64_t{4}, uint64_t{5}, std::string("hard")));
+    r = m.Unlink(6, "gone");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, attr);
+    EXPECT_EQ(fake_.last_call(), "Unlink");
+  }
+  {
+    fake_.Script(std::string("/some/target"));
+    auto r = m.ReadLink(77);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, "/some/target");
+  }
+  {
+    fake_.Script({});
+    ASSERT_TRUE(m.Rmdir(8, "dir").ok());
+    EXPECT_EQ(fake_.last_call(), "Rmdir");
+    fake_.Script({}, uint64_t{4242});
+    uint64_t replaced = 0;
+    ASSERT_TRUE(m.Rename(1, "a", 2, "b", 1, &replaced).ok());
+    EXPECT_EQ(replaced, 4242u);
+    EXPECT_EQ((fake_.last_args<uint64_t, std::string, uint64_t, std::string,
+                               uint32_t>()),
+              make_tuple(uint64_t{1}, std::string("a"), uint64_t{2},
+                         std::string("b"), 1u));
+  }
+  {
+    auto entries = smp_.Make<std::vector<DirEntry>>();
+    fake_.Script(entries);
+    auto r = m.ReadDir(1, 555, 128);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(Wire(*r), Wire(entries));
+    EXPECT_EQ(r->at(0).name, entries[0].name);
+    EXPECT_EQ((fake_.last_args<uint64_t, uint64_t, uint32_t>()),
+              make_tuple(uint64_t{1}, uint64_t{555}, 128u));
+  }
+  {
+    auto obs = smp_.Make<std::vector<ObsoleteStripe>>();
+    fake_.Script({}, obs);
+    std::vector<ObsoleteStripe> got;
+    ASSERT_TRUE(m.PurgeInode(31, &got).ok());
+    EXPECT_EQ(Wire(got), Wire(obs));
+    fake_.Script(std::vector<uint64_t>{3, 5, 8});
+    auto orphans = m.ListOrphans();
+    ASSERT_TRUE(orphans.ok());
+    EXPECT_EQ(*orphans, (std::vector<uint64_t>{3, 5, 8}));
+    auto st = smp_.Make<FsStats>();
+    fake_.Script(st);
+    auto fs = m.StatFs();
+    ASSERT_TRUE(fs.ok());
+    EXPECT_EQ(fs->inodes, st.inodes);
+    EXPECT_EQ(fs->bytes_used, st.bytes_used);
+  }
+  {
+    fake_.Script({});
+    std::string bin("v\0\xff", 3);
+    ASSERT_TRUE(m.SetXattr(9, "user.k", bin, 2).ok());
+    EXPECT_EQ((fake_.last_args<uint64_t, std::string, std::string, uint32_t>()),
+              make_tuple(uint64_t{9}, std::string("user.k"), bin, 2u));
+    fake_.Script(bin);
+    auto v = m.GetXattr(9, "user.k");
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, bin);
+    fake_.Script(std::vector<std::string>{"user.a", "user.b"});
+    auto l = m.ListXattr(9);
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(*l, (std::vector<std::string>{"user.a", "user.b"}));
+    fake_.Script({});
+    ASSERT_TRUE(m.RemoveXattr(9, "user.a").ok());
+    EXPECT_EQ(fake_.last_call(), "RemoveXattr");
+  }
+  {
+    fake_.Script(uint64_t{1000});
+    auto v = m.AllocateVersions(6);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, 1000u);
+    EXPECT_EQ(std::get<0>(fake_.last_args<uint32_t>()), 6u);
+    auto svs = smp_.Make<std::vector<StripeVersion>>();
+    fake_.Script(svs);
+    auto g = m.GetStripes(4, 10, 20);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(*g, svs);
+    auto sv = smp_.Make<StripeVersion>();
+    ObsoleteStripe obs{4, 10, 999};
+    fake_.Script({}, obs);
+    ObsoleteStripe got;
+    ASSERT_TRUE(m.CommitStripe(4, sv, 998, 1 << 20, &got).ok());
+    EXPECT_EQ(Wire(got), Wire(obs));
+    EXPECT_EQ((fake_.last_args<uint64_t, StripeVersion, uint64_t, uint64_t>()),
+              make_tuple(uint64_t{4}, sv, uint64_t{998}, uint64_t{1 << 20}));
+    fake_.Script({});
+    ASSERT_TRUE(m.SetStripeMissing(4, 10, 1000, 0b100001).ok());
+    EXPECT_EQ((fake_.last_args<uint64_t, uint64_t, uint64_t, uint32_t>()),
+              make_tuple(uint64_t{4}, uint64_t{10}, uint64_t{1000}, 0b100001u));
+    auto refs = smp_.Make<std::vector<StripeRef>>();
+    fake_.Script(refs);
+    auto lr = m.ListStripes(3, 4, 500);
+    ASSERT_TRUE(lr.ok());
+    EXPECT_EQ(Wire(*lr), Wire(refs));
+  }
+}
+
+TEST_F(MetaRpcTest, ErrorsComeBackAsTheSameStatus) {
+  MetaService& m = *remote_;
+  auto expect = [&](const Status& got, int code, const std::string& msg) {
+    EXPECT_EQ(got.code(), code) << got.ToString();
+    EXPECT_EQ(got.message(), msg);
+  };
+  struct Case {
+    int code;
+    std::function<Status()> call;
+  };
+  SetAttrRequest req;
+  std::vector<ObsoleteStripe> obs;
+  uint64_t replaced = 0;
+  ObsoleteStripe one;
+  std::vector<Case> cases = {
+      {EIO, [&] { return m.GetGeometry().status(); }},
+      {EIO, [&] { return m.GetClusterMap().status(); }},
+      {EINVAL, [&] { return m.UpsertServer({}); }},
+      {ENOENT, [&] { return m.SetServerState(1, ServerState::kDown); }},
+      {ENOENT, [&] { return m.Lookup(1, "x").status(); }},
+      {ENOENT, [&] { return m.GetAttr(1).status(); }},
+      {EINVAL, [&] { return m.SetAttr(1, req, &obs).status(); }},
+      {EEXIST, [&] { return m.MkNode(1, "x", 0100644, 0, 0, 0).status(); }},
+      {EEXIST, [&] { return m.Mkdir(1, "x", 0755, 0, 0).status(); }},
+      {ENAMETOOLONG, [&] { return m.Symlink(1, "x", "y", 0, 0).status(); }},
+      {EINVAL, [&] { return m.ReadLink(1).status(); }},
+      {EXDEV, [&] { return m.Link(1, 2, "x").status(); }},
+      {EISDIR, [&] { return m.Unlink(1, "x").status(); }},
+      {ENOTEMPTY, [&] { return m.Rmdir(1, "x"); }},
+      {EEXIST, [&] { return m.Rename(1, "a", 1, "b", 1, &replaced); }},
+      {ENOTDIR, [&] { return m.ReadDir(1, 0, 10).status(); }},
+      {EBUSY, [&] { return m.PurgeInode(1, &obs); }},
+      {EIO, [&] { return m.ListOrphans().status(); }},
+      {EIO, [&] { return m.StatFs().status(); }},
+      {ENOSPC, [&] { return m.SetXattr(1, "a", "b", 0); }},
+      {ENODATA, [&] { return m.GetXattr(1, "a").status(); }},
+      {ERANGE, [&] { return m.ListXattr(1).status(); }},
+      {ENODATA, [&] { return m.RemoveXattr(1, "a"); }},
+      {EIO, [&] { return m.AllocateVersions(1).status(); }},
+      {ENOENT, [&] { return m.GetStripes(1, 0, 1).status(); }},
+      {ESTALE, [&] { return m.CommitStripe(1, {}, 0, 0, &one); }},
+      {ESTALE, [&] { return m.SetStripeMissing(1, 0, 1, 1); }},
+      {EIO, [&] { return m.ListStripes(0, 0, 1).status(); }},
+  };
+  int i = 0;
+  for (auto& c : cases) {
+    std::string msg =
+        "case " + std::to_string(i++) + ": what happened; what to do";
+    fake_.Fail(Status(c.code, msg));
+    expect(c.call(), c.code, msg);
+  }
+  EXPECT_EQ(cases.size(), 28u);  // every MetaService method
+}
+
+TEST_F(MetaRpcTest, ChunkMessageToMetadIsNotSupported) {
+  RemoteChunkService wrong(server_->address(), key_);
+  Status s = wrong.DeleteChunk({1, 2, 3}, 0);
+  EXPECT_EQ(s.code(), EOPNOTSUPP);
+  EXPECT_NE(s.message().find("chunkd"), std::string::npos);
+}
+
+class ChunkRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    key_ = Key(9);
+    handler_ = std::make_unique<ChunkServiceServer>(&store_);
+    StartServer("127.0.0.1:0");
+    RpcClientOptions o = RemoteChunkService::DefaultOptions();
+    o.call_timeout = std::chrono::milliseconds(5000);
+    remote_ = std::make_unique<RemoteChunkService>(server_->address(), key_, o);
+  }
+  void StartServer(const std::string& listen) {
+    auto s = RpcServer::Start(Quiet(listen), key_, handler_.get());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+  }
+  void TearDown() override {
+    store_.SetStalled(false);
+    if (server_) server_->Stop();
+  }
+  static std::vector<uint8_t> Data(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (auto& b : v) {
+      x = x * 1103515245u + 12345u;
+      b = static_cast<uint8_t>(x >> 24);
+    }
+    return v;
+  }
+  MemoryChunkService store_;
+  std::shared_ptr<const ClusterKey> key_;
+  std::unique_ptr<ChunkServiceServer> handler_;
+  std::unique_ptr<RpcServer> server_;
+  std::unique_ptr<RemoteChunkService> remote_;
+};
+
+TEST_F(ChunkRpcTest, EveryMethodRoundTrips) {
+  ChunkService& c = *remote_;
+  ChunkId id{11, 22, 3};
+  auto data = Data(256 * 1024, 1);
+  ASSERT_TRUE(c.WriteChunk(id, 7, data).ok());
+  auto r = c.ReadChunk(id, 7, 0, static_cast<uint32_t>(data.size()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, data);
+  r = c.ReadChunk(id, 7, 1000, 5000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, std::vector<uint8_t>(data.begin() + 1000, data.begin() + 6000));
+  r = c.ReadChunk(id, 7, 0, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->empty());
+
+  ASSERT_TRUE(c.WriteChunk(id, 8, Data(100, 2)).ok());
+  ASSERT_TRUE(c.WriteChunk({11, 23, 0}, 8, Data(10, 3)).ok());
+  auto list = c.ListChunks({}, 10);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].id, id);
+  EXPECT_EQ((*list)[0].version, 7u);
+  EXPECT_EQ((*list)[0].length, data.size());
+  EXPECT_EQ((*list)[1].version, 8u);
+  EXPECT_EQ((*list)[2].id, (ChunkId{11, 23, 0}));
+  auto after = c.ListChunks((*list)[0], 1);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].version, 8u);
+
+  ASSERT_TRUE(c.DeleteChunk(id, 8).ok());
+  EXPECT_EQ(c.ReadChunk(id, 7, 0, 1).status().code(), ENOENT);
+  EXPECT_TRUE(c.ReadChunk(id, 8, 0, 100).ok());
+
+  auto st = c.Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->chunks, 2u);
+  EXPECT_EQ(st->bytes_stored, 110u);
+  EXPECT_EQ(st->crc_errors, 3u);
+  EXPECT_EQ(st->writes, 3u);
+  auto ping = remote_->Ping();
+  ASSERT_TRUE(ping.ok());
+  EXPECT_EQ(*ping, "chunkd");
+}
+
+TEST_F(ChunkRpcTest, ErrorsComeBackAsTheSameStatus) {
+  ChunkService& c = *remote_;
+  auto r = c.ReadChunk({1, 1, 1}, 1, 0, 10);
+  EXPECT_EQ(r.status().code(), ENOENT);
+  EXPECT_EQ(r.status().message(), "chunk 1/1/1 v1 not stored");
+  ASSERT_TRUE(c.WriteChunk({1, 1, 1}, 1, Data(10, 1)).ok());
+  EXPECT_EQ(c.ReadChunk({1, 1, 1}, 1, 5, 10).status().code(), EINVAL);
+  store_.SetWriteError(Status::NoSpace("disk full on /data; free space"));
+  Status s = c.WriteChunk({1, 1, 2}, 1, Data(10, 1));
+  EXPECT_EQ(s.code(), ENOSPC);
+  EXPECT_EQ(s.message(), "disk full on /data; free space");
+  EXPECT_FALSE(IsTransportError(s));
+}
+
+TEST_F(ChunkRpcTest, LargeChunkRoundTrips) {
+  auto data = Data(8 << 20, 5);
+  ASSERT_TRUE(remote_->WriteChunk({1, 2, 3}, 4, data).ok());
+  auto r =
+      remote_->ReadChunk({1, 2, 3}, 4, 0, static_cast<uint32_t>(data.size()));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r == data);
+}
+
+TEST_F(ChunkRpcTest, StalledServerTimesOutThenRecovers) {
+  ASSERT_TRUE(remote_->WriteChunk({1, 1, 1}, 1, Data(64, 1)).ok());
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  o.call_timeout = std::chrono::milliseconds(200);
+  RemoteChunkService impatient(server_->address(), key_, o);
+  store_.SetStalled(true);
+  auto r = impatient.ReadChunk({1, 1, 1}, 1, 0, 64);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ETIMEDOUT);
+  EXPECT_TRUE(IsTransportError(r.status()));
+  EXPECT_NE(r.status().message().find(server_->address()), std::string::npos);
+  EXPECT_EQ(store_.reads_started(), 1u);  // it really was the server stalling
+  store_.SetStalled(false);
+  r = impatient.ReadChunk({1, 1, 1}, 1, 0, 64);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, Data(64, 1));
+}
+
+TEST_F(ChunkRpcTest, UnreachableServerIsHostDownWithAddressAndHint) {
+  std::string addr = server_->address();
+  server_->Stop();
+  server_.reset();
+  auto r = remote_->ReadChunk({1, 1, 1}, 1, 0, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EHOSTDOWN);
+  EXPECT_NE(r.status().message().find(addr), std::string::npos);
+  EXPECT_NE(r.status().message().find("is chunkd running"), std::string::npos);
+}
+
+TEST_F(ChunkRpcTest, ReconnectsAfterServerRestart) {
+  ASSERT_TRUE(remote_->WriteChunk({1, 1, 1}, 1, Data(64, 1)).ok());
+  std::string addr = server_->address();
+  server_->Stop();
+  server_.reset();
+  EXPECT_EQ(remote_->Stats().status().code(), EHOSTDOWN);
+  StartServer(addr);  // same port: the pooled connection is now stale
+  ASSERT_EQ(server_->address(), addr);
+  auto r = remote_->ReadChunk({1, 1, 1}, 1, 0, 64);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Also a non-idempotent path: write goes through on a fresh connection.
+  EXPECT_TRUE(remote_->WriteChunk({1, 1, 2}, 1, Data(8, 2)).ok());
+}
+
+TEST_F(ChunkRpcTest, EightThreadsConcurrently) {
+  constexpr int kThreads = 8, kOps = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        ChunkId id{static_cast<uint64_t>(t), static_cast<uint64_t>(i), 0};
+        auto d = Data(4096 + 97 * i, t * 1000 + i);
+        if (!remote_->WriteChunk(id, 1, d).ok()) ++failures;
+        auto r = remote_->ReadChunk(id, 1, 0, static_cast<uint32_t>(d.size()));
+        if (!r.ok() || *r != d) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto st = remote_->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->chunks, uint64_t{kThreads * kOps});
+  EXPECT_GT(server_->counters().connections, 1u);  // really parallel
+}
+
+TEST_F(ChunkRpcTest, WrongKeyIsRejectedCountedAndExplained) {
+  RemoteChunkService intruder(server_->address(), Key(1));
+  auto r = intruder.Stats();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_NE(r.status().message().find("cluster key"), std::string::npos);
+  EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
+  EXPECT_TRUE(remote_->Stats().ok());  // the server lives on
+}
+
+// Sends raw bytes to the server and returns what it answered before closing.
+std::vector<uint8_t> SendRaw(const std::string& addr,
+                             const std::vector<uint8_t>& bytes,
+                             bool close_write) {
+  auto fd = ConnectTcp(addr, Clock::now() + std::chrono::seconds(5));
+  EXPECT_TRUE(fd.ok());
+  if (!fd.ok()) return {};
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n =
+        ::send(fd->get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  if (close_write) ::shutdown(fd->get(), SHUT_WR);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 500; ++i) {  // bounded: at most ~5 s
+    uint8_t buf[256];
+    ssize_t n = ::recv(fd->get(), buf, sizeof(buf), 0);
+    if (n > 0) {
+      got.insert(got.end(), buf, buf + n);
+      continue;
+    }
+    if (n == 0) break;
+    if (errno == EAGAIN) {
+      ::usleep(10000);
+      continue;
+    }
+    break;
+  }
+  return got;
+}
+
+TEST_F(ChunkRpcTest, MalformedFramesAreRejectedAndCounted) {
+  std::string addr = server_->address();
+  // Garbage: bad magic.
+  auto got = SendRaw(addr, std::vector<uint8_t>(64, 'G'), false);
+  ASSERT_GE(got.size(), kFrameHeaderSize);
+  EXPECT_EQ(got[5], kFlagReject);
+  EXPECT_EQ(server_->counters().rejected_bad_header, 1u);
+  // Oversize length.
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kChunkStats);
+  h.bulk_len = kMaxBulk + 1;
+  std::vector<uint8_t> hdr(kFrameHeaderSize);
+  EncodeHeader(h, hdr.data());
+  SendRaw(addr, hdr, false);
+  EXPECT_EQ(server_->counters().rejected_oversize, 1u);
+  // Bad CRC.
+  auto frame = EncodeFrame(*key_, h = FrameHeader{}, {}, {});
+  frame[8] ^= 1;  // request id byte
+  SendRaw(addr, frame, false);
+  EXPECT_EQ(server_->counters().rejected_bad_crc, 1u);
+  // Truncated: half a frame, then the client closes.
+  frame = EncodeFrame(*key_, FrameHeader{}, std::vector<uint8_t>(40, 1), {});
+  frame.resize(50);
+  SendRaw(addr, frame, true);
+  EXPECT_EQ(server_->counters().rejected_truncated, 1u);
+  // Bad version.
+  h = FrameHeader{};
+  h.version = 9;
+  SendRaw(addr, EncodeFrame(*key_, h, {}, {}), false);
+  EXPECT_EQ(server_->counters().rejected_bad_header, 2u);
+  // A valid frame with a malformed payload gets an EPROTO answer.
+  h = FrameHeader{};
+  h.type = static_cast<uint16_t>(MsgType::kReadChunk);
+  h.request_id = 5;
+  got = SendRaw(addr, EncodeFrame(*key_, h, std::vector<uint8_t>{1, 2, 3}, {}),
+                true);
+  auto resp = DecodeFrame(*key_, got);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->header.request_id, 5u);
+  Status remote;
+  Msg<MsgType::kReadChunk>::Response r;
+  ASSERT_TRUE(DecodeResponse<MsgType::kReadChunk>(resp->payload, &remote, &r));
+  EXPECT_EQ(remote.code(), EPROTO);
+  // Through all this the server keeps serving.
+  EXPECT_TRUE(remote_->Stats().ok());
+  EXPECT_EQ(server_->counters().rejected_total(), 5u);
+}
+
+TEST(RpcClientTest, BadAddressIsInvalidArgument) {
+  RemoteChunkService c("127.0.0.1:notaport", Key(1));
+  auto r = c.Stats();
+  EXPECT_EQ(r.status().code(), EINVAL);
+  EXPECT_NE(r.status().message().find("notaport"), std::string::npos);
+}
+
+TEST(RpcServerTest, ListensOnLoopbackByDefaultAndPortOnlyMeansLoopback) {
+  MemoryChunkService store;
+  ChunkServiceServer handler(&store);
+  auto s = RpcServer::Start(Quiet(), Key(1), &handler);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->address().rfind("127.0.0.1:", 0), 0u);
+  auto hp = ParseHostPort("7001");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "127.0.0.1");
+  EXPECT_EQ(hp->port, 7001);
+  EXPECT_FALSE(ParseHostPort("host:70000").ok());
+  EXPECT_FALSE(ParseHostPort("").ok());
+  (*s)->Stop();
+}
+
+}  // namespace
+}  // namespace stripefs::rpc

@@ -1,0 +1,88 @@
+// Test-only: deterministic, non-default sample values of every type that
+// crosses the wire (so a dropped or swapped field shows up), and Wire(),
+// the encoding of a value, to compare structs that have no operator==.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/rpc/wire_messages.h"
+
+namespace stripefs::testing {
+
+struct Sampler {
+  uint64_t n = 0;
+  uint64_t Next() { return ++n * 0x9E3779B97F4A7C15ull; }
+
+  void Fill(uint8_t& v) { v = static_cast<uint8_t>(Next() >> 56); }
+  void Fill(uint32_t& v) { v = static_cast<uint32_t>(Next() >> 17); }
+  void Fill(uint64_t& v) { v = Next(); }
+  void Fill(int64_t& v) { v = -static_cast<int64_t>(Next() >> 3); }
+  void Fill(std::string& v) {
+    v = "name-" + std::to_string(Next() % 1000);
+    v.push_back('\0');
+    v.push_back('\xff');
+  }
+  void Fill(ServerState& v) { v = static_cast<ServerState>(Next() % 3); }
+  void Fill(Geometry& v) { Fill(v.k), Fill(v.m), Fill(v.cell_size); }
+  void Fill(Timespec& v) { Fill(v.sec), Fill(v.nsec); }
+  void Fill(InodeAttr& v) {
+    Fill(v.ino), Fill(v.mode), Fill(v.uid), Fill(v.gid), Fill(v.nlink);
+    Fill(v.size), Fill(v.rdev), Fill(v.generation), Fill(v.atime);
+    Fill(v.mtime), Fill(v.ctime);
+  }
+  void Fill(SetAttrRequest& v) {
+    Fill(v.mask), Fill(v.mode), Fill(v.uid), Fill(v.gid), Fill(v.size);
+    Fill(v.atime), Fill(v.mtime), Fill(v.ctime);
+  }
+  void Fill(DirEntry& v) {
+    Fill(v.name), Fill(v.ino), Fill(v.mode), Fill(v.cookie);
+  }
+  void Fill(StripeVersion& v) {
+    Fill(v.stripe), Fill(v.version), Fill(v.missing_mask);
+  }
+  void Fill(ObsoleteStripe& v) {
+    Fill(v.inode), Fill(v.stripe), Fill(v.version);
+  }
+  void Fill(ServerInfo& v) {
+    Fill(v.id), Fill(v.address), Fill(v.failure_domain), Fill(v.state);
+  }
+  void Fill(ClusterMap& v) { Fill(v.epoch), Fill(v.servers); }
+  void Fill(FsStats& v) { Fill(v.inodes), Fill(v.bytes_used); }
+  void Fill(StripeRef& v) { Fill(v.inode), Fill(v.sv); }
+  void Fill(ChunkId& v) { Fill(v.inode), Fill(v.stripe), Fill(v.index); }
+  void Fill(ChunkInfo& v) {
+    Fill(v.id), Fill(v.version), Fill(v.length), Fill(v.crc32c);
+  }
+  void Fill(ChunkStoreStats& v) {
+    Fill(v.chunks), Fill(v.bytes_stored), Fill(v.bytes_free);
+    Fill(v.crc_errors), Fill(v.writes), Fill(v.reads);
+  }
+  template <typename T>
+  void Fill(std::vector<T>& v) {
+    v.resize(1 + Next() % 3);
+    for (auto& x : v) Fill(x);
+  }
+  template <typename... T>
+  void Fill(std::tuple<T...>& t) {
+    std::apply([&](auto&... x) { (Fill(x), ...); }, t);
+  }
+  template <typename T>
+  T Make() {
+    T v{};
+    Fill(v);
+    return v;
+  }
+};
+
+template <typename T>
+std::vector<uint8_t> Wire(const T& v) {
+  std::vector<uint8_t> out;
+  rpc::Encoder e(&out);
+  using rpc::Put;
+  Put(e, v);
+  return out;
+}
+
+}  // namespace stripefs::testing
