@@ -6,7 +6,10 @@
 #include <filesystem>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/client/remote_chunk_servers.h"
 #include "backend/meta/meta_store.h"
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/remote_meta_service.h"
 
 namespace stripefs {
 
@@ -99,6 +102,26 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
                           options.client);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "embedded:" + dir;
+  return volume;
+}
+
+Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
+    const std::string& meta_address, const std::string& key_file,
+    const StripeClientOptions& options) {
+  auto key = rpc::ClusterKey::Load(key_file);
+  if (!key.ok()) return key.status();
+  auto meta = std::make_unique<rpc::RemoteMetaService>(meta_address, *key);
+  auto role = meta->Ping();
+  if (!role.ok()) {
+    return role.status().Annotate(
+        "cannot reach the metadata service at " + meta_address +
+        " (is `stripefs metad` running there, and is " + key_file +
+        " the cluster's key?)");
+  }
+  auto volume = FromParts(std::move(meta),
+                          std::make_unique<RemoteChunkServers>(*key), options);
+  if (!volume.ok()) return volume.status();
+  (*volume)->description_ = "cluster:" + meta_address;
   return volume;
 }
 

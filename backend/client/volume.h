@@ -39,6 +39,14 @@ class Volume {
   static Result<std::unique_ptr<Volume>> OpenEmbedded(
       const std::string& dir, const EmbeddedVolumeOptions& options = {});
 
+  // Connects to a cluster: metad at `meta_address` ("HOST:PORT"), chunk
+  // servers as its cluster map names them, authenticated with the 32-byte
+  // key in `key_file`. Fails with a message naming the address or key file
+  // and the fix when metad is unreachable or the key is wrong.
+  static Result<std::unique_ptr<Volume>> ConnectCluster(
+      const std::string& meta_address, const std::string& key_file,
+      const StripeClientOptions& options = {});
+
   // Assembles a volume from services opened elsewhere (cluster mode, tests).
   static Result<std::unique_ptr<Volume>> FromParts(
       std::unique_ptr<MetaService> meta,

@@ -1,0 +1,18 @@
+#include "backend/client/remote_chunk_servers.h"
+
+namespace stripefs {
+
+ChunkService* RemoteChunkServers::Get(const ServerInfo& info) {
+  if (info.address.empty()) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = current_[info.id];
+  if (e.stub == nullptr || e.address != info.address) {
+    stubs_.push_back(
+        std::make_unique<rpc::RemoteChunkService>(info.address, key_));
+    e.address = info.address;
+    e.stub = stubs_.back().get();
+  }
+  return e.stub;
+}
+
+}  // namespace stripefs
