@@ -668,6 +668,57 @@ void ChunkStore::NoteMissing(const ChunkId& id, uint64_t version) {
       DescribeChunk(id, version).c_str(), DataPath(id, version).c_str());
 }
 
+Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
+                                const ChunkIndexValue& v,
+                                std::vector<uint8_t>* out) {
+  const std::string name = DescribeChunk(id, version);
+  const std::string path = DataPath(id, version);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + " is missing");
+    return Status::FromErrno(err, "open " + path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) {
+    return Status::FromErrno(errno, "fstat " + path);
+  }
+  if (static_cast<uint64_t>(st.st_size) != v.length) {
+    crc_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(
+        name + " in " + dir_ + ": data file " + path + " has " +
+        std::to_string(st.st_size) + " bytes, the index says " +
+        std::to_string(v.length) + "; treat the chunk as lost and repair it");
+  }
+  std::vector<uint8_t> buf(v.length);
+  if (v.length > 0) {
+    auto got = io_->Read(fd.get(), buf.data(), buf.size(), 0);
+    if (!got.ok()) {
+      Status e = got.status().Annotate("reading " + path);
+      // ENOENT here cannot mean "file missing" to the caller.
+      return e.code() == ENOENT ? Status::IoError(e.message()) : e;
+    }
+    if (*got != buf.size()) {
+      crc_errors_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Corruption(name + " in " + dir_ + ": data file " + path +
+                                " ended after " + std::to_string(*got) +
+                                " of " + std::to_string(buf.size()) + " bytes");
+    }
+  }
+  uint32_t crc = ChunkCrc32c(buf);
+  if (crc != v.crc32c) {
+    crc_errors_.fetch_add(1, std::memory_order_relaxed);
+    char detail[96];
+    std::snprintf(detail, sizeof(detail),
+                  " (stored CRC32C 0x%08x, computed 0x%08x)", v.crc32c, crc);
+    return Status::Corruption(
+        name + " in " + dir_ + " failed CRC32C verification" + detail +
+        ", file " + path + "; treat the chunk as lost and repair it");
+  }
+  *out = std::move(buf);
+  return Status::Ok();
+}
+
 Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
                                                    uint64_t version,
                                                    uint32_t offset,
@@ -697,10 +748,9 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
           std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
           name + " is past its end (" + std::to_string(v->length) + " bytes)");
     }
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) {
-      int err = errno;
-      if (err != ENOENT) return Status::FromErrno(err, "open " + path);
+    std::vector<uint8_t> buf;
+    Status vs = ReadVerified(id, version, *v, &buf);
+    if (vs.code() == ENOENT) {
       // Indexed but gone: drop the entry (exclusively; a concurrent rewrite
       // may have brought the file back, then read again).
       chunk_lock.unlock();
@@ -720,40 +770,7 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
                               " but its data file is missing (counted, entry "
                               "dropped); repair rebuilds it");
     }
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) {
-      return Status::FromErrno(errno, "fstat " + path);
-    }
-    if (static_cast<uint64_t>(st.st_size) != v->length) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Corruption(name + " in " + dir_ + ": data file " + path +
-                                " has " + std::to_string(st.st_size) +
-                                " bytes, the index says " +
-                                std::to_string(v->length) +
-                                "; treat the chunk as lost and repair it");
-    }
-    std::vector<uint8_t> buf(v->length);
-    if (v->length > 0) {
-      auto got = io_->Read(fd.get(), buf.data(), buf.size(), 0);
-      if (!got.ok()) return got.status().Annotate("reading " + path);
-      if (*got != buf.size()) {
-        crc_errors_.fetch_add(1, std::memory_order_relaxed);
-        return Status::Corruption(name + " in " + dir_ + ": data file " + path +
-                                  " ended after " + std::to_string(*got) +
-                                  " of " + std::to_string(buf.size()) +
-                                  " bytes");
-      }
-    }
-    uint32_t crc = ChunkCrc32c(buf);
-    if (crc != v->crc32c) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      char detail[96];
-      std::snprintf(detail, sizeof(detail),
-                    " (stored CRC32C 0x%08x, computed 0x%08x)", v->crc32c, crc);
-      return Status::Corruption(
-          name + " in " + dir_ + " failed CRC32C verification" + detail +
-          ", file " + path + "; treat the chunk as lost and repair it");
-    }
+    if (!vs.ok()) return vs;
     reads_.fetch_add(1, std::memory_order_relaxed);
     if (offset == 0 && length == buf.size()) return buf;
     return std::vector<uint8_t>(buf.begin() + offset,
@@ -764,6 +781,16 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
 }
 
 Status ChunkStore::DeleteChunk(const ChunkId& id, uint64_t keep_version) {
+  return DeleteMatching(
+      id, [keep_version](uint64_t v) { return v != keep_version; });
+}
+
+Status ChunkStore::DeleteChunkVersion(const ChunkId& id, uint64_t version) {
+  return DeleteMatching(id, [version](uint64_t v) { return v == version; });
+}
+
+Status ChunkStore::DeleteMatching(const ChunkId& id,
+                                  const std::function<bool(uint64_t)>& doomed) {
   std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
   const std::string prefix = EncodeChunkIdPrefix(id);
   struct Victim {
@@ -782,7 +809,7 @@ Status ChunkStore::DeleteChunk(const ChunkId& id, uint64_t keep_version) {
                .ok()) {
         continue;
       }
-      if (ver == keep_version) continue;
+      if (!doomed(ver)) continue;
       auto v = DecodeChunkValue(
           std::string_view(it->value().data(), it->value().size()));
       victims.push_back({ver, v.ok() ? static_cast<int64_t>(v->length) : -1});
@@ -822,6 +849,134 @@ Status ChunkStore::DeleteChunk(const ChunkId& id, uint64_t keep_version) {
                        std::memory_order_relaxed);
     }
   }
+  return Status::Ok();
+}
+
+Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
+                              uint64_t to_version, uint32_t length) {
+  const std::string from_name = DescribeChunk(id, from_version);
+  if (to_version == 0 || to_version == from_version) {
+    return Status::InvalidArgument("cannot clone " + from_name +
+                                   " to version " + std::to_string(to_version) +
+                                   ": needs a different, non-zero version");
+  }
+  {
+    std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
+    std::string raw;
+    rocksdb::Status s = db_->Get({}, EncodeChunkKey(id, from_version), &raw);
+    if (s.IsNotFound()) {
+      return Status::NotFound("cannot clone " + from_name +
+                              ": it is not stored in " + dir_);
+    }
+    if (!s.ok()) {
+      return Status::IoError("chunk index lookup for " + from_name +
+                             " failed: " + RocksMessage(s));
+    }
+    auto v = DecodeChunkValue(raw);
+    if (!v.ok()) {
+      malformed_.fetch_add(1, std::memory_order_relaxed);
+      return v.status().Annotate("index entry of " + from_name);
+    }
+    if (length > v->length) {
+      return Status::InvalidArgument("cannot clone " + std::to_string(length) +
+                                     " bytes of " + from_name + ": it has " +
+                                     std::to_string(v->length));
+    }
+    if (length == v->length) {
+      bool linked = false;
+      Status st = CloneByLinkLocked(id, from_version, to_version, *v, &linked);
+      if (!st.ok() || linked) return st;
+    }
+  }
+  // A prefix, or no hard links on this file system: copy.
+  return ChunkService::CloneChunk(id, from_version, to_version, length);
+}
+
+Status ChunkStore::CloneByLinkLocked(const ChunkId& id, uint64_t from_version,
+                                     uint64_t to_version,
+                                     const ChunkIndexValue& v, bool* linked) {
+  const std::string to_name = DescribeChunk(id, to_version);
+  const std::string to_key = EncodeChunkKey(id, to_version);
+  bool existed = false;
+  {
+    std::string old;
+    rocksdb::Status s = db_->Get({}, to_key, &old);
+    if (s.ok()) {
+      auto ov = DecodeChunkValue(old);
+      if (ov.ok()) {
+        if (ov->length != v.length) {
+          return Status::Exists("cannot clone to " + to_name +
+                                ": it is already stored with " +
+                                std::to_string(ov->length) + " bytes, not " +
+                                std::to_string(v.length));
+        }
+        existed = true;
+      }
+    } else if (!s.IsNotFound()) {
+      return Status::IoError("chunk index lookup for " + to_name +
+                             " failed: " + RocksMessage(s));
+    }
+  }
+  STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
+  // Never propagate a corrupt source.
+  std::vector<uint8_t> scratch;
+  Status vs = ReadVerified(id, from_version, v, &scratch);
+  if (vs.code() == ENOENT) {
+    NoteMissing(id, from_version);
+    (void)DropEntry(id, from_version);
+    return Status::NotFound("cannot clone " + DescribeChunk(id, from_version) +
+                            ": its data file is missing (counted, entry "
+                            "dropped); repair rebuilds it");
+  }
+  STRIPEFS_RETURN_IF_ERROR(vs);
+
+  const std::string from_path = DataPath(id, from_version);
+  const std::string tmp = tmp_dir_ + "/" + tmp_prefix_ +
+                          std::to_string(tmp_seq_.fetch_add(1)) + ".tmp";
+  if (::link(from_path.c_str(), tmp.c_str()) != 0) {
+    int err = errno;
+    if (IsNoSpace(err)) return NoSpaceStatus("cloning to " + to_name);
+    if (err == EPERM || err == EOPNOTSUPP || err == EMLINK || err == EXDEV) {
+      return Status::Ok();  // *linked stays false: the caller copies
+    }
+    return Status::FromErrno(err, "link " + from_path + " to " + tmp);
+  }
+  const std::string final_path = DataPath(id, to_version);
+  {
+    std::shared_lock<std::shared_mutex> dirs(dirs_mu_);
+    Status st = EnsureDataDirs(id);
+    if (!st.ok()) {
+      ::unlink(tmp.c_str());
+      return st;
+    }
+    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      if (IsNoSpace(err)) return NoSpaceStatus("cloning to " + to_name);
+      return Status::FromErrno(err, "rename " + tmp + " to " + final_path);
+    }
+    st = FsyncDir(final_path.substr(0, final_path.rfind('/')));
+    if (!st.ok()) {
+      if (!existed) ::unlink(final_path.c_str());
+      if (IsNoSpace(st.code())) return NoSpaceStatus("cloning to " + to_name);
+      return st;
+    }
+  }
+  ChunkIndexValue nv = v;
+  Status st = IndexWrite(
+      [&](rocksdb::WriteBatch* b) { b->Put(to_key, EncodeChunkValue(nv)); });
+  if (!st.ok()) {
+    if (!existed) ::unlink(final_path.c_str());
+    if (IsNoSpace(st.code())) return NoSpaceStatus("indexing " + to_name);
+    return st.Annotate("indexing " + to_name);
+  }
+  if (!existed) {
+    chunks_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(v.length, std::memory_order_relaxed);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  clones_.fetch_add(1, std::memory_order_relaxed);
+  *linked = true;
   return Status::Ok();
 }
 
@@ -880,6 +1035,7 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.nospace_refusals = nospace_.load();
   c.orphans_removed = orphans_.load();
   c.temp_files_removed = temps_.load();
+  c.clones_linked = clones_.load();
   return c;
 }
 

@@ -41,6 +41,7 @@ class WriteBatch;
 namespace stripefs {
 
 class UringFileIo;
+struct ChunkIndexValue;
 
 struct ChunkStoreOptions {
   // Writes are refused with ENOSPC (before anything is written) when the
@@ -65,6 +66,7 @@ struct ChunkStoreCounters {
   uint64_t nospace_refusals = 0;    // writes refused or failed with ENOSPC
   uint64_t orphans_removed = 0;     // data files without index entry
   uint64_t temp_files_removed = 0;  // leftovers in tmp/
+  uint64_t clones_linked = 0;       // CloneChunk calls served by a hard link
 };
 
 // What one Sweep() found and did.
@@ -96,6 +98,14 @@ class ChunkStore final : public ChunkService {
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
   Result<ChunkStoreStats> Stats() override;
+  // Deletes exactly (id, version) (absent is OK).
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
+  // A hard link when `length` is the whole chunk (the source is CRC-verified
+  // first; versions are immutable and rewrites replace files by rename, so
+  // sharing the inode is safe); otherwise, or when the file system refuses
+  // links, the read+write default.
+  Status CloneChunk(const ChunkId& id, uint64_t from_version,
+                    uint64_t to_version, uint32_t length) override;
 
   // Removes tmp/ leftovers and orphan data files, drops index entries whose
   // data file is gone, and removes empty data directories. Safe to run
@@ -126,6 +136,18 @@ class ChunkStore final : public ChunkService {
   // Drops the index entry of a missing chunk (caller holds the chunk lock
   // exclusively).
   Status DropEntry(const ChunkId& id, uint64_t version);
+  // Reads and CRC-verifies the data file of (id, version) described by `v`
+  // (caller holds the chunk lock). ENOENT only when the file is missing;
+  // EBADMSG (counted) on any mismatch.
+  Status ReadVerified(const ChunkId& id, uint64_t version,
+                      const ChunkIndexValue& v, std::vector<uint8_t>* out);
+  // CloneChunk of a whole chunk by hard link (caller holds the chunk lock
+  // exclusively). *linked false with OK: links unsupported, copy instead.
+  Status CloneByLinkLocked(const ChunkId& id, uint64_t from_version,
+                           uint64_t to_version, const ChunkIndexValue& v,
+                           bool* linked);
+  Status DeleteMatching(const ChunkId& id,
+                        const std::function<bool(uint64_t)>& doomed);
   // Applies a batch to the index with a synced WAL, resuming RocksDB once
   // after a failed write (e.g. after the disk was full).
   Status IndexWrite(const std::function<void(rocksdb::WriteBatch*)>& fill);
@@ -160,6 +182,7 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> nospace_{0};
   std::atomic<uint64_t> orphans_{0};
   std::atomic<uint64_t> temps_{0};
+  std::atomic<uint64_t> clones_{0};
 };
 
 }  // namespace stripefs

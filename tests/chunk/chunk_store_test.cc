@@ -224,6 +224,66 @@ TEST_P(ChunkStoreTest, DeleteKeepsOnlyKeepVersion) {
   EXPECT_EQ(CountFiles(StorePath() + "/data"), 0u);
 }
 
+TEST_P(ChunkStoreTest, DeleteChunkVersionDropsExactlyThatVersion) {
+  ChunkId id{8, 1, 0};
+  for (uint64_t v : {1, 2, 3}) {
+    ASSERT_TRUE(store_->WriteChunk(id, v, Payload(100, v)).ok());
+  }
+  ASSERT_TRUE(store_->DeleteChunkVersion(id, 2).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 2, 0, 1).status().code(), ENOENT);
+  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 2)));
+  EXPECT_TRUE(store_->ReadChunk(id, 1, 0, 100).ok());
+  EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 100).ok());
+  EXPECT_TRUE(store_->DeleteChunkVersion(id, 2).ok());  // absent is OK
+  EXPECT_EQ(store_->Stats()->chunks, 2u);
+}
+
+TEST_P(ChunkStoreTest, CloneWholeChunkIsAVerifiedHardLink) {
+  ChunkId id{4, 2, 5};
+  auto data = Payload(70000, 3);
+  ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
+  Status st = store_->CloneChunk(id, 10, 11, 70000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(store_->Counters().clones_linked, 1u);
+  struct stat a, b;
+  ASSERT_EQ(::stat(store_->DataPath(id, 10).c_str(), &a), 0);
+  ASSERT_EQ(::stat(store_->DataPath(id, 11).c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), data);
+  // Versions are independent names: dropping the source keeps the clone,
+  // also across a reopen.
+  ASSERT_TRUE(store_->DeleteChunkVersion(id, 10).ok());
+  Reopen();
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), data);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+  EXPECT_EQ(store_->Stats()->bytes_stored, 70000u);
+}
+
+TEST_P(ChunkStoreTest, ClonePrefixCopiesAndErrorsAreClear) {
+  ChunkId id{4, 2, 5};
+  auto data = Payload(5000, 3);
+  ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
+  ASSERT_TRUE(store_->CloneChunk(id, 10, 12, 4000).ok());
+  EXPECT_EQ(store_->Counters().clones_linked, 0u);
+  EXPECT_EQ(*store_->ReadChunk(id, 12, 0, 4000),
+            std::vector<uint8_t>(data.begin(), data.begin() + 4000));
+  EXPECT_EQ(store_->CloneChunk(id, 10, 13, 5001).code(), EINVAL);
+  EXPECT_EQ(store_->CloneChunk(id, 10, 10, 5000).code(), EINVAL);
+  EXPECT_EQ(store_->CloneChunk(id, 10, 0, 5000).code(), EINVAL);
+  EXPECT_EQ(store_->CloneChunk(id, 99, 100, 5000).code(), ENOENT);
+  EXPECT_EQ(store_->CloneChunk(id, 10, 12, 5000).code(), EEXIST);
+}
+
+TEST_P(ChunkStoreTest, CloneOfCorruptSourceIsRefused) {
+  ChunkId id{4, 2, 5};
+  ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
+  FlipBits(store_->DataPath(id, 10), 17, 0x80);
+  EXPECT_EQ(store_->CloneChunk(id, 10, 11, 5000).code(), EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 1).status().code(), ENOENT);
+  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 11)));
+  EXPECT_EQ(store_->Stats()->crc_errors, 1u);
+}
+
 TEST_P(ChunkStoreTest, ListCursorVisitsEverythingInOrder) {
   std::vector<ChunkInfo> written;
   uint64_t seed = 0;
