@@ -1084,6 +1084,11 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
         " stripe (more than m chunks missing "
         "or bits past k+m)");
   }
+  if (sv.chunk_len > geometry_.cell_size) {
+    return Status::InvalidArgument(
+        "chunk length " + std::to_string(sv.chunk_len) +
+        " is larger than the cell size " + std::to_string(geometry_.cell_size));
+  }
   const uint64_t s = geometry_.stripe_size();
   if (sv.stripe >= std::numeric_limits<uint64_t>::max() / s ||
       min_file_size > (sv.stripe + 1) * s) {
@@ -1120,7 +1125,8 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
                               std::to_string(expected_version) +
                               " (someone else committed; re-read and retry)");
   }
-  m.batch().Put(key, EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
+  m.batch().Put(key,
+                EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
   if (min_file_size > a.size) {
     m.stats().bytes_used += min_file_size - a.size;
     a.size = min_file_size;
