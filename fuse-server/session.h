@@ -84,6 +84,8 @@ class Session : public RequestSink {
   void Dispatch(InFlight* inflight, const fuse_abi::fuse_in_header& h,
                 std::span<const uint8_t> arg0,
                 std::span<const uint8_t> rest) override;
+  void DispatchDevBuffer(InFlight* inflight,
+                         std::span<const uint8_t> buf) override;
   void TransportEnded(std::string_view transport, Status why) override;
 
   // Called by Replier right before a reply leaves (unregisters the request).
@@ -91,6 +93,7 @@ class Session : public RequestSink {
 
  private:
   struct Impl;
+  void HandleInit(InFlight* f, const ParsedRequest& q);
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> initialized_{false};
 };

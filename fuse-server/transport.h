@@ -30,6 +30,10 @@ class RequestSink {
                         std::span<const uint8_t> rest) = 0;
   // The transport stopped because the connection ended (ENODEV/unmount)
   // or failed (status says why).
+  // A whole buffer read from /dev/fuse (header included); the sink
+  // validates and splits it.
+  virtual void DispatchDevBuffer(InFlight* inflight,
+                                 std::span<const uint8_t> buf) = 0;
   virtual void TransportEnded(std::string_view transport, Status why) = 0;
 };
 

@@ -1,0 +1,324 @@
+#include "fuse-server/fs/stripe_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace stripefs::fs {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.fetch_add(n, std::memory_order_relaxed);
+}
+}  // namespace
+
+const char* FlushReasonName(FlushReason r) {
+  switch (r) {
+    case FlushReason::kFull: return "full";
+    case FlushReason::kFsync: return "fsync";
+    case FlushReason::kFlush: return "flush";
+    case FlushReason::kRelease: return "release";
+    case FlushReason::kIdle: return "idle";
+    case FlushReason::kMemoryCap: return "memory_cap";
+    case FlushReason::kTruncate: return "truncate";
+    case FlushReason::kDestroy: return "destroy";
+    case FlushReason::kOther: return "other";
+    case FlushReason::kCount: break;
+  }
+  return "?";
+}
+
+bool StripeWriter::Buffer::Complete(uint64_t stripe_size) const {
+  return valid.size() == 1 && valid.begin()->first == 0 &&
+         valid.begin()->second == stripe_size;
+}
+
+void StripeWriter::Buffer::AddRange(uint32_t start, uint32_t end) {
+  // Merge [start, end) with every overlapping or touching range.
+  auto it = valid.upper_bound(start);
+  if (it != valid.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second >= start) {
+      start = prev->first;
+      end = std::max(end, prev->second);
+      it = valid.erase(prev);
+    }
+  }
+  while (it != valid.end() && it->first <= end) {
+    end = std::max(end, it->second);
+    it = valid.erase(it);
+  }
+  valid.emplace(start, end);
+}
+
+StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
+                           MetaService* meta, CoalesceBudget* budget,
+                           CoalesceCounters* counters,
+                           StripeWriterOptions options)
+    : ino_(ino),
+      client_(client),
+      meta_(meta),
+      budget_(budget),
+      counters_(counters),
+      options_(options),
+      stripe_size_(client->stripe_size()) {}
+
+StripeWriter::~StripeWriter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [s, b] : buffers_) budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  buffers_.clear();
+}
+
+void StripeWriter::RecomputeEnd() {
+  uint64_t end = 0;
+  auto scan = [&](const std::map<uint64_t, BufferPtr>& m) {
+    for (const auto& [s, b] : m) {
+      if (!b->valid.empty()) {
+        end = std::max(end, s * stripe_size_ + b->valid.rbegin()->second);
+      }
+    }
+  };
+  scan(buffers_);
+  scan(inflight_);
+  buffered_end_ = end;
+}
+
+StripeWriter::BufferPtr StripeWriter::TakeForSend(
+    std::unique_lock<std::mutex>& lock, uint64_t stripe) {
+  cv_.wait(lock, [&] { return inflight_.count(stripe) == 0; });
+  auto it = buffers_.find(stripe);
+  if (it == buffers_.end()) return nullptr;
+  BufferPtr buf = it->second;
+  buffers_.erase(it);
+  inflight_[stripe] = buf;
+  return buf;
+}
+
+void StripeWriter::Retire(const BufferPtr& buf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = inflight_.find(buf->stripe);
+  if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
+  budget_->Add(-static_cast<int64_t>(buf->owned.size()));
+  RecomputeEnd();
+  cv_.notify_all();
+}
+
+Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why) {
+  Status st;
+  const uint64_t base = buf->stripe * stripe_size_;
+  if (buf->Complete(stripe_size_)) {
+    st = client_->Write(ino_, base, buf->bytes.first(stripe_size_));
+    Bump(buf->owned.empty() ? counters_->full_direct
+                            : counters_->full_from_buffer);
+  } else {
+    uint64_t bytes = 0;
+    for (const auto& [a, b] : buf->valid) {
+      st = client_->Write(ino_, base + a, buf->bytes.subspan(a, b - a));
+      bytes += b - a;
+      if (!st.ok()) break;
+    }
+    Bump(counters_->partial_flushes[static_cast<int>(why)]);
+    Bump(counters_->partial_bytes, bytes);
+  }
+  Retire(buf);
+  return st;
+}
+
+void StripeWriter::Remember(const Status& st) {
+  if (st.ok()) return;
+  Bump(counters_->deferred_errors);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (deferred_.ok()) deferred_ = st;
+}
+
+Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
+  if (!options_.coalesce) {
+    Bump(counters_->write_through);
+    return client_->Write(ino_, offset, data);
+  }
+  const uint64_t S = stripe_size_;
+  uint64_t pos = 0;
+  while (pos < data.size()) {
+    const uint64_t abs = offset + pos;
+    const uint64_t s = abs / S;
+    const uint32_t off = static_cast<uint32_t>(abs % S);
+    const uint64_t n = std::min<uint64_t>(S - off, data.size() - pos);
+    auto piece = data.subspan(pos, n);
+    pos += n;
+
+    std::unique_lock<std::mutex> lock(mu_);
+    BufferPtr send;
+    if (off == 0 && n == S && buffers_.count(s) == 0) {
+      // A whole stripe with nothing buffered: send it from the request.
+      cv_.wait(lock, [&] { return inflight_.count(s) == 0; });
+      if (buffers_.count(s) == 0) {
+        send = std::make_shared<Buffer>();
+        send->stripe = s;
+        send->bytes = piece;
+        send->valid.emplace(0, static_cast<uint32_t>(S));
+        send->last_write = Clock::now();
+        inflight_[s] = send;
+        RecomputeEnd();
+      }
+    }
+    if (!send) {
+      BufferPtr& b = buffers_[s];
+      if (!b) {
+        b = std::make_shared<Buffer>();
+        b->stripe = s;
+        b->owned.assign(S, 0);
+        b->bytes = b->owned;
+        budget_->Add(static_cast<int64_t>(S));
+      }
+      std::memcpy(b->owned.data() + off, piece.data(), n);
+      b->AddRange(off, static_cast<uint32_t>(off + n));
+      b->last_write = Clock::now();
+      buffered_end_ = std::max(buffered_end_, abs + n);
+      if (b->Complete(S)) send = TakeForSend(lock, s);
+    }
+    lock.unlock();
+    if (send) STRIPEFS_RETURN_IF_ERROR(SendBuffer(send, FlushReason::kFull));
+  }
+  // Over the memory cap: this writer pays by sending its oldest stripes.
+  while (budget_->over() && FlushOldest(FlushReason::kMemoryCap)) {
+  }
+  return Status::Ok();
+}
+
+Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
+  struct Piece {
+    uint64_t off;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Piece> pieces;
+  uint64_t buffered_end = 0;
+  const uint64_t S = stripe_size_;
+  const uint64_t want_end = offset + out.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffered_end = buffered_end_;
+    // In-flight data is older than buffered data of the same stripe: overlay
+    // it first.
+    for (const auto* m : {&inflight_, &buffers_}) {
+      for (auto it = m->lower_bound(offset / S);
+           it != m->end() && it->first * S < want_end; ++it) {
+        const uint64_t base = it->first * S;
+        for (const auto& [a, b] : it->second->valid) {
+          const uint64_t lo = std::max(base + a, offset);
+          const uint64_t hi = std::min(base + b, want_end);
+          if (lo >= hi) continue;
+          const uint8_t* src = it->second->bytes.data() + (lo - base);
+          pieces.push_back({lo, std::vector<uint8_t>(src, src + (hi - lo))});
+        }
+      }
+    }
+  }
+  // Anything that left the buffers before the snapshot is committed now, so
+  // the size read after the snapshot covers it.
+  auto attr = meta_->GetAttr(ino_);
+  if (!attr.ok()) return attr.status();
+  const uint64_t committed = attr->size;
+  const uint64_t logical = std::max(committed, buffered_end);
+  if (offset >= logical || out.empty()) return size_t{0};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), logical - offset));
+  std::memset(out.data(), 0, n);
+  if (offset < committed) {
+    auto got = client_->Read(ino_, offset, out.first(n), committed);
+    if (!got.ok()) return got.status();
+  }
+  for (const auto& p : pieces) {
+    if (p.off >= offset + n) continue;
+    const size_t len = static_cast<size_t>(
+        std::min<uint64_t>(p.bytes.size(), offset + n - p.off));
+    std::memcpy(out.data() + (p.off - offset), p.bytes.data(), len);
+  }
+  return n;
+}
+
+Status StripeWriter::Flush(FlushReason why) {
+  Status first;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!buffers_.empty()) {
+    const uint64_t s = buffers_.begin()->first;
+    BufferPtr buf = TakeForSend(lock, s);
+    if (!buf) continue;
+    lock.unlock();
+    Status st = SendBuffer(buf, why);
+    if (!st.ok() && first.ok()) first = st;
+    lock.lock();
+  }
+  cv_.wait(lock, [&] { return inflight_.empty(); });
+  if (first.ok() && !deferred_.ok()) {
+    first = deferred_;
+    deferred_ = Status::Ok();
+    Bump(counters_->reported_errors);
+  }
+  return first;
+}
+
+void StripeWriter::FlushIdle(Clock::time_point cutoff) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<uint64_t> idle;
+  for (const auto& [s, b] : buffers_) {
+    if (b->last_write < cutoff) idle.push_back(s);
+  }
+  for (uint64_t s : idle) {
+    auto it = buffers_.find(s);
+    if (it == buffers_.end() || it->second->last_write >= cutoff) continue;
+    BufferPtr buf = TakeForSend(lock, s);
+    if (!buf) continue;
+    lock.unlock();
+    Remember(SendBuffer(buf, FlushReason::kIdle));
+    lock.lock();
+  }
+}
+
+bool StripeWriter::FlushOldest(FlushReason why) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (buffers_.empty()) return false;
+  auto oldest = buffers_.begin();
+  for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+    if (it->second->last_write < oldest->second->last_write) oldest = it;
+  }
+  BufferPtr buf = TakeForSend(lock, oldest->first);
+  lock.unlock();
+  if (buf) Remember(SendBuffer(buf, why));
+  return true;
+}
+
+Clock::time_point StripeWriter::OldestWrite() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = Clock::time_point::max();
+  for (const auto& [s, b] : buffers_) t = std::min(t, b->last_write);
+  return t;
+}
+
+uint64_t StripeWriter::BufferedEnd() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buffered_end_;
+}
+
+bool StripeWriter::HasBuffered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !buffers_.empty() || !inflight_.empty();
+}
+
+std::vector<uint64_t> StripeWriter::BufferedStripes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  for (const auto& [s, b] : buffers_) out.push_back(s);
+  for (const auto& [s, b] : inflight_) out.push_back(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void StripeWriter::Discard() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (auto& [s, b] : buffers_) budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  buffers_.clear();
+  cv_.wait(lock, [&] { return inflight_.empty(); });
+  RecomputeEnd();
+}
+
+}  // namespace stripefs::fs

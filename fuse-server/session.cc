@@ -1,0 +1,617 @@
+#include "fuse-server/session.h"
+
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "fuse-server/dev_transport.h"
+#include "fuse-server/kernel_knobs.h"
+#include "fuse-server/rate_limited_log.h"
+#include "fuse-server/uring_transport.h"
+
+namespace stripefs::fuse {
+
+using namespace fuse_abi;  // NOLINT
+
+Result<TransportChoice> ParseTransportChoice(std::string_view s) {
+  if (s == "auto") return TransportChoice::kAuto;
+  if (s == "dev") return TransportChoice::kDev;
+  if (s == "uring" || s == "io_uring" || s == "io-uring")
+    return TransportChoice::kUring;
+  return Status::InvalidArgument("unknown transport '" + std::string(s) +
+                                 "'; use auto, dev or uring");
+}
+
+std::string_view TransportChoiceName(TransportChoice c) {
+  switch (c) {
+    case TransportChoice::kAuto:
+      return "auto";
+    case TransportChoice::kDev:
+      return "dev";
+    case TransportChoice::kUring:
+      return "uring";
+  }
+  return "?";
+}
+
+bool ShouldUseUring(TransportChoice c, bool kernel_offers_uring) {
+  return c != TransportChoice::kDev && kernel_offers_uring;
+}
+
+namespace {
+
+constexpr int kShards = 16;
+
+struct QueueCounter {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> foreground{0};
+  std::atomic<uint64_t> background{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> per_cpu;
+};
+
+}  // namespace
+
+struct Session::Impl {
+  RawFileSystem* fs;
+  SessionOptions opts;
+  int fuse_fd = -1;
+  int stop_fd = -1;
+  int ncpu = 1;
+  ParseOptions parse_opts;
+  RateLimitedLog log;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  NegotiatedInit neg;
+  bool init_done = false;
+  bool ended = false;
+  bool joined = false;
+  Status end_status;
+  std::string transport = "dev";
+
+  std::unique_ptr<DevTransport> dev;
+  std::unique_ptr<UringTransport> uring;
+  std::atomic<bool> destroyed{false};
+
+  std::array<std::atomic<uint64_t>, kOpcodeLimit> per_opcode{};
+  std::atomic<uint64_t> unknown{0}, malformed{0}, interrupts{0};
+  std::vector<std::unique_ptr<QueueCounter>> queues;  // dev..., uring...
+  int uring_base = 0;
+  int uring_queues = 0;
+
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<uint64_t, InFlight*> map;
+  };
+  Shard shards[kShards];
+  Shard& ShardOf(uint64_t unique) { return shards[(unique >> 1) % kShards]; }
+
+  void CallDestroy() {
+    if (!destroyed.exchange(true)) fs->Destroy();
+  }
+};
+
+Session::Session(RawFileSystem* fs, SessionOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->fs = fs;
+  impl_->opts = opts;
+  if (impl_->opts.dev_threads < 1) impl_->opts.dev_threads = 1;
+  if (impl_->opts.uring_queue_depth < 1) impl_->opts.uring_queue_depth = 1;
+  impl_->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  impl_->ncpu = PossibleCpuCount();
+  int nq = impl_->opts.dev_threads + impl_->ncpu;
+  impl_->uring_base = impl_->opts.dev_threads;
+  for (int i = 0; i < nq; ++i) {
+    auto q = std::make_unique<QueueCounter>();
+    q->per_cpu.reset(new std::atomic<uint64_t>[impl_->ncpu]);
+    for (int c = 0; c < impl_->ncpu; ++c) q->per_cpu[c].store(0);
+    impl_->queues.push_back(std::move(q));
+  }
+}
+
+Session::~Session() {
+  Stop();
+  (void)Wait();
+  if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);
+}
+
+Status Session::Start(int fuse_fd) {
+  if (impl_->stop_fd < 0) {
+    return Status::FromErrno(errno, "eventfd for the session stop signal");
+  }
+  if (fuse_fd < 0) return Status::InvalidArgument("invalid /dev/fuse fd");
+  impl_->fuse_fd = fuse_fd;
+  const InitOptions& io = impl_->opts.init;
+  size_t max_req =
+      std::max<size_t>(io.max_write, static_cast<size_t>(io.max_pages) * 4096);
+  DevTransportOptions d;
+  d.threads = impl_->opts.dev_threads;
+  d.buffer_size = std::max<size_t>(kMinReadBuffer, max_req + 4096);
+  d.first_queue = 0;
+  impl_->dev = std::make_unique<DevTransport>(fuse_fd, impl_->stop_fd, d);
+  return impl_->dev->Start(this);
+}
+
+void Session::Stop() {
+  uint64_t one = 1;
+  if (impl_ && impl_->stop_fd >= 0) {
+    [[maybe_unused]] ssize_t r = ::write(impl_->stop_fd, &one, sizeof(one));
+  }
+}
+
+Status Session::Wait() {
+  Impl& m = *impl_;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    if (m.joined) return m.end_status;
+    if (m.dev) m.cv.wait(lock, [&] { return m.ended; });
+  }
+  // Dev workers are done; make sure io-uring queues stop as well.
+  Stop();
+  if (m.dev) m.dev->Join();
+  std::unique_ptr<UringTransport> uring;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    uring = std::move(m.uring);
+  }
+  if (uring) {
+    uring->Stop();
+    uring->Join();
+  }
+  if (initialized_.load()) m.CallDestroy();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.joined = true;
+  return m.end_status;
+}
+
+bool Session::WaitForInit(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait_for(lock, timeout,
+                     [&] { return impl_->init_done || impl_->ended; });
+  return impl_->init_done;
+}
+
+NegotiatedInit Session::negotiated() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->neg;
+}
+
+std::string Session::active_transport() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->transport;
+}
+
+EngineStats Session::Stats() const {
+  const Impl& m = *impl_;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    s.initialized = m.init_done;
+    s.negotiated = m.neg;
+    s.transport = m.transport;
+    s.uring_queues = static_cast<uint32_t>(m.uring_queues);
+    s.uring_depth = m.uring_queues ? m.opts.uring_queue_depth : 0;
+  }
+  for (uint32_t i = 0; i < kOpcodeLimit; ++i)
+    s.per_opcode[i] = m.per_opcode[i].load();
+  s.unknown_opcode = m.unknown.load();
+  s.malformed = m.malformed.load();
+  s.interrupts = m.interrupts.load();
+  s.reply_enoent = m.dev ? m.dev->reply_enoent().load() : 0;
+  int ndev = m.opts.dev_threads;
+  for (int i = 0; i < ndev + static_cast<int>(s.uring_queues); ++i) {
+    const QueueCounter& q = *m.queues[i];
+    QueueStats qs;
+    qs.transport = i < ndev ? "dev" : "uring";
+    qs.queue = i < ndev ? i : i - ndev;
+    qs.requests = q.requests.load();
+    qs.foreground = q.foreground.load();
+    qs.background = q.background.load();
+    for (int c = 0; c < m.ncpu; ++c) qs.per_cpu.push_back(q.per_cpu[c].load());
+    s.queues.push_back(std::move(qs));
+  }
+  return s;
+}
+
+void Session::TransportEnded(std::string_view transport, Status why) {
+  Impl& m = *impl_;
+  if (!why.ok()) {
+    std::fprintf(stderr, "stripefs-fuse: %s transport ended: %s\n",
+                 std::string(transport).c_str(), why.ToString().c_str());
+  }
+  if (transport == "dev") {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.ended = true;
+      if (m.end_status.ok()) m.end_status = why;
+    }
+    Stop();
+    m.cv.notify_all();
+  }
+}
+
+void Session::OnReply(InFlight* f) {
+  Impl& m = *impl_;
+  auto& sh = m.ShardOf(f->ctx.unique);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  auto it = sh.map.find(f->ctx.unique);
+  if (it != sh.map.end() && it->second == f) sh.map.erase(it);
+}
+
+void Session::DispatchDevBuffer(InFlight* f, std::span<const uint8_t> buf) {
+  Impl& m = *impl_;
+  SplitResult sp = SplitDevBuffer(buf, m.parse_opts);
+  if (sp.error != 0) {
+    m.malformed.fetch_add(1, std::memory_order_relaxed);
+    m.log.Log("malformed request: " + sp.reason);
+    f->ctx.unique = sp.raw.header.unique;
+    f->ctx.opcode = sp.raw.header.opcode;
+    // Reply EINVAL if we could read a unique that expects a reply.
+    bool reply = buf.size() >= sizeof(fuse_in_header) &&
+                 !IsNoReplyOpcode(sp.raw.header.opcode);
+    f->Complete(reply ? EINVAL : kNoReply, {});
+    return;
+  }
+  Dispatch(f, sp.raw.header, sp.raw.arg0, sp.raw.rest);
+}
+
+void Session::Dispatch(InFlight* f, const fuse_in_header& h,
+                       std::span<const uint8_t> arg0,
+                       std::span<const uint8_t> rest) {
+  Impl& m = *impl_;
+  RequestContext& c = f->ctx;
+  c.unique = h.unique;
+  c.nodeid = h.nodeid;
+  c.opcode = h.opcode;
+  c.uid = h.uid;
+  c.gid = h.gid;
+  c.pid = h.pid;
+  if (c.cpu < 0) c.cpu = sched_getcpu();
+
+  int qidx = c.uring ? m.uring_base + c.queue : c.queue;
+  QueueCounter* qc = (qidx >= 0 && qidx < static_cast<int>(m.queues.size()))
+                         ? m.queues[qidx].get()
+                         : nullptr;
+  if (qc) {
+    qc->requests.fetch_add(1, std::memory_order_relaxed);
+    if (c.cpu >= 0 && c.cpu < m.ncpu)
+      qc->per_cpu[c.cpu].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  ParseResult pr = ParseRequest(h, arg0, rest, m.parse_opts);
+  if (pr.error != 0) {
+    if (pr.error == ENOSYS) {
+      m.unknown.fetch_add(1, std::memory_order_relaxed);
+      m.log.Log("unsupported request: " + pr.reason);
+    } else {
+      m.malformed.fetch_add(1, std::memory_order_relaxed);
+      m.log.Log("malformed request: " + pr.reason);
+    }
+    if (qc) qc->foreground.fetch_add(1, std::memory_order_relaxed);
+    f->Complete(IsNoReplyOpcode(h.opcode) ? kNoReply : pr.error, {});
+    return;
+  }
+  const ParsedRequest& q = pr.req;
+  m.per_opcode[h.opcode].fetch_add(1, std::memory_order_relaxed);
+  if (h.opcode == FUSE_WRITE &&
+      (q.In<fuse_write_in>().write_flags & FUSE_WRITE_CACHE)) {
+    c.background = true;
+  }
+  if (qc) {
+    (c.background ? qc->background : qc->foreground)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
+  if (m.opts.log_requests) {
+    std::fprintf(stderr,
+                 "stripefs-fuse: %s unique=%llu node=%llu q=%d cpu=%d\n",
+                 std::string(OpcodeName(h.opcode)).c_str(),
+                 static_cast<unsigned long long>(h.unique),
+                 static_cast<unsigned long long>(h.nodeid), c.queue, c.cpu);
+  }
+
+  if (h.opcode == FUSE_INIT) {
+    HandleInit(f, q);
+    return;
+  }
+  if (!initialized_.load()) {
+    m.log.Log("request before INIT: " + std::string(OpcodeName(h.opcode)));
+    f->Complete(IsNoReplyOpcode(h.opcode) ? kNoReply : EIO, {});
+    return;
+  }
+
+  RawFileSystem* fs = m.fs;
+  const uint64_t node = h.nodeid;
+  switch (h.opcode) {
+    case FUSE_FORGET:
+      fs->Forget(node, q.In<fuse_forget_in>().nlookup);
+      f->Complete(kNoReply, {});
+      return;
+    case FUSE_BATCH_FORGET: {
+      uint32_t n = q.In<fuse_batch_forget_in>().count;
+      std::vector<fuse_forget_one> items(n);
+      for (uint32_t i = 0; i < n; ++i) items[i] = q.ForgetEntry(i);
+      fs->BatchForget(items);
+      f->Complete(kNoReply, {});
+      return;
+    }
+    case FUSE_INTERRUPT: {
+      m.interrupts.fetch_add(1, std::memory_order_relaxed);
+      uint64_t target = q.In<fuse_interrupt_in>().unique;
+      bool found = false;
+      {
+        auto& sh = m.ShardOf(target);
+        std::lock_guard<std::mutex> lock(sh.mu);
+        auto it = sh.map.find(target);
+        if (it != sh.map.end()) {
+          it->second->interrupted.store(true);
+          found = true;
+        }
+      }
+      if (found) {
+        fs->Interrupt(target);
+        f->Complete(kNoReply, {});
+      } else {
+        // Not (yet) seen: the kernel re-queues the interrupt on EAGAIN and
+        // drops it once the original request was answered.
+        f->Complete(EAGAIN, {});
+      }
+      return;
+    }
+    case FUSE_NOTIFY_REPLY:
+      f->Complete(kNoReply, {});
+      return;
+    case FUSE_DESTROY:
+      m.CallDestroy();
+      f->Complete(0, {});
+      return;
+    default:
+      break;
+  }
+
+  {
+    auto& sh = m.ShardOf(h.unique);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.map[h.unique] = f;
+  }
+  Replier r(f, this);
+  switch (h.opcode) {
+    case FUSE_LOOKUP:
+      return fs->Lookup(std::move(r), node, q.name);
+    case FUSE_GETATTR:
+      return fs->GetAttr(std::move(r), node, q.In<fuse_getattr_in>());
+    case FUSE_SETATTR:
+      return fs->SetAttr(std::move(r), node, q.In<fuse_setattr_in>());
+    case FUSE_READLINK:
+      return fs->ReadLink(std::move(r), node);
+    case FUSE_SYMLINK:
+      return fs->Symlink(std::move(r), node, q.name, q.name2);
+    case FUSE_MKNOD:
+      return fs->Mknod(std::move(r), node, q.name, q.In<fuse_mknod_in>());
+    case FUSE_MKDIR:
+      return fs->Mkdir(std::move(r), node, q.name, q.In<fuse_mkdir_in>());
+    case FUSE_UNLINK:
+      return fs->Unlink(std::move(r), node, q.name);
+    case FUSE_RMDIR:
+      return fs->Rmdir(std::move(r), node, q.name);
+    case FUSE_RENAME:
+      return fs->Rename(std::move(r), node, q.name,
+                        q.In<fuse_rename_in>().newdir, q.name2, 0);
+    case FUSE_RENAME2: {
+      auto in = q.In<fuse_rename2_in>();
+      return fs->Rename(std::move(r), node, q.name, in.newdir, q.name2,
+                        in.flags);
+    }
+    case FUSE_LINK:
+      return fs->Link(std::move(r), q.In<fuse_link_in>().oldnodeid, node,
+                      q.name);
+    case FUSE_OPEN:
+      return fs->Open(std::move(r), node, q.In<fuse_open_in>());
+    case FUSE_READ:
+      return fs->Read(std::move(r), node, q.In<fuse_read_in>());
+    case FUSE_WRITE: {
+      WriteRequest w;
+      w.in = q.In<fuse_write_in>();
+      w.data = q.data;
+      return fs->Write(std::move(r), node, w);
+    }
+    case FUSE_STATFS:
+      return fs->StatFs(std::move(r), node);
+    case FUSE_RELEASE:
+      return fs->Release(std::move(r), node, q.In<fuse_release_in>());
+    case FUSE_FSYNC:
+      return fs->Fsync(std::move(r), node, q.In<fuse_fsync_in>());
+    case FUSE_SETXATTR: {
+      fuse_setxattr_in in{};
+      std::memcpy(&in, q.in, std::min<size_t>(q.in_size, sizeof(in)));
+      return fs->SetXattr(std::move(r), node, q.name, q.data, in);
+    }
+    case FUSE_GETXATTR:
+      return fs->GetXattr(std::move(r), node, q.name,
+                          q.In<fuse_getxattr_in>().size);
+    case FUSE_LISTXATTR:
+      return fs->ListXattr(std::move(r), node, q.In<fuse_getxattr_in>().size);
+    case FUSE_REMOVEXATTR:
+      return fs->RemoveXattr(std::move(r), node, q.name);
+    case FUSE_FLUSH:
+      return fs->Flush(std::move(r), node, q.In<fuse_flush_in>());
+    case FUSE_OPENDIR:
+      return fs->OpenDir(std::move(r), node, q.In<fuse_open_in>());
+    case FUSE_READDIR:
+      return fs->ReadDir(std::move(r), node, q.In<fuse_read_in>());
+    case FUSE_READDIRPLUS:
+      return fs->ReadDirPlus(std::move(r), node, q.In<fuse_read_in>());
+    case FUSE_RELEASEDIR:
+      return fs->ReleaseDir(std::move(r), node, q.In<fuse_release_in>());
+    case FUSE_FSYNCDIR:
+      return fs->FsyncDir(std::move(r), node, q.In<fuse_fsync_in>());
+    case FUSE_ACCESS:
+      return fs->Access(std::move(r), node, q.In<fuse_access_in>().mask);
+    case FUSE_CREATE:
+      return fs->Create(std::move(r), node, q.name, q.In<fuse_create_in>());
+    case FUSE_FALLOCATE:
+      return fs->Fallocate(std::move(r), node, q.In<fuse_fallocate_in>());
+    case FUSE_LSEEK:
+      return fs->Lseek(std::move(r), node, q.In<fuse_lseek_in>());
+    case FUSE_COPY_FILE_RANGE:
+    case FUSE_COPY_FILE_RANGE_64:
+      return fs->CopyFileRange(std::move(r), node,
+                               q.In<fuse_copy_file_range_in>());
+    case FUSE_SYNCFS:
+      return fs->SyncFs(std::move(r), node);
+    default:
+      // Known to the parser but not served (locks, ioctl, poll, bmap,
+      // statx, tmpfile): the kernel falls back or reports ENOSYS.
+      return r.Error(ENOSYS);
+  }
+}
+
+namespace {
+
+uint32_t EffectiveMaxPagesLimit() {
+  auto v = ReadKnob(kMaxPagesLimitPath);
+  if (!v.ok()) return 256;
+  return static_cast<uint32_t>(std::strtoul(v->c_str(), nullptr, 10));
+}
+
+}  // namespace
+
+void Session::HandleInit(InFlight* f, const ParsedRequest& q) {
+  Impl& m = *impl_;
+  Session* self = this;
+  std::atomic<bool>& initialized_flag = initialized_;
+  fuse_init_in in{};
+  std::memcpy(&in, q.in, std::min<size_t>(q.in_size, sizeof(in)));
+  const InitOptions& o = m.opts.init;
+  NegotiatedInit n;
+  n.kernel_major = in.major;
+  n.kernel_minor = in.minor;
+  n.kernel_max_readahead = in.max_readahead;
+  if (in.major != kKernelVersion) {
+    m.log.Log("kernel speaks FUSE major " + std::to_string(in.major) +
+              ", we speak 7; refusing INIT");
+    f->Complete(EPROTO, {});
+    return;
+  }
+  uint64_t offered = in.flags;
+  if (in.flags & FUSE_INIT_EXT)
+    offered |= static_cast<uint64_t>(in.flags2) << 32;
+  n.offered_flags = offered;
+
+  uint64_t want = FUSE_MAX_PAGES | FUSE_INIT_EXT;
+  if (o.async_read) want |= FUSE_ASYNC_READ;
+  if (o.big_writes) want |= FUSE_BIG_WRITES;
+  if (o.writeback_cache) want |= FUSE_WRITEBACK_CACHE;
+  if (o.parallel_dirops) want |= FUSE_PARALLEL_DIROPS;
+  if (o.readdirplus) want |= FUSE_DO_READDIRPLUS;
+  if (o.readdirplus && o.readdirplus_auto) want |= FUSE_READDIRPLUS_AUTO;
+  if (o.export_support) want |= FUSE_EXPORT_SUPPORT;
+  if (o.atomic_o_trunc) want |= FUSE_ATOMIC_O_TRUNC;
+  if (o.async_dio) want |= FUSE_ASYNC_DIO;
+  if (o.handle_killpriv) want |= FUSE_HANDLE_KILLPRIV | FUSE_HANDLE_KILLPRIV_V2;
+  if (o.posix_acl) want |= FUSE_POSIX_ACL;
+  if (o.cache_symlinks) want |= FUSE_CACHE_SYMLINKS;
+  if (o.no_open_support) want |= FUSE_NO_OPEN_SUPPORT;
+  if (o.no_opendir_support) want |= FUSE_NO_OPENDIR_SUPPORT;
+  if (o.explicit_inval_data) want |= FUSE_EXPLICIT_INVAL_DATA;
+  if (o.auto_inval_data) want |= FUSE_AUTO_INVAL_DATA;
+  if (o.direct_io_allow_mmap) want |= FUSE_DIRECT_IO_ALLOW_MMAP;
+  bool uring_wanted = m.opts.transport != TransportChoice::kDev;
+  if (uring_wanted || o.over_io_uring) want |= FUSE_OVER_IO_URING;
+  n.requested_flags = want;
+  uint64_t flags = want & offered;
+  n.uring_offered = (offered & FUSE_OVER_IO_URING) != 0;
+  n.uring_requested = (want & FUSE_OVER_IO_URING) != 0;
+
+  // opt-alignment: requested even when not offered (DDN's kernel honours it
+  // without offering); acknowledged only when the kernel offered the flag.
+  size_t align_off = AlignPageOrderOffset(in.minor);
+  if (o.align_page_order != 0) {
+    flags |= FUSE_ALIGN_PG_ORDER;
+    n.align_requested = true;
+    n.align_page_order = o.align_page_order;
+    n.align_offset = align_off;
+  }
+  n.align_acknowledged = n.align_requested && (offered & FUSE_ALIGN_PG_ORDER);
+  n.requested_flags |= n.align_requested ? FUSE_ALIGN_PG_ORDER : 0;
+  n.flags = flags;
+
+  n.minor = std::min(in.minor, kKernelMinorVersion);
+  uint32_t max_pages =
+      std::min<uint32_t>(std::max<uint32_t>(o.max_pages, 1), 65535);
+  n.max_pages = std::min(max_pages, EffectiveMaxPagesLimit());
+  n.max_write = std::max<uint32_t>(4096, o.max_write);
+  n.max_readahead = std::min(o.max_readahead, in.max_readahead);
+  n.max_background = o.max_background;
+  n.congestion_threshold = o.congestion_threshold;
+  n.time_gran = o.time_gran ? o.time_gran : 1;
+
+  fuse_init_out out{};
+  out.major = kKernelVersion;
+  out.minor = kKernelMinorVersion;
+  out.max_readahead = n.max_readahead;
+  out.flags = static_cast<uint32_t>(flags);
+  out.flags2 = static_cast<uint32_t>(flags >> 32);
+  out.max_background = n.max_background;
+  out.congestion_threshold = n.congestion_threshold;
+  out.max_write = n.max_write;
+  out.time_gran = n.time_gran;
+  out.max_pages = static_cast<uint16_t>(max_pages);
+  uint8_t raw[sizeof(out)];
+  std::memcpy(raw, &out, sizeof(out));
+  if (n.align_requested) raw[align_off] = o.align_page_order;
+
+  m.fs->Init(n);
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.neg = n;
+  }
+  initialized_flag.store(true);
+  iovec v{raw, sizeof(raw)};
+  f->Complete(0, {&v, 1});
+
+  bool use_uring = ShouldUseUring(m.opts.transport, n.uring_offered);
+  if (m.opts.transport == TransportChoice::kUring && !n.uring_offered) {
+    m.log.Log(std::string("io-uring transport requested but the kernel did "
+                          "not offer FUSE_OVER_IO_URING (") +
+              (UringKnobPresent()
+                   ? "enable it: echo Y > " + std::string(kEnableUringPath)
+                   : std::string("kernel lacks "
+                                 "CONFIG_FUSE_IO_URING")) +
+              "); using /dev/fuse");
+  }
+  if (use_uring) {
+    UringTransportOptions uo;
+    uo.queues = m.ncpu;
+    uo.depth = m.opts.uring_queue_depth;
+    uo.payload_size =
+        std::max<size_t>({kMinReadBuffer, static_cast<size_t>(n.max_write),
+                          static_cast<size_t>(max_pages) * 4096});
+    uo.pin_threads = m.opts.uring_pin_threads;
+    uo.first_queue = 0;
+    auto t = std::make_unique<UringTransport>(m.fuse_fd, m.stop_fd, uo);
+    Status st = t->Start(self);
+    if (!st.ok()) {
+      m.log.Log("io-uring transport failed to start, staying on /dev/fuse: " +
+                st.ToString());
+      t->Stop();
+      t->Join();
+    } else {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.uring = std::move(t);
+      m.uring_queues = uo.queues;
+      m.transport = "uring";
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.init_done = true;
+  }
+  m.cv.notify_all();
+}
+
+}  // namespace stripefs::fuse

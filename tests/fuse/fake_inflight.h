@@ -1,0 +1,43 @@
+// Test helper: an InFlight that records the reply instead of sending it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fuse-server/replier.h"
+#include "fuse-server/transport.h"
+
+namespace stripefs::fuse::testing {
+
+struct RecordedReply {
+  bool done = false;
+  int error = 0;
+  std::string body;
+  const void* first_base = nullptr;  // iov_base of the first piece
+};
+
+class FakeInFlight : public InFlight {
+ public:
+  explicit FakeInFlight(RecordedReply* out, bool delete_on_complete = false)
+      : out_(out), del_(delete_on_complete) {}
+  void Complete(int error, std::span<const iovec> payload) override {
+    out_->done = true;
+    out_->error = error;
+    out_->body.clear();
+    out_->first_base = payload.empty() ? nullptr : payload[0].iov_base;
+    for (const iovec& v : payload)
+      out_->body.append(static_cast<const char*>(v.iov_base), v.iov_len);
+    if (del_) delete this;
+  }
+  std::span<uint8_t> ScratchBuffer(size_t n) override {
+    scratch_.resize(n);
+    return scratch_;
+  }
+
+ private:
+  RecordedReply* out_;
+  bool del_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace stripefs::fuse::testing

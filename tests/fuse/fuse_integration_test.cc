@@ -1,0 +1,446 @@
+// Real mounts through our engine on /dev/fuse, parameterized over the
+// transports (/dev/fuse and io-uring) and over synchronous/asynchronous
+// replies. Every mount is torn down by MountedSession (RAII), also when an
+// assertion fails. Skips loudly without /dev/fuse or root, and the io-uring
+// cases skip where the kernel lacks FUSE io-uring.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fuse-server/uring_transport.h"
+#include "tests/fuse/mem_fs.h"
+#include "tests/fuse/mounted_session.h"
+
+namespace stripefs::fuse {
+namespace {
+
+using testing::MemFs;
+using testing::MountedSession;
+
+struct Param {
+  TransportChoice transport;
+  bool async;
+};
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& p) {
+  return std::string(TransportChoiceName(p.param.transport)) +
+         (p.param.async ? "_async" : "_sync");
+}
+
+int CountThreads() {
+  int n = 0;
+  for ([[maybe_unused]] auto& e :
+       std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+std::string ReadAll(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return "<open failed: " + std::string(strerror(errno)) + ">";
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  ::close(fd);
+  return out;
+}
+
+class FuseIntegration : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    std::string why = GetParam().transport == TransportChoice::kUring
+                          ? testing::UringSkipReason()
+                          : testing::MountSkipReason();
+    if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
+    threads_before_ = CountThreads();
+    fs_ = std::make_unique<MemFs>(GetParam().async);
+    SessionOptions o;
+    o.transport = GetParam().transport;
+    o.dev_threads = 2;
+    o.init.align_page_order = 20;
+    auto m = MountedSession::Start(fs_.get(), o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    m_ = std::move(*m);
+    if (GetParam().transport == TransportChoice::kUring) {
+      ASSERT_EQ(m_->session().active_transport(), "uring");
+    } else {
+      ASSERT_EQ(m_->session().active_transport(), "dev");
+    }
+  }
+  void TearDown() override {
+    m_.reset();  // unmount + stop + join, also after failures
+    fs_.reset();
+  }
+  std::string P(const std::string& rel) { return m_->Path(rel); }
+
+  int threads_before_ = 0;
+  std::unique_ptr<MemFs> fs_;
+  std::unique_ptr<MountedSession> m_;
+};
+
+TEST_P(FuseIntegration, NegotiationIsRecorded) {
+  auto n = m_->session().negotiated();
+  EXPECT_EQ(n.kernel_major, 7u);
+  EXPECT_GE(n.kernel_minor, 36u);
+  EXPECT_TRUE(n.writeback_cache());
+  EXPECT_TRUE(n.Has(fuse_abi::FUSE_MAX_PAGES));
+  EXPECT_TRUE(n.align_requested);
+  EXPECT_EQ(n.align_page_order, 20);
+  EXPECT_EQ(n.align_offset, fuse_abi::AlignPageOrderOffset(n.kernel_minor));
+  // A stock kernel does not offer FUSE_ALIGN_PG_ORDER: not acknowledged.
+  EXPECT_EQ(n.align_acknowledged, n.Offered(fuse_abi::FUSE_ALIGN_PG_ORDER));
+  EXPECT_TRUE(fs_->inited());
+  if (GetParam().transport == TransportChoice::kUring) {
+    EXPECT_TRUE(n.uring_offered);
+    EXPECT_TRUE(n.Has(fuse_abi::FUSE_OVER_IO_URING));
+  }
+}
+
+TEST_P(FuseIntegration, CreateWriteReadBackByteForByte) {
+  std::mt19937 rng(1234);
+  std::string data(3 * 1024 * 1024 + 777, '\0');
+  for (auto& c : data) c = static_cast<char>(rng());
+  int fd = ::open(P("f").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  size_t pos = 0;
+  size_t sizes[] = {1, 4095, 4096, 65536, 1 << 20, 333333};
+  for (int i = 0; pos < data.size(); ++i) {
+    size_t n = std::min(sizes[i % 6], data.size() - pos);
+    ASSERT_EQ(::write(fd, data.data() + pos, n), static_cast<ssize_t>(n));
+    pos += n;
+  }
+  ASSERT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_GT(fs_->writes(), 0u);
+  // Drop the page cache for this file so reads go to the server.
+  fd = ::open(P("f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(P("f")), data);
+  struct stat st;
+  ASSERT_EQ(::stat(P("f").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), data.size());
+  // pread at odd offsets
+  fd = ::open(P("f").c_str(), O_RDONLY);
+  char buf[5000];
+  ASSERT_EQ(::pread(fd, buf, sizeof(buf), 1234567), 5000);
+  EXPECT_EQ(std::string(buf, 5000), data.substr(1234567, 5000));
+  ::close(fd);
+}
+
+TEST_P(FuseIntegration, DirectIoWritesAndReads) {
+  int fd = ::open(P("d").c_str(), O_CREAT | O_RDWR | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, 4096, 1 << 20), 0);
+  std::memset(mem, 0x5a, 1 << 20);
+  ASSERT_EQ(::pwrite(fd, mem, 1 << 20, 0), 1 << 20);
+  std::memset(mem, 0, 1 << 20);
+  ASSERT_EQ(::pread(fd, mem, 1 << 20, 0), 1 << 20);
+  EXPECT_EQ(static_cast<uint8_t*>(mem)[12345], 0x5a);
+  ::free(mem);
+  ::close(fd);
+}
+
+TEST_P(FuseIntegration, ReaddirListsEverything) {
+  ASSERT_EQ(::mkdir(P("dir").c_str(), 0755), 0);
+  std::set<std::string> want;
+  for (int i = 0; i < 300; ++i) {
+    std::string name = "file-with-a-longish-name-" + std::to_string(i);
+    int fd = ::open(P("dir/" + name).c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    want.insert(name);
+  }
+  std::set<std::string> got;
+  DIR* d = ::opendir(P("dir").c_str());
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    EXPECT_EQ(e->d_type, DT_REG) << n;
+    got.insert(n);
+  }
+  ::closedir(d);
+  EXPECT_EQ(got, want);
+}
+
+TEST_P(FuseIntegration, RenamePlainNoreplaceExchange) {
+  ASSERT_EQ(::mkdir(P("a").c_str(), 0755), 0);
+  int fd = ::open(P("a/x").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_EQ(::write(fd, "xxx", 3), 3);
+  ::close(fd);
+  fd = ::open(P("y").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_EQ(::write(fd, "yy", 2), 2);
+  ::close(fd);
+  ASSERT_EQ(::rename(P("a/x").c_str(), P("x2").c_str()), 0);
+  EXPECT_NE(::access(P("a/x").c_str(), F_OK), 0);
+  EXPECT_EQ(ReadAll(P("x2")), "xxx");
+  errno = 0;
+  EXPECT_EQ(::syscall(SYS_renameat2, AT_FDCWD, P("x2").c_str(), AT_FDCWD,
+                      P("y").c_str(), RENAME_NOREPLACE),
+            -1);
+  EXPECT_EQ(errno, EEXIST);
+  ASSERT_EQ(::syscall(SYS_renameat2, AT_FDCWD, P("x2").c_str(), AT_FDCWD,
+                      P("y").c_str(), RENAME_EXCHANGE),
+            0)
+      << strerror(errno);
+  EXPECT_EQ(ReadAll(P("x2")), "yy");
+  EXPECT_EQ(ReadAll(P("y")), "xxx");
+  ASSERT_EQ(::rename(P("x2").c_str(), P("y").c_str()), 0);  // replace
+  EXPECT_EQ(ReadAll(P("y")), "yy");
+}
+
+TEST_P(FuseIntegration, UnlinkRmdirLinkSymlink) {
+  ASSERT_EQ(::mkdir(P("d").c_str(), 0755), 0);
+  int fd = ::open(P("d/f").c_str(), O_CREAT | O_WRONLY, 0644);
+  ::close(fd);
+  errno = 0;
+  EXPECT_EQ(::rmdir(P("d").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  ASSERT_EQ(::link(P("d/f").c_str(), P("hard").c_str()), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(P("hard").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);
+  ASSERT_EQ(::unlink(P("d/f").c_str()), 0);
+  EXPECT_NE(::stat(P("d/f").c_str(), &st), 0);
+  EXPECT_EQ(::rmdir(P("d").c_str()), 0);
+  ASSERT_EQ(::symlink("/some/target", P("sl").c_str()), 0);
+  char buf[64] = {};
+  ASSERT_EQ(::readlink(P("sl").c_str(), buf, sizeof(buf)), 12);
+  EXPECT_STREQ(buf, "/some/target");
+  ASSERT_EQ(::lstat(P("sl").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
+TEST_P(FuseIntegration, SetattrModeOwnerSizeTimes) {
+  int fd = ::open(P("s").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "0123456789", 10), 10);
+  ASSERT_EQ(::fchmod(fd, 0600), 0);
+  ASSERT_EQ(::fchown(fd, 1234, 5678), 0);
+  ASSERT_EQ(::ftruncate(fd, 4), 0);
+  ::close(fd);
+  ASSERT_EQ(::truncate(P("s").c_str(), 8192), 0);
+  timespec ts[2] = {{1000000, 5}, {2000000, 7}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, P("s").c_str(), ts, 0), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(P("s").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  EXPECT_EQ(st.st_size, 8192);
+  EXPECT_EQ(st.st_mtim.tv_sec, 2000000);
+  std::string content = ReadAll(P("s"));
+  ASSERT_EQ(content.size(), 8192u);
+  EXPECT_EQ(content.substr(0, 4), "0123");
+  EXPECT_EQ(content.substr(4), std::string(8188, '\0'));
+}
+
+TEST_P(FuseIntegration, StatfsComesFromTheFileSystem) {
+  struct statvfs sv;
+  ASSERT_EQ(::statvfs(m_->dir().c_str(), &sv), 0);
+  EXPECT_EQ(sv.f_bsize, 4096u);
+  EXPECT_EQ(sv.f_blocks, 1u << 20);
+  EXPECT_EQ(sv.f_bfree, (1u << 20) - 10);
+  EXPECT_EQ(sv.f_namemax, 255u);
+}
+
+TEST_P(FuseIntegration, XattrsRoundTrip) {
+  int fd = ::open(P("x").c_str(), O_CREAT | O_WRONLY, 0644);
+  ::close(fd);
+  std::string v1("value\0with nul", 14);
+  ASSERT_EQ(::setxattr(P("x").c_str(), "user.one", v1.data(), v1.size(), 0), 0)
+      << strerror(errno);
+  ASSERT_EQ(::setxattr(P("x").c_str(), "user.two", "2", 1, XATTR_CREATE), 0);
+  errno = 0;
+  EXPECT_EQ(::setxattr(P("x").c_str(), "user.two", "3", 1, XATTR_CREATE), -1);
+  EXPECT_EQ(errno, EEXIST);
+  char buf[256];
+  ASSERT_EQ(::getxattr(P("x").c_str(), "user.one", nullptr, 0), 14);
+  ASSERT_EQ(::getxattr(P("x").c_str(), "user.one", buf, sizeof(buf)), 14);
+  EXPECT_EQ(std::string(buf, 14), v1);
+  ssize_t n = ::listxattr(P("x").c_str(), buf, sizeof(buf));
+  ASSERT_EQ(n, 18);
+  EXPECT_EQ(std::string(buf, n), std::string("user.one\0user.two\0", 18));
+  ASSERT_EQ(::removexattr(P("x").c_str(), "user.one"), 0);
+  errno = 0;
+  EXPECT_EQ(::getxattr(P("x").c_str(), "user.one", buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ENODATA);
+}
+
+TEST_P(FuseIntegration, FallocateAndSeekDataHole) {
+  int fd = ::open(P("fa").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fallocate(fd, 0, 0, 100000), 0) << strerror(errno);
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 100000);
+  errno = 0;
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 10),
+            -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(::lseek(fd, 10, SEEK_DATA), 10);
+  EXPECT_EQ(::lseek(fd, 10, SEEK_HOLE), 100000);
+  ::close(fd);
+}
+
+TEST_P(FuseIntegration, CountersSeeTraffic) {
+  int fd = ::open(P("c").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  auto st = m_->session().Stats();
+  EXPECT_TRUE(st.initialized);
+  EXPECT_GE(st.per_opcode[fuse_abi::FUSE_CREATE], 1u);
+  EXPECT_GE(st.per_opcode[fuse_abi::FUSE_WRITE], 1u);
+  EXPECT_GE(st.per_opcode[fuse_abi::FUSE_FSYNC], 1u);
+  EXPECT_EQ(st.malformed, 0u);
+  uint64_t total = 0, on_transport = 0;
+  std::string want = std::string(TransportChoiceName(GetParam().transport));
+  for (auto& q : st.queues) {
+    total += q.requests;
+    if (q.transport == want) on_transport += q.requests;
+    uint64_t cpu_sum = 0;
+    for (auto c : q.per_cpu) cpu_sum += c;
+    EXPECT_EQ(cpu_sum, q.requests);
+    EXPECT_EQ(q.foreground + q.background, q.requests);
+  }
+  EXPECT_GT(on_transport, 0u);
+  EXPECT_EQ(st.transport, want);
+  // Writeback WRITEs (FUSE_WRITE_CACHE) count as background.
+  uint64_t bg = 0;
+  for (auto& q : st.queues) bg += q.background;
+  EXPECT_EQ(bg, fs_->writeback_writes());
+}
+
+TEST_P(FuseIntegration, ConcurrentWritersOnSeveralFiles) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([this, t] {
+      std::string name = P("cw" + std::to_string(t));
+      int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0644);
+      std::string chunk(100000, static_cast<char>('a' + t));
+      for (int i = 0; i < 20; ++i)
+        (void)!::write(fd, chunk.data(), chunk.size());
+      ::close(fd);
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(ReadAll(P("cw" + std::to_string(t))),
+              std::string(2000000, static_cast<char>('a' + t)));
+  }
+}
+
+TEST_P(FuseIntegration, UnmountEndsSessionAndLeavesNoThreads) {
+  int fd = ::open(P("u").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_EQ(::write(fd, "dirty", 5), 5);
+  ::close(fd);  // stays dirty in the writeback cache until unmount
+  m_->Teardown();
+  EXPECT_TRUE(fs_->destroyed());
+  EXPECT_EQ(CountThreads(), threads_before_ + (GetParam().async ? 1 : 0));
+}
+
+// io-uring: requests from a task on CPU c arrive on queue c (stock kernels
+// pick the queue of task_cpu()).
+TEST_P(FuseIntegration, RequestsArriveOnTheQueueOfTheirCpu) {
+  if (GetParam().transport != TransportChoice::kUring) {
+    GTEST_SKIP() << "io-uring only";
+  }
+  int ncpu = PossibleCpuCount();
+  auto before = m_->session().Stats();
+  constexpr int kLookups = 40;
+  for (int cpu = 0; cpu < ncpu; ++cpu) {
+    std::thread t([&, cpu] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ASSERT_EQ(sched_setaffinity(0, sizeof(set), &set), 0);
+      struct stat st;
+      for (int i = 0; i < kLookups; ++i) {
+        std::string n =
+            P("missing-" + std::to_string(cpu) + "-" + std::to_string(i));
+        EXPECT_NE(::stat(n.c_str(), &st), 0);  // LOOKUP -> ENOENT each time
+      }
+    });
+    t.join();
+  }
+  auto after = m_->session().Stats();
+  for (int cpu = 0; cpu < ncpu; ++cpu) {
+    const QueueStats* qa = nullptr;
+    const QueueStats* qb = nullptr;
+    for (auto& q : after.queues)
+      if (q.transport == "uring" && q.queue == cpu) qa = &q;
+    for (auto& q : before.queues)
+      if (q.transport == "uring" && q.queue == cpu) qb = &q;
+    ASSERT_NE(qa, nullptr) << "no uring queue " << cpu;
+    uint64_t delta = qa->requests - (qb ? qb->requests : 0);
+    EXPECT_GE(delta, static_cast<uint64_t>(kLookups)) << "queue " << cpu;
+    // The queue thread is pinned: served on the same CPU.
+    uint64_t on_cpu = qa->per_cpu[cpu] - (qb ? qb->per_cpu[cpu] : 0);
+    EXPECT_GE(on_cpu, static_cast<uint64_t>(kLookups)) << "queue " << cpu;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, FuseIntegration,
+    ::testing::Values(Param{TransportChoice::kDev, false},
+                      Param{TransportChoice::kDev, true},
+                      Param{TransportChoice::kUring, false},
+                      Param{TransportChoice::kUring, true}),
+    ParamName);
+
+// enable_uring is restored after a ScopedKnob.
+TEST(KernelKnobs, EnableUringIsRestored) {
+  if (!testing::UringSkipReason().empty())
+    GTEST_SKIP() << "SKIPPED (loudly): " << testing::UringSkipReason();
+  auto before = ReadKnob(kEnableUringPath);
+  ASSERT_TRUE(before.ok());
+  {
+    auto k = EnableUring();
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    EXPECT_TRUE(*UringEnabled());
+  }
+  EXPECT_EQ(*ReadKnob(kEnableUringPath), *before);
+}
+
+TEST(KernelKnobs, MaxPagesLimitWithinCurrentLimitIsOk) {
+  EXPECT_TRUE(EnsureMaxPagesLimit(16).ok());
+}
+
+// Auto transport without the kernel knob: stays on /dev/fuse.
+TEST(TransportSelection, AutoFallsBackToDevWhenNotOffered) {
+  std::string why = testing::MountSkipReason();
+  if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
+  if (UringKnobPresent() && *UringEnabled()) {
+    GTEST_SKIP() << "enable_uring is on here; cannot check the fallback";
+  }
+  MemFs fs;
+  SessionOptions o;
+  o.transport = TransportChoice::kAuto;
+  auto m = MountedSession::Start(&fs, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->session().active_transport(), "dev");
+  EXPECT_FALSE((*m)->session().negotiated().uring_offered);
+  struct stat st;
+  EXPECT_EQ(::stat((*m)->dir().c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace stripefs::fuse
