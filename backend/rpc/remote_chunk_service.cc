@@ -73,6 +73,19 @@ Result<ChunkStoreStats> RemoteChunkService::Stats() {
   return std::get<0>(resp);
 }
 
+Status RemoteChunkService::DeleteChunkVersion(const ChunkId& id,
+                                              uint64_t version) {
+  Msg<MsgType::kDeleteChunkVersion>::Response resp;
+  return CallTyped<MsgType::kDeleteChunkVersion>(client_, {id, version}, &resp);
+}
+
+Status RemoteChunkService::CloneChunk(const ChunkId& id, uint64_t from_version,
+                                      uint64_t to_version, uint32_t length) {
+  Msg<MsgType::kCloneChunk>::Response resp;
+  return CallTyped<MsgType::kCloneChunk>(
+      client_, {id, from_version, to_version, length}, &resp);
+}
+
 // ---- server
 // -------------------------------------------------------------------
 
@@ -124,6 +137,16 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
                                                   std::get<0>(out) = *r;
                                                   return Status::Ok();
                                                 });
+      case MsgType::kDeleteChunkVersion:
+        return ServeTyped<MsgType::kDeleteChunkVersion>(
+            p, reply, [&](auto&, auto& id, auto version) {
+              return s.DeleteChunkVersion(id, version);
+            });
+      case MsgType::kCloneChunk:
+        return ServeTyped<MsgType::kCloneChunk>(
+            p, reply, [&](auto&, auto& id, auto from, auto to, auto length) {
+              return s.CloneChunk(id, from, to, length);
+            });
       default:
         break;
     }

@@ -40,6 +40,10 @@ class RemoteChunkService final : public ChunkService {
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
   Result<ChunkStoreStats> Stats() override;
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
+  // Runs on the chunk server (a hard link there, no data on the wire).
+  Status CloneChunk(const ChunkId& id, uint64_t from_version,
+                    uint64_t to_version, uint32_t length) override;
 
  private:
   RpcClient client_;

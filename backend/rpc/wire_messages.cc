@@ -102,9 +102,11 @@ void Put(Encoder& e, const StripeVersion& v) {
   e.U64(v.stripe);
   e.U64(v.version);
   e.U32(v.missing_mask);
+  e.U32(v.chunk_len);
 }
 bool Get(Decoder& d, StripeVersion* v) {
-  return d.U64(&v->stripe) && d.U64(&v->version) && d.U32(&v->missing_mask);
+  return d.U64(&v->stripe) && d.U64(&v->version) && d.U32(&v->missing_mask) &&
+         d.U32(&v->chunk_len);
 }
 
 void Put(Encoder& e, const ObsoleteStripe& v) {

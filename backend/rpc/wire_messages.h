@@ -28,41 +28,43 @@ namespace stripefs::rpc {
 
 // X(name, number, idempotent): idempotent calls may be retried once on a
 // fresh connection when a pooled connection turns out to be dead.
-#define STRIPEFS_RPC_MESSAGES(X) \
-  X(Ping, 1, true)               \
-  X(GetGeometry, 16, true)       \
-  X(GetClusterMap, 17, true)     \
-  X(UpsertServer, 18, true)      \
-  X(SetServerState, 19, true)    \
-  X(Lookup, 20, true)            \
-  X(GetAttr, 21, true)           \
-  X(SetAttr, 22, false)          \
-  X(MkNode, 23, false)           \
-  X(Mkdir, 24, false)            \
-  X(Symlink, 25, false)          \
-  X(ReadLink, 26, true)          \
-  X(Link, 27, false)             \
-  X(Unlink, 28, false)           \
-  X(Rmdir, 29, false)            \
-  X(Rename, 30, false)           \
-  X(ReadDir, 31, true)           \
-  X(PurgeInode, 32, false)       \
-  X(ListOrphans, 33, true)       \
-  X(StatFs, 34, true)            \
-  X(SetXattr, 35, false)         \
-  X(GetXattr, 36, true)          \
-  X(ListXattr, 37, true)         \
-  X(RemoveXattr, 38, false)      \
-  X(AllocateVersions, 39, true)  \
-  X(GetStripes, 40, true)        \
-  X(CommitStripe, 41, false)     \
-  X(SetStripeMissing, 42, false) \
-  X(ListStripes, 43, true)       \
-  X(WriteChunk, 64, true)        \
-  X(ReadChunk, 65, true)         \
-  X(DeleteChunk, 66, true)       \
-  X(ListChunks, 67, true)        \
-  X(ChunkStats, 68, true)
+#define STRIPEFS_RPC_MESSAGES(X)  \
+  X(Ping, 1, true)                \
+  X(GetGeometry, 16, true)        \
+  X(GetClusterMap, 17, true)      \
+  X(UpsertServer, 18, true)       \
+  X(SetServerState, 19, true)     \
+  X(Lookup, 20, true)             \
+  X(GetAttr, 21, true)            \
+  X(SetAttr, 22, false)           \
+  X(MkNode, 23, false)            \
+  X(Mkdir, 24, false)             \
+  X(Symlink, 25, false)           \
+  X(ReadLink, 26, true)           \
+  X(Link, 27, false)              \
+  X(Unlink, 28, false)            \
+  X(Rmdir, 29, false)             \
+  X(Rename, 30, false)            \
+  X(ReadDir, 31, true)            \
+  X(PurgeInode, 32, false)        \
+  X(ListOrphans, 33, true)        \
+  X(StatFs, 34, true)             \
+  X(SetXattr, 35, false)          \
+  X(GetXattr, 36, true)           \
+  X(ListXattr, 37, true)          \
+  X(RemoveXattr, 38, false)       \
+  X(AllocateVersions, 39, true)   \
+  X(GetStripes, 40, true)         \
+  X(CommitStripe, 41, false)      \
+  X(SetStripeMissing, 42, false)  \
+  X(ListStripes, 43, true)        \
+  X(WriteChunk, 64, true)         \
+  X(ReadChunk, 65, true)          \
+  X(DeleteChunk, 66, true)        \
+  X(ListChunks, 67, true)         \
+  X(ChunkStats, 68, true)         \
+  X(DeleteChunkVersion, 69, true) \
+  X(CloneChunk, 70, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -224,6 +226,11 @@ template <>
 struct Msg<MsgType::kListChunks> : MsgDef<Tup<ChunkInfo, U32>, Tup<std::vector<ChunkInfo>>> {};
 template <>
 struct Msg<MsgType::kChunkStats> : MsgDef<Tup<>, Tup<ChunkStoreStats>> {};
+template <>
+struct Msg<MsgType::kDeleteChunkVersion> : MsgDef<Tup<ChunkId, U64>, Tup<>> {};
+template <>
+struct Msg<MsgType::kCloneChunk>
+    : MsgDef<Tup<ChunkId, U64, U64, U32>, Tup<>> {};  // id from to length
 // clang-format on
 
 // ---- whole payloads ---------------------------------------------------------

@@ -222,6 +222,11 @@ class MemoryChunkService final : public ChunkService {
     }
     return Status::Ok();
   }
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
+    std::lock_guard<std::mutex> l(mu_);
+    chunks_.erase({id, version});
+    return Status::Ok();
+  }
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override {
     std::lock_guard<std::mutex> l(mu_);

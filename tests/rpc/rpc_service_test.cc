@@ -377,6 +377,16 @@ TEST_F(ChunkRpcTest, EveryMethodRoundTrips) {
   EXPECT_EQ(st->bytes_stored, 110u);
   EXPECT_EQ(st->crc_errors, 3u);
   EXPECT_EQ(st->writes, 3u);
+
+  // CloneChunk runs server side (the fake uses the read+write default).
+  ASSERT_TRUE(c.CloneChunk(id, 8, 9, 100).ok());
+  auto cl = c.ReadChunk(id, 9, 0, 100);
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(*cl, Data(100, 2));
+  EXPECT_EQ(c.CloneChunk(id, 7, 10, 1).code(), ENOENT);
+  ASSERT_TRUE(c.DeleteChunkVersion(id, 8).ok());
+  EXPECT_EQ(c.ReadChunk(id, 8, 0, 1).status().code(), ENOENT);
+  EXPECT_TRUE(c.ReadChunk(id, 9, 0, 100).ok());
   auto ping = remote_->Ping();
   ASSERT_TRUE(ping.ok());
   EXPECT_EQ(*ping, "chunkd");

@@ -40,7 +40,7 @@ struct Sampler {
     Fill(v.name), Fill(v.ino), Fill(v.mode), Fill(v.cookie);
   }
   void Fill(StripeVersion& v) {
-    Fill(v.stripe), Fill(v.version), Fill(v.missing_mask);
+    Fill(v.stripe), Fill(v.version), Fill(v.missing_mask), Fill(v.chunk_len);
   }
   void Fill(ObsoleteStripe& v) {
     Fill(v.inode), Fill(v.stripe), Fill(v.version);
