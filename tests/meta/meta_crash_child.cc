@@ -1,0 +1,211 @@
+// Child process of the MetaStore crash test: opens an existing store and
+// performs random mutations until it is killed with SIGKILL. After each
+// acknowledged mutation the parent must be able to verify, it appends one
+// line to the ack file (a small O_APPEND write, so it is all or nothing):
+//   V <first> <count>   AllocateVersions returned [first, first+count)
+//   L <name>            MkNode(log, name) returned OK
+//   c <stripe> <ver>    about to commit <ver> to stripe <stripe> of "data"
+//   C <stripe> <ver>    that commit returned OK
+// Usage: meta_crash_child DIR SEED ACKFILE. Exit 2 on an unexpected error
+// (EIO, corruption...), 3 on bad usage; never exits normally otherwise
+// within the bounded loop's expected run time.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/meta/meta_store.h"
+
+namespace stripefs {
+namespace {
+
+int ack_fd = -1;
+
+void Ack(const std::string& line) {
+  std::string l = line + "\n";
+  if (write(ack_fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) {
+    std::_Exit(2);
+  }
+}
+
+// Errors a random operation may legitimately hit.
+bool Expected(int code) {
+  switch (code) {
+    case 0:
+    case ENOENT:
+    case EEXIST:
+    case ENOTEMPTY:
+    case EISDIR:
+    case ENOTDIR:
+    case EINVAL:
+    case EPERM:
+    case EBUSY:
+    case ESTALE:
+    case ENODATA:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Check(const Status& s, const char* what) {
+  if (!Expected(s.code())) {
+    std::fprintf(stderr, "crash child: %s: %s\n", what, s.ToString().c_str());
+    std::_Exit(2);
+  }
+}
+
+template <typename T>
+T MustOk(Result<T> r, const char* what) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "crash child: %s: %s\n", what,
+                 r.status().ToString().c_str());
+    std::_Exit(2);
+  }
+  return std::move(r).value();
+}
+
+int Run(const std::string& dir, unsigned seed) {
+  auto store = MustOk(MetaStore::Open(dir), "open");
+  const Geometry geo = MustOk(store->GetGeometry(), "geometry");
+  const uint64_t S = geo.stripe_size();
+  const uint64_t log = MustOk(store->Lookup(kRootInode, "log"), "log").ino;
+  const uint64_t play = MustOk(store->Lookup(kRootInode, "play"), "play").ino;
+  const uint64_t data = MustOk(store->Lookup(kRootInode, "data"), "data").ino;
+  std::mt19937 rng(seed);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  auto pool_name = [&]() { return "n" + std::to_string(pick(12)); };
+
+  // A random directory of the play tree (at most three levels down).
+  auto random_dir = [&]() {
+    uint64_t d = play;
+    for (int depth = 0; depth < 3 && pick(2); ++depth) {
+      auto es = MustOk(store->ReadDir(d, 2, 64), "readdir");
+      std::vector<uint64_t> subs;
+      for (auto& e : es) {
+        if (S_ISDIR(e.mode)) subs.push_back(e.ino);
+      }
+      if (subs.empty()) break;
+      d = subs[pick(subs.size())];
+    }
+    return d;
+  };
+  auto random_entry = [&](uint64_t d) -> std::string {
+    auto es = MustOk(store->ReadDir(d, 2, 64), "readdir");
+    if (es.empty()) return pool_name();
+    return es[pick(es.size())].name;
+  };
+
+  for (uint64_t i = 0; i < 1000000; ++i) {
+    size_t op = pick(100);
+    if (op < 10) {
+      uint32_t count = 1 + static_cast<uint32_t>(pick(40));
+      uint64_t first = MustOk(store->AllocateVersions(count), "allocate");
+      Ack("V " + std::to_string(first) + " " + std::to_string(count));
+    } else if (op < 25) {
+      std::string name = "e" + std::to_string(seed) + "_" + std::to_string(i);
+      MustOk(store->MkNode(log, name, S_IFREG | 0644, 0, 0, 0), "log entry");
+      Ack("L " + name);
+    } else if (op < 40) {
+      uint64_t s = pick(8);
+      auto cur = MustOk(store->GetStripes(data, s, 1), "get stripes");
+      uint64_t expected = cur.empty() ? 0 : cur[0].version;
+      uint64_t v = MustOk(store->AllocateVersions(1), "allocate");
+      Ack("V " + std::to_string(v) + " 1");
+      Ack("c " + std::to_string(s) + " " + std::to_string(v));
+      ObsoleteStripe ob;
+      Status st = store->CommitStripe(data, {s, v, 0, geo.cell_size}, expected,
+                                      (s + 1) * S, &ob);
+      if (!st.ok()) {
+        std::fprintf(stderr, "crash child: commit: %s\n",
+                     st.ToString().c_str());
+        std::_Exit(2);
+      }
+      Ack("C " + std::to_string(s) + " " + std::to_string(v));
+    } else {
+      uint64_t d = random_dir();
+      switch (pick(10)) {
+        case 0:
+        case 1:
+          Check(store->MkNode(d, pool_name(), S_IFREG | 0644, 0, 0, 0).status(),
+                "mknod");
+          break;
+        case 2:
+          Check(store->Mkdir(d, pool_name(), 0755, 0, 0).status(), "mkdir");
+          break;
+        case 3:
+          Check(store->Unlink(d, random_entry(d)).status(), "unlink");
+          break;
+        case 4:
+          Check(store->Rmdir(d, random_entry(d)), "rmdir");
+          break;
+        case 5:
+        case 6: {
+          uint64_t to = random_dir();
+          uint64_t replaced = 0;
+          Check(store->Rename(d, random_entry(d), to, pool_name(),
+                              static_cast<uint32_t>(pick(3)), &replaced),
+                "rename");
+          break;
+        }
+        case 7: {
+          auto a = store->Lookup(d, random_entry(d));
+          if (a.ok()) {
+            Check(store->Link(a->ino, random_dir(), pool_name()).status(),
+                  "link");
+          }
+          break;
+        }
+        case 8: {
+          // Give a file stripes, then truncate it.
+          auto a = store->Lookup(d, random_entry(d));
+          if (!a.ok() || !S_ISREG(a->mode)) break;
+          uint64_t s = pick(4);
+          auto cur = MustOk(store->GetStripes(a->ino, s, 1), "get stripes");
+          uint64_t v = MustOk(store->AllocateVersions(1), "allocate");
+          Ack("V " + std::to_string(v) + " 1");
+          Check(store->CommitStripe(a->ino, {s, v, 0, 4096},
+                                    cur.empty() ? 0 : cur[0].version,
+                                    s * S + 1 + pick(S), nullptr),
+                "commit");
+          SetAttrRequest r;
+          r.mask = kSetSize;
+          r.size = pick(4 * S);
+          std::vector<ObsoleteStripe> ob;
+          Check(store->SetAttr(a->ino, r, &ob).status(), "truncate");
+          break;
+        }
+        case 9: {
+          if (pick(2)) {
+            Check(store->SetXattr(d, "user." + pool_name(), "v", 0), "xattr");
+          } else {
+            for (uint64_t o : MustOk(store->ListOrphans(), "orphans")) {
+              std::vector<ObsoleteStripe> ob;
+              Check(store->PurgeInode(o, &ob), "purge");
+            }
+          }
+          break;
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace stripefs
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: meta_crash_child DIR SEED ACKFILE\n");
+    return 3;
+  }
+  stripefs::ack_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (stripefs::ack_fd < 0) return 3;
+  return stripefs::Run(argv[1], static_cast<unsigned>(std::atoi(argv[2])));
+}
