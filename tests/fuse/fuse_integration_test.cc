@@ -359,10 +359,9 @@ TEST_P(FuseIntegration, UnmountEndsSessionAndLeavesNoThreads) {
 
 // io-uring: requests from a task on CPU c arrive on queue c (stock kernels
 // pick the queue of task_cpu()).
-TEST_P(FuseIntegration, RequestsArriveOnTheQueueOfTheirCpu) {
-  if (GetParam().transport != TransportChoice::kUring) {
-    GTEST_SKIP() << "io-uring only";
-  }
+class FuseUring : public FuseIntegration {};
+
+TEST_P(FuseUring, RequestsArriveOnTheQueueOfTheirCpu) {
   int ncpu = PossibleCpuCount();
   auto before = m_->session().Stats();
   constexpr int kLookups = 40;
@@ -403,6 +402,36 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Param{TransportChoice::kDev, false},
                       Param{TransportChoice::kDev, true},
                       Param{TransportChoice::kUring, false},
+                      Param{TransportChoice::kUring, true}),
+    ParamName);
+
+TEST_P(FuseUring, WritesTravelOnTheRing) {
+  int fd = ::open(P("w").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0);
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, 4096, 65536), 0);
+  std::memset(mem, 1, 65536);
+  auto before = m_->session().Stats();
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(::pwrite(fd, mem, 65536, i * 65536), 65536);
+  ::free(mem);
+  ::close(fd);
+  auto after = m_->session().Stats();
+  uint64_t ring = 0, dev = 0;
+  for (size_t i = 0; i < after.queues.size(); ++i) {
+    uint64_t d = after.queues[i].requests -
+                 (i < before.queues.size() ? before.queues[i].requests : 0);
+    (after.queues[i].transport == "uring" ? ring : dev) += d;
+  }
+  EXPECT_GE(ring, 8u);  // the 8 WRITEs at least
+  EXPECT_EQ(dev, 0u);   // nothing but FORGET/INTERRUPT uses /dev/fuse now
+  EXPECT_EQ(after.uring_queues, static_cast<uint32_t>(PossibleCpuCount()));
+  EXPECT_EQ(after.uring_depth, 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Uring, FuseUring,
+    ::testing::Values(Param{TransportChoice::kUring, false},
                       Param{TransportChoice::kUring, true}),
     ParamName);
 
