@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -22,13 +23,17 @@ namespace {
 class DevInFlight final : public InFlight {
  public:
   DevInFlight(DevTransport* t, std::unique_ptr<uint8_t[]> buf)
-      : t_(t), buf_(std::move(buf)) {}
+      : t_(t), buf_(std::move(buf)) {
+    t_->outstanding().fetch_add(1);
+  }
 
   void Complete(int error, std::span<const iovec> payload) override {
-    if (error != kNoReply) t_->WriteReply(ctx.unique, error, payload);
-    t_->ReturnBuffer(std::move(buf_));
-    if (scratch_) t_->ReturnBuffer(std::move(scratch_));
+    DevTransport* t = t_;
+    if (error != kNoReply) t->WriteReply(ctx.unique, error, payload);
+    t->ReturnBuffer(std::move(buf_));
+    if (scratch_) t->ReturnBuffer(std::move(scratch_));
     delete this;
+    t->outstanding().fetch_sub(1);  // last touch of the transport
   }
 
   std::span<uint8_t> ScratchBuffer(size_t n) override {
@@ -146,6 +151,21 @@ void DevTransport::Join() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  // Requests the file system still holds (asynchronous replies) reference
+  // this transport: wait for them.
+  auto start = std::chrono::steady_clock::now();
+  bool warned = false;
+  while (outstanding_.load() > 0) {
+    if (!warned &&
+        std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+      std::fprintf(stderr,
+                   "stripefs-fuse: waiting for %d request(s) the file system "
+                   "has not answered yet\n",
+                   outstanding_.load());
+      warned = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void DevTransport::Worker(int index) {

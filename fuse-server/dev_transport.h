@@ -11,6 +11,8 @@
 // ENODEV = unmounted/aborted -> clean stop; ENOENT on writev = request was
 // interrupted/aborted -> tolerated.
 //
+// Join() also waits until every request handed out was completed (the file
+// system may answer asynchronously), so no reply can touch a dead transport.
 // Owns its threads and buffers, not the fds. Thread-safe as a Transport.
 #pragma once
 
@@ -50,6 +52,8 @@ class DevTransport : public Transport {
   int WriteReply(uint64_t unique, int error, std::span<const iovec> payload);
   size_t buffer_size() const { return opts_.buffer_size; }
   std::atomic<uint64_t>& reply_enoent() { return reply_enoent_; }
+  // Requests handed to the sink and not completed yet.
+  std::atomic<int>& outstanding() { return outstanding_; }
 
  private:
   void Worker(int index);
@@ -64,6 +68,7 @@ class DevTransport : public Transport {
   std::atomic<bool> stopping_{false};
   std::atomic<int> running_{0};
   std::atomic<uint64_t> reply_enoent_{0};
+  std::atomic<int> outstanding_{0};
 };
 
 }  // namespace stripefs::fuse

@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 
+#include "fuse-server/stop_signals.h"
 #include "fuse-server/uring_transport.h"
 #include "tests/fuse/mem_fs.h"
 #include "tests/fuse/mounted_session.h"
@@ -359,6 +360,17 @@ TEST_P(FuseIntegration, UnmountEndsSessionAndLeavesNoThreads) {
 
 // io-uring: requests from a task on CPU c arrive on queue c (stock kernels
 // pick the queue of task_cpu()).
+TEST_P(FuseIntegration, SigtermUnmountsGracefullyAndStops) {
+  ASSERT_TRUE(InstallStopSignals(&m_->session(), m_->dir()).ok());
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  Status st = m_->session().Wait();  // returns once unmounted and stopped
+  EXPECT_EQ(StopSignalsReceived(), 1);
+  RemoveStopSignals();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(fs_->destroyed());
+  EXPECT_FALSE(IsFuseMountPoint(m_->dir()));
+}
+
 class FuseUring : public FuseIntegration {};
 
 TEST_P(FuseUring, RequestsArriveOnTheQueueOfTheirCpu) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "fuse-server/engine_stats_json.h"
 #include "tests/fuse/fake_inflight.h"
 #include "tests/fuse/wire_builder.h"
 
@@ -211,6 +212,25 @@ TEST_F(SessionTest, InterruptMarksTheHeldRequest) {
                         .Struct(fuse_interrupt_in{10})
                         .Build());
   EXPECT_EQ(again.error, EAGAIN);
+}
+
+TEST_F(SessionTest, StatsRenderAsJsonAndText) {
+  Make(DevOptions());
+  DoInit(45, FUSE_MAX_PAGES | FUSE_WRITEBACK_CACHE, nullptr);
+  Send(WireRequest(FUSE_LOOKUP, 2, 1).Name("x").Build());
+  auto st = session->Stats();
+  auto j = EngineStatsToJson(st);
+  EXPECT_EQ(j["transport"], "dev");
+  EXPECT_EQ(j["requests_by_opcode"]["LOOKUP"], 1);
+  EXPECT_EQ(j["requests_by_opcode"]["INIT"], 1);
+  EXPECT_EQ(j["negotiated"]["alignment"]["requested"], true);
+  EXPECT_EQ(j["negotiated"]["alignment"]["acknowledged"], false);
+  EXPECT_EQ(j["negotiated"]["writeback_cache"], true);
+  EXPECT_EQ(j["queues"][0]["requests"], 2);
+  std::string text = EngineStatsToText(st);
+  EXPECT_NE(text.find("requested (2^20 bytes), not acknowledged"),
+            std::string::npos)
+      << text;
 }
 
 TEST(TransportChoice, ParseAndSelect) {
