@@ -1,0 +1,57 @@
+// Repairer: walks a volume's stripe map and restores full redundancy.
+//
+//  * Repair: every stripe with chunks marked missing, or with a chunk whose
+//    placement moved because a server was marked out, is rebuilt onto the
+//    servers the current cluster map names (StripeClient::RepairStripe).
+//  * Scrub: every stripe is read whole, CRCs are checked by the stores and
+//    parity is re-verified; bad chunks are rebuilt. Chunk versions that no
+//    committed stripe references (orphans of crashed writes) are counted,
+//    and deleted with delete_orphans — only safe while no client writes.
+//
+// Runs `parallel` stripes at a time. Ownership: borrows the Volume.
+// Thread-safety: one Run() at a time per Repairer; the progress callback is
+// called from worker threads under a mutex.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "backend/client/volume.h"
+
+namespace stripefs {
+
+struct RepairOptions {
+  bool scrub = false;           // verify every stripe, not just degraded ones
+  bool delete_orphans = false;  // scrub only
+  int parallel = 4;
+};
+
+struct RepairProgress {
+  uint64_t stripes_seen = 0;
+  uint64_t stripes_total = 0;   // 0 until known
+  uint64_t stripes_repaired = 0;
+  uint64_t chunks_rebuilt = 0;
+  uint64_t bytes_rebuilt = 0;
+  uint64_t stripes_failed = 0;  // could not be repaired (see errors)
+  uint64_t orphan_chunks = 0;
+  uint64_t orphans_deleted = 0;
+  double seconds = 0;
+  std::string first_error;
+};
+
+class Repairer {
+ public:
+  explicit Repairer(Volume* volume) : volume_(volume) {}
+  // Returns the final tally; a non-OK status only when the walk itself
+  // failed (metadata unreachable). Per-stripe failures are counted.
+  Result<RepairProgress> Run(
+      const RepairOptions& options,
+      const std::function<void(const RepairProgress&)>& progress = {});
+
+ private:
+  Status CountOrphans(const RepairOptions& options, RepairProgress* p);
+  Volume* volume_;
+};
+
+}  // namespace stripefs

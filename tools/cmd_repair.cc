@@ -1,0 +1,98 @@
+// `stripefs repair` and `stripefs scrub`: restore full redundancy of a
+// volume (embedded directory or cluster), with a progress bar and summary.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "backend/client/repairer.h"
+#include "tools/command.h"
+#include "tools/volume_flags.h"
+
+namespace stripefs::tools {
+namespace {
+
+void PrintProgress(const RepairProgress& p) {
+  if (!isatty(STDERR_FILENO)) return;
+  const int width = 30;
+  int done = p.stripes_total == 0
+                 ? width
+                 : static_cast<int>(width * p.stripes_seen / p.stripes_total);
+  std::fprintf(stderr, "\r[%.*s%*s] %llu/%llu stripes, %llu chunks rebuilt, %.1f MiB/s ",
+               done, "==============================", width - done, "",
+               static_cast<unsigned long long>(p.stripes_seen),
+               static_cast<unsigned long long>(p.stripes_total),
+               static_cast<unsigned long long>(p.chunks_rebuilt),
+               p.seconds > 0 ? p.bytes_rebuilt / 1048576.0 / p.seconds : 0.0);
+}
+
+int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
+  auto volume = flags.Open();
+  if (!volume.ok()) {
+    std::fprintf(stderr, "stripefs: %s\n", volume.status().ToString().c_str());
+    return 1;
+  }
+  Repairer repairer(volume->get());
+  auto result = repairer.Run(options, PrintProgress);
+  if (isatty(STDERR_FILENO)) std::fputc('\n', stderr);
+  if (!result.ok()) {
+    std::fprintf(stderr, "stripefs: %s failed: %s\n",
+                 options.scrub ? "scrub" : "repair",
+                 result.status().ToString().c_str());
+    return 1;
+  }
+  const RepairProgress& p = *result;
+  std::printf("%s of %s: %llu stripes checked, %llu repaired, %llu chunks "
+              "(%.1f MiB) rebuilt in %.1f s",
+              options.scrub ? "scrub" : "repair",
+              (*volume)->description().c_str(),
+              static_cast<unsigned long long>(p.stripes_seen),
+              static_cast<unsigned long long>(p.stripes_repaired),
+              static_cast<unsigned long long>(p.chunks_rebuilt),
+              p.bytes_rebuilt / 1048576.0, p.seconds);
+  if (p.seconds > 0 && p.bytes_rebuilt > 0)
+    std::printf(" (%.1f MiB/s)", p.bytes_rebuilt / 1048576.0 / p.seconds);
+  std::printf("\n");
+  if (options.scrub) {
+    std::printf("orphan chunk versions: %llu found, %llu deleted%s\n",
+                static_cast<unsigned long long>(p.orphan_chunks),
+                static_cast<unsigned long long>(p.orphans_deleted),
+                p.orphan_chunks > p.orphans_deleted && !options.delete_orphans
+                    ? " (delete with --delete-orphans while no client writes)"
+                    : "");
+  }
+  if (p.stripes_failed > 0) {
+    std::fprintf(stderr,
+                 "stripefs: %llu stripes could not be repaired; first: %s\n"
+                 "  bring the servers holding their chunks back up (or mark "
+                 "dead ones out) and run repair again\n",
+                 static_cast<unsigned long long>(p.stripes_failed),
+                 p.first_error.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+CommandRegistration repair_commands([](CLI::App& app) {
+  for (bool scrub : {false, true}) {
+    auto* cmd = app.add_subcommand(
+        scrub ? "scrub" : "repair",
+        scrub ? "read every chunk, check CRCs and parity, rebuild bad ones"
+              : "rebuild missing chunks (degraded stripes, servers marked out)");
+    auto flags = std::make_shared<VolumeFlags>();
+    auto options = std::make_shared<RepairOptions>();
+    options->scrub = scrub;
+    flags->AddTo(cmd);
+    cmd->add_option("--parallel", options->parallel,
+                    "stripes repaired at once")
+        ->capture_default_str();
+    if (scrub) {
+      cmd->add_flag("--delete-orphans", options->delete_orphans,
+                    "delete chunk versions no stripe references (only while "
+                    "no client writes)");
+    }
+    cmd->callback([flags, options] { ExitWith(RunRepair(*flags, *options)); });
+  }
+});
+
+}  // namespace
+}  // namespace stripefs::tools
