@@ -197,8 +197,7 @@ class MetaStore::Mutation {
   std::set<uint64_t> deleted_;
 };
 
-// --- lifecycle
-// ----------------------------------------------------------------
+// --- lifecycle -----------------------------------------------------------
 
 MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
                      std::unique_ptr<rocksdb::DB> db)
@@ -363,15 +362,43 @@ Result<std::string> MetaStore::Get(const std::string& key,
 }
 
 Status MetaStore::Write(rocksdb::WriteBatch* batch) {
+  // Not synced here: Mutate() syncs the WAL after releasing mu_, so that
+  // concurrent mutations share one fsync (group commit).
   rocksdb::WriteOptions wo;
-  wo.sync = options_.sync;
+  wo.sync = false;
   rocksdb::Status st = db_->Write(wo, batch);
   if (!st.ok()) return DbError(st, "writing metadata");
+  written_seq_++;
   return Status::Ok();
 }
 
-// --- volume and cluster
-// -------------------------------------------------------
+Status MetaStore::WaitDurable(uint64_t seq) {
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  while (synced_seq_ < seq) {
+    if (syncing_) {
+      sync_cv_.wait(lock);
+      continue;
+    }
+    // Become the leader: one fsync covers every write done so far.
+    syncing_ = true;
+    const uint64_t target = written_seq_.load();
+    lock.unlock();
+    rocksdb::Status st = db_->SyncWAL();
+    lock.lock();
+    syncing_ = false;
+    sync_cv_.notify_all();
+    if (!st.ok()) {
+      return Status::IoError(
+          "syncing the metadata WAL failed, the last change may not be "
+          "durable (check the disk holding the metadata store): " +
+          st.ToString());
+    }
+    synced_seq_ = std::max(synced_seq_, target);
+  }
+  return Status::Ok();
+}
+
+// --- volume and cluster --------------------------------------------------
 
 Result<Geometry> MetaStore::GetGeometry() { return geometry_; }
 
@@ -390,43 +417,45 @@ Status MetaStore::UpsertServer(const ServerInfo& info) {
   if (info.state > ServerState::kOut) {
     return Status::InvalidArgument("unknown server state");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
-  auto it = std::find_if(map.servers.begin(), map.servers.end(),
-                         [&](const ServerInfo& s) { return s.id >= info.id; });
-  if (it != map.servers.end() && it->id == info.id) {
-    *it = info;
-  } else {
-    map.servers.insert(it, info);
-  }
-  map.epoch++;
-  rocksdb::WriteBatch b;
-  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
-  return Write(&b);
+  return Mutate([&]() -> Status {
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    auto it =
+        std::find_if(map.servers.begin(), map.servers.end(),
+                     [&](const ServerInfo& s) { return s.id >= info.id; });
+    if (it != map.servers.end() && it->id == info.id) {
+      *it = info;
+    } else {
+      map.servers.insert(it, info);
+    }
+    map.epoch++;
+    rocksdb::WriteBatch b;
+    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    return Write(&b);
+  });
 }
 
 Status MetaStore::SetServerState(uint32_t id, ServerState state) {
   if (state > ServerState::kOut) {
     return Status::InvalidArgument("unknown server state");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
-  auto it = std::find_if(map.servers.begin(), map.servers.end(),
-                         [&](const ServerInfo& s) { return s.id == id; });
-  if (it == map.servers.end()) {
-    return Status::NotFound("server " + std::to_string(id) +
-                            " is not in the cluster map (add it first)");
-  }
-  if (it->state == state) return Status::Ok();
-  it->state = state;
-  map.epoch++;
-  rocksdb::WriteBatch b;
-  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
-  return Write(&b);
+  return Mutate([&]() -> Status {
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    auto it = std::find_if(map.servers.begin(), map.servers.end(),
+                           [&](const ServerInfo& s) { return s.id == id; });
+    if (it == map.servers.end()) {
+      return Status::NotFound("server " + std::to_string(id) +
+                              " is not in the cluster map (add it first)");
+    }
+    if (it->state == state) return Status::Ok();
+    it->state = state;
+    map.epoch++;
+    rocksdb::WriteBatch b;
+    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    return Write(&b);
+  });
 }
 
-// --- namespace reads
-// ----------------------------------------------------------
+// --- namespace reads -----------------------------------------------------
 
 namespace {
 
@@ -543,8 +572,7 @@ Result<std::vector<DirEntry>> MetaStore::ReadDir(uint64_t ino, uint64_t cookie,
   return out;
 }
 
-// --- namespace mutations
-// ------------------------------------------------------
+// --- namespace mutations -------------------------------------------------
 
 Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
                                         const std::string& name, uint32_t mode,
@@ -552,38 +580,40 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
                                         uint32_t rdev,
                                         const std::string* symlink) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
-  if (IsDots(name)) return Status::Exists("'" + name + "' always exists");
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
-                            m.GetDentry(parent, name));
-  if (existing) {
-    return Status::Exists("'" + name + "' already exists in " + InoStr(parent));
-  }
-  InodeRecord* rec = m.NewInode();
-  rec->attr.mode = mode;
-  rec->attr.uid = uid;
-  rec->attr.gid = gid;
-  rec->attr.rdev = rdev;
-  if (IsDir(mode)) {
-    rec->attr.nlink = 2;
-    rec->parent = parent;
-    rec->next_seq = kFirstEntrySeq;
-    dir->attr.nlink++;
-  } else {
-    rec->attr.nlink = 1;
-  }
-  if (symlink) {
-    rec->attr.size = symlink->size();
-    m.batch().Put(SymlinkKey(rec->attr.ino), *symlink);
-  }
-  m.PutDentry(parent, name,
-              DentryValue{rec->attr.ino, mode & S_IFMT, dir->next_seq++});
-  dir->attr.mtime = dir->attr.ctime = m.now();
-  InodeAttr attr = rec->attr;
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  return attr;
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+    if (IsDots(name)) return Status::Exists("'" + name + "' always exists");
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
+                              m.GetDentry(parent, name));
+    if (existing) {
+      return Status::Exists("'" + name + "' already exists in " +
+                            InoStr(parent));
+    }
+    InodeRecord* rec = m.NewInode();
+    rec->attr.mode = mode;
+    rec->attr.uid = uid;
+    rec->attr.gid = gid;
+    rec->attr.rdev = rdev;
+    if (IsDir(mode)) {
+      rec->attr.nlink = 2;
+      rec->parent = parent;
+      rec->next_seq = kFirstEntrySeq;
+      dir->attr.nlink++;
+    } else {
+      rec->attr.nlink = 1;
+    }
+    if (symlink) {
+      rec->attr.size = symlink->size();
+      m.batch().Put(SymlinkKey(rec->attr.ino), *symlink);
+    }
+    m.PutDentry(parent, name,
+                DentryValue{rec->attr.ino, mode & S_IFMT, dir->next_seq++});
+    dir->attr.mtime = dir->attr.ctime = m.now();
+    InodeAttr attr = rec->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
 }
 
 Result<InodeAttr> MetaStore::MkNode(uint64_t parent, const std::string& name,
@@ -623,88 +653,91 @@ Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
 Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
                                   const std::string& new_name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
-  if (IsDir(rec->attr.mode)) {
-    return Status(EPERM, "cannot hard-link directory " + InoStr(ino));
-  }
-  if (rec->attr.nlink == 0) {
-    return Status::NotFound(InoStr(ino) + " was unlinked");
-  }
-  if (rec->attr.nlink == std::numeric_limits<uint32_t>::max()) {
-    return Status(EMLINK, InoStr(ino) + " has too many links");
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(new_parent));
-  if (IsDots(new_name))
-    return Status::Exists("'" + new_name + "' always exists");
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
-                            m.GetDentry(new_parent, new_name));
-  if (existing) {
-    return Status::Exists("'" + new_name + "' already exists in " +
-                          InoStr(new_parent));
-  }
-  m.PutDentry(new_parent, new_name,
-              DentryValue{ino, rec->attr.mode & S_IFMT, dir->next_seq++});
-  rec->attr.nlink++;
-  rec->attr.ctime = m.now();
-  dir->attr.mtime = dir->attr.ctime = m.now();
-  InodeAttr attr = rec->attr;
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  return attr;
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    if (IsDir(rec->attr.mode)) {
+      return Status(EPERM, "cannot hard-link directory " + InoStr(ino));
+    }
+    if (rec->attr.nlink == 0) {
+      return Status::NotFound(InoStr(ino) + " was unlinked");
+    }
+    if (rec->attr.nlink == std::numeric_limits<uint32_t>::max()) {
+      return Status(EMLINK, InoStr(ino) + " has too many links");
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(new_parent));
+    if (IsDots(new_name))
+      return Status::Exists("'" + new_name + "' always exists");
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> existing,
+                              m.GetDentry(new_parent, new_name));
+    if (existing) {
+      return Status::Exists("'" + new_name + "' already exists in " +
+                            InoStr(new_parent));
+    }
+    m.PutDentry(new_parent, new_name,
+                DentryValue{ino, rec->attr.mode & S_IFMT, dir->next_seq++});
+    rec->attr.nlink++;
+    rec->attr.ctime = m.now();
+    dir->attr.mtime = dir->attr.ctime = m.now();
+    InodeAttr attr = rec->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
 }
 
 Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
-  if (IsDots(name)) return Status(EISDIR, "'" + name + "' is a directory");
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
-                            m.GetDentry(parent, name));
-  if (!d) {
-    return Status::NotFound("'" + name + "' does not exist in " +
-                            InoStr(parent));
-  }
-  if (IsDir(d->type)) {
-    return Status(EISDIR, "'" + name + "' is a directory (use rmdir)");
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(d->ino));
-  m.DeleteDentry(parent, name, d->seq);
-  if (rec->attr.nlink > 0) rec->attr.nlink--;
-  rec->attr.ctime = m.now();
-  if (rec->attr.nlink == 0) m.batch().Put(OrphanKey(d->ino), "");
-  dir->attr.mtime = dir->attr.ctime = m.now();
-  InodeAttr attr = rec->attr;
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  return attr;
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+    if (IsDots(name)) return Status(EISDIR, "'" + name + "' is a directory");
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
+                              m.GetDentry(parent, name));
+    if (!d) {
+      return Status::NotFound("'" + name + "' does not exist in " +
+                              InoStr(parent));
+    }
+    if (IsDir(d->type)) {
+      return Status(EISDIR, "'" + name + "' is a directory (use rmdir)");
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(d->ino));
+    m.DeleteDentry(parent, name, d->seq);
+    if (rec->attr.nlink > 0) rec->attr.nlink--;
+    rec->attr.ctime = m.now();
+    if (rec->attr.nlink == 0) m.batch().Put(OrphanKey(d->ino), "");
+    dir->attr.mtime = dir->attr.ctime = m.now();
+    InodeAttr attr = rec->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
 }
 
 Status MetaStore::Rmdir(uint64_t parent, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
-  if (name == ".") return Status::InvalidArgument("cannot rmdir '.'");
-  if (name == "..") return Status(ENOTEMPTY, "cannot rmdir '..'");
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
-                            m.GetDentry(parent, name));
-  if (!d) {
-    return Status::NotFound("'" + name + "' does not exist in " +
-                            InoStr(parent));
-  }
-  if (!IsDir(d->type)) {
-    return Status(ENOTDIR, "'" + name + "' is not a directory");
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(d->ino));
-  if (!empty) {
-    return Status(ENOTEMPTY, "directory '" + name + "' is not empty");
-  }
-  m.DeleteDentry(parent, name, d->seq);
-  STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(d->ino));
-  dir->attr.nlink--;
-  dir->attr.mtime = dir->attr.ctime = m.now();
-  return m.Commit();
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
+    if (name == ".") return Status::InvalidArgument("cannot rmdir '.'");
+    if (name == "..") return Status(ENOTEMPTY, "cannot rmdir '..'");
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> d,
+                              m.GetDentry(parent, name));
+    if (!d) {
+      return Status::NotFound("'" + name + "' does not exist in " +
+                              InoStr(parent));
+    }
+    if (!IsDir(d->type)) {
+      return Status(ENOTDIR, "'" + name + "' is not a directory");
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(d->ino));
+    if (!empty) {
+      return Status(ENOTEMPTY, "directory '" + name + "' is not empty");
+    }
+    m.DeleteDentry(parent, name, d->seq);
+    STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(d->ino));
+    dir->attr.nlink--;
+    dir->attr.mtime = dir->attr.ctime = m.now();
+    return m.Commit();
+  });
 }
 
 Result<bool> MetaStore::IsAncestor(Mutation& m, uint64_t ancestor,
@@ -733,150 +766,154 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
   const bool exchange = flags & kRenameExchange;
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * npdir, m.ModifyDir(new_parent));
-  if (IsDots(name) || IsDots(new_name)) {
-    return Status(EBUSY, "cannot rename '.' or '..'");
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> src,
-                            m.GetDentry(parent, name));
-  if (!src) {
-    return Status::NotFound("'" + name + "' does not exist in " +
-                            InoStr(parent));
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> dst,
-                            m.GetDentry(new_parent, new_name));
-  if (exchange && !dst) {
-    return Status::NotFound("'" + new_name + "' does not exist in " +
-                            InoStr(new_parent) + " (RENAME_EXCHANGE)");
-  }
-  if ((flags & kRenameNoReplace) && dst) {
-    return Status::Exists("'" + new_name + "' already exists in " +
-                          InoStr(new_parent) + " (RENAME_NOREPLACE)");
-  }
-  // Both names already refer to the same inode: POSIX says do nothing.
-  if (dst && dst->ino == src->ino) return Status::Ok();
-
-  const bool src_dir = IsDir(src->type);
-  const bool dst_dir = dst && IsDir(dst->type);
-  if (parent != new_parent) {
-    if (src_dir) {
-      STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, src->ino, new_parent));
-      if (loop) {
-        return Status::InvalidArgument("cannot move directory '" + name +
-                                       "' into its own subtree");
-      }
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * npdir, m.ModifyDir(new_parent));
+    if (IsDots(name) || IsDots(new_name)) {
+      return Status(EBUSY, "cannot rename '.' or '..'");
     }
-    if (exchange && dst_dir) {
-      STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, dst->ino, parent));
-      if (loop) {
-        return Status::InvalidArgument("cannot move directory '" + new_name +
-                                       "' into its own subtree");
-      }
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> src,
+                              m.GetDentry(parent, name));
+    if (!src) {
+      return Status::NotFound("'" + name + "' does not exist in " +
+                              InoStr(parent));
     }
-  }
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * srec, m.Modify(src->ino));
-  const Timespec now = m.now();
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<DentryValue> dst,
+                              m.GetDentry(new_parent, new_name));
+    if (exchange && !dst) {
+      return Status::NotFound("'" + new_name + "' does not exist in " +
+                              InoStr(new_parent) + " (RENAME_EXCHANGE)");
+    }
+    if ((flags & kRenameNoReplace) && dst) {
+      return Status::Exists("'" + new_name + "' already exists in " +
+                            InoStr(new_parent) + " (RENAME_NOREPLACE)");
+    }
+    // Both names already refer to the same inode: POSIX says do nothing.
+    if (dst && dst->ino == src->ino) return Status::Ok();
 
-  if (exchange) {
-    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
-    // Each name keeps its cookie; only the targets swap.
-    m.PutDentry(parent, name, DentryValue{dst->ino, dst->type, src->seq});
-    m.PutDentry(new_parent, new_name,
-                DentryValue{src->ino, src->type, dst->seq});
+    const bool src_dir = IsDir(src->type);
+    const bool dst_dir = dst && IsDir(dst->type);
     if (parent != new_parent) {
       if (src_dir) {
+        STRIPEFS_ASSIGN_OR_RETURN(bool loop,
+                                  IsAncestor(m, src->ino, new_parent));
+        if (loop) {
+          return Status::InvalidArgument("cannot move directory '" + name +
+                                         "' into its own subtree");
+        }
+      }
+      if (exchange && dst_dir) {
+        STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, dst->ino, parent));
+        if (loop) {
+          return Status::InvalidArgument("cannot move directory '" + new_name +
+                                         "' into its own subtree");
+        }
+      }
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * srec, m.Modify(src->ino));
+    const Timespec now = m.now();
+
+    if (exchange) {
+      STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
+      // Each name keeps its cookie; only the targets swap.
+      m.PutDentry(parent, name, DentryValue{dst->ino, dst->type, src->seq});
+      m.PutDentry(new_parent, new_name,
+                  DentryValue{src->ino, src->type, dst->seq});
+      if (parent != new_parent) {
+        if (src_dir) {
+          srec->parent = new_parent;
+          pdir->attr.nlink--;
+          npdir->attr.nlink++;
+        }
+        if (dst_dir) {
+          drec->parent = parent;
+          npdir->attr.nlink--;
+          pdir->attr.nlink++;
+        }
+      }
+      drec->attr.ctime = now;
+    } else {
+      uint64_t seq;
+      if (dst) {
+        if (src_dir && !dst_dir) {
+          return Status(ENOTDIR, "cannot replace non-directory '" + new_name +
+                                     "' with directory '" + name + "'");
+        }
+        if (!src_dir && dst_dir) {
+          return Status(EISDIR, "cannot replace directory '" + new_name +
+                                    "' with non-directory '" + name + "'");
+        }
+        if (dst_dir) {
+          STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(dst->ino));
+          if (!empty) {
+            return Status(ENOTEMPTY,
+                          "directory '" + new_name + "' is not empty");
+          }
+          STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(dst->ino));
+          npdir->attr.nlink--;
+        } else {
+          STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
+          if (drec->attr.nlink > 0) drec->attr.nlink--;
+          drec->attr.ctime = now;
+          if (drec->attr.nlink == 0) m.batch().Put(OrphanKey(dst->ino), "");
+        }
+        if (replaced) *replaced = dst->ino;
+        seq = dst->seq;  // the moved entry takes over the replaced one's slot
+      } else {
+        seq = npdir->next_seq++;
+      }
+      m.DeleteDentry(parent, name, src->seq);
+      m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
+      if (src_dir && parent != new_parent) {
         srec->parent = new_parent;
         pdir->attr.nlink--;
         npdir->attr.nlink++;
       }
-      if (dst_dir) {
-        drec->parent = parent;
-        npdir->attr.nlink--;
-        pdir->attr.nlink++;
-      }
     }
-    drec->attr.ctime = now;
-  } else {
-    uint64_t seq;
-    if (dst) {
-      if (src_dir && !dst_dir) {
-        return Status(ENOTDIR, "cannot replace non-directory '" + new_name +
-                                   "' with directory '" + name + "'");
-      }
-      if (!src_dir && dst_dir) {
-        return Status(EISDIR, "cannot replace directory '" + new_name +
-                                  "' with non-directory '" + name + "'");
-      }
-      if (dst_dir) {
-        STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(dst->ino));
-        if (!empty) {
-          return Status(ENOTEMPTY, "directory '" + new_name + "' is not empty");
-        }
-        STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(dst->ino));
-        npdir->attr.nlink--;
-      } else {
-        STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
-        if (drec->attr.nlink > 0) drec->attr.nlink--;
-        drec->attr.ctime = now;
-        if (drec->attr.nlink == 0) m.batch().Put(OrphanKey(dst->ino), "");
-      }
-      if (replaced) *replaced = dst->ino;
-      seq = dst->seq;  // the moved entry takes over the replaced one's slot
-    } else {
-      seq = npdir->next_seq++;
-    }
-    m.DeleteDentry(parent, name, src->seq);
-    m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
-    if (src_dir && parent != new_parent) {
-      srec->parent = new_parent;
-      pdir->attr.nlink--;
-      npdir->attr.nlink++;
-    }
-  }
-  srec->attr.ctime = now;
-  pdir->attr.mtime = pdir->attr.ctime = now;
-  npdir->attr.mtime = npdir->attr.ctime = now;
-  return m.Commit();
+    srec->attr.ctime = now;
+    pdir->attr.mtime = pdir->attr.ctime = now;
+    npdir->attr.mtime = npdir->attr.ctime = now;
+    return m.Commit();
+  });
 }
 
 Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
                                      std::vector<ObsoleteStripe>* obsolete) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
-  InodeAttr& a = rec->attr;
-  if (req.mask == 0) return a;
-  const Timespec now = m.now();
-  if (req.mask & kSetSize) {
-    if (IsDir(a.mode)) return Status(EISDIR, InoStr(ino) + " is a directory");
-    if (!IsReg(a.mode)) {
-      return Status::InvalidArgument("cannot set the size of " + InoStr(ino) +
-                                     ": not a regular file");
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    InodeAttr& a = rec->attr;
+    if (req.mask == 0) return a;
+    const Timespec now = m.now();
+    if (req.mask & kSetSize) {
+      if (IsDir(a.mode)) return Status(EISDIR, InoStr(ino) + " is a directory");
+      if (!IsReg(a.mode)) {
+        return Status::InvalidArgument("cannot set the size of " + InoStr(ino) +
+                                       ": not a regular file");
+      }
+      if (req.size < a.size) {
+        const uint64_t s = geometry_.stripe_size();
+        const uint64_t first_dropped = req.size / s + (req.size % s ? 1 : 0);
+        STRIPEFS_RETURN_IF_ERROR(
+            DropStripesFrom(m, ino, first_dropped, obsolete));
+      }
+      m.stats().bytes_used = m.stats().bytes_used - a.size + req.size;
+      if (req.size != a.size) a.mtime = now;
+      a.size = req.size;
     }
-    if (req.size < a.size) {
-      const uint64_t s = geometry_.stripe_size();
-      const uint64_t first_dropped = req.size / s + (req.size % s ? 1 : 0);
-      STRIPEFS_RETURN_IF_ERROR(
-          DropStripesFrom(m, ino, first_dropped, obsolete));
-    }
-    m.stats().bytes_used = m.stats().bytes_used - a.size + req.size;
-    if (req.size != a.size) a.mtime = now;
-    a.size = req.size;
-  }
-  if (req.mask & kSetMode) a.mode = (a.mode & S_IFMT) | (req.mode & 07777);
-  if (req.mask & kSetUid) a.uid = req.uid;
-  if (req.mask & kSetGid) a.gid = req.gid;
-  if (req.mask & kSetAtime) a.atime = req.atime;
-  if (req.mask & kSetAtimeNow) a.atime = now;
-  if (req.mask & kSetMtime) a.mtime = req.mtime;
-  if (req.mask & kSetMtimeNow) a.mtime = now;
-  a.ctime = (req.mask & kSetCtime) ? req.ctime : now;
-  InodeAttr attr = a;
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  return attr;
+    if (req.mask & kSetMode) a.mode = (a.mode & S_IFMT) | (req.mode & 07777);
+    if (req.mask & kSetUid) a.uid = req.uid;
+    if (req.mask & kSetGid) a.gid = req.gid;
+    if (req.mask & kSetAtime) a.atime = req.atime;
+    if (req.mask & kSetAtimeNow) a.atime = now;
+    if (req.mask & kSetMtime) a.mtime = req.mtime;
+    if (req.mask & kSetMtimeNow) a.mtime = now;
+    a.ctime = (req.mask & kSetCtime) ? req.ctime : now;
+    InodeAttr attr = a;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
 }
 
 Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
@@ -900,20 +937,21 @@ Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
 
 Status MetaStore::PurgeInode(uint64_t ino,
                              std::vector<ObsoleteStripe>* obsolete) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
-  if (rec->attr.nlink != 0) {
-    return Status(EBUSY, InoStr(ino) + " still has " +
-                             std::to_string(rec->attr.nlink) + " link(s)");
-  }
-  std::vector<ObsoleteStripe> dropped;
-  STRIPEFS_RETURN_IF_ERROR(DropStripesFrom(m, ino, 0, &dropped));
-  STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(ino));
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  if (obsolete)
-    obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
-  return Status::Ok();
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
+    if (rec->attr.nlink != 0) {
+      return Status(EBUSY, InoStr(ino) + " still has " +
+                               std::to_string(rec->attr.nlink) + " link(s)");
+    }
+    std::vector<ObsoleteStripe> dropped;
+    STRIPEFS_RETURN_IF_ERROR(DropStripesFrom(m, ino, 0, &dropped));
+    STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(ino));
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    if (obsolete)
+      obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<uint64_t>> MetaStore::ListOrphans() {
@@ -937,8 +975,7 @@ Result<FsStats> MetaStore::StatFs() {
   return stats_;
 }
 
-// --- xattrs
-// -------------------------------------------------------------------
+// --- xattrs ---------------------------------------------------------------
 
 Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
                            const std::string& value, uint32_t flags) {
@@ -952,22 +989,23 @@ Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
     return Status::InvalidArgument("unsupported xattr flags " +
                                    std::to_string(flags));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
-  std::string key = XattrKey(ino, name);
-  std::string old;
-  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
-  if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading an xattr");
-  if (st.ok() && (flags & kXattrCreate)) {
-    return Status::Exists("xattr '" + name + "' already exists");
-  }
-  if (st.IsNotFound() && (flags & kXattrReplace)) {
-    return Status(ENODATA, "xattr '" + name + "' does not exist");
-  }
-  m.batch().Put(key, value);
-  rec->attr.ctime = m.now();
-  return m.Commit();
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    std::string key = XattrKey(ino, name);
+    std::string old;
+    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
+    if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading an xattr");
+    if (st.ok() && (flags & kXattrCreate)) {
+      return Status::Exists("xattr '" + name + "' already exists");
+    }
+    if (st.IsNotFound() && (flags & kXattrReplace)) {
+      return Status(ENODATA, "xattr '" + name + "' does not exist");
+    }
+    m.batch().Put(key, value);
+    rec->attr.ctime = m.now();
+    return m.Commit();
+  });
 }
 
 Result<std::string> MetaStore::GetXattr(uint64_t ino, const std::string& name) {
@@ -1000,45 +1038,52 @@ Result<std::vector<std::string>> MetaStore::ListXattr(uint64_t ino) {
 
 Status MetaStore::RemoveXattr(uint64_t ino, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
-  std::lock_guard<std::mutex> lock(mu_);
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
-  std::string key = XattrKey(ino, name);
-  std::string old;
-  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
-  if (st.IsNotFound()) {
-    return Status(ENODATA, "xattr '" + name + "' does not exist");
-  }
-  if (!st.ok()) return DbError(st, "reading an xattr");
-  m.batch().Delete(key);
-  rec->attr.ctime = m.now();
-  return m.Commit();
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    std::string key = XattrKey(ino, name);
+    std::string old;
+    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
+    if (st.IsNotFound()) {
+      return Status(ENODATA, "xattr '" + name + "' does not exist");
+    }
+    if (!st.ok()) return DbError(st, "reading an xattr");
+    m.batch().Delete(key);
+    rec->attr.ctime = m.now();
+    return m.Commit();
+  });
 }
 
-// --- stripe map
-// ---------------------------------------------------------------
+// --- stripe map -----------------------------------------------------------
 
 Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
   if (count == 0) return Status::InvalidArgument("AllocateVersions(0)");
-  std::lock_guard<std::mutex> lock(mu_);
-  if (next_version_ >
-      std::numeric_limits<uint64_t>::max() - count - options_.version_batch) {
-    return Status(EOVERFLOW, "stripe version numbers exhausted");
+  uint64_t first = 0;
+  uint64_t reserved_seq = 0;  // the write that made `first` durable
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (next_version_ >
+        std::numeric_limits<uint64_t>::max() - count - options_.version_batch) {
+      return Status(EOVERFLOW, "stripe version numbers exhausted");
+    }
+    if (next_version_ + count > version_limit_) {
+      // Reserve a batch durably before handing any of it out; after a crash
+      // LoadState resumes at the reserved limit, so nothing is reused.
+      uint64_t limit = next_version_ + count + options_.version_batch;
+      rocksdb::WriteBatch b;
+      b.Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
+      STRIPEFS_RETURN_IF_ERROR(Write(&b));
+      version_limit_ = limit;
+      version_limit_seq_ = written_seq_.load();
+    }
+    first = next_version_;
+    next_version_ += count;
+    reserved_seq = version_limit_seq_;
   }
-  if (next_version_ + count > version_limit_) {
-    // Reserve a batch durably before handing any of it out; after a crash
-    // LoadState resumes at the reserved limit, so nothing is reused.
-    uint64_t limit = next_version_ + count + options_.version_batch;
-    rocksdb::WriteBatch b;
-    b.Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
-    rocksdb::WriteOptions wo;
-    wo.sync = true;  // even with options_.sync off: reuse would be data loss
-    rocksdb::Status st = db_->Write(wo, &b);
-    if (!st.ok()) return DbError(st, "reserving stripe versions");
-    version_limit_ = limit;
-  }
-  uint64_t first = next_version_;
-  next_version_ += count;
+  // Only the reservation must be durable (even with options_.sync off:
+  // reusing a version after a crash would make two versions of a stripe
+  // indistinguishable); other mutations' writes need not be waited for.
+  STRIPEFS_RETURN_IF_ERROR(WaitDurable(reserved_seq));
   return first;
 }
 
@@ -1096,45 +1141,46 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
         "min_file_size " + std::to_string(min_file_size) +
         " lies beyond the end of stripe " + std::to_string(sv.stripe));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (sv.version >= next_version_) {
-    return Status::InvalidArgument("stripe version " +
-                                   std::to_string(sv.version) +
-                                   " was never allocated (AllocateVersions)");
-  }
-  Mutation m(this);
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
-  InodeAttr& a = rec->attr;
-  if (!IsReg(a.mode)) {
-    return Status(IsDir(a.mode) ? EISDIR : EINVAL,
-                  InoStr(ino) + " is not a regular file");
-  }
-  std::string key = StripeKey(ino, sv.stripe);
-  std::string v;
-  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
-  StripeVersion cur;
-  if (st.ok()) {
-    STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
-  } else if (!st.IsNotFound()) {
-    return DbError(st, "reading a stripe version");
-  }
-  if (cur.version != expected_version) {
-    return Status(ESTALE, "stripe " + std::to_string(sv.stripe) + " of " +
-                              InoStr(ino) + " is at version " +
-                              std::to_string(cur.version) + ", not " +
-                              std::to_string(expected_version) +
-                              " (someone else committed; re-read and retry)");
-  }
-  m.batch().Put(key,
-                EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
-  if (min_file_size > a.size) {
-    m.stats().bytes_used += min_file_size - a.size;
-    a.size = min_file_size;
-  }
-  a.mtime = a.ctime = m.now();
-  STRIPEFS_RETURN_IF_ERROR(m.Commit());
-  if (obsolete) obsolete->version = cur.version;
-  return Status::Ok();
+  return Mutate([&]() -> Status {
+    if (sv.version >= next_version_) {
+      return Status::InvalidArgument("stripe version " +
+                                     std::to_string(sv.version) +
+                                     " was never allocated (AllocateVersions)");
+    }
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    InodeAttr& a = rec->attr;
+    if (!IsReg(a.mode)) {
+      return Status(IsDir(a.mode) ? EISDIR : EINVAL,
+                    InoStr(ino) + " is not a regular file");
+    }
+    std::string key = StripeKey(ino, sv.stripe);
+    std::string v;
+    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+    StripeVersion cur;
+    if (st.ok()) {
+      STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+    } else if (!st.IsNotFound()) {
+      return DbError(st, "reading a stripe version");
+    }
+    if (cur.version != expected_version) {
+      return Status(ESTALE, "stripe " + std::to_string(sv.stripe) + " of " +
+                                InoStr(ino) + " is at version " +
+                                std::to_string(cur.version) + ", not " +
+                                std::to_string(expected_version) +
+                                " (someone else committed; re-read and retry)");
+    }
+    m.batch().Put(key,
+                  EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
+    if (min_file_size > a.size) {
+      m.stats().bytes_used += min_file_size - a.size;
+      a.size = min_file_size;
+    }
+    a.mtime = a.ctime = m.now();
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    if (obsolete) obsolete->version = cur.version;
+    return Status::Ok();
+  });
 }
 
 Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
@@ -1143,23 +1189,24 @@ Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
   if (width < 32 && (missing_mask >> width) != 0) {
     return Status::InvalidArgument("missing mask has bits past k+m");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string key = StripeKey(ino, stripe);
-  std::string v;
-  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
-  if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading a stripe");
-  StripeVersion cur;
-  if (st.ok()) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
-  if (cur.version != version) {
-    return Status(ESTALE, "stripe " + std::to_string(stripe) + " of " +
-                              InoStr(ino) + " is at version " +
-                              std::to_string(cur.version) + ", not " +
-                              std::to_string(version));
-  }
-  if (cur.missing_mask == missing_mask) return Status::Ok();
-  rocksdb::WriteBatch b;
-  b.Put(key, EncodeStripeValue(version, missing_mask, cur.chunk_len));
-  return Write(&b);
+  return Mutate([&]() -> Status {
+    std::string key = StripeKey(ino, stripe);
+    std::string v;
+    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+    if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading a stripe");
+    StripeVersion cur;
+    if (st.ok()) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+    if (cur.version != version) {
+      return Status(ESTALE, "stripe " + std::to_string(stripe) + " of " +
+                                InoStr(ino) + " is at version " +
+                                std::to_string(cur.version) + ", not " +
+                                std::to_string(version));
+    }
+    if (cur.missing_mask == missing_mask) return Status::Ok();
+    rocksdb::WriteBatch b;
+    b.Put(key, EncodeStripeValue(version, missing_mask, cur.chunk_len));
+    return Write(&b);
+  });
 }
 
 Result<std::vector<StripeRef>> MetaStore::ListStripes(uint64_t after_inode,

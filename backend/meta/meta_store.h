@@ -8,10 +8,14 @@
 // docs/metadata.md.
 //
 // Thread-safety: all methods may be called from many threads. Mutations are
-// serialised by one mutex (each is a read-modify-write of several records);
-// reads run without it against a RocksDB snapshot.
+// serialised by one mutex (each is a read-modify-write of several records)
+// and then wait, without it, for a shared WAL fsync (group commit). Reads run
+// without the mutex against a RocksDB snapshot; they may observe a change
+// whose method has not returned yet (it is applied before it is synced).
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -133,7 +137,30 @@ class MetaStore final : public MetaService {
   Status LoadState();
   // Point read of the latest value; NotFound -> ENOENT with `what`.
   Result<std::string> Get(const std::string& key, const std::string& what);
+  // Applies `batch` (visible at once, not yet synced); needs mu_ held.
   Status Write(rocksdb::WriteBatch* batch);
+  // Returns once every write up to number `seq` is in the synced WAL.
+  Status WaitDurable(uint64_t seq);
+  // Runs `f` (a read-modify-write) under mu_, then - without mu_ - waits
+  // until everything written so far is durable, so one WAL fsync serves
+  // all concurrent mutations (group commit). Waiting for all writes, not
+  // just f's, means a result that depended on another mutation's change is
+  // never returned before that change is durable.
+  template <typename F>
+  auto Mutate(F&& f, bool force_durable = false) -> decltype(f()) {
+    uint64_t target = 0;
+    auto result = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto r = f();
+      target = written_seq_.load();
+      return r;
+    }();
+    if (options_.sync || force_durable) {
+      Status st = WaitDurable(target);
+      if (!st.ok()) return st;
+    }
+    return result;
+  }
   Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
                                uint32_t mode, uint32_t uid, uint32_t gid,
                                uint32_t rdev, const std::string* symlink);
@@ -150,9 +177,17 @@ class MetaStore final : public MetaService {
 
   std::mutex mu_;  // serialises mutations; guards the fields below
   uint64_t next_inode_ = 0;
-  uint64_t next_version_ = 0;   // next version AllocateVersions hands out
-  uint64_t version_limit_ = 0;  // durable: versions < limit may be in use
+  uint64_t next_version_ = 0;       // next version AllocateVersions hands out
+  uint64_t version_limit_ = 0;      // durable: versions < limit may be in use
+  uint64_t version_limit_seq_ = 0;  // write number of the last reservation
   FsStats stats_;
+  // Number of batches written; changed under mu_, read by the sync leader.
+  std::atomic<uint64_t> written_seq_{0};
+
+  std::mutex sync_mu_;  // guards the fields below; never held with mu_
+  std::condition_variable sync_cv_;
+  bool syncing_ = false;
+  uint64_t synced_seq_ = 0;  // batches known to be in the synced WAL
 };
 
 }  // namespace stripefs
