@@ -8,8 +8,12 @@
 namespace stripefs::fs {
 
 namespace {
-void Bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
-uint64_t Ld(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+void Bump(std::atomic<uint64_t>& c) {
+  c.fetch_add(1, std::memory_order_relaxed);
+}
+uint64_t Ld(const std::atomic<uint64_t>& c) {
+  return c.load(std::memory_order_relaxed);
+}
 }  // namespace
 
 void FsCounters::CountWrite(uint64_t offset, uint64_t size,
@@ -98,7 +102,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
         {"bytes", bytes},
         {"aligned_pct", reqs ? 100.0 * Ld(f.write_aligned) / reqs : 0.0},
         {"mean_size", reqs ? static_cast<double>(bytes) / reqs : 0.0}};
-    j["reads"] = {{"requests", Ld(f.read_requests)}, {"bytes", Ld(f.read_bytes)}};
+    j["reads"] = {{"requests", Ld(f.read_requests)},
+                  {"bytes", Ld(f.read_bytes)}};
     json errs = json::object();
     for (int e = 1; e < kErrnoSlots; ++e) {
       const uint64_t c = Ld(f.errors[e]);
@@ -125,7 +130,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     co["write_through"] = Ld(c.write_through);
     json pf = json::object();
     for (int r = 0; r < static_cast<int>(FlushReason::kCount); ++r) {
-      pf[FlushReasonName(static_cast<FlushReason>(r))] = Ld(c.partial_flushes[r]);
+      pf[FlushReasonName(static_cast<FlushReason>(r))] =
+          Ld(c.partial_flushes[r]);
     }
     co["partial_flushes"] = pf;
     co["partial_bytes"] = Ld(c.partial_bytes);

@@ -53,7 +53,8 @@ struct FsCounters {
   void CountWrite(uint64_t offset, uint64_t size, uint64_t stripe_size,
                   uint32_t max_write, bool writeback);
   void CountError(int err) {
-    if (err > 0 && err < kErrnoSlots) errors[err].fetch_add(1, std::memory_order_relaxed);
+    if (err > 0 && err < kErrnoSlots)
+      errors[err].fetch_add(1, std::memory_order_relaxed);
   }
 };
 

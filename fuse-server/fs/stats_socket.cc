@@ -83,7 +83,8 @@ Result<std::unique_ptr<StatsServer>> StatsServer::Start(
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) {
-    return Status::InvalidArgument("stats socket path too long: " + socket_path);
+    return Status::InvalidArgument("stats socket path too long: " +
+                                   socket_path);
   }
   std::strcpy(addr.sun_path, socket_path.c_str());
   s->fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -93,7 +94,8 @@ Result<std::unique_ptr<StatsServer>> StatsServer::Start(
     return Status::FromErrno(errno, "bind " + socket_path);
   }
   ::chmod(socket_path.c_str(), 0666);  // stats are not secret
-  if (::listen(s->fd_, 8) != 0) return Status::FromErrno(errno, "listen " + socket_path);
+  if (::listen(s->fd_, 8) != 0)
+    return Status::FromErrno(errno, "listen " + socket_path);
   s->thread_ = std::thread([p = s.get()] { p->Loop(); });
   return s;
 }

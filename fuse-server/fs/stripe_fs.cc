@@ -21,8 +21,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint32_t kRenameMask = fuse_abi::kRenameNoReplace |
-                                 fuse_abi::kRenameExchange;
+constexpr uint32_t kRenameMask =
+    fuse_abi::kRenameNoReplace | fuse_abi::kRenameExchange;
 
 void SplitTimeout(std::chrono::milliseconds t, uint64_t* sec, uint32_t* nsec) {
   *sec = static_cast<uint64_t>(t.count() / 1000);
@@ -208,7 +208,8 @@ Result<InodeAttr> StripeFs::AttrWithBuffered(uint64_t ino) {
   auto a = meta_.GetAttr(ino);
   if (!a.ok()) return a;
   if (S_ISREG(a->mode)) {
-    if (auto w = WriterFor(ino, false)) a->size = std::max(a->size, w->BufferedEnd());
+    if (auto w = WriterFor(ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
   }
   return a;
 }
@@ -253,7 +254,8 @@ Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
   }
   auto a = meta_.GetAttr(ino);
   if (!a.ok()) return a;
-  if (!S_ISREG(a->mode)) return Status(S_ISDIR(a->mode) ? EISDIR : EINVAL, "not a regular file");
+  if (!S_ISREG(a->mode))
+    return Status(S_ISDIR(a->mode) ? EISDIR : EINVAL, "not a regular file");
   return client_.Truncate(ino, a->size, new_size);
 }
 
@@ -278,7 +280,8 @@ void StripeFs::Lookup(Replier r, uint64_t parent, std::string_view name) {
     return Fail(r, a.status());
   }
   if (S_ISREG(a->mode)) {
-    if (auto w = WriterFor(a->ino, false)) a->size = std::max(a->size, w->BufferedEnd());
+    if (auto w = WriterFor(a->ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
   }
   r.Entry(MakeEntry(*a));
 }
@@ -372,7 +375,8 @@ void StripeFs::ReadLink(Replier r, uint64_t nodeid) {
 void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
                        std::string_view target) {
   NewOwner o = OwnerFor(meta_, parent, r, S_IFLNK | 0777);
-  auto a = meta_.Symlink(parent, std::string(name), std::string(target), o.uid, o.gid);
+  auto a = meta_.Symlink(parent, std::string(name), std::string(target), o.uid,
+                         o.gid);
   if (!a.ok()) return Fail(r, a.status());
   r.Entry(MakeEntry(*a));
 }
@@ -380,7 +384,8 @@ void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
 void StripeFs::Mknod(Replier r, uint64_t parent, std::string_view name,
                      const fuse_mknod_in& in) {
   NewOwner o = OwnerFor(meta_, parent, r, in.mode);
-  auto a = meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, in.rdev);
+  auto a =
+      meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, in.rdev);
   if (!a.ok()) return Fail(r, a.status());
   r.Entry(MakeEntry(*a));
 }
@@ -426,7 +431,8 @@ void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
   auto a = meta_.Link(oldnode, newparent, std::string(newname));
   if (!a.ok()) return Fail(r, a.status());
   if (S_ISREG(a->mode)) {
-    if (auto w = WriterFor(a->ino, false)) a->size = std::max(a->size, w->BufferedEnd());
+    if (auto w = WriterFor(a->ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
   }
   r.Entry(MakeEntry(*a));
 }
@@ -614,7 +620,8 @@ void StripeFs::OpenDir(Replier r, uint64_t nodeid, const fuse_open_in&) {
 
 void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
                             bool plus) {
-  const uint32_t min_entry = plus ? sizeof(fuse_direntplus) + 8 : sizeof(fuse_dirent) + 8;
+  const uint32_t min_entry =
+      plus ? sizeof(fuse_direntplus) + 8 : sizeof(fuse_dirent) + 8;
   const uint32_t max_entries = std::max<uint32_t>(1, in.size / min_entry + 1);
   auto entries = meta_.ReadDir(ino, in.offset, max_entries);
   if (!entries.ok()) return Fail(r, entries.status());
@@ -642,8 +649,10 @@ void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
       if (a.ok()) {
         out.nodeid = a->ino;
         out.generation = a->generation;
-        SplitTimeout(options_.attr_timeout, &out.entry_valid, &out.entry_valid_nsec);
-        SplitTimeout(options_.attr_timeout, &out.attr_valid, &out.attr_valid_nsec);
+        SplitTimeout(options_.attr_timeout, &out.entry_valid,
+                     &out.entry_valid_nsec);
+        SplitTimeout(options_.attr_timeout, &out.attr_valid,
+                     &out.attr_valid_nsec);
         out.attr = ToAttr(*a);
         counted = true;
       }
@@ -669,7 +678,9 @@ void StripeFs::ReadDirPlus(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   ReplyReadDir(r, nodeid, in, true);
 }
 
-void StripeFs::ReleaseDir(Replier r, uint64_t, const fuse_release_in&) { r.Ok(); }
+void StripeFs::ReleaseDir(Replier r, uint64_t, const fuse_release_in&) {
+  r.Ok();
+}
 
 void StripeFs::FsyncDir(Replier r, uint64_t, const fuse_fsync_in&) {
   r.Ok();  // directory mutations are durable when acknowledged
@@ -679,14 +690,15 @@ void StripeFs::Access(Replier r, uint64_t nodeid, uint32_t mask) {
   auto a = meta_.GetAttr(nodeid);
   if (!a.ok()) return Fail(r, a.status());
   const uint32_t uid = r.ctx().uid, gid = r.ctx().gid;
-  uint32_t want = mask & 7;  // R_OK 4, W_OK 2, X_OK 1
+  uint32_t want = mask & 7;      // R_OK 4, W_OK 2, X_OK 1
   if (want == 0) return r.Ok();  // F_OK
   if (uid == 0) {
     // root: everything but execute without any x bit.
-    if ((want & X_OK) && !S_ISDIR(a->mode) && !(a->mode & 0111)) return Fail(r, EACCES);
+    if ((want & X_OK) && !S_ISDIR(a->mode) && !(a->mode & 0111))
+      return Fail(r, EACCES);
     return r.Ok();
   }
-  uint32_t bits = a->uid == uid ? (a->mode >> 6) & 7
+  uint32_t bits = a->uid == uid   ? (a->mode >> 6) & 7
                   : a->gid == gid ? (a->mode >> 3) & 7
                                   : a->mode & 7;
   if ((bits & want) != want) return Fail(r, EACCES);
@@ -698,8 +710,10 @@ void StripeFs::Interrupt(uint64_t) {
   // request is simply answered normally (the kernel discards the answer).
 }
 
-void StripeFs::Fallocate(Replier r, uint64_t nodeid, const fuse_fallocate_in& in) {
-  const uint32_t supported = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+void StripeFs::Fallocate(Replier r, uint64_t nodeid,
+                         const fuse_fallocate_in& in) {
+  const uint32_t supported =
+      FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
   if (in.mode & ~supported) return Fail(r, EOPNOTSUPP);
   if ((in.mode & FALLOC_FL_PUNCH_HOLE) && !(in.mode & FALLOC_FL_KEEP_SIZE)) {
     return Fail(r, EOPNOTSUPP);

@@ -65,7 +65,9 @@ class StripeFs : public fuse::RawFileSystem {
   // The `stripefs stat` document (see fs_counters.h for the definitions).
   nlohmann::json StatsJson() const;
   const FsCounters& counters() const { return counters_; }
-  const CoalesceCounters& coalesce_counters() const { return coalesce_counters_; }
+  const CoalesceCounters& coalesce_counters() const {
+    return coalesce_counters_;
+  }
 
   // ---- RawFileSystem ----
   void Init(const fuse::NegotiatedInit& negotiated) override;
@@ -135,13 +137,15 @@ class StripeFs : public fuse::RawFileSystem {
   struct Node {
     uint64_t lookups = 0;
     uint32_t opens = 0;
-    bool maybe_orphan = false;  // link count seen at zero
+    bool maybe_orphan = false;             // link count seen at zero
     std::shared_ptr<StripeWriter> writer;  // regular files with data
   };
 
   // Replies an error (counted by errno).
   void Fail(fuse::Replier& r, int err);
-  void Fail(fuse::Replier& r, const Status& s) { Fail(r, s.code() ? s.code() : EIO); }
+  void Fail(fuse::Replier& r, const Status& s) {
+    Fail(r, s.code() ? s.code() : EIO);
+  }
   fuse_abi::fuse_attr ToAttr(const InodeAttr& a) const;
   // Entry reply for `a` (takes a lookup reference).
   fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);

@@ -14,16 +14,26 @@ void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
 
 const char* FlushReasonName(FlushReason r) {
   switch (r) {
-    case FlushReason::kFull: return "full";
-    case FlushReason::kFsync: return "fsync";
-    case FlushReason::kFlush: return "flush";
-    case FlushReason::kRelease: return "release";
-    case FlushReason::kIdle: return "idle";
-    case FlushReason::kMemoryCap: return "memory_cap";
-    case FlushReason::kTruncate: return "truncate";
-    case FlushReason::kDestroy: return "destroy";
-    case FlushReason::kOther: return "other";
-    case FlushReason::kCount: break;
+    case FlushReason::kFull:
+      return "full";
+    case FlushReason::kFsync:
+      return "fsync";
+    case FlushReason::kFlush:
+      return "flush";
+    case FlushReason::kRelease:
+      return "release";
+    case FlushReason::kIdle:
+      return "idle";
+    case FlushReason::kMemoryCap:
+      return "memory_cap";
+    case FlushReason::kTruncate:
+      return "truncate";
+    case FlushReason::kDestroy:
+      return "destroy";
+    case FlushReason::kOther:
+      return "other";
+    case FlushReason::kCount:
+      break;
   }
   return "?";
 }
@@ -65,7 +75,8 @@ StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
 
 StripeWriter::~StripeWriter() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [s, b] : buffers_) budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  for (auto& [s, b] : buffers_)
+    budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
 }
 
@@ -220,7 +231,8 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
   const uint64_t committed = attr->size;
   const uint64_t logical = std::max(committed, buffered_end);
   if (offset >= logical || out.empty()) return size_t{0};
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), logical - offset));
+  const size_t n =
+      static_cast<size_t>(std::min<uint64_t>(out.size(), logical - offset));
   std::memset(out.data(), 0, n);
   if (offset < committed) {
     auto got = client_->Read(ino_, offset, out.first(n), committed);
@@ -315,7 +327,8 @@ std::vector<uint64_t> StripeWriter::BufferedStripes() const {
 
 void StripeWriter::Discard() {
   std::unique_lock<std::mutex> lock(mu_);
-  for (auto& [s, b] : buffers_) budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  for (auto& [s, b] : buffers_)
+    budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
   cv_.wait(lock, [&] { return inflight_.empty(); });
   RecomputeEnd();

@@ -86,9 +86,10 @@ class CoalesceBudget {
 struct CoalesceCounters {
   std::atomic<uint64_t> full_from_buffer{0};  // complete buffers sent
   std::atomic<uint64_t> full_direct{0};  // whole-stripe WRITEs sent uncopied
-  std::atomic<uint64_t> partial_flushes[static_cast<int>(FlushReason::kCount)]{};
-  std::atomic<uint64_t> partial_bytes{0};  // bytes sent by partial flushes
-  std::atomic<uint64_t> write_through{0};  // coalescing off: WRITEs passed on
+  std::atomic<uint64_t>
+      partial_flushes[static_cast<int>(FlushReason::kCount)]{};
+  std::atomic<uint64_t> partial_bytes{0};    // bytes sent by partial flushes
+  std::atomic<uint64_t> write_through{0};    // coalescing off: WRITEs passed on
   std::atomic<uint64_t> deferred_errors{0};  // failed flushes nobody awaited
   std::atomic<uint64_t> reported_errors{0};  // ... later returned by Flush()
 };
@@ -141,8 +142,8 @@ class StripeWriter {
  private:
   struct Buffer {
     uint64_t stripe = 0;
-    std::vector<uint8_t> owned;      // S bytes when copied
-    std::span<const uint8_t> bytes;  // owned or the request's data (direct)
+    std::vector<uint8_t> owned;          // S bytes when copied
+    std::span<const uint8_t> bytes;      // owned or the request's data (direct)
     std::map<uint32_t, uint32_t> valid;  // start -> end, merged
     std::chrono::steady_clock::time_point last_write;
     bool Complete(uint64_t stripe_size) const;
@@ -169,7 +170,7 @@ class StripeWriter {
   const uint64_t stripe_size_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // an in-flight write retired
+  std::condition_variable cv_;              // an in-flight write retired
   std::map<uint64_t, BufferPtr> buffers_;   // stripe -> newest data
   std::map<uint64_t, BufferPtr> inflight_;  // stripe -> being written
   uint64_t buffered_end_ = 0;

@@ -1,0 +1,560 @@
+// POSIX behaviour of StripeFs through the kernel: every operation, done with
+// plain syscalls on a real mount of an embedded volume (in-process server).
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/fs/fs_mount.h"
+
+namespace stripefs::fs::testing {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+void WriteAll(int fd, const std::vector<uint8_t>& d, off_t off) {
+  size_t done = 0;
+  while (done < d.size()) {
+    ssize_t n = ::pwrite(fd, d.data() + done, d.size() - done, off + done);
+    ASSERT_GT(n, 0) << std::strerror(errno);
+    done += n;
+  }
+}
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::vector<uint8_t> out;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return out;
+  uint8_t buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  ::close(fd);
+  return out;
+}
+
+void PutFile(const std::string& path, const std::vector<uint8_t>& d) {
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  WriteAll(fd, d, 0);
+  ASSERT_EQ(::close(fd), 0);
+}
+
+uint64_t J(const nlohmann::json& j, const char* a, const char* b) {
+  return j[a][b].get<uint64_t>();
+}
+
+class FsPosixTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = MountSkipReason();
+    if (!why.empty()) GTEST_SKIP() << "SKIPPED (cannot mount here): " << why;
+    FsMountOptions o;
+    o.fs.idle_flush =
+        std::chrono::milliseconds(60000);  // only explicit flushes
+    Customize(&o);
+    auto m = FsMount::Start(o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    m_ = std::move(*m);
+  }
+  void TearDown() override { m_.reset(); }
+  virtual void Customize(FsMountOptions*) {}
+  std::string P(const std::string& rel) { return m_->Path(rel); }
+  std::unique_ptr<FsMount> m_;
+};
+
+TEST_F(FsPosixTest, CreateWriteReadAcrossStripes) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4095}, kMiB - 1, kMiB,
+                      kMiB + 1, 3 * kMiB + 12345}) {
+    const std::string p = P("f" + std::to_string(size));
+    auto d = Pattern(size, static_cast<uint32_t>(size));
+    PutFile(p, d);
+    struct stat st {};
+    ASSERT_EQ(::stat(p.c_str(), &st), 0);
+    EXPECT_EQ(static_cast<size_t>(st.st_size), size);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+    EXPECT_EQ(ReadAll(p), d) << "size " << size;
+  }
+  // The same data after dropping the kernel's caches: remount.
+  ASSERT_TRUE(m_->Remount().ok());
+  for (size_t size : {size_t{1}, kMiB + 1, 3 * kMiB + 12345}) {
+    EXPECT_EQ(ReadAll(P("f" + std::to_string(size))),
+              Pattern(size, static_cast<uint32_t>(size)));
+  }
+}
+
+TEST_F(FsPosixTest, OverwriteInsideAndAcrossStripes) {
+  auto d = Pattern(3 * kMiB, 7);
+  PutFile(P("o"), d);
+  int fd = ::open(P("o").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  auto patch = Pattern(300000, 8);
+  WriteAll(fd, patch, kMiB - 1000);  // straddles a stripe boundary
+  std::copy(patch.begin(), patch.end(), d.begin() + kMiB - 1000);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(P("o")), d);
+}
+
+TEST_F(FsPosixTest, ReadsSeeBufferedDataAndFsyncCommits) {
+  int fd = ::open(P("b").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  auto d = Pattern(200000, 3);  // a partial stripe: stays buffered
+  WriteAll(fd, d, 5000);
+  // O_DIRECT reads go to the server (after the kernel wrote its dirty
+  // pages): the server must answer from its buffer.
+  int dfd = ::open(P("b").c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(dfd, 0);
+  std::vector<uint8_t> got(300000);
+  ssize_t n = ::pread(dfd, got.data(), got.size(), 0);
+  ASSERT_EQ(n, 205000);
+  EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 5000,
+                          [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::equal(d.begin(), d.end(), got.begin() + 5000));
+  auto before = m_->fs().StatsJson();
+  EXPECT_GT(before["coalescing"]["buffered_bytes"].get<uint64_t>(), 0u);
+  const uint64_t stripes_before = J(before, "backend", "stripe_writes");
+  ASSERT_EQ(::fsync(fd), 0);
+  auto after = m_->fs().StatsJson();
+  EXPECT_EQ(after["coalescing"]["buffered_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(J(after, "backend", "stripe_writes"), stripes_before);
+  EXPECT_GE(after["coalescing"]["partial_flushes"]["fsync"].get<uint64_t>(),
+            1u);
+  ::close(dfd);
+  ::close(fd);
+}
+
+TEST_F(FsPosixTest, CoalescingTurnsSmallWritesIntoFullStripes) {
+  int fd = ::open(P("c").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0);
+  // 4 MiB in odd-sized direct writes: none is stripe aligned.
+  auto d = Pattern(4 * kMiB, 11);
+  size_t off = 0;
+  const size_t sizes[] = {4096 * 3, 65536, 100000, 7, 333333};
+  for (int i = 0; off < d.size(); ++i) {
+    size_t n = std::min(sizes[i % 5], d.size() - off);
+    ASSERT_EQ(::pwrite(fd, d.data() + off, n, off), static_cast<ssize_t>(n));
+    off += n;
+  }
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  auto s = m_->fs().StatsJson();
+  EXPECT_EQ(J(s, "backend", "full_stripe_writes"), 4u);
+  EXPECT_EQ(J(s, "backend", "rmw_stripes"), 0u);
+  EXPECT_EQ(J(s, "backend", "parity_delta_updates"), 0u);
+  EXPECT_EQ(J(s, "writes", "aligned"), 0u);
+  EXPECT_GT(J(s, "writes", "requests"), 10u);
+  EXPECT_EQ(ReadAll(P("c")), d);
+}
+
+TEST_F(FsPosixTest, TruncateAcrossStripes) {
+  auto d = Pattern(3 * kMiB + 100, 5);
+  PutFile(P("t"), d);
+  ASSERT_EQ(::truncate(P("t").c_str(), kMiB + 10), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(P("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(kMiB + 10));
+  ASSERT_EQ(::truncate(P("t").c_str(), 2 * kMiB + 7), 0);
+  auto got = ReadAll(P("t"));
+  ASSERT_EQ(got.size(), 2 * kMiB + 7);
+  EXPECT_TRUE(std::equal(d.begin(), d.begin() + kMiB + 10, got.begin()));
+  EXPECT_TRUE(std::all_of(got.begin() + kMiB + 10, got.end(),
+                          [](uint8_t b) { return b == 0; }));
+  // O_TRUNC
+  int fd = ::open(P("t").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  ::close(fd);
+  ASSERT_TRUE(m_->Remount().ok());
+  ASSERT_EQ(::stat(P("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+}
+
+TEST_F(FsPosixTest, DirectoriesAndReaddir) {
+  ASSERT_EQ(::mkdir(P("d").c_str(), 0755), 0);
+  EXPECT_EQ(::mkdir(P("d").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EEXIST);
+  std::set<std::string> want;
+  for (int i = 0; i < 300; ++i) {  // more than one READDIR buffer
+    std::string name = "entry-with-a-longish-name-" + std::to_string(i);
+    PutFile(P("d/" + name), {});
+    want.insert(name);
+  }
+  ASSERT_EQ(::mkdir(P("d/sub").c_str(), 0700), 0);
+  want.insert("sub");
+  DIR* dir = ::opendir(P("d").c_str());
+  ASSERT_NE(dir, nullptr);
+  std::set<std::string> got;
+  bool dot = false, dotdot = false;
+  while (dirent* e = ::readdir(dir)) {
+    std::string n = e->d_name;
+    if (n == ".") {
+      dot = true;
+      continue;
+    }
+    if (n == "..") {
+      dotdot = true;
+      continue;
+    }
+    EXPECT_TRUE(got.insert(n).second) << "duplicate " << n;
+    if (n == "sub")
+      EXPECT_EQ(e->d_type, DT_DIR);
+    else
+      EXPECT_EQ(e->d_type, DT_REG);
+  }
+  ::closedir(dir);
+  EXPECT_TRUE(dot && dotdot);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(::rmdir(P("d").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  EXPECT_EQ(::rmdir(P("d/sub").c_str()), 0);
+  struct stat st {};
+  EXPECT_EQ(::stat(P("d/sub").c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(::unlink(P("d/entry-with-a-longish-name-7").c_str()), 0);
+  EXPECT_EQ(::unlink(P("d/entry-with-a-longish-name-7").c_str()), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(::unlink(P("d").c_str()), -1);
+  EXPECT_EQ(errno, EISDIR);
+  ASSERT_EQ(::fsync(::open(P("d").c_str(), O_RDONLY | O_DIRECTORY)), 0);
+}
+
+TEST_F(FsPosixTest, RenameVariants) {
+  PutFile(P("a"), Pattern(10, 1));
+  PutFile(P("b"), Pattern(20, 2));
+  ASSERT_EQ(::renameat2(AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(),
+                        RENAME_NOREPLACE),
+            -1);
+  EXPECT_EQ(errno, EEXIST);
+  ASSERT_EQ(::renameat2(AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(),
+                        RENAME_EXCHANGE),
+            0);
+  EXPECT_EQ(ReadAll(P("a")), Pattern(20, 2));
+  EXPECT_EQ(ReadAll(P("b")), Pattern(10, 1));
+  ASSERT_EQ(::rename(P("a").c_str(), P("b").c_str()), 0);  // replaces b
+  EXPECT_EQ(ReadAll(P("b")), Pattern(20, 2));
+  struct stat st {};
+  EXPECT_EQ(::stat(P("a").c_str(), &st), -1);
+  ASSERT_EQ(::mkdir(P("dir1").c_str(), 0755), 0);
+  ASSERT_EQ(::rename(P("b").c_str(), P("dir1/moved").c_str()), 0);
+  EXPECT_EQ(ReadAll(P("dir1/moved")), Pattern(20, 2));
+  ASSERT_EQ(::rename(P("dir1").c_str(), P("dir2").c_str()), 0);
+  EXPECT_EQ(ReadAll(P("dir2/moved")), Pattern(20, 2));
+}
+
+TEST_F(FsPosixTest, HardLinksSymlinksAndSpecialFiles) {
+  PutFile(P("x"), Pattern(100, 9));
+  ASSERT_EQ(::link(P("x").c_str(), P("y").c_str()), 0);
+  struct stat sx {
+  }, sy{};
+  ASSERT_EQ(::stat(P("x").c_str(), &sx), 0);
+  ASSERT_EQ(::stat(P("y").c_str(), &sy), 0);
+  EXPECT_EQ(sx.st_ino, sy.st_ino);
+  EXPECT_EQ(sx.st_nlink, 2u);
+  ASSERT_EQ(::unlink(P("x").c_str()), 0);
+  EXPECT_EQ(ReadAll(P("y")), Pattern(100, 9));
+  ASSERT_EQ(::symlink("y", P("s").c_str()), 0);
+  char buf[64] = {};
+  ASSERT_EQ(::readlink(P("s").c_str(), buf, sizeof(buf)), 1);
+  EXPECT_STREQ(buf, "y");
+  EXPECT_EQ(ReadAll(P("s")), Pattern(100, 9));  // followed
+  struct stat sl {};
+  ASSERT_EQ(::lstat(P("s").c_str(), &sl), 0);
+  EXPECT_TRUE(S_ISLNK(sl.st_mode));
+  ASSERT_EQ(::mkfifo(P("fifo").c_str(), 0600), 0);
+  ASSERT_EQ(::lstat(P("fifo").c_str(), &sl), 0);
+  EXPECT_TRUE(S_ISFIFO(sl.st_mode));
+  ASSERT_EQ(::mknod(P("sock").c_str(), S_IFSOCK | 0600, 0), 0);
+  ASSERT_EQ(::lstat(P("sock").c_str(), &sl), 0);
+  EXPECT_TRUE(S_ISSOCK(sl.st_mode));
+}
+
+TEST_F(FsPosixTest, AttributesModeOwnerTimes) {
+  PutFile(P("m"), Pattern(10, 1));
+  ASSERT_EQ(::chmod(P("m").c_str(), 0600), 0);
+  ASSERT_EQ(::chown(P("m").c_str(), 1234, 5678), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(P("m").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  timespec ts[2] = {{1000000000, 123}, {1100000000, 456}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, P("m").c_str(), ts, 0), 0);
+  ASSERT_EQ(::stat(P("m").c_str(), &st), 0);
+  EXPECT_EQ(st.st_atim.tv_sec, 1000000000);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1100000000);
+  EXPECT_EQ(st.st_mtim.tv_nsec, 456);
+  timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, P("m").c_str(), now, 0), 0);
+  ASSERT_EQ(::stat(P("m").c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1600000000);
+  // Permission checks by the kernel (default_permissions): a non-root
+  // process cannot open a 0600 file of another owner.
+  ASSERT_EQ(::chown(P("m").c_str(), 0, 0), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setresgid(4321, 4321, 4321) != 0 ||
+        ::setresuid(4321, 4321, 4321) != 0)
+      _exit(2);
+    int fd = ::open(P("m").c_str(), O_RDONLY);
+    _exit(fd < 0 && errno == EACCES ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_F(FsPosixTest, Xattrs) {
+  PutFile(P("x"), {});
+  const std::string p = P("x");
+  ASSERT_EQ(::setxattr(p.c_str(), "user.a", "hello", 5, 0), 0);
+  ASSERT_EQ(::setxattr(p.c_str(), "user.b", "", 0, 0), 0);
+  EXPECT_EQ(::setxattr(p.c_str(), "user.a", "x", 1, XATTR_CREATE), -1);
+  EXPECT_EQ(errno, EEXIST);
+  EXPECT_EQ(::setxattr(p.c_str(), "user.c", "x", 1, XATTR_REPLACE), -1);
+  EXPECT_EQ(errno, ENODATA);
+  char buf[64];
+  EXPECT_EQ(::getxattr(p.c_str(), "user.a", nullptr, 0), 5);
+  ASSERT_EQ(::getxattr(p.c_str(), "user.a", buf, sizeof(buf)), 5);
+  EXPECT_EQ(std::string(buf, 5), "hello");
+  EXPECT_EQ(::getxattr(p.c_str(), "user.a", buf, 2), -1);
+  EXPECT_EQ(errno, ERANGE);
+  ssize_t n = ::listxattr(p.c_str(), buf, sizeof(buf));
+  ASSERT_GT(n, 0);
+  std::set<std::string> names;
+  for (ssize_t i = 0; i < n; i += std::strlen(buf + i) + 1)
+    names.insert(buf + i);
+  EXPECT_EQ(names, (std::set<std::string>{"user.a", "user.b"}));
+  ASSERT_EQ(::removexattr(p.c_str(), "user.a"), 0);
+  EXPECT_EQ(::getxattr(p.c_str(), "user.a", buf, sizeof(buf)), -1);
+  EXPECT_EQ(errno, ENODATA);
+}
+
+TEST_F(FsPosixTest, StatfsReportsCapacity) {
+  struct statvfs v {};
+  ASSERT_EQ(::statvfs(m_->mnt().c_str(), &v), 0);
+  EXPECT_GT(v.f_blocks, 0u);
+  EXPECT_GT(v.f_bavail, 0u);
+  EXPECT_LE(v.f_bavail, v.f_blocks);
+  EXPECT_EQ(v.f_namemax, 255u);
+  // 4+2: usable space is at most 4/6 of the raw file system's.
+  struct statvfs raw {};
+  ASSERT_EQ(::statvfs(m_->volume_dir().c_str(), &raw), 0);
+  EXPECT_LE(v.f_blocks * v.f_frsize,
+            raw.f_blocks * raw.f_frsize * 4 / 6 + 4096);
+}
+
+TEST_F(FsPosixTest, FallocateAndPunchHole) {
+  int fd = ::open(P("fa").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fallocate(fd, 0, 0, 3 * kMiB), 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(3 * kMiB));
+  auto d = Pattern(3 * kMiB, 4);
+  WriteAll(fd, d, 0);
+  ASSERT_EQ(
+      ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1000, kMiB),
+      0);
+  std::fill(d.begin() + 1000, d.begin() + 1000 + kMiB, 0);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 10 * kMiB), 0);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(3 * kMiB));
+  EXPECT_EQ(::fallocate(fd, FALLOC_FL_COLLAPSE_RANGE, 0, kMiB), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(P("fa")), d);
+}
+
+TEST_F(FsPosixTest, SeekDataAndHoleFollowStripes) {
+  int fd = ::open(P("sp").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  auto d = Pattern(1000, 1);
+  WriteAll(fd, d, 2 * kMiB + 5);  // data only in stripe 2
+  ASSERT_EQ(::ftruncate(fd, 5 * kMiB), 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), static_cast<off_t>(2 * kMiB));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_HOLE), 0);
+  EXPECT_EQ(::lseek(fd, 2 * kMiB + 10, SEEK_HOLE),
+            static_cast<off_t>(3 * kMiB));
+  EXPECT_EQ(::lseek(fd, 3 * kMiB, SEEK_DATA), -1);
+  EXPECT_EQ(errno, ENXIO);
+  EXPECT_EQ(::lseek(fd, 6 * kMiB, SEEK_HOLE), -1);
+  EXPECT_EQ(errno, ENXIO);
+  ::close(fd);
+}
+
+TEST_F(FsPosixTest, DirectIoUnalignedWrites) {
+  int fd = ::open(P("dio").c_str(), O_CREAT | O_RDWR | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0);
+  auto a = Pattern(5000, 1), b = Pattern(kMiB + 3, 2);
+  ASSERT_EQ(::pwrite(fd, a.data(), a.size(), 1000), 5000);
+  ASSERT_EQ(::pwrite(fd, b.data(), b.size(), 777777),
+            static_cast<ssize_t>(b.size()));
+  std::vector<uint8_t> model(777777 + b.size(), 0);
+  std::copy(a.begin(), a.end(), model.begin() + 1000);
+  std::copy(b.begin(), b.end(), model.begin() + 777777);
+  std::vector<uint8_t> got(model.size() + 100);
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0),
+            static_cast<ssize_t>(model.size()));
+  got.resize(model.size());
+  EXPECT_EQ(got, model);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(P("dio")), model);
+}
+
+TEST_F(FsPosixTest, UnlinkedOpenFileLivesUntilClosedThenIsPurged) {
+  auto d = Pattern(2 * kMiB + 1, 6);
+  PutFile(P("gone"), d);
+  int fd = ::open(P("gone").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const uint64_t purged_before = m_->fs().counters().inodes_purged.load();
+  ASSERT_EQ(::unlink(P("gone").c_str()), 0);
+  std::vector<uint8_t> got(d.size());
+  ASSERT_EQ(::pread(fd, got.data(), got.size(), 0),
+            static_cast<ssize_t>(d.size()));
+  EXPECT_EQ(got, d);
+  ::close(fd);
+  // The kernel sends FORGET once it drops the inode; bounded wait.
+  for (int i = 0;
+       i < 100 && m_->fs().counters().inodes_purged.load() == purged_before;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(m_->fs().counters().inodes_purged.load(), purged_before + 1);
+  auto orphans = m_->volume().meta().ListOrphans();
+  ASSERT_TRUE(orphans.ok());
+  EXPECT_TRUE(orphans->empty());
+}
+
+TEST_F(FsPosixTest, AlignmentRequestedAndReportedTruthfully) {
+  const auto n = m_->session().negotiated();
+  EXPECT_TRUE(n.align_requested);
+  EXPECT_EQ(n.align_page_order, 20);
+  // Acknowledged exactly when the kernel offered the flag; a stock kernel
+  // (this host) does not.
+  EXPECT_EQ(n.align_acknowledged, n.Offered(fuse_abi::FUSE_ALIGN_PG_ORDER));
+  auto s = m_->fs().StatsJson();
+  EXPECT_TRUE(s["negotiated"]["alignment_requested"].get<bool>());
+  EXPECT_EQ(s["negotiated"]["alignment_acknowledged"].get<bool>(),
+            n.align_acknowledged);
+  if (!n.Offered(fuse_abi::FUSE_ALIGN_PG_ORDER)) {
+    EXPECT_FALSE(n.align_acknowledged) << "stock kernel cannot acknowledge";
+  }
+}
+
+TEST_F(FsPosixTest, ConcurrentWritersDifferentAndSameFile) {
+  constexpr int kThreads = 4;
+  constexpr size_t kPer = 3 * kMiB + 4321;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      auto d = Pattern(kPer, 100 + t);
+      int fd = ::open(P("own" + std::to_string(t)).c_str(), O_CREAT | O_WRONLY,
+                      0644);
+      for (size_t off = 0; off < kPer; off += 65536) {
+        size_t n = std::min<size_t>(65536, kPer - off);
+        (void)!::pwrite(fd, d.data() + off, n, off);
+      }
+      ::close(fd);
+    });
+  }
+  // Same file: each thread owns an interleaved set of 100000-byte blocks.
+  int shared = ::open(P("shared").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(shared, 0);
+  constexpr size_t kBlock = 100000, kBlocks = 64;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (size_t b = t; b < kBlocks; b += kThreads) {
+        auto d = Pattern(kBlock, static_cast<uint32_t>(1000 + b));
+        (void)!::pwrite(shared, d.data(), kBlock, b * kBlock);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(::fsync(shared), 0);
+  ::close(shared);
+  ASSERT_TRUE(m_->Remount().ok());
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(ReadAll(P("own" + std::to_string(t))), Pattern(kPer, 100 + t))
+        << t;
+  }
+  auto got = ReadAll(P("shared"));
+  ASSERT_EQ(got.size(), kBlock * kBlocks);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    auto d = Pattern(kBlock, static_cast<uint32_t>(1000 + b));
+    EXPECT_TRUE(std::equal(d.begin(), d.end(), got.begin() + b * kBlock))
+        << "block " << b;
+  }
+}
+
+TEST_F(FsPosixTest, PersistenceAcrossRemount) {
+  ASSERT_EQ(::mkdir(P("p").c_str(), 0750), 0);
+  PutFile(P("p/one"), Pattern(12345, 1));
+  PutFile(P("p/two"), Pattern(2 * kMiB + 5, 2));
+  ASSERT_EQ(::symlink("one", P("p/link").c_str()), 0);
+  ASSERT_EQ(::setxattr(P("p/one").c_str(), "user.k", "v", 1, 0), 0);
+  struct stat before {};
+  ASSERT_EQ(::stat(P("p/two").c_str(), &before), 0);
+  ASSERT_TRUE(m_->Remount().ok());
+  EXPECT_EQ(ReadAll(P("p/one")), Pattern(12345, 1));
+  EXPECT_EQ(ReadAll(P("p/two")), Pattern(2 * kMiB + 5, 2));
+  char buf[16] = {};
+  EXPECT_EQ(::readlink(P("p/link").c_str(), buf, sizeof(buf)), 3);
+  EXPECT_EQ(::getxattr(P("p/one").c_str(), "user.k", buf, sizeof(buf)), 1);
+  struct stat after {};
+  ASSERT_EQ(::stat(P("p/two").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_size, before.st_size);
+  EXPECT_EQ(after.st_mode, before.st_mode);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+}
+
+class FsPosixNoCoalesceTest : public FsPosixTest {
+  void Customize(FsMountOptions* o) override { o->fs.coalesce = false; }
+};
+
+TEST_F(FsPosixNoCoalesceTest, SmallWritesGoStraightToTheBackend) {
+  int fd = ::open(P("c").c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0);
+  auto d = Pattern(2 * kMiB, 11);
+  for (size_t off = 0; off < d.size(); off += 100000) {
+    size_t n = std::min<size_t>(100000, d.size() - off);
+    ASSERT_EQ(::pwrite(fd, d.data() + off, n, off), static_cast<ssize_t>(n));
+  }
+  ::close(fd);
+  auto s = m_->fs().StatsJson();
+  EXPECT_EQ(J(s, "backend", "full_stripe_writes"), 0u);
+  EXPECT_GT(
+      J(s, "backend", "rmw_stripes") + J(s, "backend", "parity_delta_updates"),
+      10u);
+  EXPECT_EQ(s["coalescing"]["write_through"].get<uint64_t>(),
+            J(s, "writes", "requests"));
+  EXPECT_EQ(ReadAll(P("c")), d);
+}
+
+}  // namespace
+}  // namespace stripefs::fs::testing
