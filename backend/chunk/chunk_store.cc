@@ -20,9 +20,9 @@
 #include <cstring>
 #include <random>
 
-#include "backend/chunk/chunk_crc.h"
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/uring_file_io.h"
+#include "ec/crc32c.h"
 
 namespace stripefs {
 namespace {
@@ -319,7 +319,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
     return Status::FromErrno(errno, "cannot write lock file " + lock_path);
   }
 
-  for (const std::string& sub : {store->data_dir_, store->tmp_dir_}) {
+  for (const std::string& sub :
+       {store->data_dir_, store->tmp_dir_, dir + "/" + kIndexName}) {
     if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
       return Status::FromErrno(errno, "cannot create " + sub);
     }
@@ -512,7 +513,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
         " bytes exceed the store's max_chunk_bytes of " +
         std::to_string(options_.max_chunk_bytes));
   }
-  const uint32_t crc = ChunkCrc32c(data);
+  const uint32_t crc = ec::Crc32c(data.data(), data.size());
   const std::string key = EncodeChunkKey(id, version);
 
   std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
@@ -705,7 +706,7 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
                                 " of " + std::to_string(buf.size()) + " bytes");
     }
   }
-  uint32_t crc = ChunkCrc32c(buf);
+  uint32_t crc = ec::Crc32c(buf.data(), buf.size());
   if (crc != v.crc32c) {
     crc_errors_.fetch_add(1, std::memory_order_relaxed);
     char detail[96];

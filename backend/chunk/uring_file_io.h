@@ -11,6 +11,7 @@
 // Owns its rings; file descriptors stay owned by the caller.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,7 +34,7 @@ class UringFileIo {
   UringFileIo(const UringFileIo&) = delete;
   UringFileIo& operator=(const UringFileIo&) = delete;
 
-  bool using_io_uring() const { return use_ring_; }
+  bool using_io_uring() const { return use_ring_.load(); }
 
   // Reads up to `len` bytes at `offset`, stopping early only at end of file.
   // Returns the number of bytes read. Errors carry the errno.
@@ -58,7 +59,7 @@ class UringFileIo {
   int SubmitOne(io_uring* ring, bool* ring_broken);
 
   std::string owner_;
-  bool use_ring_;
+  std::atomic<bool> use_ring_;
   std::mutex mu_;
   std::vector<RingPtr> pool_;
   bool warned_ = false;

@@ -81,6 +81,21 @@ TEST_P(ChunkStoreTest, EmptyChunkRoundTrips) {
   EXPECT_TRUE(got->empty());
 }
 
+TEST_P(ChunkStoreTest, StoredCrcIsStandardCrc32c) {
+  // Others (scrub, the wire) compare these CRCs: it must be the standard
+  // CRC32C, check value CRC32C("123456789") = 0xE3069283.
+  const char* check = "123456789";
+  ASSERT_TRUE(store_
+                  ->WriteChunk({1, 1, 1}, 1,
+                               {reinterpret_cast<const uint8_t*>(check), 9})
+                  .ok());
+  auto list = store_->ListChunks({}, 10);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].crc32c, 0xE3069283u);
+  EXPECT_EQ((*list)[0].length, 9u);
+}
+
 TEST_P(ChunkStoreTest, ReadsRanges) {
   ChunkId id{3, 4, 2};
   auto data = Payload(300000, 9);
