@@ -6,9 +6,11 @@
 //   L <name>            MkNode(log, name) returned OK
 //   c <stripe> <ver>    about to commit <ver> to stripe <stripe> of "data"
 //   C <stripe> <ver>    that commit returned OK
-// Usage: meta_crash_child DIR SEED ACKFILE. Exit 2 on an unexpected error
-// (EIO, corruption...), 3 on bad usage; never exits normally otherwise
-// within the bounded loop's expected run time.
+// Usage: meta_crash_child DIR SEED ACKFILE [THREADS]: THREADS-1 extra threads
+// create log entries and allocate versions concurrently with the random
+// loop, so the group commit path is killed mid-flight too. Exit 2 on an
+// unexpected error (EIO, corruption...), 3 on bad usage; never exits normally
+// otherwise within the bounded loop's expected run time.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/meta/meta_store.h"
@@ -70,13 +73,28 @@ T MustOk(Result<T> r, const char* what) {
   return std::move(r).value();
 }
 
-int Run(const std::string& dir, unsigned seed) {
+// Extra thread: acknowledged creates and allocations only.
+void Background(MetaStore* store, uint64_t log, unsigned seed, int tid) {
+  for (uint64_t i = 0; i < 1000000; ++i) {
+    std::string name = "t" + std::to_string(seed) + "_" + std::to_string(tid) +
+                       "_" + std::to_string(i);
+    MustOk(store->MkNode(log, name, S_IFREG | 0644, 0, 0, 0), "log entry");
+    Ack("L " + name);
+    uint64_t first = MustOk(store->AllocateVersions(3), "allocate");
+    Ack("V " + std::to_string(first) + " 3");
+  }
+}
+
+int Run(const std::string& dir, unsigned seed, int threads) {
   auto store = MustOk(MetaStore::Open(dir), "open");
   const Geometry geo = MustOk(store->GetGeometry(), "geometry");
   const uint64_t S = geo.stripe_size();
   const uint64_t log = MustOk(store->Lookup(kRootInode, "log"), "log").ino;
   const uint64_t play = MustOk(store->Lookup(kRootInode, "play"), "play").ino;
   const uint64_t data = MustOk(store->Lookup(kRootInode, "data"), "data").ino;
+  for (int t = 1; t < threads; ++t) {
+    std::thread(Background, store.get(), log, seed, t).detach();
+  }
   std::mt19937 rng(seed);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   auto pool_name = [&]() { return "n" + std::to_string(pick(12)); };
@@ -201,11 +219,17 @@ int Run(const std::string& dir, unsigned seed) {
 }  // namespace stripefs
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: meta_crash_child DIR SEED ACKFILE\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: meta_crash_child DIR SEED ACKFILE [THREADS]\n");
     return 3;
   }
+  const int threads = argc == 5 ? std::atoi(argv[4]) : 1;
   stripefs::ack_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (stripefs::ack_fd < 0) return 3;
-  return stripefs::Run(argv[1], static_cast<unsigned>(std::atoi(argv[2])));
+  // Never returns normally in the test: it is killed first. (The detached
+  // threads keep running; _Exit avoids tearing the store down under them.)
+  int rc = stripefs::Run(argv[1], static_cast<unsigned>(std::atoi(argv[2])),
+                         threads);
+  std::_Exit(rc);
 }
