@@ -83,6 +83,7 @@ Result<std::unique_ptr<FuseMount>> FuseMount::Mount(
   std::memset(&noops, 0, sizeof(noops));
   struct fuse_session* se =
       fuse_session_new(&args, &noops, sizeof(noops), nullptr);
+  fuse_opt_free_args(&args);  // libfuse may have copied/extended argv
   if (!se) {
     return Status::InvalidArgument("libfuse rejected the mount options '" + o +
                                    "' (see the message above)");
