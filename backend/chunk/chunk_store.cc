@@ -272,6 +272,17 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
                                 " is unreadable or of an unknown format; "
                                 "this build reads 'stripefs chunk store 1'");
     }
+    // The index is the source of truth: opening a store whose index is gone
+    // would make every chunk file an orphan and Sweep would delete them all.
+    std::string current = dir + "/" + kIndexName + "/CURRENT";
+    if (::access(current.c_str(), F_OK) != 0) {
+      return Status::Corruption(
+          "chunk store " + dir + " has lost its index (" + current +
+          " is missing); refusing to open, since every chunk file would "
+          "count as an orphan. Restore " +
+          dir + "/" + kIndexName + ", or move " + dir +
+          " away and let repair rebuild this server");
+    }
   } else {
     STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
     for (const auto& n : names) {

@@ -432,6 +432,19 @@ TEST_P(ChunkStoreTest, MalformedIndexValueIsCorruptionNotData) {
   EXPECT_EQ(*store_->ReadChunk(a, 1, 0, 100), Payload(100, 1));
 }
 
+TEST_P(ChunkStoreTest, LostIndexIsRefusedNotSwept) {
+  ChunkId id{1, 1, 1};
+  ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(100, 1)).ok());
+  std::string path = store_->DataPath(id, 1);
+  store_.reset();
+  std::filesystem::remove_all(StorePath() + "/index");
+  auto s = ChunkStore::Open(StorePath(), TestOptions(GetParam()));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), EBADMSG);
+  EXPECT_NE(s.status().message().find("lost its index"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(path));  // nothing was deleted
+}
+
 TEST_P(ChunkStoreTest, SecondOpenIsRefusedWhileLocked) {
   auto second = ChunkStore::Open(StorePath(), TestOptions(GetParam()));
   ASSERT_FALSE(second.ok());
