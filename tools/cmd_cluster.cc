@@ -1,0 +1,568 @@
+// `stripefs cluster up|status|down|kill|start`: a local cluster of one metad
+// and N chunkd processes on loopback, for tests, demos and benchmarks.
+//
+// Everything lives under --dir D:
+//   D/cluster.key            cluster key (made by `up` if absent)
+//   D/cluster.conf           servers, geometry, base port (written by `up`)
+//   D/metad/  D/metad.{pid,addr,log}
+//   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,log}     ids 1..N
+// Daemons run in their own session (setsid) with stdout/stderr appended to
+// their log; `down` stops them with SIGTERM, then SIGKILL after a bounded
+// wait. A restarted daemon reuses its previous address (D/*.addr).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/remote_meta_service.h"
+#include "tools/command.h"
+
+namespace stripefs::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct ClusterConf {
+  uint32_t servers = 6;
+  uint32_t k = 4, m = 2, cell_size = 256 * 1024;
+  uint32_t base_port = 0;  // 0: every process picks a free port
+};
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f) return Status::IoError("cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::FromErrno(errno, "rename " + tmp);
+  return Status::Ok();
+}
+
+Status SaveConf(const std::string& dir, const ClusterConf& c) {
+  std::ostringstream o;
+  o << "servers " << c.servers << "\nk " << c.k << "\nm " << c.m
+    << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port << "\n";
+  return WriteText(dir + "/cluster.conf", o.str());
+}
+
+std::optional<ClusterConf> LoadConf(const std::string& dir) {
+  std::ifstream f(dir + "/cluster.conf");
+  if (!f) return std::nullopt;
+  ClusterConf c;
+  std::string name;
+  uint64_t v;
+  while (f >> name >> v) {
+    if (name == "servers") c.servers = static_cast<uint32_t>(v);
+    if (name == "k") c.k = static_cast<uint32_t>(v);
+    if (name == "m") c.m = static_cast<uint32_t>(v);
+    if (name == "cell_size") c.cell_size = static_cast<uint32_t>(v);
+    if (name == "base_port") c.base_port = static_cast<uint32_t>(v);
+  }
+  return c;
+}
+
+// One daemon of the cluster: "metad" or "chunkd.<id>".
+struct Proc {
+  std::string name;
+  uint32_t id = 0;  // 0 for metad
+  std::string base(const std::string& dir) const { return dir + "/" + name; }
+};
+
+Proc Metad() { return {"metad", 0}; }
+Proc Chunkd(uint32_t id) { return {"chunkd." + std::to_string(id), id}; }
+
+// Pid from the pid file if that process is alive (and not a zombie).
+std::optional<pid_t> AlivePid(const std::string& pid_file) {
+  std::string line = ReadFirstLine(pid_file);
+  if (line.empty()) return std::nullopt;
+  pid_t pid = static_cast<pid_t>(std::atol(line.c_str()));
+  if (pid <= 1 || ::kill(pid, 0) != 0) return std::nullopt;
+  std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
+  auto rp = stat.rfind(')');
+  if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z')
+    return std::nullopt;
+  std::string cmd = ReadFirstLine("/proc/" + std::to_string(pid) + "/cmdline");
+  if (cmd.find("stripefs") == std::string::npos)
+    return std::nullopt;  // reused pid
+  return pid;
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "stripefs";
+  buf[n] = 0;
+  return buf;
+}
+
+// Starts `args` as a daemon in its own session, output appended to `log`.
+Result<pid_t> Spawn(const std::vector<std::string>& args,
+                    const std::string& log) {
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(errno, "open log " + log);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, "fork");
+  }
+  if (pid == 0) {
+    ::setsid();
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd);
+  return pid;
+}
+
+std::string LogTail(const std::string& log) {
+  std::ifstream f(log);
+  std::vector<std::string> lines;
+  std::string l;
+  while (std::getline(f, l)) lines.push_back(l);
+  std::string out;
+  for (size_t i = lines.size() > 5 ? lines.size() - 5 : 0; i < lines.size();
+       ++i)
+    out += "    " + lines[i] + "\n";
+  return out;
+}
+
+// Reaps `pid` if it is our child and has exited (so a zombie is not alive).
+void ReapIfChild(pid_t pid) { ::waitpid(pid, nullptr, WNOHANG); }
+
+struct Cluster {
+  std::string dir;
+  ClusterConf conf;
+  std::string key_path() const { return dir + "/cluster.key"; }
+  std::string meta_address() const {
+    return ReadFirstLine(dir + "/metad.addr");
+  }
+
+  std::string ListenFor(const Proc& p) const {
+    std::string prev = ReadFirstLine(p.base(dir) + ".addr");
+    if (!prev.empty()) return prev;
+    if (conf.base_port == 0) return "127.0.0.1:0";
+    return "127.0.0.1:" + std::to_string(conf.base_port + p.id);
+  }
+
+  // Starts one daemon and waits until it wrote its address file.
+  Status Start(const Proc& p, int timeout_s) {
+    if (auto pid = AlivePid(p.base(dir) + ".pid"))
+      return Status::Exists(p.name + " already running (pid " +
+                            std::to_string(*pid) + ")");
+    std::string base = p.base(dir);
+    std::string listen = ListenFor(p);
+    ::unlink((base + ".addr").c_str());
+    std::vector<std::string> args = {SelfExe()};
+    if (p.id == 0) {
+      args.insert(args.end(),
+                  {"metad", "--dir", base, "--k", std::to_string(conf.k), "--m",
+                   std::to_string(conf.m), "--cell-size",
+                   std::to_string(conf.cell_size)});
+    } else {
+      std::string meta = meta_address();
+      if (meta.empty())
+        return Status::Unavailable("metad is not running (no " + dir +
+                                   "/metad.addr); run `stripefs cluster start "
+                                   "--dir " +
+                                   dir + " --server metad` first");
+      args.insert(args.end(), {"chunkd", "--dir", base, "--id",
+                               std::to_string(p.id), "--meta", meta});
+    }
+    args.insert(args.end(),
+                {"--key", key_path(), "--listen", listen, "--pid-file",
+                 base + ".pid", "--address-file", base + ".addr"});
+    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, base + ".log"));
+    STRIPEFS_RETURN_IF_ERROR(
+        WriteText(base + ".pid", std::to_string(pid) + "\n"));
+    auto until = Clock::now() + std::chrono::seconds(timeout_s);
+    while (Clock::now() < until) {
+      if (!ReadFirstLine(base + ".addr").empty()) return Status::Ok();
+      int st;
+      if (::waitpid(pid, &st, WNOHANG) == pid) {
+        ::unlink((base + ".pid").c_str());
+        return Status::IoError(p.name + " exited during start; last lines of " +
+                               base + ".log:\n" + LogTail(base + ".log"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Status(ETIMEDOUT, p.name + " did not come up within " +
+                                 std::to_string(timeout_s) + " s; see " + base +
+                                 ".log:\n" + LogTail(base + ".log"));
+  }
+
+  // Sends `sig`; with wait, waits (bounded) and escalates to SIGKILL.
+  Status Stop(const Proc& p, int sig, bool wait, int grace_s) {
+    std::string pid_file = p.base(dir) + ".pid";
+    auto pid = AlivePid(pid_file);
+    if (!pid) {
+      ::unlink(pid_file.c_str());
+      return Status::NotFound(p.name + " is not running");
+    }
+    ::kill(*pid, sig);
+    if (!wait) return Status::Ok();
+    auto until = Clock::now() + std::chrono::seconds(grace_s);
+    while (Clock::now() < until) {
+      ReapIfChild(*pid);
+      if (!AlivePid(pid_file) || ::kill(*pid, 0) != 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    bool killed = false;
+    if (AlivePid(pid_file)) {
+      ::kill(*pid, SIGKILL);
+      killed = true;
+      for (int i = 0; i < 100 && AlivePid(pid_file); ++i) {
+        ReapIfChild(*pid);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    ::unlink(pid_file.c_str());
+    if (killed)
+      std::fprintf(stderr, "cluster: %s ignored SIGTERM for %d s; killed\n",
+                   p.name.c_str(), grace_s);
+    return Status::Ok();
+  }
+
+  // Waits until metad lists every chunkd as up at its current address.
+  Status WaitRegistered(const std::shared_ptr<const rpc::ClusterKey>& key,
+                        int timeout_s) {
+    rpc::RemoteMetaService meta(meta_address(), key);
+    auto until = Clock::now() + std::chrono::seconds(timeout_s);
+    std::string missing;
+    while (Clock::now() < until) {
+      auto map = meta.GetClusterMap();
+      missing.clear();
+      for (uint32_t id = 1; id <= conf.servers; ++id) {
+        std::string addr = ReadFirstLine(Chunkd(id).base(dir) + ".addr");
+        bool ok = false;
+        if (map.ok()) {
+          for (const auto& s : map->servers)
+            ok |= s.id == id && s.address == addr && !addr.empty() &&
+                  s.state == ServerState::kUp;
+        }
+        if (!ok) missing += " " + std::to_string(id);
+      }
+      if (missing.empty()) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return Status(ETIMEDOUT,
+                  "chunkd" + missing + " did not register with metad");
+  }
+};
+
+Result<Cluster> LoadCluster(const std::string& dir) {
+  auto conf = LoadConf(dir);
+  if (!conf)
+    return Status::NotFound("no cluster in " + dir +
+                            " (no cluster.conf); start "
+                            "one with `stripefs cluster up --dir " +
+                            dir + "`");
+  return Cluster{dir, *conf};
+}
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "stripefs cluster: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+// Parses --server: "metad"/"meta" or a chunkd id in 1..N.
+Result<Proc> ParseServer(const Cluster& c, const std::string& s) {
+  if (s == "metad" || s == "meta") return Metad();
+  char* end = nullptr;
+  unsigned long id = std::strtoul(s.c_str(), &end, 10);
+  if (s.empty() || *end != 0 || id == 0 || id > c.conf.servers)
+    return Status::InvalidArgument("--server '" + s +
+                                   "': expected metad or a "
+                                   "chunkd id 1.." +
+                                   std::to_string(c.conf.servers));
+  return Chunkd(static_cast<uint32_t>(id));
+}
+
+struct UpFlags {
+  std::string dir;
+  ClusterConf conf;
+  int timeout_s = 30;
+};
+
+int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
+  std::error_code ec;
+  fs::create_directories(f.dir, ec);
+  if (ec)
+    return Fail(
+        Status(ec.value(), "cannot create " + f.dir + ": " + ec.message()));
+  f.dir = fs::absolute(f.dir).string();
+  if (auto old = LoadConf(f.dir)) {  // restart of an existing cluster
+    if (!geometry_given)
+      f.conf.k = old->k, f.conf.m = old->m, f.conf.cell_size = old->cell_size;
+    if (!servers_given) f.conf.servers = old->servers;
+    if (!port_given) f.conf.base_port = old->base_port;
+  }
+  if (f.conf.servers == 0 || f.conf.servers > 1000)
+    return Fail(Status::InvalidArgument("--servers must be 1..1000"));
+  Cluster c{f.dir, f.conf};
+  if (auto pid = AlivePid(f.dir + "/metad.pid"))
+    return Fail(Status::Exists("a cluster is already running in " + f.dir +
+                               " (metad pid " + std::to_string(*pid) +
+                               "); `stripefs cluster down --dir " + f.dir +
+                               "` first"));
+  if (!fs::exists(c.key_path())) {
+    Status s = rpc::ClusterKey::Generate(c.key_path());
+    if (!s.ok()) return Fail(s);
+  }
+  auto key = rpc::ClusterKey::Load(c.key_path());
+  if (!key.ok()) return Fail(key.status());
+  if (Status s = SaveConf(f.dir, f.conf); !s.ok()) return Fail(s);
+
+  auto teardown = [&] {
+    for (uint32_t id = 1; id <= f.conf.servers; ++id)
+      (void)c.Stop(Chunkd(id), SIGTERM, true, 5);
+    (void)c.Stop(Metad(), SIGTERM, true, 5);
+  };
+  ::unlink((f.dir + "/metad.addr").c_str());  // a new metad writes it when up
+  if (f.conf.base_port != 0) {
+    // Fixed ports: forget remembered addresses of an earlier layout.
+    for (uint32_t id = 1; id <= f.conf.servers; ++id)
+      ::unlink((Chunkd(id).base(f.dir) + ".addr").c_str());
+  }
+  Status s = c.Start(Metad(), f.timeout_s);
+  if (!s.ok()) {
+    teardown();
+    return Fail(s);
+  }
+  for (uint32_t id = 1; id <= f.conf.servers && s.ok(); ++id) {
+    Status st = c.Start(Chunkd(id), f.timeout_s);
+    if (!st.ok()) s = st;
+  }
+  if (s.ok()) s = c.WaitRegistered(*key, f.timeout_s);
+  if (!s.ok()) {
+    teardown();
+    return Fail(s);
+  }
+  std::printf("cluster up in %s: metad at %s, %u chunkd (%u+%u, cell %u)\n",
+              f.dir.c_str(), c.meta_address().c_str(), f.conf.servers, f.conf.k,
+              f.conf.m, f.conf.cell_size);
+  std::printf("meta: %s\nkey: %s\n", c.meta_address().c_str(),
+              c.key_path().c_str());
+  std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
+              c.key_path().c_str());
+  return 0;
+}
+
+const char* StateName(ServerState s) {
+  switch (s) {
+    case ServerState::kUp:
+      return "up";
+    case ServerState::kDown:
+      return "down";
+    case ServerState::kOut:
+      return "out";
+  }
+  return "?";
+}
+
+int RunStatus(const std::string& dir) {
+  auto c = LoadCluster(dir);
+  if (!c.ok()) return Fail(c.status());
+  int bad = 0;
+  std::vector<Proc> procs = {Metad()};
+  for (uint32_t id = 1; id <= c->conf.servers; ++id)
+    procs.push_back(Chunkd(id));
+  std::printf("%-10s %-8s %-22s\n", "process", "pid", "address");
+  for (const auto& p : procs) {
+    auto pid = AlivePid(p.base(dir) + ".pid");
+    if (!pid) ++bad;
+    std::printf("%-10s %-8s %-22s%s\n", p.name.c_str(),
+                pid ? std::to_string(*pid).c_str() : "-",
+                ReadFirstLine(p.base(dir) + ".addr").c_str(),
+                pid ? "" : "  NOT RUNNING");
+  }
+  auto key = rpc::ClusterKey::Load(c->key_path());
+  if (!key.ok()) return Fail(key.status());
+  std::string meta_addr = c->meta_address();
+  if (meta_addr.empty()) {
+    std::printf("metad: no address (not running)\n");
+    return 1;
+  }
+  rpc::RpcClientOptions o = rpc::RemoteMetaService::DefaultOptions();
+  o.call_timeout = std::chrono::milliseconds(3000);
+  rpc::RemoteMetaService meta(meta_addr, *key, o);
+  auto map = meta.GetClusterMap();
+  auto geo = meta.GetGeometry();
+  if (!map.ok() || !geo.ok()) {
+    std::printf("metad at %s: %s\n", meta_addr.c_str(),
+                (map.ok() ? geo.status() : map.status()).ToString().c_str());
+    return 1;
+  }
+  std::printf("metad at %s: volume %u+%u cell %u, map epoch %llu\n",
+              meta_addr.c_str(), geo->k, geo->m, geo->cell_size,
+              static_cast<unsigned long long>(map->epoch));
+  std::printf("%-4s %-22s %-14s %-6s %s\n", "id", "address", "domain", "state",
+              "reachable");
+  for (const auto& s : map->servers) {
+    rpc::RpcClientOptions co = rpc::RemoteChunkService::DefaultOptions();
+    co.call_timeout = std::chrono::milliseconds(2000);
+    co.connect_timeout = std::chrono::milliseconds(500);
+    rpc::RemoteChunkService chunk(s.address, *key, co);
+    auto ping = chunk.Ping();
+    if (!ping.ok() && s.state != ServerState::kOut) ++bad;
+    std::printf("%-4u %-22s %-14s %-6s %s\n", s.id, s.address.c_str(),
+                s.failure_domain.c_str(), StateName(s.state),
+                ping.ok() ? "yes"
+                : ping.status().code() == EHOSTDOWN
+                    ? "NO (connection refused or host down)"
+                    : ("NO (" + ping.status().ToString() + ")").c_str());
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+int RunDown(const std::string& dir, int grace_s) {
+  auto c = LoadCluster(dir);
+  if (!c.ok()) return Fail(c.status());
+  int stopped = 0;
+  for (uint32_t id = 1; id <= c->conf.servers; ++id)
+    stopped += c->Stop(Chunkd(id), SIGTERM, true, grace_s).ok();
+  stopped += c->Stop(Metad(), SIGTERM, true, grace_s).ok();
+  std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
+              stopped);
+  return 0;
+}
+
+int RunKill(const std::string& dir, const std::string& server, int sig) {
+  auto c = LoadCluster(dir);
+  if (!c.ok()) return Fail(c.status());
+  auto p = ParseServer(*c, server);
+  if (!p.ok()) return Fail(p.status());
+  // A kill leaves the pid file (status shows NOT RUNNING) unless we wait.
+  Status s = c->Stop(*p, sig, false, 0);
+  if (!s.ok()) return Fail(s);
+  auto pid_file = p->base(dir) + ".pid";
+  for (int i = 0; i < 250 && AlivePid(pid_file); ++i)  // <= 5 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::printf("sent signal %d to %s\n", sig, p->name.c_str());
+  return 0;
+}
+
+int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
+  auto c = LoadCluster(dir);
+  if (!c.ok()) return Fail(c.status());
+  auto p = ParseServer(*c, server);
+  if (!p.ok()) return Fail(p.status());
+  Status s = c->Start(*p, timeout_s);
+  if (!s.ok()) return Fail(s);
+  std::printf("%s running at %s\n", p->name.c_str(),
+              ReadFirstLine(p->base(dir) + ".addr").c_str());
+  return 0;
+}
+
+CommandRegistration cluster_commands([](CLI::App& app) {
+  auto* cluster = app.add_subcommand(
+      "cluster", "run a local metad + N chunkd cluster on loopback");
+  cluster->require_subcommand(1);
+  {
+    auto* cmd = cluster->add_subcommand(
+        "up", "start metad and N chunkd in the background");
+    auto f = std::make_shared<UpFlags>();
+    cmd->add_option("--dir", f->dir,
+                    "cluster directory (data, logs, pid files)")
+        ->required();
+    auto* n = cmd->add_option("--servers", f->conf.servers, "number of chunkd")
+                  ->capture_default_str();
+    auto* k =
+        cmd->add_option("--k", f->conf.k, "data chunks")->capture_default_str();
+    auto* m = cmd->add_option("--m", f->conf.m, "parity chunks")
+                  ->capture_default_str();
+    auto* cs =
+        cmd->add_option("--cell-size", f->conf.cell_size, "cell size in bytes")
+            ->capture_default_str();
+    auto* bp = cmd->add_option("--base-port", f->conf.base_port,
+                               "metad on P, chunkd i on P+i (0: free ports)")
+                   ->capture_default_str();
+    cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
+        ->capture_default_str();
+    cmd->callback([=] {
+      ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
+                     n->count() > 0, bp->count() > 0));
+    });
+  }
+  {
+    auto* cmd = cluster->add_subcommand("status",
+                                        "processes, map epoch, server states");
+    auto dir = std::make_shared<std::string>();
+    cmd->add_option("--dir", *dir, "cluster directory")->required();
+    cmd->callback([dir] { ExitWith(RunStatus(*dir)); });
+  }
+  {
+    auto* cmd =
+        cluster->add_subcommand("down", "stop every process of the cluster");
+    auto dir = std::make_shared<std::string>();
+    auto grace = std::make_shared<int>(10);
+    cmd->add_option("--dir", *dir, "cluster directory")->required();
+    cmd->add_option("--grace", *grace, "seconds before SIGKILL")
+        ->capture_default_str();
+    cmd->callback([dir, grace] { ExitWith(RunDown(*dir, *grace)); });
+  }
+  {
+    auto* cmd = cluster->add_subcommand(
+        "kill", "send a signal to one server (failure tests)");
+    auto dir = std::make_shared<std::string>();
+    auto server = std::make_shared<std::string>();
+    auto sig = std::make_shared<int>(SIGKILL);
+    cmd->add_option("--dir", *dir, "cluster directory")->required();
+    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+        ->required();
+    cmd->add_option("--signal", *sig, "signal number")->capture_default_str();
+    cmd->callback([=] { ExitWith(RunKill(*dir, *server, *sig)); });
+  }
+  {
+    auto* cmd = cluster->add_subcommand(
+        "start", "(re)start one server at its old address");
+    auto dir = std::make_shared<std::string>();
+    auto server = std::make_shared<std::string>();
+    auto timeout = std::make_shared<int>(30);
+    cmd->add_option("--dir", *dir, "cluster directory")->required();
+    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+        ->required();
+    cmd->add_option("--timeout", *timeout, "seconds to wait")
+        ->capture_default_str();
+    cmd->callback([=] { ExitWith(RunStart(*dir, *server, *timeout)); });
+  }
+});
+
+}  // namespace
+}  // namespace stripefs::tools

@@ -1,0 +1,361 @@
+// `stripefs keygen`, `stripefs metad` and `stripefs chunkd`: the cluster
+// key file and the two server daemons. metad serves a MetaStore, chunkd a
+// ChunkStore, both over the RPC protocol of backend/rpc (HMAC with the
+// cluster key). Both log to stderr, stop cleanly on SIGINT/SIGTERM, and can
+// write a pid file and their actual listen address to files (for
+// `stripefs cluster`, which starts them with port 0).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "backend/chunk/chunk_store.h"
+#include "backend/meta/meta_store.h"
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/remote_meta_service.h"
+#include "backend/rpc/rpc_server.h"
+#include "tools/command.h"
+
+namespace stripefs::tools {
+namespace {
+
+using rpc::ClusterKey;
+
+int Fail(const char* who, const Status& s) {
+  std::fprintf(stderr, "%s: %s\n", who, s.ToString().c_str());
+  return 1;
+}
+
+// Writes `text` + newline to `path` atomically (temp file + rename).
+Status WriteSmallFile(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text << "\n";
+    if (!f) return Status::IoError("cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::FromErrno(errno, "rename " + tmp + " -> " + path);
+  return Status::Ok();
+}
+
+// Blocks SIGINT/SIGTERM in this thread and every thread created after, so
+// WaitForStopSignal() can collect them synchronously.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int WaitForStopSignal(const sigset_t& set) {
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+// Pid file (removed again on clean exit) and address file (kept, so a
+// restart can reuse the address) of a daemon.
+class DaemonFiles {
+ public:
+  DaemonFiles(std::string pid_file, std::string address_file)
+      : pid_file_(std::move(pid_file)),
+        address_file_(std::move(address_file)) {}
+  ~DaemonFiles() {
+    if (!pid_file_.empty()) ::unlink(pid_file_.c_str());
+  }
+  Status WritePid() {
+    if (pid_file_.empty()) return Status::Ok();
+    return WriteSmallFile(pid_file_, std::to_string(::getpid()));
+  }
+  Status WriteAddress(const std::string& addr) {
+    if (address_file_.empty()) return Status::Ok();
+    return WriteSmallFile(address_file_, addr);
+  }
+
+ private:
+  std::string pid_file_, address_file_;
+};
+
+struct DaemonFlags {
+  std::string key_file;
+  std::string listen;
+  std::string pid_file;
+  std::string address_file;
+};
+
+void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
+  f->listen = listen;
+  cmd->add_option("--key", f->key_file,
+                  "cluster key file (make one with `stripefs keygen FILE`)")
+      ->required();
+  cmd->add_option("--listen", f->listen,
+                  "HOST:PORT or PORT to listen on (loopback unless a host is "
+                  "given; port 0 picks a free one)")
+      ->capture_default_str();
+  cmd->add_option("--pid-file", f->pid_file, "write the process id here");
+  cmd->add_option("--address-file", f->address_file,
+                  "write the actual listen address here once listening");
+}
+
+// ---- keygen -----------------------------------------------------------------
+
+int RunKeygen(const std::string& path) {
+  Status s = ClusterKey::Generate(path);
+  if (!s.ok()) return Fail("stripefs keygen", s);
+  std::printf(
+      "wrote a new 32-byte cluster key to %s (mode 0600); pass it "
+      "with --key to metad, every chunkd and every client\n",
+      path.c_str());
+  return 0;
+}
+
+// ---- metad ------------------------------------------------------------------
+
+struct MetadFlags {
+  DaemonFlags d;
+  std::string dir;
+  Geometry geometry;
+  bool geometry_given = false;
+};
+
+int RunMetad(const MetadFlags& f) {
+  const char* who = "metad";
+  sigset_t sigs = BlockStopSignals();
+  auto key = ClusterKey::Load(f.d.key_file);
+  if (!key.ok()) return Fail(who, key.status());
+  DaemonFiles files(f.d.pid_file, f.d.address_file);
+  if (Status s = files.WritePid(); !s.ok()) return Fail(who, s);
+
+  Result<std::unique_ptr<MetaStore>> store = Status::IoError("unset");
+  bool created = false;
+  if (MetaStore::Exists(f.dir)) {
+    store = MetaStore::Open(f.dir);
+  } else {
+    store = MetaStore::Create(f.dir, f.geometry);
+    created = true;
+  }
+  if (!store.ok()) {
+    return Fail(who, store.status().Annotate("metadata store in " + f.dir));
+  }
+  auto geometry = (*store)->GetGeometry();
+  if (!geometry.ok()) return Fail(who, geometry.status());
+  if (!created && f.geometry_given && !(*geometry == f.geometry)) {
+    std::fprintf(stderr,
+                 "%s: the volume in %s has geometry %u+%u cell %u, not the "
+                 "%u+%u cell %u given; drop --k/--m/--cell-size or use "
+                 "another --dir\n",
+                 who, f.dir.c_str(), geometry->k, geometry->m,
+                 geometry->cell_size, f.geometry.k, f.geometry.m,
+                 f.geometry.cell_size);
+    return 1;
+  }
+  rpc::MetaServiceServer handler(store->get());
+  rpc::RpcServerOptions so;
+  so.listen = f.d.listen;
+  so.log_name = "metad";
+  auto server = rpc::RpcServer::Start(so, *key, &handler);
+  if (!server.ok()) return Fail(who, server.status());
+  if (Status s = files.WriteAddress((*server)->address()); !s.ok())
+    return Fail(who, s);
+  std::fprintf(stderr,
+               "metad: %s volume in %s (%u+%u, cell %u bytes); listening on "
+               "%s\n",
+               created ? "created" : "opened", f.dir.c_str(), geometry->k,
+               geometry->m, geometry->cell_size, (*server)->address().c_str());
+  std::printf("%s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+
+  int sig = WaitForStopSignal(sigs);
+  std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
+  (*server)->Stop();
+  auto c = (*server)->counters();
+  std::fprintf(stderr,
+               "metad: stopped (%llu connections, %llu requests, %llu frames "
+               "rejected)\n",
+               static_cast<unsigned long long>(c.connections),
+               static_cast<unsigned long long>(c.requests),
+               static_cast<unsigned long long>(c.rejected_total()));
+  return 0;
+}
+
+// ---- chunkd -----------------------------------------------------------------
+
+struct ChunkdFlags {
+  DaemonFlags d;
+  std::string dir;
+  uint32_t id = 0;
+  std::string meta;
+  std::string failure_domain;
+  std::string advertise;
+  int register_timeout_s = 30;
+};
+
+// Registers (id, address, domain) with metad, retrying while metad is not
+// reachable yet. Keeps a server an operator marked `out` out.
+Status Register(rpc::RemoteMetaService& meta, const ServerInfo& me,
+                int timeout_s) {
+  auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  Status last;
+  do {
+    auto map = meta.GetClusterMap();
+    if (map.ok()) {
+      ServerInfo info = me;
+      for (const auto& s : map->servers) {
+        if (s.id == me.id && s.state == ServerState::kOut) info.state = s.state;
+      }
+      last = meta.UpsertServer(info);
+      if (last.ok() || !rpc::IsTransportError(last)) return last;
+    } else {
+      last = map.status();
+      if (!rpc::IsTransportError(last)) return last;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (std::chrono::steady_clock::now() < until);
+  return last;
+}
+
+int RunChunkd(const ChunkdFlags& f) {
+  std::string who = "chunkd " + std::to_string(f.id);
+  sigset_t sigs = BlockStopSignals();
+  auto key = ClusterKey::Load(f.d.key_file);
+  if (!key.ok()) return Fail(who.c_str(), key.status());
+  DaemonFiles files(f.d.pid_file, f.d.address_file);
+  if (Status s = files.WritePid(); !s.ok()) return Fail(who.c_str(), s);
+
+  auto store = ChunkStore::Open(f.dir);
+  if (!store.ok())
+    return Fail(who.c_str(),
+                store.status().Annotate("chunk store in " + f.dir));
+  rpc::ChunkServiceServer handler(store->get());
+  rpc::RpcServerOptions so;
+  so.listen = f.d.listen;
+  so.log_name = who;
+  auto server = rpc::RpcServer::Start(so, *key, &handler);
+  if (!server.ok()) return Fail(who.c_str(), server.status());
+  std::string address =
+      f.advertise.empty() ? (*server)->address() : f.advertise;
+  if (address.rfind("0.0.0.0:", 0) == 0) {
+    std::fprintf(stderr,
+                 "%s: listening on all interfaces (%s) but clients need a "
+                 "reachable address: pass --advertise HOST:PORT\n",
+                 who.c_str(), address.c_str());
+    return 1;
+  }
+
+  rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
+  mo.call_timeout = std::chrono::milliseconds(5000);
+  rpc::RemoteMetaService meta(f.meta, *key, mo);
+  ServerInfo me;
+  me.id = f.id;
+  me.address = address;
+  me.failure_domain = f.failure_domain.empty()
+                          ? "chunkd-" + std::to_string(f.id)
+                          : f.failure_domain;
+  me.state = ServerState::kUp;
+  if (Status s = Register(meta, me, f.register_timeout_s); !s.ok()) {
+    (*server)->Stop();
+    return Fail(who.c_str(),
+                s.Annotate("cannot register with metad at " + f.meta));
+  }
+  if (Status s = files.WriteAddress(address); !s.ok())
+    return Fail(who.c_str(), s);
+  std::fprintf(stderr,
+               "%s: store %s, listening on %s, domain '%s', registered with "
+               "metad at %s\n",
+               who.c_str(), f.dir.c_str(), (*server)->address().c_str(),
+               me.failure_domain.c_str(), f.meta.c_str());
+  std::printf("%s\n", address.c_str());
+  std::fflush(stdout);
+
+  int sig = WaitForStopSignal(sigs);
+  std::fprintf(stderr, "%s: %s received, stopping\n", who.c_str(),
+               strsignal(sig));
+  (*server)->Stop();
+  // Tell metad we are gone on purpose (best effort, short timeout), unless
+  // an operator marked us out.
+  rpc::RpcClientOptions quick = rpc::RemoteMetaService::DefaultOptions();
+  quick.call_timeout = std::chrono::milliseconds(1000);
+  quick.connect_timeout = std::chrono::milliseconds(500);
+  rpc::RemoteMetaService bye(f.meta, *key, quick);
+  auto map = bye.GetClusterMap();
+  bool out = false;
+  if (map.ok()) {
+    for (const auto& s : map->servers)
+      if (s.id == f.id && s.state == ServerState::kOut) out = true;
+    if (!out) (void)bye.SetServerState(f.id, ServerState::kDown);
+  }
+  auto c = (*server)->counters();
+  std::fprintf(stderr,
+               "%s: stopped (%llu connections, %llu requests, %llu frames "
+               "rejected)\n",
+               who.c_str(), static_cast<unsigned long long>(c.connections),
+               static_cast<unsigned long long>(c.requests),
+               static_cast<unsigned long long>(c.rejected_total()));
+  return 0;
+}
+
+CommandRegistration daemon_commands([](CLI::App& app) {
+  {
+    auto* cmd = app.add_subcommand(
+        "keygen", "create a random 32-byte cluster key file (mode 0600)");
+    auto path = std::make_shared<std::string>();
+    cmd->add_option("FILE", *path, "key file to create")->required();
+    cmd->callback([path] { ExitWith(RunKeygen(*path)); });
+  }
+  {
+    auto* cmd = app.add_subcommand(
+        "metad",
+        "run the metadata service (creates the volume on first start)");
+    auto f = std::make_shared<MetadFlags>();
+    cmd->add_option("--dir", f->dir, "metadata directory (RocksDB)")
+        ->required();
+    AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
+    auto* k = cmd->add_option("--k", f->geometry.k,
+                              "data chunks per stripe (new volume)")
+                  ->capture_default_str();
+    auto* m = cmd->add_option("--m", f->geometry.m,
+                              "parity chunks per stripe (new volume)")
+                  ->capture_default_str();
+    auto* c = cmd->add_option("--cell-size", f->geometry.cell_size,
+                              "chunk (cell) size in bytes (new volume)")
+                  ->capture_default_str();
+    cmd->callback([f, k, m, c] {
+      f->geometry_given = k->count() + m->count() + c->count() > 0;
+      ExitWith(RunMetad(*f));
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand(
+        "chunkd", "run a chunk server and register it with metad");
+    auto f = std::make_shared<ChunkdFlags>();
+    cmd->add_option("--dir", f->dir, "chunk store directory")->required();
+    cmd->add_option("--id", f->id, "server id, unique in the cluster")
+        ->required();
+    cmd->add_option("--meta", f->meta, "metad address HOST:PORT")->required();
+    AddDaemonFlags(cmd, &f->d, "127.0.0.1:0");
+    cmd->add_option("--failure-domain", f->failure_domain,
+                    "failure domain (host, rack...); default chunkd-<id>");
+    cmd->add_option("--advertise", f->advertise,
+                    "address to register instead of the listen address");
+    cmd->add_option("--register-timeout", f->register_timeout_s,
+                    "seconds to keep trying to reach metad at start")
+        ->capture_default_str();
+    cmd->callback([f] { ExitWith(RunChunkd(*f)); });
+  }
+});
+
+}  // namespace
+}  // namespace stripefs::tools
