@@ -1,8 +1,8 @@
-// Crash consistency: a child process writes and deletes chunks and reports
-// each acknowledged operation through a pipe; the parent kill -9s it at a
-// random moment, reopens the store and checks that every acknowledged write
-// reads back intact, every acknowledged delete is gone, the operation in
-// flight is all-or-nothing, and no temp or orphan files remain.
+// Crash consistency: a child process (chunk_crash_child) writes and deletes
+// chunks and reports each acknowledged operation through a pipe; the parent
+// kill -9s it at a random moment, reopens the store and checks that every
+// acknowledged write reads back intact, every acknowledged delete is gone, the
+// operation in flight is all-or-nothing, and no temp or orphan files remain.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -15,6 +15,7 @@
 #include <random>
 
 #include "backend/chunk/chunk_store.h"
+#include "tests/chunk/chunk_crash_workload.h"
 #include "tests/chunk/chunk_store_test_util.h"
 
 namespace stripefs {
@@ -29,29 +30,22 @@ struct Ack {
   uint64_t n;
 };
 
-ChunkId IdOf(uint64_t n) {
-  return {n % 5 + 1, n, static_cast<uint32_t>(n % 6)};
-}
-size_t SizeOf(uint64_t n) { return 1 + (n * 7919) % (300 << 10); }
+using crash::IdOf;
+using crash::SizeOf;
 
-// Child: never returns.
-[[noreturn]] void RunWriter(const std::string& dir, uint64_t first, int fd) {
-  ChunkStoreOptions o;
-  o.reserve_bytes = 0;
-  auto s = ChunkStore::Open(dir, o);
-  if (!s.ok()) _exit(3);
-  auto& store = *s;
-  for (uint64_t n = first; n < first + 100000; ++n) {
-    if (!store->WriteChunk(IdOf(n), 1, Payload(SizeOf(n), n)).ok()) _exit(4);
-    Ack a{'W', n};
-    if (::write(fd, &a, sizeof(a)) != sizeof(a)) _exit(5);
-    if (n % 3 == 0 && n >= first + 2) {
-      if (!store->DeleteChunk(IdOf(n - 2), 0).ok()) _exit(6);
-      Ack d{'D', n - 2};
-      if (::write(fd, &d, sizeof(d)) != sizeof(d)) _exit(5);
-    }
+// Reads one 9-byte record; false at end of stream.
+bool ReadAck(int fd, Ack* a) {
+  uint8_t rec[9];
+  size_t got = 0;
+  while (got < sizeof(rec)) {
+    ssize_t n = ::read(fd, rec + got, sizeof(rec) - got);
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
   }
-  _exit(0);
+  a->op = rec[0];
+  a->n = 0;
+  for (int i = 7; i >= 0; --i) a->n = (a->n << 8) | rec[1 + i];
+  return true;
 }
 
 TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
@@ -70,8 +64,13 @@ TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      // exec a fresh process: this one may have RocksDB threads whose locks
+      // a forked child would inherit in an unknown state.
       ::close(p[0]);
-      RunWriter(dir, next, p[1]);
+      std::string first = std::to_string(next), fd = std::to_string(p[1]);
+      ::execl(CHUNK_CRASH_CHILD, CHUNK_CRASH_CHILD, dir.c_str(), first.c_str(),
+              fd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
     }
     ::close(p[1]);
     const size_t want = 3 + rng() % 25;
@@ -91,8 +90,7 @@ TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
       int r = ::poll(&pfd, 1, 20000);
       ASSERT_GT(r, 0) << "writer child made no progress for 20 s";
       Ack a;
-      ssize_t n = ::read(p[0], &a, sizeof(a));
-      if (n != sizeof(a)) {
+      if (!ReadAck(p[0], &a)) {
         child_failed = true;
         break;
       }
@@ -107,7 +105,7 @@ TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
     ASSERT_TRUE(WIFSIGNALED(status)) << "child exit status " << status;
     // Everything the child reported before dying was acknowledged.
     Ack a;
-    while (::read(p[0], &a, sizeof(a)) == sizeof(a)) take(a);
+    while (ReadAck(p[0], &a)) take(a);
     ::close(p[0]);
     const uint64_t in_flight = last_written + 1;
     // The child deletes n-2 right after writing n when n % 3 == 0; if that

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/chunk/chunk_payload.h"
+
 namespace stripefs::testing {
 
 // mkdtemp directory under $TMPDIR (or /tmp), removed recursively on
@@ -35,19 +37,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// Deterministic, seed-dependent payload (a cheap xorshift stream).
-inline std::vector<uint8_t> Payload(size_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<uint8_t>(x);
-  }
-  return v;
-}
 
 // XORs `mask` into the byte at `offset` of `path`.
 inline void FlipBits(const std::string& path, off_t offset, uint8_t mask) {
