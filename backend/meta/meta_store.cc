@@ -509,19 +509,31 @@ class SnapshotReader {
 Result<InodeAttr> MetaStore::Lookup(uint64_t parent, const std::string& name) {
   if (name.empty()) return Status::NotFound("empty file name");
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  SnapshotReader r(db_.get());
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(parent));
-  if (name == ".") return dir.attr;
-  if (name == "..") {
+  if (name == "." || name == "..") {
+    SnapshotReader r(db_.get());
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(parent));
+    if (name == ".") return dir.attr;
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord up, r.Inode(dir.parent));
     return up.attr;
   }
-  STRIPEFS_ASSIGN_OR_RETURN(
-      std::string v,
-      r.Get(DentryKey(parent, name), "'" + name + "' in " + InoStr(parent)));
-  STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
-  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, r.Inode(d.ino));
-  return rec.attr;
+  // The hot path: two point reads, no snapshot (taking one costs a DB
+  // mutex). An entry removed between the reads is reported as ENOENT, as if
+  // the lookup had come after the removal.
+  std::string v;
+  rocksdb::Status st =
+      db_->Get(rocksdb::ReadOptions(), DentryKey(parent, name), &v);
+  if (st.ok()) {
+    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+    return GetAttr(d.ino);
+  }
+  if (!st.IsNotFound()) return DbError(st, "reading a directory entry");
+  // No entry: say why (missing parent, parent not a directory, no name).
+  STRIPEFS_ASSIGN_OR_RETURN(v, Get(InodeKey(parent), InoStr(parent)));
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, DecodeInode(v));
+  if (!IsDir(dir.attr.mode)) {
+    return Status(ENOTDIR, InoStr(parent) + " is not a directory");
+  }
+  return Status::NotFound("'" + name + "' does not exist in " + InoStr(parent));
 }
 
 Result<InodeAttr> MetaStore::GetAttr(uint64_t ino) {
