@@ -10,8 +10,9 @@
 // Thread-safety: all methods may be called from many threads. Mutations are
 // serialised by one mutex (each is a read-modify-write of several records)
 // and then wait, without it, for a shared WAL fsync (group commit). Reads run
-// without the mutex against a RocksDB snapshot; they may observe a change
-// whose method has not returned yet (it is applied before it is synced).
+// without the mutex (multi-record reads on a RocksDB snapshot); they may
+// observe a change whose method has not returned yet (it is applied before
+// it is synced).
 #pragma once
 
 #include <atomic>
