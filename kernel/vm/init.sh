@@ -9,7 +9,9 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 mount -t tmpfs tmp /tmp
 mkdir -p /mnt
+set -a
 . /config
+set +a
 echo "STRIPEFS_GUEST kernel=$(uname -r) cpus=$(grep -c ^processor /proc/cpuinfo) module=$MODULE test=$TEST"
 rc=0
 if ! insmod /lib/fuse.ko $MODPARAMS; then

@@ -23,11 +23,13 @@ for ratio in $(echo $ratios | tr , ' '); do
       per=$((mib / w))
       t0=$(date +%s)
       i=1
+      pids=""
       while [ $i -le $w ]; do
         dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null &
+        pids="$pids $!"
         i=$((i + 1))
       done
-      wait
+      for p in $pids; do wait $p; done
       sync
       t1=$(date +%s)
       stop_probe

@@ -42,8 +42,9 @@ bdi_dir() {
 }
 
 # write_stats FILE_SIZE_BYTES: summary of writeback WRITEs in $PROBE_LOG against $STRIPE.
-#   total aligned (start on a stripe boundary, end at or before the next) crossing (straddle
-#   a boundary) short (< stripe) short_eof (short and ending at the file's end)
+#   total; aligned (start on a stripe boundary, end at or before the next); full (exactly one
+#   whole stripe); crossing (straddle a boundary); short (< stripe); short_eof (short and
+#   ending at the file's end); and the percentages of aligned, full and non-crossing WRITEs.
 write_stats() {
   awk -v S="$STRIPE" -v FS_=" " '
     /^WRITE / && / cache=1 / {
@@ -59,9 +60,11 @@ write_stats() {
         cross = int(off / S) != int((end - 1) / S)
         if (cross) c++
         if (off % S == 0 && !cross) a++
+        if (off % S == 0 && sz == S) full++
         if (sz < S) { sh++; if (end == fend[f[k]]) se++ }
       }
-      printf "total=%d aligned=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f\n", \
-        n, a, c, sh, se, n ? 100.0 * a / n : 0
+      printf "total=%d aligned=%d full=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f full_pct=%.1f noncrossing_pct=%.1f\n", \
+        n, a, full, c, sh, se, n ? 100.0 * a / n : 0, n ? 100.0 * full / n : 0, \
+        n ? 100.0 * (n - c) / n : 0
     }' "$PROBE_LOG"
 }
