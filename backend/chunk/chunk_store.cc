@@ -227,8 +227,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
     if (errno != ENOENT) return Status::FromErrno(errno, "stat " + dir);
     if (!options.create_if_missing) {
       return Status::NotFound("chunk store directory " + dir +
-                              " does not exist; create it or allow "
-                              "create_if_missing");
+                              " does not exist; check the path");
     }
     // mkdir -p
     for (size_t pos = 1; pos <= dir.size(); ++pos) {
@@ -295,7 +294,8 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
       }
     }
     if (!options.create_if_missing) {
-      return Status::NotFound(dir + " is not a chunk store");
+      return Status::NotFound(dir + " is not a chunk store (no " + kMarkerName +
+                              " marker); check the path");
     }
   }
 
