@@ -649,8 +649,10 @@ Status ChunkStore::IndexWrite(
     }
   }
   if (s.ok()) return Status::Ok();
-  bool nospace =
-      s.IsNoSpace() || s.ToString().find("No space left") != std::string::npos;
+  const std::string text = s.ToString();
+  bool nospace = s.IsNoSpace() ||
+                 text.find("No space left") != std::string::npos ||
+                 text.find("Disk quota exceeded") != std::string::npos;
   if (nospace) {
     return Status::NoSpace("chunk index of " + dir_ +
                            " cannot be written: " + RocksMessage(s));
