@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -216,6 +217,53 @@ EngineStats Session::Stats() const {
     s.queues.push_back(std::move(qs));
   }
   return s;
+}
+
+namespace {
+
+Status WriteNotify(int fd, int32_t code, const void* st, size_t st_len,
+                   std::string_view name, bool with_name) {
+  if (fd < 0) return Status::InvalidArgument("session not started");
+  fuse_out_header oh{};
+  oh.error = code;
+  oh.unique = 0;
+  char nul = 0;
+  iovec iov[4] = {{&oh, sizeof(oh)},
+                  {const_cast<void*>(st), st_len},
+                  {const_cast<char*>(name.data()), name.size()},
+                  {&nul, 1}};
+  int n = with_name ? 4 : 2;
+  size_t len = sizeof(oh) + st_len + (with_name ? name.size() + 1 : 0);
+  oh.len = static_cast<uint32_t>(len);
+  for (;;) {
+    ssize_t w = ::writev(fd, iov, n);
+    if (w >= 0) return Status::Ok();
+    if (errno == EINTR) continue;
+    return Status::FromErrno(errno,
+                             "FUSE notification " + std::to_string(code));
+  }
+}
+
+}  // namespace
+
+Status Session::NotifyInvalInode(uint64_t ino, int64_t off, int64_t len) {
+  fuse_notify_inval_inode_out o{ino, off, len};
+  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_INVAL_INODE, &o, sizeof(o), {},
+                     false);
+}
+
+Status Session::NotifyInvalEntry(uint64_t parent, std::string_view name) {
+  fuse_notify_inval_entry_out o{parent, static_cast<uint32_t>(name.size()), 0};
+  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_INVAL_ENTRY, &o, sizeof(o),
+                     name, true);
+}
+
+Status Session::NotifyDelete(uint64_t parent, uint64_t child,
+                             std::string_view name) {
+  fuse_notify_delete_out o{parent, child, static_cast<uint32_t>(name.size()),
+                           0};
+  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_DELETE, &o, sizeof(o), name,
+                     true);
 }
 
 void Session::TransportEnded(std::string_view transport, Status why) {

@@ -80,6 +80,17 @@ class Session : public RequestSink {
   std::string active_transport() const;
   EngineStats Stats() const;
 
+  // ---- notifications to the kernel (written on /dev/fuse, unique 0) ----
+  // Drop cached data of `ino` in [off, off+len) (len < 0: to the end; off
+  // < 0: attributes only). Do not call it from a handler of a request on
+  // the same inode that holds the kernel's inode lock (e.g. WRITE): it may
+  // wait for that request. ENOENT = the kernel does not know the inode.
+  Status NotifyInvalInode(uint64_t ino, int64_t off, int64_t len);
+  // Drop the cached dentry `name` in directory `parent`.
+  Status NotifyInvalEntry(uint64_t parent, std::string_view name);
+  // Like NotifyInvalEntry, and also tells the kernel `child` was deleted.
+  Status NotifyDelete(uint64_t parent, uint64_t child, std::string_view name);
+
   // ---- RequestSink (called by transports) ----
   void Dispatch(InFlight* inflight, const fuse_abi::fuse_in_header& h,
                 std::span<const uint8_t> arg0,

@@ -371,6 +371,26 @@ TEST_P(FuseIntegration, SigtermUnmountsGracefullyAndStops) {
   EXPECT_FALSE(IsFuseMountPoint(m_->dir()));
 }
 
+TEST_P(FuseIntegration, NotifyInvalInodeDropsCachedData) {
+  int fd = ::open(P("n").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "aaaa", 4), 4);
+  ASSERT_EQ(::fsync(fd), 0);
+  char buf[8] = {};
+  ASSERT_EQ(::pread(fd, buf, 4, 0), 4);
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  fs_->SetContentForTest(st.st_ino, "bbbb");
+  ASSERT_EQ(::pread(fd, buf, 4, 0), 4);
+  EXPECT_EQ(std::string(buf, 4), "aaaa");  // still the page cache
+  Status ns = m_->session().NotifyInvalInode(st.st_ino, 0, -1);
+  ASSERT_TRUE(ns.ok()) << ns.ToString();
+  ASSERT_EQ(::pread(fd, buf, 4, 0), 4);
+  EXPECT_EQ(std::string(buf, 4), "bbbb");
+  ::close(fd);
+  EXPECT_TRUE(m_->session().NotifyInvalEntry(fuse_abi::kRootId, "n").ok());
+}
+
 class FuseUring : public FuseIntegration {};
 
 TEST_P(FuseUring, RequestsArriveOnTheQueueOfTheirCpu) {
@@ -446,6 +466,46 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Param{TransportChoice::kUring, false},
                       Param{TransportChoice::kUring, true}),
     ParamName);
+
+// 4 MiB stripes: max_pages 1024 needs max_pages_limit raised before the
+// mount; WRITEs of 4 MiB then reach the file system in one request.
+class FuseLargeRequests : public ::testing::TestWithParam<TransportChoice> {};
+
+TEST_P(FuseLargeRequests, FourMiBWritesArriveWhole) {
+  std::string why = GetParam() == TransportChoice::kUring
+                        ? testing::UringSkipReason()
+                        : testing::MountSkipReason();
+  if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
+  auto knob = ScopedKnob::Set(kMaxPagesLimitPath, "1024");
+  ASSERT_TRUE(knob.ok()) << knob.status().ToString();
+  MemFs fs;
+  SessionOptions o;
+  o.transport = GetParam();
+  o.init.max_pages = 1024;
+  o.init.max_write = 4u << 20;
+  auto m = MountedSession::Start(&fs, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->session().negotiated().max_pages, 1024u);
+  int fd = ::open((*m)->Path("big").c_str(), O_CREAT | O_RDWR | O_DIRECT, 0644);
+  ASSERT_GE(fd, 0);
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, 4096, 4u << 20), 0);
+  std::memset(mem, 0x33, 4u << 20);
+  EXPECT_EQ(::pwrite(fd, mem, 4u << 20, 0), 4 << 20);
+  std::memset(mem, 0, 4u << 20);
+  EXPECT_EQ(::pread(fd, mem, 4u << 20, 0), 4 << 20);
+  EXPECT_EQ(static_cast<uint8_t*>(mem)[(4u << 20) - 1], 0x33);
+  ::free(mem);
+  ::close(fd);
+  EXPECT_EQ(fs.max_write_size(), 4u << 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FuseLargeRequests,
+                         ::testing::Values(TransportChoice::kDev,
+                                           TransportChoice::kUring),
+                         [](const auto& p) {
+                           return std::string(TransportChoiceName(p.param));
+                         });
 
 // enable_uring is restored after a ScopedKnob.
 TEST(KernelKnobs, EnableUringIsRestored) {

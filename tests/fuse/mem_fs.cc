@@ -343,8 +343,18 @@ void MemFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   });
 }
 
+void MemFs::SetContentForTest(uint64_t ino, const std::string& content) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Node* n = Get(ino);
+  if (n) n->data.assign(content.begin(), content.end());
+}
+
 void MemFs::Write(Replier r, uint64_t nodeid, const WriteRequest& w) {
   writes_++;
+  uint32_t prev = max_write_size_.load();
+  while (w.size() > prev &&
+         !max_write_size_.compare_exchange_weak(prev, w.size())) {
+  }
   if (w.is_writeback()) writeback_writes_++;
   auto rp = std::make_shared<Replier>(std::move(r));
   // The data view stays valid until the reply, also when async.

@@ -94,6 +94,10 @@ class MemFs : public RawFileSystem {
   void Lseek(Replier r, uint64_t nodeid,
              const fuse_abi::fuse_lseek_in& in) override;
 
+  // Test hooks: replace a file's content behind the kernel's back.
+  void SetContentForTest(uint64_t ino, const std::string& content);
+  uint32_t max_write_size() const { return max_write_size_; }
+
   // Test observation.
   bool inited() const { return inited_; }
   bool destroyed() const { return destroyed_; }
@@ -133,6 +137,7 @@ class MemFs : public RawFileSystem {
   uint64_t next_ino_ = 2;
   NegotiatedInit neg_;
   std::atomic<bool> inited_{false}, destroyed_{false};
+  std::atomic<uint32_t> max_write_size_{0};
   std::atomic<uint64_t> writes_{0}, writeback_writes_{0}, fsyncs_{0},
       readdirplus_{0};
 
