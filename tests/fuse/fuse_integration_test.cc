@@ -49,6 +49,18 @@ int CountThreads() {
   return n;
 }
 
+// Open fds, and those that are io_uring instances.
+std::pair<int, int> CountFds() {
+  int n = 0, rings = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().find("io_uring") != std::string::npos) ++rings;
+  }
+  return {n, rings};
+}
+
 std::string ReadAll(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return "<open failed: " + std::string(strerror(errno)) + ">";
@@ -68,6 +80,7 @@ class FuseIntegration : public ::testing::TestWithParam<Param> {
                           : testing::MountSkipReason();
     if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
     threads_before_ = CountThreads();
+    fds_before_ = CountFds();
     fs_ = std::make_unique<MemFs>(GetParam().async);
     SessionOptions o;
     o.transport = GetParam().transport;
@@ -89,6 +102,7 @@ class FuseIntegration : public ::testing::TestWithParam<Param> {
   std::string P(const std::string& rel) { return m_->Path(rel); }
 
   int threads_before_ = 0;
+  std::pair<int, int> fds_before_;
   std::unique_ptr<MemFs> fs_;
   std::unique_ptr<MountedSession> m_;
 };
@@ -356,6 +370,9 @@ TEST_P(FuseIntegration, UnmountEndsSessionAndLeavesNoThreads) {
   m_->Teardown();
   EXPECT_TRUE(fs_->destroyed());
   EXPECT_EQ(CountThreads(), threads_before_ + (GetParam().async ? 1 : 0));
+  // Rings, eventfds and the /dev/fuse fd are all closed again.
+  EXPECT_EQ(CountFds(), fds_before_);
+  EXPECT_EQ(CountFds().second, 0);
 }
 
 // io-uring: requests from a task on CPU c arrive on queue c (stock kernels
@@ -459,6 +476,7 @@ TEST_P(FuseUring, WritesTravelOnTheRing) {
   EXPECT_EQ(dev, 0u);   // nothing but FORGET/INTERRUPT uses /dev/fuse now
   EXPECT_EQ(after.uring_queues, static_cast<uint32_t>(PossibleCpuCount()));
   EXPECT_EQ(after.uring_depth, 8u);
+  EXPECT_EQ(CountFds().second, PossibleCpuCount());  // one ring per queue
 }
 
 INSTANTIATE_TEST_SUITE_P(
