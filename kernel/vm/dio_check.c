@@ -13,6 +13,10 @@
  *
  * Usage: dio_check FILE [--rounds N] [--size BYTES] [--no-odirect]
  * Prints "DIO_CHECK rounds=N mismatches=M" and exits 0 only if M == 0.
+ *
+ * dio_check FILE --burst [--size BYTES]: only submits one burst of async
+ * O_DIRECT writes (all chunks at once) and waits for them; the io-uring queue
+ * tests use it to create a backlog of background requests from one CPU.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,13 +49,42 @@ static void *reader(void *arg) {
   return NULL;
 }
 
+/* Submits size/CHUNK async writes at once, waits for all; 0 on success. */
+static int run_burst(int odirect) {
+  int fd = open(path, O_WRONLY | O_CREAT | (odirect ? O_DIRECT : 0), 0644);
+  if (fd < 0) { perror("open"); return 1; }
+  /* FUSE turns size-extending async direct writes into blocking ones: size first. */
+  if (ftruncate(fd, (off_t)size)) { perror("ftruncate"); return 1; }
+  char *buf;
+  if (posix_memalign((void **)&buf, 4096, size)) return 1;
+  memset(buf, 0x5a, size);
+  unsigned n = (unsigned)(size / CHUNK);
+  struct io_uring ring;
+  if (io_uring_queue_init(n < 4096 ? n : 4096, &ring, 0) < 0) { perror("io_uring"); return 1; }
+  for (unsigned i = 0; i < n; i++) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_write(sqe, fd, buf + (size_t)i * CHUNK, CHUNK, (off_t)i * CHUNK);
+  }
+  io_uring_submit(&ring);
+  int bad = 0;
+  for (unsigned i = 0; i < n; i++) {
+    struct io_uring_cqe *cqe;
+    if (io_uring_wait_cqe(&ring, &cqe)) { perror("wait_cqe"); return 1; }
+    if (cqe->res != CHUNK) bad++;
+    io_uring_cqe_seen(&ring, cqe);
+  }
+  printf("DIO_BURST writes=%u failed=%d\n", n, bad);
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  int rounds = 20, odirect = 1;
+  int rounds = 20, odirect = 1, burst = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--size") && i + 1 < argc)
       size = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--no-odirect")) odirect = 0;
+    else if (!strcmp(argv[i], "--burst")) burst = 1;
     else if (argv[i][0] != '-' && !path) path = argv[i];
     else {
       fprintf(stderr, "usage: dio_check FILE [--rounds N] [--size BYTES] [--no-odirect]\n");
@@ -59,6 +92,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!path || size % CHUNK) return 2;
+  if (burst) return run_burst(odirect);
   /* Create and fill the file buffered, then populate the page cache. */
   int cfd = open(path, O_RDWR | O_CREAT, 0644);
   if (cfd < 0) { perror("create"); return 1; }

@@ -424,10 +424,14 @@ static void handle(const struct in_header *h, const char *op, size_t op_len,
       if (e) { r->error = e; break; }
       if (!opt.no_data) memcpy(f->data + in->offset, pl, in->size);
       if (end > f->size) f->size = end;
-      logln("WRITE ino=%lu off=%lu size=%u flags=0x%x cache=%d qid=%d cpu=%d",
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      logln("WRITE ino=%lu off=%lu size=%u flags=0x%x cache=%d qid=%d cpu=%d "
+            "unique=%lu t_us=%lu",
             (unsigned long)h->nodeid, (unsigned long)in->offset, in->size,
-            in->rw_flags, !!(in->rw_flags & WRITE_CACHE), qid,
-            sched_getcpu());
+            in->rw_flags, !!(in->rw_flags & WRITE_CACHE), qid, sched_getcpu(),
+            (unsigned long)h->unique,
+            (unsigned long)(ts.tv_sec * 1000000ul + ts.tv_nsec / 1000));
       struct write_out *o = reply_put(r, sizeof(*o));
       if (o) o->size = in->size;
       break;

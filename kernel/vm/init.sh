@@ -24,7 +24,7 @@ if [ $rc = 0 ]; then
   cd /tests && sh "/tests/$TEST.sh" $ARGS
   rc=$?
 fi
-dmesg | grep -iE 'fuse|BUG|WARNING|Oops' | grep -v 'fuse init' | sed 's/^/DMESG /' | tail -20
+dmesg | grep -E 'fuse|BUG:|WARNING:|Oops|Call Trace' | grep -v -e 'fuse: init' -e 'taints kernel' | sed 's/^/DMESG /' | tail -20
 echo "STRIPEFS_RESULT test=$TEST module=$MODULE rc=$rc"
 sync
 poweroff -f

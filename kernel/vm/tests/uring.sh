@@ -1,11 +1,12 @@
 # FUSE-over-io-uring queue selection (patches 2-4), served by fuse_probe with one ring
-# queue per CPU. A writer pinned to CPU 0 dirties a file and fsyncs it, so all writeback
-# WRITEs (background requests) are queued from CPU 0.
+# queue per CPU. Writers are pinned to CPU 0, so background requests are queued there.
 # Args: PHASES (comma list of: bg, spread, local; default bg,spread)
 #   bg:     load spreading off (uring_queue_threshold=0 where the parameter exists);
 #           stock serves >= 90 % of the WRITEs on queue 0 (the submitter's core),
 #           patched >= 90 % on another queue. The FSYNC itself stays on queue 0.
-#   spread: slow server (20 ms per WRITE, 1 ring entry per queue), threshold 2: patched
+#   spread: a burst of 64 async O_DIRECT writes (io_uring, background FUSE requests) from
+#           CPU 0 to a slow server (20 ms per WRITE, 1 ring entry per queue),
+#           threshold 2: patched
 #           serves >= 20 % of the WRITEs on each of queues 0 and 1 (stock recorded only).
 #   local:  needs >= 4 CPUs; patched: an overflowing background burst goes back to the
 #           submitter's queue 0 before farther queues, so queue 0 gets WRITEs and queue 3
@@ -65,7 +66,7 @@ for phase in $(echo $phases | tr , ' '); do
     spread)
       [ $has_params = 1 ] && { echo 2 > $P/uring_queue_threshold; echo 2 > $P/uring_queue_retries; }
       start_probe --uring --queue-depth 1 --write-delay-us 20000 --log-all
-      run_writer 8
+      taskset -c 0 dio_check $MNT/burst --burst --size 8388608
       stop_probe
       report spread
       total=$(grep -c '^WRITE ' $PROBE_LOG || true)
@@ -79,7 +80,7 @@ for phase in $(echo $phases | tr , ' '); do
       [ "$ncpu" -ge 4 ] || { echo "FAIL: phase local needs >= 4 CPUs (run.sh --smp 4)"; fail=1; continue; }
       [ $has_params = 1 ] && { echo 2 > $P/uring_queue_threshold; echo 2 > $P/uring_queue_retries; }
       start_probe --uring --queue-depth 1 --write-delay-us 20000 --log-all
-      run_writer 8
+      taskset -c 0 dio_check $MNT/burst --burst --size 8388608
       stop_probe
       report local
       q0=$(qcount 0); q3=$(qcount 3)
