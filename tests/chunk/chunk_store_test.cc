@@ -475,11 +475,18 @@ TEST_P(ChunkStoreTest, ConcurrentWritersReadersAndDeleters) {
         if (!store_->WriteChunk(id, 2, data).ok()) ++failures;
         auto got = store_->ReadChunk(id, 1, 0, data.size());
         if (!got.ok() || *got != data) ++failures;
-        if (!store_->DeleteChunk(id, 2).ok()) ++failures;
-        got = store_->ReadChunk(id, 2, 0, data.size());
-        if (!got.ok() || *got != data) ++failures;
-        if (store_->ReadChunk(id, 1, 0, 1).status().code() != ENOENT) {
+        // Carry v2 over to v3 (a hard link), keep only v3.
+        if (!store_->CloneChunk(id, 2, 3, static_cast<uint32_t>(data.size()))
+                 .ok()) {
           ++failures;
+        }
+        if (!store_->DeleteChunk(id, 3).ok()) ++failures;
+        got = store_->ReadChunk(id, 3, 0, data.size());
+        if (!got.ok() || *got != data) ++failures;
+        for (uint64_t gone : {1, 2}) {
+          if (store_->ReadChunk(id, gone, 0, 1).status().code() != ENOENT) {
+            ++failures;
+          }
         }
       }
     });
@@ -503,6 +510,8 @@ TEST_P(ChunkStoreTest, ConcurrentWritersReadersAndDeleters) {
   EXPECT_EQ(CountFiles(StorePath() + "/data"),
             static_cast<size_t>(kThreads * kPerThread));
   EXPECT_EQ(CountFiles(StorePath() + "/tmp"), 0u);
+  EXPECT_EQ(store_->Counters().clones_linked,
+            static_cast<uint64_t>(kThreads * kPerThread));
 }
 
 TEST(ChunkStoreOpen, RefusesRegularFileAndForeignDirectory) {
