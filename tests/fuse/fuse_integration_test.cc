@@ -338,6 +338,12 @@ TEST_P(FuseIntegration, CountersSeeTraffic) {
   }
   EXPECT_GT(on_transport, 0u);
   EXPECT_EQ(st.transport, want);
+  // Every parsed request is counted once per opcode (opcode counters are
+  // read before the queue counters, so the queues can only be ahead).
+  uint64_t by_opcode = st.unknown_opcode;
+  for (auto c : st.per_opcode) by_opcode += c;
+  EXPECT_GE(total, by_opcode);
+  EXPECT_GT(by_opcode, 0u);
   // Writeback WRITEs (FUSE_WRITE_CACHE) count as background.
   uint64_t bg = 0;
   for (auto& q : st.queues) bg += q.background;
