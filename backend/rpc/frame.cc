@@ -146,6 +146,22 @@ Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
   return Status::Ok();
 }
 
+// Reads `len` bytes into *out. Up to kEagerBytes the buffer is sized at
+// once (received in place, no copy); beyond that it grows as data arrives,
+// so an unauthenticated peer cannot make us allocate more than it sends.
+constexpr size_t kEagerBytes = 4u << 20;
+Status ReadGrowing(int fd, std::vector<uint8_t>* out, size_t len, Deadline d) {
+  size_t have = 0;
+  out->resize(std::min(len, kEagerBytes));
+  while (have < len) {
+    if (have == out->size()) out->resize(std::min(len, out->size() * 2));
+    STRIPEFS_RETURN_IF_ERROR(
+        ReadFull(fd, out->data() + have, out->size() - have, d, true));
+    have = out->size();
+  }
+  return Status::Ok();
+}
+
 Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
   while (iovcnt > 0) {
     msghdr msg{};
@@ -357,13 +373,11 @@ Result<Frame> ReadFrame(int fd, const ClusterKey& key, Deadline deadline) {
                   std::string("peer rejected our frame: ") +
                       FrameErrorName(static_cast<FrameError>(f.header.type)));
   }
-  f.payload.resize(f.header.payload_len);
-  f.bulk.resize(f.header.bulk_len);
   Mac mac;
   STRIPEFS_RETURN_IF_ERROR(
-      ReadFull(fd, f.payload.data(), f.payload.size(), deadline, true));
+      ReadGrowing(fd, &f.payload, f.header.payload_len, deadline));
   STRIPEFS_RETURN_IF_ERROR(
-      ReadFull(fd, f.bulk.data(), f.bulk.size(), deadline, true));
+      ReadGrowing(fd, &f.bulk, f.header.bulk_len, deadline));
   STRIPEFS_RETURN_IF_ERROR(
       ReadFull(fd, mac.data(), mac.size(), deadline, true));
   STRIPEFS_RETURN_IF_ERROR(

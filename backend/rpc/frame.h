@@ -98,7 +98,9 @@ Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
                   std::span<const uint8_t> bulk, Deadline deadline);
 // Writes a reject frame (best effort, short deadline).
 void WriteRejectFrame(int fd, FrameError why);
-// Reads one frame; the bulk is received straight into Frame::bulk.
+// Reads one frame; the bulk is received straight into Frame::bulk (frames
+// over 4 MiB are received in growing steps, so memory follows the bytes
+// that actually arrived, not the length a peer claims).
 // `fd` must be non-blocking (poll is used for the deadline).
 Result<Frame> ReadFrame(int fd, const ClusterKey& key, Deadline deadline);
 
