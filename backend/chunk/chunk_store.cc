@@ -575,13 +575,9 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     return st.Annotate(std::string("chunk store ") + dir_ + ": " + step + " " +
                        name);
   };
-  if (!data.empty()) {
-    Status st = io_->Write(fd.get(), data.data(), data.size(), 0);
-    if (!st.ok()) return fail_tmp(st, "writing");
-  }
   {
-    Status st = io_->DataSync(fd.get());
-    if (!st.ok()) return fail_tmp(st, "syncing");
+    Status st = io_->WriteAndSync(fd.get(), data.data(), data.size());
+    if (!st.ok()) return fail_tmp(st, "writing");
   }
   if (::close(fd.release()) != 0) {
     return fail_tmp(Status::FromErrno(errno, "close"), "closing");

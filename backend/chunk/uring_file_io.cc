@@ -180,4 +180,57 @@ Status UringFileIo::DataSync(int fd) {
   return Status::Ok();
 }
 
+Status UringFileIo::WriteAndSync(int fd, const uint8_t* buf, size_t len) {
+  RingPtr ring = (len > 0 && len <= kMaxOp) ? Acquire() : nullptr;
+  if (!ring) {
+    STRIPEFS_RETURN_IF_ERROR(Write(fd, buf, len, 0));
+    return DataSync(fd);
+  }
+  io_uring* r = ring.get();
+  io_uring_sqe* w = io_uring_get_sqe(r);
+  io_uring_prep_write(w, fd, buf, static_cast<unsigned>(len), 0);
+  w->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(w, 1);
+  io_uring_sqe* f = io_uring_get_sqe(r);
+  io_uring_prep_fsync(f, fd, IORING_FSYNC_DATASYNC);
+  io_uring_sqe_set_data64(f, 2);
+  int rc;
+  do {
+    rc = io_uring_submit(r);
+  } while (rc == -EINTR);
+  if (rc != 2) {
+    // Ring state unknown: drop it and do it the plain way.
+    ring.reset();
+    STRIPEFS_RETURN_IF_ERROR(Write(fd, buf, len, 0));
+    return DataSync(fd);
+  }
+  int write_res = -EIO, sync_res = -EIO;
+  for (int i = 0; i < 2; ++i) {
+    io_uring_cqe* cqe = nullptr;
+    do {
+      rc = io_uring_wait_cqe(r, &cqe);
+    } while (rc == -EINTR);
+    if (rc < 0) {
+      ring.reset();  // completions still owed: never reuse this ring
+      return Status::FromErrno(-rc, "io_uring wait");
+    }
+    if (io_uring_cqe_get_data64(cqe) == 1) {
+      write_res = cqe->res;
+    } else {
+      sync_res = cqe->res;
+    }
+    io_uring_cqe_seen(r, cqe);
+  }
+  Release(std::move(ring));
+  if (write_res < 0) return Status::FromErrno(-write_res, "write");
+  if (static_cast<size_t>(write_res) < len) {
+    // Short write: the linked fdatasync was cancelled; finish plainly.
+    size_t done = static_cast<size_t>(write_res);
+    STRIPEFS_RETURN_IF_ERROR(Write(fd, buf + done, len - done, done));
+    return DataSync(fd);
+  }
+  if (sync_res < 0) return Status::FromErrno(-sync_res, "fdatasync");
+  return Status::Ok();
+}
+
 }  // namespace stripefs

@@ -43,6 +43,9 @@ class UringFileIo {
   Status Write(int fd, const uint8_t* buf, size_t len, uint64_t offset);
   // fdatasync(fd).
   Status DataSync(int fd);
+  // Write(fd, buf, len, 0) then DataSync(fd); with io_uring both go in one
+  // submission (the fdatasync linked behind the write).
+  Status WriteAndSync(int fd, const uint8_t* buf, size_t len);
 
  private:
   struct RingDeleter {
