@@ -16,19 +16,21 @@ Result<Placement> Placement::Create(const ClusterMap& map, uint32_t chunks,
                                     uint32_t pg_count) {
   std::vector<Candidate> candidates;
   std::map<std::string, uint32_t> domain_ids;
+  size_t usable = 0;
   for (const auto& s : map.servers) {
-    if (s.state == ServerState::kOut) continue;
     // Servers without a domain are each their own domain.
     std::string domain =
         s.failure_domain.empty() ? "server:" + std::to_string(s.id)
                                  : s.failure_domain;
     auto [it, inserted] =
         domain_ids.emplace(domain, static_cast<uint32_t>(domain_ids.size()));
-    candidates.push_back({s.id, it->second});
+    const bool out = s.state == ServerState::kOut;
+    candidates.push_back({s.id, it->second, out});
+    if (!out) ++usable;
   }
-  if (candidates.size() < chunks) {
+  if (usable < chunks) {
     return Status::InvalidArgument(
-        "cluster has " + std::to_string(candidates.size()) +
+        "cluster has " + std::to_string(usable) +
         " usable chunk servers but each stripe needs " +
         std::to_string(chunks) + " (k+m): add servers or mark them back in");
   }
@@ -47,30 +49,50 @@ std::vector<uint32_t> Placement::ServersFor(uint64_t inode,
 }
 
 std::vector<uint32_t> Placement::ServersForGroup(uint32_t pg) const {
-  std::vector<uint32_t> out;
-  out.reserve(chunks_);
-  std::vector<bool> taken(candidates_.size(), false);
+  const size_t n = candidates_.size();
+  std::vector<size_t> chosen(chunks_, n);  // candidate index per chunk index
+  std::vector<bool> taken(n, false);
   std::vector<uint32_t> domain_use(domains_, 0);
-  // Spread evenly over domains: a domain may hold ceil(chunks/domains).
-  for (uint32_t i = 0; i < chunks_; ++i) {
+
+  // Best candidate for chunk index i among those `eligible`, restricted to
+  // the least-used failure domains so chunks spread over domains.
+  auto pick = [&](uint32_t i, auto eligible) {
     uint32_t min_use = UINT32_MAX;
-    for (size_t c = 0; c < candidates_.size(); ++c)
-      if (!taken[c]) min_use = std::min(min_use, domain_use[candidates_[c].domain]);
-    size_t best = candidates_.size();
+    for (size_t c = 0; c < n; ++c)
+      if (eligible(c)) min_use = std::min(min_use, domain_use[candidates_[c].domain]);
+    size_t best = n;
     uint64_t best_score = 0;
-    for (size_t c = 0; c < candidates_.size(); ++c) {
-      if (taken[c] || domain_use[candidates_[c].domain] != min_use) continue;
-      uint64_t score =
-          PlacementHash(PlacementHash(pg, i), candidates_[c].id);
-      if (best == candidates_.size() || score > best_score) {
+    const uint64_t seed = PlacementHash(pg, i);
+    for (size_t c = 0; c < n; ++c) {
+      if (!eligible(c) || domain_use[candidates_[c].domain] != min_use) continue;
+      const uint64_t score = PlacementHash(seed, candidates_[c].id);
+      if (best == n || score > best_score) {
         best = c;
         best_score = score;
       }
     }
-    taken[best] = true;
-    ++domain_use[candidates_[best].domain];
-    out.push_back(candidates_[best].id);
+    return best;
+  };
+
+  // 1. Base placement over every server, whatever its state.
+  for (uint32_t i = 0; i < chunks_ && i < n; ++i) {
+    size_t c = pick(i, [&](size_t x) { return !taken[x]; });
+    chosen[i] = c;
+    taken[c] = true;
+    ++domain_use[candidates_[c].domain];
   }
+  // 2. Indices on out servers move; nothing else does.
+  for (uint32_t i = 0; i < chunks_; ++i) {
+    if (chosen[i] < n && !candidates_[chosen[i]].out) continue;
+    if (chosen[i] < n) --domain_use[candidates_[chosen[i]].domain];
+    size_t c = pick(i, [&](size_t x) { return !taken[x] && !candidates_[x].out; });
+    chosen[i] = c;
+    taken[c] = true;
+    ++domain_use[candidates_[c].domain];
+  }
+  std::vector<uint32_t> out;
+  out.reserve(chunks_);
+  for (uint32_t i = 0; i < chunks_; ++i) out.push_back(candidates_[chosen[i]].id);
   return out;
 }
 

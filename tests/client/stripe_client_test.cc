@@ -288,6 +288,8 @@ TEST_F(StripeClientTest, RepairAfterServerMarkedOutRestoresRedundancy) {
   faults_[3]->down = true;
   ASSERT_TRUE(meta().SetServerState(3, ServerState::kOut).ok());
   ASSERT_TRUE(client().RefreshClusterMap().ok());
+  // Still readable before repair: only chunks on server 3 moved.
+  EXPECT_EQ(ReadAll(ino), data);
   uint32_t rebuilt = 0;
   auto stripes = meta().ListStripes(0, 0, 1000);
   for (const auto& ref : *stripes) {
