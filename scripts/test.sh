@@ -25,7 +25,7 @@ if [ -z "$label" ] || [ "$label" = fuzz ]; then
   FUZZ_DIR=${FUZZ_DIR:-$top/build-fuzz}
   CC=clang CXX=clang++ cmake -S "$top" -B "$FUZZ_DIR" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRIPEFS_FUZZ=ON -DSTRIPEFS_WERROR=ON >/dev/null
-  cmake --build "$FUZZ_DIR" -j"$(nproc)"
+  cmake --build "$FUZZ_DIR" -j"$(nproc)" --target fuzzers
   echo "=== ctest -L fuzz ==="
   (cd "$FUZZ_DIR" && ctest -L '^fuzz$' --output-on-failure --no-tests=ignore --timeout 300) || status=1
 fi
