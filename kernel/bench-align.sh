@@ -29,6 +29,10 @@ for m in stock patched; do
   rc=0
   "$here/vm/run.sh" --module "$m" --mem "$mem" --timeout 5400 --out "$work/$m.log" \
     align "$ratios" "$writers" "$runs" "$mib" > /dev/null || rc=$?
+  if [ ! -s "$work/$m.log" ]; then
+    echo "bench-align: ERROR: the $m guest did not run (rc=$rc)" >&2
+    exit 1
+  fi
   echo "bench-align: $m guest finished rc=$rc ($(grep -c 'RESULT align' "$work/$m.log") runs)" >&2
   [ "$rc" = 0 ] || [ "$m" = stock ] || echo "bench-align: WARNING: patched run reported failures" >&2
 done

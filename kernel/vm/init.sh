@@ -27,6 +27,7 @@ fi
 dmesg | grep -E 'fuse|BUG:|WARNING:|Oops|Call Trace' | grep -v -e 'fuse: init' -e 'taints kernel' | sed 's/^/DMESG /' | tail -20
 echo "STRIPEFS_RESULT test=$TEST module=$MODULE rc=$rc"
 sync
-poweroff -f
-sleep 2
+# QEMU runs with -no-reboot, so a reset ends it (works with and without ACPI).
 reboot -f
+sleep 5
+poweroff -f

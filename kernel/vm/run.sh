@@ -33,11 +33,13 @@ if [ -z "$qemu" ]; then
   echo "SKIP: qemu-system-x86_64 is not installed (scripts/install-deps.sh --with-kernel)" >&2
   exit 77
 fi
-busybox=$(command -v busybox || true)
-if [ -z "$busybox" ] || ! file -L "$busybox" 2>/dev/null | grep -q 'statically linked'; then
-  [ -x /bin/busybox ] && busybox=/bin/busybox
+busybox=/bin/busybox
+[ -x "$busybox" ] || busybox=$(command -v busybox || true)
+bb_ldd=$(LC_ALL=C ldd "$busybox" 2>&1 || true)
+if [ -z "$busybox" ] || ! echo "$bb_ldd" | grep -q 'not a dynamic'; then
+  echo "SKIP: a static busybox is needed for the guest (apt install busybox-static)" >&2
+  exit 77
 fi
-[ -n "$busybox" ] || { echo "SKIP: busybox-static is not installed" >&2; exit 77; }
 
 envf=$cache/current.env
 if [ ! -e "$envf" ]; then
