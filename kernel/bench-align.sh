@@ -37,7 +37,7 @@ for m in stock patched; do
   [ "$rc" = 0 ] || [ "$m" = stock ] || echo "bench-align: WARNING: patched run reported failures" >&2
 done
 mkdir -p "$outdir"
-python3 "$here/vm/align_report.py" --stock "$work/stock.log" --patched "$work/patched.log" \
+/usr/bin/python3 "$here/vm/align_report.py" --stock "$work/stock.log" --patched "$work/patched.log" \
   --md "$outdir/kernel-align.md" --png "$outdir/kernel-align.png" \
   --raw "$outdir/kernel-align-raw.txt" --wall "$(( $(date +%s) - t0 ))"
 echo "bench-align: wrote $outdir/kernel-align.md and kernel-align.png" >&2
