@@ -19,6 +19,7 @@ echo Y > $P/enable_uring || { echo "FAIL: cannot enable io-uring"; exit 1; }
 has_params=0
 [ -e $P/uring_queue_threshold ] && has_params=1
 ncpu=$(grep -c ^processor /proc/cpuinfo)
+[ "$ncpu" -ge 2 ] || { echo "FAIL: the io-uring queue tests need >= 2 guest CPUs, got $ncpu"; exit 1; }
 echo "CONFIG uring module=$MODULE cpus=$ncpu spread_params=$has_params"
 
 # Keep writeback out of the flusher threads: it must happen in the pinned fsync caller.
