@@ -1,0 +1,95 @@
+// `stripefs bench cluster [args...]`: runs the cluster benchmark driver
+// bench/cluster/bench_cluster.py (fio through a mounted local cluster).
+//
+// The driver is a python script; this command finds it by walking up from
+// the directory of this binary (or takes --script) and execs it with the
+// remaining arguments, passing this binary's path in STRIPEFS_BIN.
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/command.h"
+
+namespace stripefs::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kScript = "bench/cluster/bench_cluster.py";
+
+// Returns the driver script found above the binary's directory, or "".
+std::string FindScript(const std::string& self) {
+  std::error_code ec;
+  fs::path dir = fs::path(self).parent_path();
+  for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
+    fs::path candidate = dir / kScript;
+    if (fs::exists(candidate, ec)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return "";
+}
+
+int RunBenchCluster(const std::string& script_flag,
+                    const std::vector<std::string>& args) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::perror("stripefs: readlink /proc/self/exe");
+    return 1;
+  }
+  self[n] = '\0';
+  std::string script = script_flag.empty() ? FindScript(self) : script_flag;
+  if (script.empty() || !fs::exists(script)) {
+    std::fprintf(stderr,
+                 "stripefs: bench driver %s not found above %s; run from a "
+                 "source checkout's build dir or pass --script PATH\n",
+                 script.empty() ? kScript : script.c_str(), self);
+    return 1;
+  }
+  setenv("STRIPEFS_BIN", self, 1);
+  // Debian's python3 has matplotlib; prefer it over one earlier in PATH.
+  const char* python =
+      access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(python));
+  argv.push_back(script.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  execvp(python, argv.data());
+  std::fprintf(stderr, "stripefs: cannot exec %s: %s\n", python,
+               std::strerror(errno));
+  return 1;
+}
+
+CommandRegistration bench_commands([](CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  auto* cluster = bench->add_subcommand(
+      "cluster",
+      "fio through a mounted local N-server cluster: healthy, degraded and "
+      "repair phases plus tmpfs reference rows (options are passed to "
+      "bench/cluster/bench_cluster.py; see `stripefs bench cluster -- "
+      "--help`)");
+  auto script = std::make_shared<std::string>();
+  cluster->add_option("--script", *script,
+                      "path of bench_cluster.py (default: found above the "
+                      "stripefs binary)");
+  cluster->prefix_command();
+  cluster->callback([cluster, script] {
+    ExitWith(RunBenchCluster(*script, cluster->remaining()));
+  });
+});
+
+}  // namespace
+}  // namespace stripefs::tools
