@@ -130,6 +130,7 @@ class Bench:
         if self.cluster_up:
             self.sf("cluster", "down", "--dir", self.cdir, check=False)
             self.cluster_up = False
+        self.stop_passthrough()
         if self.tmpfs:
             subprocess.run(["umount", self.tmpfs], check=False)
             self.tmpfs = None
@@ -183,7 +184,7 @@ class Bench:
     # fio
     def fio(self, directory, name, fioargs, extra_timeout=60):
         argv = ["fio", f"--name={name}", f"--directory={directory}",
-                "--output-format=json", "--thread=0"]
+                "--output-format=json", "--lat_percentiles=1"]
         argv += [x.replace("IOENGINE", self.args.ioengine) for x in fioargs]
         if not any(x.startswith("--ioengine") for x in argv):
             argv.append("--ioengine=psync")
@@ -199,7 +200,10 @@ class Bench:
     def summarize_fio(res, kind):
         j = res["jobs"][0]
         d = j[kind]
-        p99 = d.get("clat_ns", {}).get("percentile", {}).get("99.000000")
+        # Total latency (submission + completion) percentiles thanks to
+        # --lat_percentiles=1; fall back to completion latency.
+        p99 = (d.get("lat_ns", {}).get("percentile", {}).get("99.000000") or
+               d.get("clat_ns", {}).get("percentile", {}).get("99.000000"))
         return {
             "mib_s": d["bw_bytes"] / 1048576.0,
             "iops": d["iops"],
@@ -266,20 +270,76 @@ class Bench:
         return row
 
     # phases
+    def build_passthrough_ll(self):
+        """Builds libfuse3's passthrough_ll example; returns path or None."""
+        src = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
+        if not os.path.exists(src) or not shutil.which("gcc"):
+            self.log("passthrough_ll reference left out: no example source "
+                     "or no gcc")
+            return None
+        exe = os.path.join(self.work, "passthrough_ll")
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
+                               capture_output=True, text=True)
+        r = subprocess.run(["gcc", "-O2", "-o", exe, src] +
+                           flags.stdout.split(), capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            self.log(f"passthrough_ll reference left out: build failed: "
+                     f"{r.stderr.strip()[-200:]}")
+            return None
+        return exe
+
+    def run_reference(self, target, directory, jobs):
+        for name, kind, fioargs in jobs:
+            if "direct" in name:
+                # tmpfs (the backing store of both reference rows) is run
+                # buffered: O_DIRECT on tmpfs is not supported on every kernel.
+                fioargs = [a for a in fioargs if a != "--direct=1"]
+            self.run_job(target, "reference", directory, name, kind,
+                         fioargs, with_procs=target != "tmpfs")
+            if kind == "write":  # keep the tmpfs small
+                for fn in os.listdir(self.tmpfs):
+                    if fn != "readfile":
+                        os.unlink(os.path.join(self.tmpfs, fn))
+
     def reference_tmpfs(self, jobs):
         self.tmpfs = os.path.join(self.work, "tmpfs")
         os.makedirs(self.tmpfs)
         subprocess.run(["mount", "-t", "tmpfs", "-o",
-                        f"size={self.args.size * 4 + 64}m", "tmpfs",
+                        f"size={self.args.size * 2 + 64}m", "tmpfs",
                         self.tmpfs], check=True)
-        for name, kind, fioargs in jobs:
-            if "direct" in name:
-                # tmpfs has no O_DIRECT support; run the job buffered.
-                fioargs = [a for a in fioargs if a != "--direct=1"]
-            self.run_job("tmpfs", "reference", self.tmpfs, name, kind,
-                         fioargs, with_procs=False)
+        self.run_reference("tmpfs", self.tmpfs, jobs)
+        exe = None if self.args.no_passthrough else self.build_passthrough_ll()
+        if exe:
+            self.pt_mnt = os.path.join(self.work, "ptll")
+            os.makedirs(self.pt_mnt)
+            self.pt_proc = subprocess.Popen(
+                [exe, "-f", "-o", f"source={self.tmpfs}", self.pt_mnt],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(100):
+                with open("/proc/mounts") as f:
+                    if f" {self.pt_mnt} " in f.read():
+                        break
+                time.sleep(0.05)
+            else:
+                raise RuntimeError("passthrough_ll did not mount")
+            self.daemon_pid = self.pt_proc.pid
+            self.run_reference("fuse-ll", self.pt_mnt, jobs)
+            self.daemon_pid = None
+            self.stop_passthrough()
         subprocess.run(["umount", self.tmpfs], check=False)
         self.tmpfs = None
+
+    def stop_passthrough(self):
+        if getattr(self, "pt_proc", None) is None:
+            return
+        subprocess.run(["umount", self.pt_mnt], check=False)
+        try:
+            self.pt_proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.pt_proc.kill()
+            self.pt_proc.wait()
+        self.pt_proc = None
 
     def phase(self, phase, jobs):
         for name, kind, fioargs in jobs:
@@ -413,7 +473,7 @@ def write_outputs(b, out, meta):
         ax.set_xscale("log")
         ax.set_xlabel("MiB/s (log scale)")
         ax.set_title(f"stripefs cluster bench: {meta['servers']} servers "
-                     f"{meta['k']}+{meta['m']} (tmpfs reference in gray)")
+                     f"{meta['k']}+{meta['m']} (references in gray)")
         fig.tight_layout()
         fig.savefig(os.path.join(out, "throughput.png"), dpi=90)
         plt.close(fig)
@@ -448,6 +508,8 @@ def main():
     p.add_argument("--coalesce", default="on")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the tmpfs reference rows")
+    p.add_argument("--no-passthrough", action="store_true",
+                   help="skip the libfuse passthrough_ll reference rows")
     p.add_argument("--stripefs", default=os.environ.get("STRIPEFS_BIN"),
                    help="path of the stripefs binary")
     a = p.parse_args()
