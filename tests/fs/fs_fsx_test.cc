@@ -368,9 +368,6 @@ void RunFsx(bool coalesce) {
     std::fclose(f);
     std::remove(model_path.c_str());
   }
-  ASSERT_TRUE((*m)->Remount().ok());
-  EXPECT_EQ(ReadFile((*m)->Path("fsx")), model)
-      << "after remount, seed " << seed;
   auto s = (*m)->fs().StatsJson();
   std::printf(
       "fsx: WRITEs %llu, backend full-stripe %llu of %llu stripe writes, "
@@ -380,6 +377,9 @@ void RunFsx(bool coalesce) {
       (unsigned long long)s["backend"]["stripe_writes"].get<uint64_t>(),
       s["errors"].dump().c_str());
   EXPECT_TRUE(s["errors"].empty()) << s["errors"].dump();
+  ASSERT_TRUE((*m)->Remount().ok());
+  EXPECT_EQ(ReadFile((*m)->Path("fsx")), model)
+      << "after remount, seed " << seed;
 }
 
 TEST(FsxTest, RandomOpsWithCoalescing) { RunFsx(true); }

@@ -1,0 +1,137 @@
+// The `stripefs` binary end to end: mount (daemon) / stat --json / umount,
+// persistence across remounts, and a crash (kill -9 after fsync, lazy
+// unmount of the dead mount, remount: fsync'd data intact).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fuse-server/fs/stats_socket.h"
+#include "fuse-server/fuse_mount.h"
+#include "tests/fs/fs_mount.h"
+
+namespace stripefs::fs::testing {
+namespace {
+
+std::string Sh(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  *rc = ::pclose(p);
+  return out;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = MountSkipReason();
+    if (!why.empty()) GTEST_SKIP() << "SKIPPED (cannot mount here): " << why;
+    char tmpl[] = "/tmp/stripefs-cli-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    vol_ = root_ + "/vol";
+    mnt_ = root_ + "/mnt";
+    std::filesystem::create_directories(mnt_);
+  }
+  void TearDown() override {
+    if (root_.empty()) return;
+    // Always: kill a daemon still running and detach the mount.
+    std::ifstream pf(RuntimePathsFor(mnt_).pidfile);
+    long pid = 0;
+    if (pf >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    if (fuse::IsFuseMountPoint(mnt_)) (void)fuse::UnmountPath(mnt_, true);
+    RemoveTree(root_);
+  }
+  std::string Bin() { return STRIPEFS_BINARY; }
+  std::string Mount(int* rc) {
+    return Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_, rc);
+  }
+  std::string root_, vol_, mnt_;
+};
+
+void Put(const std::string& path, size_t n, char c, bool fsync) {
+  int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  std::string d(n, c);
+  ASSERT_EQ(::write(fd, d.data(), n), static_cast<ssize_t>(n));
+  if (fsync) {
+    ASSERT_EQ(::fsync(fd), 0);
+  }
+  ::close(fd);
+}
+std::string Get(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST_F(CliTest, MountStatUmountRemountCrash) {
+  int rc = 0;
+  std::string out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(
+      out.find("alignment requested: yes (1 MiB), acknowledged by kernel: no"),
+      std::string::npos)
+      << out;
+  Put(mnt_ + "/a", 3 * 1048576 + 5, 'a', false);
+  out = Sh(Bin() + " stat --json " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["negotiated"]["alignment_requested"].get<bool>());
+  EXPECT_FALSE(j["negotiated"]["alignment_acknowledged"].get<bool>());
+  EXPECT_GT(j["writes"]["requests"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["writes"]["bytes"].get<uint64_t>(), 3u * 1048576 + 5);
+  out = Sh(Bin() + " stat " + mnt_, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("full-stripe encodes"), std::string::npos) << out;
+
+  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_));
+  out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(Get(mnt_ + "/a"), std::string(3 * 1048576 + 5, 'a'));
+
+  // Crash: fsync'd data survives kill -9 of the daemon.
+  Put(mnt_ + "/b", 2500000, 'b', true);
+  std::ifstream pf(RuntimePathsFor(mnt_).pidfile);
+  long pid = 0;
+  ASSERT_TRUE(pf >> pid);
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  for (int i = 0; i < 100 && ::kill(static_cast<pid_t>(pid), 0) == 0; ++i)
+    ::usleep(50000);
+  out = Sh("timeout 60 " + Bin() + " umount --lazy " + mnt_, &rc);
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_)) << out;
+  out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(Get(mnt_ + "/b"), std::string(2500000, 'b'));
+  EXPECT_EQ(Get(mnt_ + "/a"), std::string(3 * 1048576 + 5, 'a'));
+  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST_F(CliTest, ErrorsNameTheFix) {
+  int rc = 0;
+  std::string out =
+      Sh(Bin() + " mount " + vol_ + " " + root_ + "/missing", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("mkdir -p"), std::string::npos) << out;
+  std::filesystem::create_directories(root_ + "/junk");
+  std::ofstream(root_ + "/junk/file") << "x";
+  out = Sh("timeout 60 " + Bin() + " mount " + root_ + "/junk " + mnt_, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("not empty"), std::string::npos) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_));
+}
+
+}  // namespace
+}  // namespace stripefs::fs::testing
