@@ -297,16 +297,16 @@ class Bench:
                 fioargs = [a for a in fioargs if a != "--direct=1"]
             self.run_job(target, "reference", directory, name, kind,
                          fioargs, with_procs=target != "tmpfs")
-            if kind == "write":  # keep the tmpfs small
-                for fn in os.listdir(self.tmpfs):
+            if kind == "write":  # keep the tmpfs small (unlink via the mount)
+                for fn in os.listdir(directory):
                     if fn != "readfile":
-                        os.unlink(os.path.join(self.tmpfs, fn))
+                        os.unlink(os.path.join(directory, fn))
 
     def reference_tmpfs(self, jobs):
         self.tmpfs = os.path.join(self.work, "tmpfs")
         os.makedirs(self.tmpfs)
         subprocess.run(["mount", "-t", "tmpfs", "-o",
-                        f"size={self.args.size * 2 + 64}m", "tmpfs",
+                        f"size={self.args.size * 6 + 64}m", "tmpfs",
                         self.tmpfs], check=True)
         self.run_reference("tmpfs", self.tmpfs, jobs)
         exe = None if self.args.no_passthrough else self.build_passthrough_ll()
@@ -533,6 +533,7 @@ def main():
     def on_term(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
 
     b = Bench(a)
     meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
