@@ -347,9 +347,19 @@ class Bench:
 
     def repair_phase(self, fg_job):
         victim = str(self.args.victim)
-        self.sf("cluster", "start", "--dir", self.cdir, "--server", victim)
-        self.log(f"server {victim} restarted; running stripefs repair with a "
-                 f"foreground {fg_job[0]} job")
+        if self.args.repair_mode == "out":
+            self.sf("server-state", "--meta", self.meta, "--key", self.key,
+                    "--id", victim, "--state", "out")
+            mode = ("server marked out (stays down); all its chunks are "
+                    "rebuilt on the other servers")
+            self.log(f"server {victim} marked out; running stripefs repair "
+                     f"with a foreground {fg_job[0]} job")
+        else:
+            self.sf("cluster", "start", "--dir", self.cdir, "--server", victim)
+            mode = ("server restarted (not marked out); missing chunks "
+                    "written while it was down are rebuilt")
+            self.log(f"server {victim} restarted; running stripefs repair "
+                     f"with a foreground {fg_job[0]} job")
         t = time.time()
         rep = subprocess.Popen([self.args.stripefs, "repair", "--meta",
                                 self.meta, "--key", self.key],
@@ -366,8 +376,7 @@ class Bench:
         m = re.search(r"\(([\d.]+) MiB/s\)", out)
         mb = re.search(r"chunks \(([\d.]+) MiB\) rebuilt in ([\d.]+) s", out)
         self.repair = {
-            "mode": "server restarted (not marked out); missing chunks "
-                    "written while it was down are rebuilt",
+            "mode": mode,
             "exit_code": rep.returncode,
             "wall_s_incl_foreground": round(seconds, 2),
             "rebuilt_mib": float(mb.group(1)) if mb else None,
@@ -502,6 +511,10 @@ def main():
     p.add_argument("--runtime", type=int, default=None, help="s per job")
     p.add_argument("--victim", type=int, default=1,
                    help="chunkd id killed in the degraded phase")
+    p.add_argument("--repair-mode", choices=["restart", "out"],
+                   default="restart",
+                   help="repair phase: restart the killed server (default) or "
+                        "mark it out (needs servers > k+m)")
     p.add_argument("--ioengine", default="libaio",
                    help="engine of the QD1/QD8 jobs (libaio or io_uring)")
     p.add_argument("--transport", default="auto")
@@ -542,7 +555,8 @@ def main():
             "runtime_s": a.runtime, "quick": a.quick, "victim": a.victim,
             "ioengine": a.ioengine, "host": platform.node(),
             "kernel": platform.release(), "cpus": os.cpu_count(),
-            "transport": a.transport, "coalesce": a.coalesce}
+            "transport": a.transport, "coalesce": a.coalesce,
+            "repair_mode": a.repair_mode}
     rc = 0
     try:
         b.run()
