@@ -23,15 +23,21 @@ class [[nodiscard]] Status {
   Status(int code, std::string msg) : code_(code), msg_(std::move(msg)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {EINVAL, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {EINVAL, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {ENOENT, std::move(m)}; }
   static Status Exists(std::string m) { return {EEXIST, std::move(m)}; }
   static Status IoError(std::string m) { return {EIO, std::move(m)}; }
   static Status NoSpace(std::string m) { return {ENOSPC, std::move(m)}; }
   static Status Corruption(std::string m) { return {EBADMSG, std::move(m)}; }
   static Status Unavailable(std::string m) { return {EHOSTDOWN, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {EACCES, std::move(m)}; }
-  static Status NotSupported(std::string m) { return {EOPNOTSUPP, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {EACCES, std::move(m)};
+  }
+  static Status NotSupported(std::string m) {
+    return {EOPNOTSUPP, std::move(m)};
+  }
   static Status FromErrno(int err, std::string_view what);
 
   bool ok() const { return code_ == 0; }
@@ -52,9 +58,11 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status s) : v_(std::move(s)) {      // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(v_).ok()) std::abort();  // a Result error must not be OK
+  Result(T value)
+      : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
+  Result(Status s) : v_(std::move(s)) {  // NOLINT(google-explicit-constructor)
+    if (std::get<Status>(v_).ok())
+      std::abort();  // a Result error must not be OK
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -76,17 +84,17 @@ class [[nodiscard]] Result {
 }  // namespace stripefs
 
 // Returns early from the enclosing function when `expr` (a Status) is not OK.
-#define STRIPEFS_RETURN_IF_ERROR(expr)           \
-  do {                                           \
-    ::stripefs::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                   \
+#define STRIPEFS_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::stripefs::Status _st = (expr);   \
+    if (!_st.ok()) return _st;         \
   } while (0)
 
 #define STRIPEFS_CONCAT_INNER(a, b) a##b
 #define STRIPEFS_CONCAT(a, b) STRIPEFS_CONCAT_INNER(a, b)
 // Declares `lhs` from a Result<T> expression, or returns its Status on error.
-#define STRIPEFS_ASSIGN_OR_RETURN(lhs, expr)                      \
-  auto STRIPEFS_CONCAT(_res_, __LINE__) = (expr);                 \
-  if (!STRIPEFS_CONCAT(_res_, __LINE__).ok())                     \
-    return STRIPEFS_CONCAT(_res_, __LINE__).status();             \
+#define STRIPEFS_ASSIGN_OR_RETURN(lhs, expr)          \
+  auto STRIPEFS_CONCAT(_res_, __LINE__) = (expr);     \
+  if (!STRIPEFS_CONCAT(_res_, __LINE__).ok())         \
+    return STRIPEFS_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(STRIPEFS_CONCAT(_res_, __LINE__)).value()

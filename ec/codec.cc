@@ -191,8 +191,7 @@ Status Codec::UpdateParityWithDelta(int data_index, const uint8_t* delta,
 
 Status Codec::UpdateParity(int data_index, const uint8_t* old_data,
                            const uint8_t* new_data,
-                           std::span<uint8_t* const> parity,
-                           size_t len) const {
+                           std::span<uint8_t* const> parity, size_t len) const {
   if (old_data == nullptr || new_data == nullptr) {
     return Status::InvalidArgument("UpdateParity needs old and new data");
   }

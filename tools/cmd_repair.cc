@@ -17,12 +17,13 @@ void PrintProgress(const RepairProgress& p) {
   int done = p.stripes_total == 0
                  ? width
                  : static_cast<int>(width * p.stripes_seen / p.stripes_total);
-  std::fprintf(stderr, "\r[%.*s%*s] %llu/%llu stripes, %llu chunks rebuilt, %.1f MiB/s ",
-               done, "==============================", width - done, "",
-               static_cast<unsigned long long>(p.stripes_seen),
-               static_cast<unsigned long long>(p.stripes_total),
-               static_cast<unsigned long long>(p.chunks_rebuilt),
-               p.seconds > 0 ? p.bytes_rebuilt / 1048576.0 / p.seconds : 0.0);
+  std::fprintf(
+      stderr, "\r[%.*s%*s] %llu/%llu stripes, %llu chunks rebuilt, %.1f MiB/s ",
+      done, "==============================", width - done, "",
+      static_cast<unsigned long long>(p.stripes_seen),
+      static_cast<unsigned long long>(p.stripes_total),
+      static_cast<unsigned long long>(p.chunks_rebuilt),
+      p.seconds > 0 ? p.bytes_rebuilt / 1048576.0 / p.seconds : 0.0);
 }
 
 int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
@@ -41,14 +42,14 @@ int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
     return 1;
   }
   const RepairProgress& p = *result;
-  std::printf("%s of %s: %llu stripes checked, %llu repaired, %llu chunks "
-              "(%.1f MiB) rebuilt in %.1f s",
-              options.scrub ? "scrub" : "repair",
-              (*volume)->description().c_str(),
-              static_cast<unsigned long long>(p.stripes_seen),
-              static_cast<unsigned long long>(p.stripes_repaired),
-              static_cast<unsigned long long>(p.chunks_rebuilt),
-              p.bytes_rebuilt / 1048576.0, p.seconds);
+  std::printf(
+      "%s of %s: %llu stripes checked, %llu repaired, %llu chunks "
+      "(%.1f MiB) rebuilt in %.1f s",
+      options.scrub ? "scrub" : "repair", (*volume)->description().c_str(),
+      static_cast<unsigned long long>(p.stripes_seen),
+      static_cast<unsigned long long>(p.stripes_repaired),
+      static_cast<unsigned long long>(p.chunks_rebuilt),
+      p.bytes_rebuilt / 1048576.0, p.seconds);
   if (p.seconds > 0 && p.bytes_rebuilt > 0)
     std::printf(" (%.1f MiB/s)", p.bytes_rebuilt / 1048576.0 / p.seconds);
   std::printf("\n");
@@ -76,14 +77,14 @@ CommandRegistration repair_commands([](CLI::App& app) {
   for (bool scrub : {false, true}) {
     auto* cmd = app.add_subcommand(
         scrub ? "scrub" : "repair",
-        scrub ? "read every chunk, check CRCs and parity, rebuild bad ones"
-              : "rebuild missing chunks (degraded stripes, servers marked out)");
+        scrub
+            ? "read every chunk, check CRCs and parity, rebuild bad ones"
+            : "rebuild missing chunks (degraded stripes, servers marked out)");
     auto flags = std::make_shared<VolumeFlags>();
     auto options = std::make_shared<RepairOptions>();
     options->scrub = scrub;
     flags->AddTo(cmd);
-    cmd->add_option("--parallel", options->parallel,
-                    "stripes repaired at once")
+    cmd->add_option("--parallel", options->parallel, "stripes repaired at once")
         ->capture_default_str();
     if (scrub) {
       cmd->add_flag("--delete-orphans", options->delete_orphans,

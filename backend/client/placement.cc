@@ -19,9 +19,9 @@ Result<Placement> Placement::Create(const ClusterMap& map, uint32_t chunks,
   size_t usable = 0;
   for (const auto& s : map.servers) {
     // Servers without a domain are each their own domain.
-    std::string domain =
-        s.failure_domain.empty() ? "server:" + std::to_string(s.id)
-                                 : s.failure_domain;
+    std::string domain = s.failure_domain.empty()
+                             ? "server:" + std::to_string(s.id)
+                             : s.failure_domain;
     auto [it, inserted] =
         domain_ids.emplace(domain, static_cast<uint32_t>(domain_ids.size()));
     const bool out = s.state == ServerState::kOut;
@@ -59,12 +59,14 @@ std::vector<uint32_t> Placement::ServersForGroup(uint32_t pg) const {
   auto pick = [&](uint32_t i, auto eligible) {
     uint32_t min_use = UINT32_MAX;
     for (size_t c = 0; c < n; ++c)
-      if (eligible(c)) min_use = std::min(min_use, domain_use[candidates_[c].domain]);
+      if (eligible(c))
+        min_use = std::min(min_use, domain_use[candidates_[c].domain]);
     size_t best = n;
     uint64_t best_score = 0;
     const uint64_t seed = PlacementHash(pg, i);
     for (size_t c = 0; c < n; ++c) {
-      if (!eligible(c) || domain_use[candidates_[c].domain] != min_use) continue;
+      if (!eligible(c) || domain_use[candidates_[c].domain] != min_use)
+        continue;
       const uint64_t score = PlacementHash(seed, candidates_[c].id);
       if (best == n || score > best_score) {
         best = c;
@@ -85,14 +87,16 @@ std::vector<uint32_t> Placement::ServersForGroup(uint32_t pg) const {
   for (uint32_t i = 0; i < chunks_; ++i) {
     if (chosen[i] < n && !candidates_[chosen[i]].out) continue;
     if (chosen[i] < n) --domain_use[candidates_[chosen[i]].domain];
-    size_t c = pick(i, [&](size_t x) { return !taken[x] && !candidates_[x].out; });
+    size_t c =
+        pick(i, [&](size_t x) { return !taken[x] && !candidates_[x].out; });
     chosen[i] = c;
     taken[c] = true;
     ++domain_use[candidates_[c].domain];
   }
   std::vector<uint32_t> out;
   out.reserve(chunks_);
-  for (uint32_t i = 0; i < chunks_; ++i) out.push_back(candidates_[chosen[i]].id);
+  for (uint32_t i = 0; i < chunks_; ++i)
+    out.push_back(candidates_[chosen[i]].id);
   return out;
 }
 

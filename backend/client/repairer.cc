@@ -63,9 +63,9 @@ Result<RepairProgress> Repairer::Run(
   std::mutex mu;
   std::atomic<size_t> next{0};
   auto report = [&] {
-    p.seconds = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+    p.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (progress) progress(p);
   };
   auto worker = [&] {
@@ -119,11 +119,11 @@ Status Repairer::CountOrphans(const RepairOptions& options, RepairProgress* p) {
         auto committed = meta.GetStripes(c.id.inode, c.id.stripe, 1);
         // Live: the committed version, on the server placement names for
         // its index (a copy left behind by a move is garbage).
-        bool live = committed.ok() && !committed->empty() &&
-                    committed->front().version == c.version &&
-                    c.id.index < g.k + g.m &&
-                    placement->ServersFor(c.id.inode, c.id.stripe)[c.id.index] ==
-                        server.id;
+        bool live =
+            committed.ok() && !committed->empty() &&
+            committed->front().version == c.version && c.id.index < g.k + g.m &&
+            placement->ServersFor(c.id.inode, c.id.stripe)[c.id.index] ==
+                server.id;
         if (live || !committed.ok()) continue;
         ++p->orphan_chunks;
         if (options.delete_orphans &&

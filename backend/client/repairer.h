@@ -29,7 +29,7 @@ struct RepairOptions {
 
 struct RepairProgress {
   uint64_t stripes_seen = 0;
-  uint64_t stripes_total = 0;   // 0 until known
+  uint64_t stripes_total = 0;  // 0 until known
   uint64_t stripes_repaired = 0;
   uint64_t chunks_rebuilt = 0;
   uint64_t bytes_rebuilt = 0;

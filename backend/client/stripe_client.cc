@@ -9,8 +9,18 @@ namespace stripefs {
 
 // The servers of one stripe's chunks under the current cluster map.
 struct StripeClient::Layout {
-  std::vector<ServerInfo> servers;       // per chunk index
-  std::vector<ChunkService*> services;   // null = unknown server
+  std::vector<ServerInfo> servers;      // per chunk index
+  std::vector<ChunkService*> services;  // null = unknown server
+
+  // The service holding chunk index i, or null (and *why set) when its
+  // server is down or unknown.
+  ChunkService* Usable(size_t i, Status* why) const {
+    if (services[i] != nullptr && servers[i].state == ServerState::kUp)
+      return services[i];
+    *why = Status::Unavailable("chunk server " + std::to_string(servers[i].id) +
+                               (services[i] ? " is down" : " is unknown"));
+    return nullptr;
+  }
 };
 
 namespace {
@@ -59,8 +69,7 @@ StripeClient::~StripeClient() = default;
 Status StripeClient::RefreshClusterMap() {
   auto map = meta_->GetClusterMap();
   if (!map.ok()) return map.status().Annotate("reading cluster map");
-  auto placement =
-      Placement::Create(*map, geometry_.k + geometry_.m);
+  auto placement = Placement::Create(*map, geometry_.k + geometry_.m);
   if (!placement.ok()) return placement.status();
   std::lock_guard<std::mutex> lock(map_mu_);
   map_ = std::move(map).value();
@@ -101,8 +110,7 @@ Result<uint64_t> StripeClient::NextVersion() {
   return next_version_++;
 }
 
-Result<StripeVersion> StripeClient::CurrentStripe(uint64_t ino,
-                                                  uint64_t stripe,
+Result<StripeVersion> StripeClient::CurrentStripe(uint64_t ino, uint64_t stripe,
                                                   bool* exists) {
   auto got = meta_->GetStripes(ino, stripe, 1);
   if (!got.ok()) return got.status();
@@ -133,14 +141,9 @@ Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
     std::vector<std::function<void()>> tasks;
     for (int i : idx) {
       tasks.push_back([&, i] {
-        ChunkService* svc = layout.services[static_cast<size_t>(i)];
-        if (svc == nullptr || IsDown(layout.servers[static_cast<size_t>(i)])) {
-          errs[static_cast<size_t>(i)] = Status::Unavailable(
-              "chunk server " +
-              std::to_string(layout.servers[static_cast<size_t>(i)].id) +
-              " is down");
-          return;
-        }
+        ChunkService* svc = layout.Usable(static_cast<size_t>(i),
+                                          &errs[static_cast<size_t>(i)]);
+        if (svc == nullptr) return;
         ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
         auto r = svc->ReadChunk(id, sv.version, lo, len);
         if (r.ok() && r->size() == len) {
@@ -186,7 +189,8 @@ Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
       }
       if (more.empty()) {
         Status why;
-        for (int i = 0; i < n; ++i) KeepWorse(&why, errs[static_cast<size_t>(i)]);
+        for (int i = 0; i < n; ++i)
+          KeepWorse(&why, errs[static_cast<size_t>(i)]);
         return Status::IoError(
             "stripe " + std::to_string(sv.stripe) + " of inode " +
             std::to_string(ino) + ": only " + std::to_string(survivors) +
@@ -284,14 +288,8 @@ uint32_t StripeClient::WriteChunks(
   for (size_t j = 0; j < chunks.size(); ++j) {
     tasks.push_back([&, j] {
       const int i = chunks[j].first;
-      ChunkService* svc = layout.services[static_cast<size_t>(i)];
-      if (svc == nullptr || IsDown(layout.servers[static_cast<size_t>(i)])) {
-        errs[j] = Status::Unavailable(
-            "chunk server " +
-            std::to_string(layout.servers[static_cast<size_t>(i)].id) +
-            " is down");
-        return;
-      }
+      ChunkService* svc = layout.Usable(static_cast<size_t>(i), &errs[j]);
+      if (svc == nullptr) return;
       errs[j] = svc->WriteChunk({ino, stripe, static_cast<uint32_t>(i)},
                                 version, chunks[j].second);
     });
@@ -328,8 +326,8 @@ void StripeClient::DeleteVersion(uint64_t ino, uint64_t stripe,
   for (int i = 0; i < n; ++i) {
     ChunkService* svc = layout.services[static_cast<size_t>(i)];
     if (!(mask & Bit(i)) || svc == nullptr) continue;
-    Status st =
-        svc->DeleteChunkVersion({ino, stripe, static_cast<uint32_t>(i)}, version);
+    Status st = svc->DeleteChunkVersion({ino, stripe, static_cast<uint32_t>(i)},
+                                        version);
     // Unsupported or failed: the chunk is an orphan that scrub collects.
     ClientCounters::Add(st.ok() ? counters_.gc_chunk_deletes
                                 : counters_.gc_errors);
@@ -344,8 +342,8 @@ Status StripeClient::Write(uint64_t ino, uint64_t offset,
     const uint64_t abs = offset + pos;
     const uint64_t s = abs / S, off = abs % S;
     const uint64_t n = std::min<uint64_t>(S - off, data.size() - pos);
-    STRIPEFS_RETURN_IF_ERROR(WriteStripe(ino, s, off, data.subspan(pos, n),
-                                         abs + n, UINT64_MAX));
+    STRIPEFS_RETURN_IF_ERROR(
+        WriteStripe(ino, s, off, data.subspan(pos, n), abs + n, UINT64_MAX));
     pos += n;
   }
   ClientCounters::Add(counters_.bytes_written, data.size());
@@ -371,7 +369,8 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
     if (exists) len = std::max(len, old.chunk_len);
     if (truncating) {
       len = static_cast<uint32_t>(std::min<uint64_t>({c, zero_from}));
-      len = std::max<uint32_t>(len, static_cast<uint32_t>(std::min<uint64_t>(c, end)));
+      len = std::max<uint32_t>(
+          len, static_cast<uint32_t>(std::min<uint64_t>(c, end)));
     }
     if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
     const Layout layout = LayoutFor(ino, stripe);
@@ -390,9 +389,9 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
     enum { kFull, kNewPartial, kRmw, kDelta } kind;
 
     const bool whole = off == 0 && end == S && !truncating;
-    const bool delta_ok =
-        options_.parity_delta && exists && !truncating &&
-        old.missing_mask == 0 && len == old.chunk_len && touched + m < k;
+    const bool delta_ok = options_.parity_delta && exists && !truncating &&
+                          old.missing_mask == 0 && len == old.chunk_len &&
+                          touched + m < k;
     if (whole || !exists) {
       kind = whole ? kFull : kNewPartial;
     } else if (delta_ok) {
@@ -406,9 +405,9 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       std::vector<int> want;
       for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
       std::vector<std::vector<uint8_t>> old_cells;
-      STRIPEFS_RETURN_IF_ERROR(ReadColumns(ino, old, layout, want, 0,
-                                           old.chunk_len, &old_cells)
-                                   .Annotate("read-modify-write"));
+      STRIPEFS_RETURN_IF_ERROR(
+          ReadColumns(ino, old, layout, want, 0, old.chunk_len, &old_cells)
+              .Annotate("read-modify-write"));
       for (uint32_t i = 0; i < k; ++i)
         std::memcpy(cells[i].data(), old_cells[i].data(),
                     std::min(old.chunk_len, len));
@@ -432,12 +431,15 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
 
     // Merge the new bytes (and, for the delta path, update parity per cell).
     for (uint32_t i = cell_first; touched > 0 && i <= cell_last; ++i) {
-      const uint64_t ca = std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
-      const uint64_t cb = std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
+      const uint64_t ca =
+          std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
+      const uint64_t cb =
+          std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
       const uint8_t* src = data.data() + (uint64_t{i} * c + ca - off);
       if (kind == kDelta) {
         std::vector<uint8_t*> parity;
-        for (uint32_t p = 0; p < m; ++p) parity.push_back(cells[k + p].data() + ca);
+        for (uint32_t p = 0; p < m; ++p)
+          parity.push_back(cells[k + p].data() + ca);
         STRIPEFS_RETURN_IF_ERROR(codec_->UpdateParity(
             static_cast<int>(i), cells[i].data() + ca, src, parity, cb - ca));
       }
@@ -447,7 +449,8 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       for (uint32_t i = 0; i < k; ++i) {
         const uint64_t cell_start = uint64_t{i} * c;
         if (zero_from >= cell_start + len) continue;
-        const uint64_t from = zero_from > cell_start ? zero_from - cell_start : 0;
+        const uint64_t from =
+            zero_from > cell_start ? zero_from - cell_start : 0;
         std::memset(cells[i].data() + from, 0, len - from);
       }
     }
@@ -478,12 +481,10 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       for (uint32_t i = 0; i < k; ++i) {
         if (!(cloned & Bit(static_cast<int>(i)))) continue;
         tasks.push_back([&, i] {
-          ChunkService* svc = layout.services[i];
-          if (svc == nullptr || IsDown(layout.servers[i])) {
-            errs[i] = Status::Unavailable("chunk server down");
-            return;
-          }
-          errs[i] = svc->CloneChunk({ino, stripe, i}, old.version, version, len);
+          ChunkService* svc = layout.Usable(i, &errs[i]);
+          if (svc == nullptr) return;
+          errs[i] =
+              svc->CloneChunk({ino, stripe, i}, old.version, version, len);
         });
       }
       pool_.RunAll(std::move(tasks));
@@ -520,10 +521,18 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
     if (!st.ok()) return st.Annotate("committing stripe");
 
     switch (kind) {
-      case kFull: ClientCounters::Add(counters_.full_stripe_writes); break;
-      case kNewPartial: ClientCounters::Add(counters_.new_partial_stripes); break;
-      case kRmw: ClientCounters::Add(counters_.rmw_stripes); break;
-      case kDelta: ClientCounters::Add(counters_.parity_delta_updates); break;
+      case kFull:
+        ClientCounters::Add(counters_.full_stripe_writes);
+        break;
+      case kNewPartial:
+        ClientCounters::Add(counters_.new_partial_stripes);
+        break;
+      case kRmw:
+        ClientCounters::Add(counters_.rmw_stripes);
+        break;
+      case kDelta:
+        ClientCounters::Add(counters_.parity_delta_updates);
+        break;
     }
     if (failed != 0) ClientCounters::Add(counters_.degraded_writes);
     if (exists) DeleteOtherVersions(ino, stripe, version, layout);
@@ -534,15 +543,16 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
                             ": too many concurrent writers, gave up");
 }
 
-// --- truncate and garbage collection ------------------------------------------
+// --- truncate and garbage collection
+// ------------------------------------------
 
 Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,
                                          uint64_t new_size) {
   const uint64_t S = stripe_size();
   if (new_size < old_size && new_size % S != 0) {
-    STRIPEFS_RETURN_IF_ERROR(WriteStripe(ino, new_size / S, new_size % S, {},
-                                         0, new_size % S)
-                                 .Annotate("truncate"));
+    STRIPEFS_RETURN_IF_ERROR(
+        WriteStripe(ino, new_size / S, new_size % S, {}, 0, new_size % S)
+            .Annotate("truncate"));
   }
   SetAttrRequest req;
   req.mask = kSetSize;
@@ -575,7 +585,8 @@ void StripeClient::DeleteStripes(const std::vector<ObsoleteStripe>& obsolete) {
   }
 }
 
-// --- repair ---------------------------------------------------------------------
+// --- repair
+// ---------------------------------------------------------------------
 
 Result<uint32_t> StripeClient::RepairStripe(uint64_t ino,
                                             const StripeVersion& sv,
@@ -593,12 +604,10 @@ Result<uint32_t> StripeClient::RepairStripe(uint64_t ino,
   for (int i = 0; i < n; ++i) {
     tasks.push_back([&, i] {
       const size_t u = static_cast<size_t>(i);
-      if (layout.services[u] == nullptr || IsDown(layout.servers[u])) {
-        errs[u] = Status::Unavailable("server down");
-        return;
-      }
-      auto r = layout.services[u]->ReadChunk(
-          {ino, sv.stripe, static_cast<uint32_t>(i)}, sv.version, 0, len);
+      ChunkService* svc = layout.Usable(u, &errs[u]);
+      if (svc == nullptr) return;
+      auto r = svc->ReadChunk({ino, sv.stripe, static_cast<uint32_t>(i)},
+                              sv.version, 0, len);
       if (r.ok()) {
         bufs[u] = std::move(r).value();
       } else {
@@ -693,15 +702,15 @@ Result<uint32_t> StripeClient::RepairStripe(uint64_t ino,
     if (bad & Bit(i)) to_write.emplace_back(i, fixed[static_cast<size_t>(i)]);
   uint32_t failed = 0;
   if (!to_write.empty()) {
-    failed = WriteChunks(ino, sv.stripe, sv.version, layout, to_write,
-                         &write_error);
+    failed =
+        WriteChunks(ino, sv.stripe, sv.version, layout, to_write, &write_error);
     rewritten = static_cast<uint32_t>(to_write.size()) -
                 static_cast<uint32_t>(__builtin_popcount(failed));
   }
   const uint32_t still_missing = failed | unreachable;
   if (still_missing != sv.missing_mask) {
-    Status st = meta_->SetStripeMissing(ino, sv.stripe, sv.version,
-                                        still_missing);
+    Status st =
+        meta_->SetStripeMissing(ino, sv.stripe, sv.version, still_missing);
     if (!st.ok() && st.code() != ESTALE) return st;
   }
   if (failed != 0) return write_error.Annotate("repair write");

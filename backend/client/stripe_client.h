@@ -43,8 +43,8 @@ namespace stripefs {
 
 struct StripeClientOptions {
   size_t io_threads = 16;
-  int commit_retries = 16;  // CAS conflicts before giving up (EAGAIN)
-  bool parity_delta = true;  // use parity-delta updates when they read less
+  int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
+  bool parity_delta = true;      // use parity-delta updates when they read less
   uint32_t version_batch = 256;  // versions reserved per metadata round trip
 };
 
@@ -120,10 +120,10 @@ class StripeClient {
 
   // Writes chunk buffers (index -> data) as version `version`; returns the
   // mask of indices that failed, and the most telling error in *error.
-  uint32_t WriteChunks(uint64_t ino, uint64_t stripe, uint64_t version,
-                       const Layout& layout,
-                       const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
-                       Status* error);
+  uint32_t WriteChunks(
+      uint64_t ino, uint64_t stripe, uint64_t version, const Layout& layout,
+      const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
+      Status* error);
   // Deletes all versions but `keep` of the stripe's chunks (0: all).
   void DeleteOtherVersions(uint64_t ino, uint64_t stripe, uint64_t keep,
                            const Layout& layout);
@@ -141,7 +141,7 @@ class StripeClient {
   ClientCounters counters_;
 
   std::mutex map_mu_;
-  ClusterMap map_;                         // guarded by map_mu_
+  ClusterMap map_;                              // guarded by map_mu_
   std::shared_ptr<const Placement> placement_;  // guarded by map_mu_
 
   static constexpr size_t kStripeLocks = 1024;

@@ -27,7 +27,8 @@ Result<std::unique_ptr<Volume>> Volume::FromParts(
   std::unique_ptr<Volume> v(new Volume());
   v->meta_ = std::move(meta);
   v->servers_ = std::move(servers);
-  auto client = StripeClient::Create(v->meta_.get(), v->servers_.get(), options);
+  auto client =
+      StripeClient::Create(v->meta_.get(), v->servers_.get(), options);
   if (!client.ok()) return client.status();
   v->client_ = std::move(client).value();
   return v;
@@ -41,16 +42,20 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
   const bool exists = MetaStore::Exists(meta_dir.string());
   if (!exists) {
     if (!options.create_if_missing) {
-      return Status::NotFound(dir + " holds no stripefs volume (run `stripefs "
-                                    "mkfs " + dir + "` or mount without "
-                                    "--no-create)");
+      return Status::NotFound(dir +
+                              " holds no stripefs volume (run `stripefs "
+                              "mkfs " +
+                              dir +
+                              "` or mount without "
+                              "--no-create)");
     }
     if (fs::exists(root, ec) && !fs::is_directory(root, ec)) {
       return Status(ENOTDIR, dir + " is not a directory");
     }
     if (fs::exists(root, ec) && !fs::is_empty(root, ec)) {
-      return Status(ENOTEMPTY, dir + " is not empty and holds no stripefs "
-                                     "volume: pick an empty directory");
+      return Status(ENOTEMPTY, dir +
+                                   " is not empty and holds no stripefs "
+                                   "volume: pick an empty directory");
     }
     fs::create_directories(root, ec);
     if (ec) return Status::FromErrno(ec.value(), "creating " + dir);
@@ -60,9 +65,11 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
   mo.root_uid = options.root_uid;
   mo.root_gid = options.root_gid;
   mo.sync = options.sync_metadata;
-  auto meta = exists ? MetaStore::Open(meta_dir.string(), mo)
-                     : MetaStore::Create(meta_dir.string(), options.geometry, mo);
-  if (!meta.ok()) return meta.status().Annotate("metadata store " + meta_dir.string());
+  auto meta = exists
+                  ? MetaStore::Open(meta_dir.string(), mo)
+                  : MetaStore::Create(meta_dir.string(), options.geometry, mo);
+  if (!meta.ok())
+    return meta.status().Annotate("metadata store " + meta_dir.string());
   auto geometry = (*meta)->GetGeometry();
   if (!geometry.ok()) return geometry.status();
   const uint32_t n = geometry->k + geometry->m;
@@ -78,7 +85,8 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
     fs::create_directories(d, ec);
     if (ec) return Status::FromErrno(ec.value(), "creating " + d.string());
     auto store = ChunkStore::Open(d.string(), co);
-    if (!store.ok()) return store.status().Annotate("chunk store " + d.string());
+    if (!store.ok())
+      return store.status().Annotate("chunk store " + d.string());
     stores.push_back(std::move(store).value());
   }
 
@@ -97,9 +105,9 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
     STRIPEFS_RETURN_IF_ERROR((*meta)->UpsertServer(info));
   }
 
-  auto volume = FromParts(std::move(meta).value(),
-                          std::make_unique<LocalChunkServers>(std::move(stores)),
-                          options.client);
+  auto volume = FromParts(
+      std::move(meta).value(),
+      std::make_unique<LocalChunkServers>(std::move(stores)), options.client);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "embedded:" + dir;
   return volume;

@@ -22,9 +22,9 @@
 namespace stripefs {
 
 struct EmbeddedVolumeOptions {
-  Geometry geometry;          // used when the volume is created
+  Geometry geometry;  // used when the volume is created
   bool create_if_missing = true;
-  uint32_t root_uid = 0;      // owner of a new volume's root directory
+  uint32_t root_uid = 0;  // owner of a new volume's root directory
   uint32_t root_gid = 0;
   uint64_t chunk_reserve_bytes = uint64_t{64} << 20;  // ENOSPC margin
   bool sync_metadata = true;  // sync the metadata WAL on every mutation

@@ -56,13 +56,20 @@ int main(int argc, char** argv) {
   uint32_t cell_kib = 1024, k = 4, m = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--dir") dir = argv[i + 1];
-    else if (a == "--mib") mib = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--cell-kib") cell_kib = static_cast<uint32_t>(std::atoi(argv[i + 1]));
-    else if (a == "--k") k = static_cast<uint32_t>(std::atoi(argv[i + 1]));
-    else if (a == "--m") m = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    if (a == "--dir")
+      dir = argv[i + 1];
+    else if (a == "--mib")
+      mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--cell-kib")
+      cell_kib = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else if (a == "--k")
+      k = static_cast<uint32_t>(std::atoi(argv[i + 1]));
+    else if (a == "--m")
+      m = static_cast<uint32_t>(std::atoi(argv[i + 1]));
     else {
-      std::fprintf(stderr, "usage: stripe_bench [--dir D] [--mib N] [--cell-kib C] [--k K] [--m M]\n");
+      std::fprintf(stderr,
+                   "usage: stripe_bench [--dir D] [--mib N] [--cell-kib C] "
+                   "[--k K] [--m M]\n");
       return 2;
     }
   }
@@ -79,17 +86,18 @@ int main(int argc, char** argv) {
   const uint64_t S = vol->client().stripe_size();
   const uint64_t stripes = std::max<uint64_t>(1, (mib << 20) / S);
   const uint64_t total = stripes * S;
-  auto file = vol->meta().MkNode(stripefs::kRootInode, "bench", 0100644, 0, 0, 0);
+  auto file =
+      vol->meta().MkNode(stripefs::kRootInode, "bench", 0100644, 0, 0, 0);
   if (!file.ok()) Die("creating file", file.status());
   const uint64_t ino = file->ino;
   std::vector<uint8_t> buf(S);
   std::mt19937 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
 
-  std::printf("volume %s: %u+%u, cell %u KiB, stripe %llu MiB, %llu MiB per pass\n",
-              dir.c_str(), k, m, cell_kib,
-              static_cast<unsigned long long>(S >> 20),
-              static_cast<unsigned long long>(total >> 20));
+  std::printf(
+      "volume %s: %u+%u, cell %u KiB, stripe %llu MiB, %llu MiB per pass\n",
+      dir.c_str(), k, m, cell_kib, static_cast<unsigned long long>(S >> 20),
+      static_cast<unsigned long long>(total >> 20));
 
   // (a) full-stripe writes.
   auto t0 = std::chrono::steady_clock::now();
@@ -106,7 +114,8 @@ int main(int argc, char** argv) {
     uint64_t bytes = 0;
     for (uint64_t s = 0; s < stripes; ++s) {
       uint64_t off = s * S + (s * small * 5) % S / small * small;
-      Status st = v->client().Write(ino, off, std::span<const uint8_t>(buf.data(), small));
+      Status st = v->client().Write(
+          ino, off, std::span<const uint8_t>(buf.data(), small));
       if (!st.ok()) Die("256 KiB write", st);
       bytes += small;
     }
@@ -155,24 +164,37 @@ int main(int argc, char** argv) {
   const double read_degraded = median(degraded);
   auto c_read = vol->client().counters();
 
-  std::printf("\n| pattern | MiB/s | ratio | backend work |\n|---|---|---|---|\n");
-  std::printf("| (a) full-stripe writes (%llu MiB each) | %.1f | 1.00 | %llu full-stripe encodes |\n",
-              static_cast<unsigned long long>(S >> 20), full,
-              static_cast<unsigned long long>(stripes));
-  std::printf("| (b) 256 KiB writes, read-modify-write | %.1f | %.3f | %llu RMW stripes, %.0f MiB read |\n",
-              rmw, rmw / full, static_cast<unsigned long long>(c_rmw.rmw_stripes),
-              c_rmw.rmw_bytes_read / 1048576.0);
-  std::printf("| (c) 256 KiB writes, parity delta | %.1f | %.3f | %llu delta updates, %llu RMW, %.0f MiB read |\n",
-              delta, delta / full,
-              static_cast<unsigned long long>(c_delta.parity_delta_updates),
-              static_cast<unsigned long long>(c_delta.rmw_stripes),
-              c_delta.rmw_bytes_read / 1048576.0);
-  std::printf("| (d) sequential read, healthy (median of 5) | %.1f | 1.00 (read) | |\n", read_healthy);
-  std::printf("| (d) sequential read, 1 server down (median of 5) | %.1f | %.3f (read) | %llu degraded stripe reads |\n",
-              read_degraded, read_degraded / read_healthy,
-              static_cast<unsigned long long>(c_read.degraded_reads));
-  std::printf("\nunaligned 256 KiB writes are %.1fx slower than full-stripe writes (RMW), %.1fx with parity delta\n",
-              full / rmw, full / delta);
+  std::printf(
+      "\n| pattern | MiB/s | ratio | backend work |\n|---|---|---|---|\n");
+  std::printf(
+      "| (a) full-stripe writes (%llu MiB each) | %.1f | 1.00 | %llu "
+      "full-stripe encodes |\n",
+      static_cast<unsigned long long>(S >> 20), full,
+      static_cast<unsigned long long>(stripes));
+  std::printf(
+      "| (b) 256 KiB writes, read-modify-write | %.1f | %.3f | %llu RMW "
+      "stripes, %.0f MiB read |\n",
+      rmw, rmw / full, static_cast<unsigned long long>(c_rmw.rmw_stripes),
+      c_rmw.rmw_bytes_read / 1048576.0);
+  std::printf(
+      "| (c) 256 KiB writes, parity delta | %.1f | %.3f | %llu delta updates, "
+      "%llu RMW, %.0f MiB read |\n",
+      delta, delta / full,
+      static_cast<unsigned long long>(c_delta.parity_delta_updates),
+      static_cast<unsigned long long>(c_delta.rmw_stripes),
+      c_delta.rmw_bytes_read / 1048576.0);
+  std::printf(
+      "| (d) sequential read, healthy (median of 5) | %.1f | 1.00 (read) | |\n",
+      read_healthy);
+  std::printf(
+      "| (d) sequential read, 1 server down (median of 5) | %.1f | %.3f (read) "
+      "| %llu degraded stripe reads |\n",
+      read_degraded, read_degraded / read_healthy,
+      static_cast<unsigned long long>(c_read.degraded_reads));
+  std::printf(
+      "\nunaligned 256 KiB writes are %.1fx slower than full-stripe writes "
+      "(RMW), %.1fx with parity delta\n",
+      full / rmw, full / delta);
   vol.reset();
   if (own_dir) std::filesystem::remove_all(dir);
   return 0;

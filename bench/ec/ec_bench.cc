@@ -79,14 +79,15 @@ void BM_RawReconstruct(benchmark::State& state) {
                 &rows[static_cast<size_t>(e * k)]);
   ec_init_tables(k, m, rows.data(), tbl.data());
   for (auto _ : state) {
-    ec_encode_data(static_cast<int>(len), k, m, tbl.data(),
-                   buf.ptrs.data() + m, buf.ptrs.data());
+    ec_encode_data(static_cast<int>(len), k, m, tbl.data(), buf.ptrs.data() + m,
+                   buf.ptrs.data());
     benchmark::ClobberMemory();
   }
   SetCounters(state, k, len);
 }
 
-// --- our Codec -----------------------------------------------------------------
+// --- our Codec
+// -----------------------------------------------------------------
 void BM_CodecEncode(benchmark::State& state) {
   const int k = static_cast<int>(state.range(0)),
             m = static_cast<int>(state.range(1));
@@ -112,8 +113,7 @@ void BM_CodecReconstruct(benchmark::State& state) {
   auto codec = std::move(Codec::Create(k, m)).value();
   std::vector<int> lost;
   for (int e = 0; e < m; ++e) lost.push_back(e);
-  std::span<uint8_t* const> chunks(buf.ptrs.data(),
-                                   static_cast<size_t>(k + m));
+  std::span<uint8_t* const> chunks(buf.ptrs.data(), static_cast<size_t>(k + m));
   for (auto _ : state) {
     if (!codec->Reconstruct(chunks, lost, len).ok())
       state.SkipWithError("reconstruct");

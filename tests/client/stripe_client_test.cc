@@ -100,10 +100,10 @@ class StripeClientTest : public ::testing::Test {
   }
   void SetDown(uint32_t id, bool down) {
     faults_[id]->down = down;
-    ASSERT_TRUE(meta()
-                    .SetServerState(id, down ? ServerState::kDown
-                                             : ServerState::kUp)
-                    .ok());
+    ASSERT_TRUE(
+        meta()
+            .SetServerState(id, down ? ServerState::kDown : ServerState::kUp)
+            .ok());
     ASSERT_TRUE(client().RefreshClusterMap().ok());
   }
 
@@ -213,7 +213,8 @@ TEST_F(StripeClientTest, SurvivesUpToMServersDown) {
   // Writes while m are down commit degraded; data stays readable.
   auto patch = RandomBytes(S() / 2, 8);
   ASSERT_TRUE(client().Write(ino, S() + 10, patch).ok());
-  std::copy(patch.begin(), patch.end(), data.begin() + static_cast<long>(S() + 10));
+  std::copy(patch.begin(), patch.end(),
+            data.begin() + static_cast<long>(S() + 10));
   EXPECT_EQ(ReadAll(ino), data);
   EXPECT_GT(client().counters().degraded_writes, 0u);
   auto sv = meta().GetStripes(ino, 1, 1);
@@ -236,7 +237,8 @@ TEST_F(StripeClientTest, MoreThanMFailuresIsEioAndKeepsOldData) {
   auto data = RandomBytes(S(), 9);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   auto servers = ServersOf(ino, 0);
-  for (int i = 0; i < 3; ++i) faults_[servers[static_cast<size_t>(i)]]->fail_writes = true;
+  for (int i = 0; i < 3; ++i)
+    faults_[servers[static_cast<size_t>(i)]]->fail_writes = true;
   Status st = client().Write(ino, 0, RandomBytes(S(), 10));
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), ENOSPC);  // the injected cause is what the user sees
@@ -244,7 +246,8 @@ TEST_F(StripeClientTest, MoreThanMFailuresIsEioAndKeepsOldData) {
   EXPECT_EQ(client().counters().failed_writes, 1u);
   EXPECT_EQ(ReadAll(ino), data);
   // m+1 servers down: reads fail cleanly, then work again after restart.
-  for (int i = 0; i < 3; ++i) faults_[servers[static_cast<size_t>(i)]]->fail_writes = false;
+  for (int i = 0; i < 3; ++i)
+    faults_[servers[static_cast<size_t>(i)]]->fail_writes = false;
   for (int i = 0; i < 3; ++i) SetDown(servers[static_cast<size_t>(i)], true);
   Status rst;
   ReadAll(ino, &rst);
@@ -333,7 +336,8 @@ TEST_F(StripeClientTest, ConcurrentWritersOnOneFileAndMany) {
   std::vector<uint64_t> own;
   for (int t = 0; t < 4; ++t) own.push_back(NewFile("own" + std::to_string(t)));
   std::vector<std::vector<uint8_t>> blocks;
-  for (int t = 0; t < 4; ++t) blocks.push_back(RandomBytes(2 * S() + 5, 20u + static_cast<uint32_t>(t)));
+  for (int t = 0; t < 4; ++t)
+    blocks.push_back(RandomBytes(2 * S() + 5, 20u + static_cast<uint32_t>(t)));
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
   for (int t = 0; t < 4; ++t) {
@@ -341,8 +345,13 @@ TEST_F(StripeClientTest, ConcurrentWritersOnOneFileAndMany) {
       // Interleaved, overlapping-stripe writes to the shared file.
       for (int r = 0; r < 5; ++r) {
         uint64_t off = static_cast<uint64_t>(t) * (2 * S() + 5);
-        if (!client().Write(shared, off, blocks[static_cast<size_t>(t)]).ok()) ++errors;
-        if (!client().Write(own[static_cast<size_t>(t)], 0, blocks[static_cast<size_t>(t)]).ok()) ++errors;
+        if (!client().Write(shared, off, blocks[static_cast<size_t>(t)]).ok())
+          ++errors;
+        if (!client()
+                 .Write(own[static_cast<size_t>(t)], 0,
+                        blocks[static_cast<size_t>(t)])
+                 .ok())
+          ++errors;
       }
     });
   }
@@ -351,7 +360,9 @@ TEST_F(StripeClientTest, ConcurrentWritersOnOneFileAndMany) {
   std::vector<uint8_t> model;
   for (auto& b : blocks) model.insert(model.end(), b.begin(), b.end());
   EXPECT_EQ(ReadAll(shared), model);
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(ReadAll(own[static_cast<size_t>(t)]), blocks[static_cast<size_t>(t)]);
+  for (int t = 0; t < 4; ++t)
+    EXPECT_EQ(ReadAll(own[static_cast<size_t>(t)]),
+              blocks[static_cast<size_t>(t)]);
 }
 
 TEST(EmbeddedVolumeTest, CreatesReopensAndRejectsWrongDirs) {

@@ -49,8 +49,8 @@ class ClusterFailureTest : public ::testing::Test {
   }
 
   int Cli(const std::string& args) {
-    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args + " >>" +
-                      dir_ + "/test-cli.log 2>&1";
+    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args + " >>" + dir_ +
+                      "/test-cli.log 2>&1";
     int rc = std::system(cmd.c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   }
@@ -65,8 +65,8 @@ class ClusterFailureTest : public ::testing::Test {
     volume_ = std::move(v).value();
   }
   void Kill(const std::string& server) {
-    ASSERT_EQ(Cli("cluster kill --signal 9 --server " + server + " --dir " + dir_),
-              0)
+    ASSERT_EQ(
+        Cli("cluster kill --signal 9 --server " + server + " --dir " + dir_), 0)
         << Log();
   }
   void Kill(int chunkd) { Kill(std::to_string(chunkd)); }
@@ -165,7 +165,8 @@ TEST_F(ClusterFailureTest, MoreThanMDownIsCleanEioAndRecoversAfterRestart) {
   Kill(6);
   // Some stripe of the file touches at least 3 of the 3 dead servers'
   // chunks? Not necessarily: write and read until one fails, then check.
-  Status wst = client().Write(ino, 0, RandomBytes(3 * client().stripe_size(), 4));
+  Status wst =
+      client().Write(ino, 0, RandomBytes(3 * client().stripe_size(), 4));
   auto rst = ReadAll(ino);
   EXPECT_TRUE(!wst.ok() || !rst.ok())
       << "with 3 of 7 servers down, some stripe of 4+2 must be unavailable";
@@ -187,8 +188,10 @@ TEST_F(ClusterFailureTest, MoreThanMDownIsCleanEioAndRecoversAfterRestart) {
     const uint64_t S = client().stripe_size();
     for (uint64_t s = 0; s < 3; ++s) {
       auto b = after->begin() + static_cast<long>(s * S);
-      bool old_data = std::equal(b, b + static_cast<long>(S), data.begin() + static_cast<long>(s * S));
-      bool new_data = std::equal(b, b + static_cast<long>(S), fresh.begin() + static_cast<long>(s * S));
+      bool old_data = std::equal(b, b + static_cast<long>(S),
+                                 data.begin() + static_cast<long>(s * S));
+      bool new_data = std::equal(b, b + static_cast<long>(S),
+                                 fresh.begin() + static_cast<long>(s * S));
       EXPECT_TRUE(old_data || new_data) << "torn stripe " << s;
     }
   }
@@ -212,7 +215,8 @@ TEST_F(ClusterFailureTest, KillingMetadMidCommitLeavesNoTornStripes) {
       acked_round = r;
     }
   });
-  while (acked_round < 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  while (acked_round < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   Kill("metad");
   writer.join();
   stop = true;
@@ -225,7 +229,8 @@ TEST_F(ClusterFailureTest, KillingMetadMidCommitLeavesNoTornStripes) {
   for (int s = 0; s < stripes; ++s) {
     const uint8_t v = (*got)[static_cast<size_t>(s) * S];
     for (uint64_t i = 0; i < S; ++i)
-      ASSERT_EQ((*got)[static_cast<size_t>(s) * S + i], v) << "torn stripe " << s;
+      ASSERT_EQ((*got)[static_cast<size_t>(s) * S + i], v)
+          << "torn stripe " << s;
     EXPECT_GE(v, acked) << "stripe " << s << " lost an acknowledged write";
     EXPECT_LE(v, acked + 1) << "stripe " << s;
   }
@@ -240,7 +245,8 @@ TEST_F(ClusterFailureTest, FlippedBitsAreRebuiltAndScrubRepairs) {
   for (int server = 1; server <= kServers && flipped < 3; ++server) {
     for (const auto& e : fs::recursive_directory_iterator(
              dir_ + "/chunkd." + std::to_string(server))) {
-      if (!e.is_regular_file() || e.path().string().find("/data/") == std::string::npos ||
+      if (!e.is_regular_file() ||
+          e.path().string().find("/data/") == std::string::npos ||
           e.file_size() < 100)
         continue;
       std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);

@@ -25,8 +25,7 @@ Chunks RandomChunks(int count, size_t len, uint32_t seed) {
   return c;
 }
 
-std::vector<const uint8_t*> ConstPtrs(const Chunks& c, size_t from,
-                                      size_t to) {
+std::vector<const uint8_t*> ConstPtrs(const Chunks& c, size_t from, size_t to) {
   std::vector<const uint8_t*> p;
   for (size_t i = from; i < to; ++i) p.push_back(c[i].data());
   return p;
@@ -96,12 +95,14 @@ TEST_P(CodecGeometryTest, ReconstructsEveryErasurePatternUpToM) {
     Chunks work = original;
     int patterns = 0;
     ForEachPattern(n, m, [&](const std::vector<int>& lost) {
-      for (int e : lost) std::memset(work[static_cast<size_t>(e)].data(), 0xEE, len);
+      for (int e : lost)
+        std::memset(work[static_cast<size_t>(e)].data(), 0xEE, len);
       auto ptrs = Ptrs(work, 0, static_cast<size_t>(n));
       Status st = (*codec)->Reconstruct(ptrs, lost, len);
       ASSERT_TRUE(st.ok()) << st.ToString();
       for (int e : lost) {
-        ASSERT_EQ(work[static_cast<size_t>(e)], original[static_cast<size_t>(e)])
+        ASSERT_EQ(work[static_cast<size_t>(e)],
+                  original[static_cast<size_t>(e)])
             << "chunk " << e << " len " << len << " k=" << k << " m=" << m;
       }
       ++patterns;
@@ -129,13 +130,16 @@ TEST_P(CodecGeometryTest, ParityDeltaEqualsFullReencode) {
     for (int p = 0; p < m; ++p)
       parity_at.push_back(all[static_cast<size_t>(k + p)].data() + off);
     ASSERT_TRUE((*codec)
-                    ->UpdateParity(idx, all[static_cast<size_t>(idx)].data() + off,
+                    ->UpdateParity(idx,
+                                   all[static_cast<size_t>(idx)].data() + off,
                                    new_bytes.data(), parity_at, n)
                     .ok());
-    std::memcpy(all[static_cast<size_t>(idx)].data() + off, new_bytes.data(), n);
+    std::memcpy(all[static_cast<size_t>(idx)].data() + off, new_bytes.data(),
+                n);
     Chunks reencoded = all;
     auto d = ConstPtrs(reencoded, 0, static_cast<size_t>(k));
-    auto p = Ptrs(reencoded, static_cast<size_t>(k), static_cast<size_t>(k + m));
+    auto p =
+        Ptrs(reencoded, static_cast<size_t>(k), static_cast<size_t>(k + m));
     ASSERT_TRUE((*codec)->Encode(d, p, len).ok());
     ASSERT_EQ(all, reencoded) << "round " << round;
   }
@@ -150,7 +154,8 @@ TEST_P(CodecGeometryTest, TooManyLossesIsAnErrorAndLeavesOutputsAlone) {
   std::vector<int> erased, unavailable;
   for (int i = 0; i < m; ++i) erased.push_back(i);
   unavailable.push_back(m);  // m+1 chunks gone in total
-  for (int e : erased) std::memset(work[static_cast<size_t>(e)].data(), 0xAB, 100);
+  for (int e : erased)
+    std::memset(work[static_cast<size_t>(e)].data(), 0xAB, 100);
   auto ptrs = Ptrs(work, 0, static_cast<size_t>(n));
   Status st = (*codec)->Reconstruct(ptrs, erased, 100, unavailable);
   EXPECT_FALSE(st.ok());
@@ -195,8 +200,9 @@ TEST(CodecTest, RejectsMisuse) {
   EXPECT_EQ((*codec)->Reconstruct(all, std::vector<int>{6}, 64).code(), EINVAL);
   EXPECT_EQ((*codec)->Reconstruct(all, std::vector<int>{1, 1}, 64).code(),
             EINVAL);
-  EXPECT_EQ((*codec)->Reconstruct(Ptrs(c, 0, 5), std::vector<int>{1}, 64).code(),
-            EINVAL);
+  EXPECT_EQ(
+      (*codec)->Reconstruct(Ptrs(c, 0, 5), std::vector<int>{1}, 64).code(),
+      EINVAL);
   EXPECT_EQ((*codec)->UpdateParity(4, c[0].data(), c[1].data(), p, 64).code(),
             EINVAL);  // parity index is not a data index
 }
