@@ -78,9 +78,9 @@ CommandRegistration bench_commands([](CLI::App& app) {
   auto* cluster = bench->add_subcommand(
       "cluster",
       "fio through a mounted local N-server cluster: healthy, degraded and "
-      "repair phases plus tmpfs reference rows (options are passed to "
-      "bench/cluster/bench_cluster.py; see `stripefs bench cluster -- "
-      "--help`)");
+      "repair phases plus tmpfs and passthrough_ll reference rows (other "
+      "options are passed to bench/cluster/bench_cluster.py; run that script "
+      "with --help to list them)");
   auto script = std::make_shared<std::string>();
   cluster->add_option("--script", *script,
                       "path of bench_cluster.py (default: found above the "

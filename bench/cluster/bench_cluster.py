@@ -182,14 +182,14 @@ class Bench:
             return {}
 
     # fio
-    def fio(self, directory, name, fioargs, extra_timeout=60):
+    def fio(self, directory, name, fioargs, extra_timeout=120):
         argv = ["fio", f"--name={name}", f"--directory={directory}",
                 "--output-format=json", "--lat_percentiles=1"]
         argv += [x.replace("IOENGINE", self.args.ioengine) for x in fioargs]
         if not any(x.startswith("--ioengine") for x in argv):
             argv.append("--ioengine=psync")
         r = subprocess.run(argv, capture_output=True, text=True,
-                           timeout=self.args.runtime * 4 + extra_timeout)
+                           timeout=self.args.runtime * 6 + extra_timeout)
         if r.returncode != 0:
             raise RuntimeError(f"fio {name} failed: {r.stderr.strip()[-400:]}")
         # fio may print warnings before the JSON object.
