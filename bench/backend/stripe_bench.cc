@@ -10,6 +10,9 @@
 // numbers reflect this machine's disk.
 //
 // Usage: stripe_bench [--dir D] [--mib N] [--cell-kib C] [--k K --m M]
+//        stripe_bench --meta HOST:PORT --key FILE [--mib N]   (a cluster,
+//        e.g. from `stripefs cluster up --servers 6 --cell-size 1048576`;
+//        its geometry applies, --k/--m/--cell-kib are ignored)
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,9 +44,13 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   std::exit(1);
 }
 
+// Cluster to use instead of an embedded volume (empty: embedded).
+std::string g_meta, g_key;
+
 std::unique_ptr<Volume> OpenVolume(const std::string& dir,
                                    const EmbeddedVolumeOptions& o) {
-  auto v = Volume::OpenEmbedded(dir, o);
+  auto v = g_meta.empty() ? Volume::OpenEmbedded(dir, o)
+                          : Volume::ConnectCluster(g_meta, g_key, o.client);
   if (!v.ok()) Die("opening volume", v.status());
   return std::move(v).value();
 }
@@ -56,7 +63,11 @@ int main(int argc, char** argv) {
   uint32_t cell_kib = 1024, k = 4, m = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--dir")
+    if (a == "--meta")
+      g_meta = argv[i + 1];
+    else if (a == "--key")
+      g_key = argv[i + 1];
+    else if (a == "--dir")
       dir = argv[i + 1];
     else if (a == "--mib")
       mib = std::strtoull(argv[i + 1], nullptr, 10);
@@ -73,7 +84,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  bool own_dir = dir.empty();
+  bool own_dir = dir.empty() && g_meta.empty();
   if (own_dir) {
     char tmpl[] = "/var/tmp/stripefs-bench-XXXXXX";
     dir = mkdtemp(tmpl);
@@ -86,17 +97,20 @@ int main(int argc, char** argv) {
   const uint64_t S = vol->client().stripe_size();
   const uint64_t stripes = std::max<uint64_t>(1, (mib << 20) / S);
   const uint64_t total = stripes * S;
-  auto file =
-      vol->meta().MkNode(stripefs::kRootInode, "bench", 0100644, 0, 0, 0);
+  auto file = vol->meta().MkNode(stripefs::kRootInode,
+                                 "stripe_bench." + std::to_string(getpid()),
+                                 0100644, 0, 0, 0);
   if (!file.ok()) Die("creating file", file.status());
   const uint64_t ino = file->ino;
   std::vector<uint8_t> buf(S);
   std::mt19937 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
 
+  const stripefs::Geometry g = vol->geometry();
   std::printf(
       "volume %s: %u+%u, cell %u KiB, stripe %llu MiB, %llu MiB per pass\n",
-      dir.c_str(), k, m, cell_kib, static_cast<unsigned long long>(S >> 20),
+      vol->description().c_str(), g.k, g.m, g.cell_size >> 10,
+      static_cast<unsigned long long>(S >> 20),
       static_cast<unsigned long long>(total >> 20));
 
   // (a) full-stripe writes.
@@ -143,8 +157,13 @@ int main(int argc, char** argv) {
   };
   // Alternate healthy and degraded passes (after a warm-up) and keep the
   // medians, so drift in machine load hits both alike.
+  // The server taken down: the first one in the cluster map.
+  auto map = vol->meta().GetClusterMap();
+  if (!map.ok() || map->servers.empty())
+    Die("reading the cluster map", map.status());
+  const uint32_t down_server = map->servers.front().id;
   auto set_state = [&](stripefs::ServerState state) {
-    Status st = vol->meta().SetServerState(0, state);
+    Status st = vol->meta().SetServerState(down_server, state);
     if (st.ok()) st = vol->client().RefreshClusterMap();
     if (!st.ok()) Die("changing server state", st);
   };
