@@ -585,29 +585,44 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
 
   // 2. Rename into place, directory synced.
   const std::string final_path = DataPath(id, version);
-  {
-    std::shared_lock<std::shared_mutex> dirs(dirs_mu_);
-    Status st = EnsureDataDirs(id);
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-      return fail_tmp(Status::FromErrno(errno, "rename"), "renaming");
-    }
-    std::string parent = final_path.substr(0, final_path.rfind('/'));
-    st = FsyncDir(parent);
-    if (!st.ok()) {
-      if (!existed) ::unlink(final_path.c_str());
-      if (IsNoSpace(st.code())) return NoSpaceStatus("syncing " + name);
-      return st;
-    }
-  }
+  STRIPEFS_RETURN_IF_ERROR(
+      MoveIntoPlace(id, tmp, final_path, existed, "storing " + name));
 
   // 3. Index entry, synced: from here on the chunk exists.
   ChunkIndexValue v;
   v.length = static_cast<uint32_t>(data.size());
   v.crc32c = crc;
+  return IndexPlaced(key, v, final_path, existed, name);
+}
+
+Status ChunkStore::MoveIntoPlace(const ChunkId& id, const std::string& tmp,
+                                 const std::string& final_path, bool existed,
+                                 const std::string& what) {
+  std::shared_lock<std::shared_mutex> dirs(dirs_mu_);
+  Status st = EnsureDataDirs(id);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    if (IsNoSpace(err)) return NoSpaceStatus(what);
+    return Status::FromErrno(err, "rename " + tmp + " to " + final_path)
+        .Annotate("chunk store " + dir_ + ": " + what);
+  }
+  st = FsyncDir(final_path.substr(0, final_path.rfind('/')));
+  if (!st.ok()) {
+    if (!existed) ::unlink(final_path.c_str());
+    if (IsNoSpace(st.code())) return NoSpaceStatus(what);
+    return st;
+  }
+  return Status::Ok();
+}
+
+Status ChunkStore::IndexPlaced(const std::string& key, const ChunkIndexValue& v,
+                               const std::string& final_path, bool existed,
+                               const std::string& name) {
   Status st = IndexWrite(
       [&](rocksdb::WriteBatch* b) { b->Put(key, EncodeChunkValue(v)); });
   if (!st.ok()) {
@@ -619,7 +634,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
   }
   if (!existed) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
-    bytes_.fetch_add(data.size(), std::memory_order_relaxed);
+    bytes_.fetch_add(v.length, std::memory_order_relaxed);
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
@@ -952,39 +967,10 @@ Status ChunkStore::CloneByLinkLocked(const ChunkId& id, uint64_t from_version,
     return Status::FromErrno(err, "link " + from_path + " to " + tmp);
   }
   const std::string final_path = DataPath(id, to_version);
-  {
-    std::shared_lock<std::shared_mutex> dirs(dirs_mu_);
-    Status st = EnsureDataDirs(id);
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-    if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      if (IsNoSpace(err)) return NoSpaceStatus("cloning to " + to_name);
-      return Status::FromErrno(err, "rename " + tmp + " to " + final_path);
-    }
-    st = FsyncDir(final_path.substr(0, final_path.rfind('/')));
-    if (!st.ok()) {
-      if (!existed) ::unlink(final_path.c_str());
-      if (IsNoSpace(st.code())) return NoSpaceStatus("cloning to " + to_name);
-      return st;
-    }
-  }
-  ChunkIndexValue nv = v;
-  Status st = IndexWrite(
-      [&](rocksdb::WriteBatch* b) { b->Put(to_key, EncodeChunkValue(nv)); });
-  if (!st.ok()) {
-    if (!existed) ::unlink(final_path.c_str());
-    if (IsNoSpace(st.code())) return NoSpaceStatus("indexing " + to_name);
-    return st.Annotate("indexing " + to_name);
-  }
-  if (!existed) {
-    chunks_.fetch_add(1, std::memory_order_relaxed);
-    bytes_.fetch_add(v.length, std::memory_order_relaxed);
-  }
-  writes_.fetch_add(1, std::memory_order_relaxed);
+  STRIPEFS_RETURN_IF_ERROR(
+      MoveIntoPlace(id, tmp, final_path, existed, "cloning to " + to_name));
+  STRIPEFS_RETURN_IF_ERROR(
+      IndexPlaced(to_key, v, final_path, existed, to_name));
   clones_.fetch_add(1, std::memory_order_relaxed);
   *linked = true;
   return Status::Ok();

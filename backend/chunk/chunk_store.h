@@ -146,6 +146,17 @@ class ChunkStore final : public ChunkService {
   Status CloneByLinkLocked(const ChunkId& id, uint64_t from_version,
                            uint64_t to_version, const ChunkIndexValue& v,
                            bool* linked);
+  // Renames a synced temp file to `final_path` (directories created, the
+  // parent fsynced). On failure nothing new is left behind; `what` names the
+  // operation in errors ("storing chunk ...").
+  Status MoveIntoPlace(const ChunkId& id, const std::string& tmp,
+                       const std::string& final_path, bool existed,
+                       const std::string& what);
+  // Writes the synced index entry that makes a placed file a chunk and
+  // counts it; removes the file again if the entry cannot be written.
+  Status IndexPlaced(const std::string& key, const ChunkIndexValue& v,
+                     const std::string& final_path, bool existed,
+                     const std::string& name);
   Status DeleteMatching(const ChunkId& id,
                         const std::function<bool(uint64_t)>& doomed);
   // Applies a batch to the index with a synced WAL, resuming RocksDB once

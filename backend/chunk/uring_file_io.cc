@@ -91,74 +91,69 @@ int UringFileIo::SubmitOne(io_uring* ring, bool* ring_broken) {
   return res;
 }
 
-Result<size_t> UringFileIo::Read(int fd, uint8_t* buf, size_t len,
-                                 uint64_t offset) {
+Result<size_t> UringFileIo::Transfer(Direction dir, int fd, uint8_t* buf,
+                                     size_t len, uint64_t offset) {
+  const bool writing = dir == Direction::kWrite;
   RingPtr ring = Acquire();
-  size_t done = 0;
   bool broken = false;
+  // Returns the ring to the pool unless it is gone or unusable.
+  auto give_back = [&] {
+    if (ring && !broken) Release(std::move(ring));
+  };
+  size_t done = 0;
   while (done < len) {
     size_t n = len - done < kMaxOp ? len - done : kMaxOp;
-    ssize_t got;
+    ssize_t moved;
     if (ring && !broken) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
-      io_uring_prep_read(sqe, fd, buf + done, static_cast<unsigned>(n),
-                         offset + done);
-      got = SubmitOne(ring.get(), &broken);
-      if (got == -EINTR || got == -EAGAIN) continue;
-      if (got < 0) {
-        if (!broken) Release(std::move(ring));
-        return Status::FromErrno(static_cast<int>(-got), "read");
+      if (writing) {
+        io_uring_prep_write(sqe, fd, buf + done, static_cast<unsigned>(n),
+                            offset + done);
+      } else {
+        io_uring_prep_read(sqe, fd, buf + done, static_cast<unsigned>(n),
+                           offset + done);
+      }
+      moved = SubmitOne(ring.get(), &broken);
+      if (moved == -EINTR || moved == -EAGAIN) continue;
+      if (moved < 0) {
+        give_back();
+        return Status::FromErrno(static_cast<int>(-moved),
+                                 writing ? "write" : "read");
       }
     } else {
-      got = ::pread(fd, buf + done, n, static_cast<off_t>(offset + done));
-      if (got < 0) {
+      moved =
+          writing
+              ? ::pwrite(fd, buf + done, n, static_cast<off_t>(offset + done))
+              : ::pread(fd, buf + done, n, static_cast<off_t>(offset + done));
+      if (moved < 0) {
         if (errno == EINTR) continue;
         int err = errno;
-        if (ring && !broken) Release(std::move(ring));
-        return Status::FromErrno(err, "pread");
+        give_back();
+        return Status::FromErrno(err, writing ? "pwrite" : "pread");
       }
     }
-    if (got == 0) break;  // end of file
-    done += static_cast<size_t>(got);
+    if (moved == 0) {
+      if (!writing) break;  // end of file
+      give_back();
+      return Status::IoError("write made no progress");
+    }
+    done += static_cast<size_t>(moved);
   }
-  if (ring && !broken) Release(std::move(ring));
+  give_back();
   return done;
+}
+
+Result<size_t> UringFileIo::Read(int fd, uint8_t* buf, size_t len,
+                                 uint64_t offset) {
+  return Transfer(Direction::kRead, fd, buf, len, offset);
 }
 
 Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,
                           uint64_t offset) {
-  RingPtr ring = Acquire();
-  size_t done = 0;
-  bool broken = false;
-  while (done < len) {
-    size_t n = len - done < kMaxOp ? len - done : kMaxOp;
-    ssize_t put;
-    if (ring && !broken) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
-      io_uring_prep_write(sqe, fd, buf + done, static_cast<unsigned>(n),
-                          offset + done);
-      put = SubmitOne(ring.get(), &broken);
-      if (put == -EINTR || put == -EAGAIN) continue;
-      if (put < 0) {
-        if (!broken) Release(std::move(ring));
-        return Status::FromErrno(static_cast<int>(-put), "write");
-      }
-    } else {
-      put = ::pwrite(fd, buf + done, n, static_cast<off_t>(offset + done));
-      if (put < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        if (ring && !broken) Release(std::move(ring));
-        return Status::FromErrno(err, "pwrite");
-      }
-    }
-    if (put == 0) {
-      if (ring && !broken) Release(std::move(ring));
-      return Status::IoError("write made no progress");
-    }
-    done += static_cast<size_t>(put);
-  }
-  if (ring && !broken) Release(std::move(ring));
+  // Transfer only reads from `buf` when writing.
+  Result<size_t> r =
+      Transfer(Direction::kWrite, fd, const_cast<uint8_t*>(buf), len, offset);
+  if (!r.ok()) return r.status();
   return Status::Ok();
 }
 

@@ -61,6 +61,13 @@ class UringFileIo {
   // ring-level error, in which case the ring must not be reused.
   int SubmitOne(io_uring* ring, bool* ring_broken);
 
+  enum class Direction { kRead, kWrite };
+  // The loop behind Read and Write: moves `len` bytes in kMaxOp pieces
+  // through a borrowed ring (or pread/pwrite when there is none). A read
+  // stops early at end of file; a write that makes no progress is EIO.
+  Result<size_t> Transfer(Direction dir, int fd, uint8_t* buf, size_t len,
+                          uint64_t offset);
+
   std::string owner_;
   std::atomic<bool> use_ring_;
   std::mutex mu_;
