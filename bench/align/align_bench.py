@@ -17,8 +17,8 @@ import argparse, csv, json, os, shutil, statistics, subprocess, sys, tempfile, t
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
-def one_run(binary, ratio, writers, bs, coalesce, total_mib):
-    root = tempfile.mkdtemp(prefix="stripefs-align-")
+def one_run(binary, ratio, writers, bs, coalesce, total_mib, volume_root):
+    root = tempfile.mkdtemp(prefix="stripefs-align-", dir=volume_root)
     vol, mnt = os.path.join(root, "vol"), os.path.join(root, "mnt")
     os.makedirs(mnt)
     try:
@@ -67,9 +67,12 @@ def plot(rows, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", default="build-fs/tools/stripefs")
+    ap.add_argument("--binary", default="build/tools/stripefs")
     ap.add_argument("--out", default="docs/results/align")
     ap.add_argument("--quick", action="store_true", help="max_ratio {1,10,70}, 1 writer, 1M, 1 run, 64 MiB")
+    ap.add_argument("--volume-root", default=None,
+                    help="where the per-run volume and mount point live (default: $TMPDIR); "
+                         "/dev/shm keeps chunk-store syncs out of the measurement")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mib", type=int, default=256, help="MiB written per run (all writers)")
     ap.add_argument("--plot-only", action="store_true", help="redraw OUT.png from OUT.csv")
@@ -90,11 +93,12 @@ def main():
     if a.quick:
         ratios, writers, sizes, runs, mib = [1, 10, 70], [1], ["1M"], 1, 64
     rows = []
+    started = time.time()
     for ratio in ratios:
         for nw in writers:
             for bs in sizes:
                 for co in ["on", "off"]:
-                    res = [one_run(a.binary, ratio, nw, bs, co, mib) for _ in range(runs)]
+                    res = [one_run(a.binary, ratio, nw, bs, co, mib, a.volume_root) for _ in range(runs)]
                     row = {"max_ratio": ratio, "writers": nw, "block": bs, "coalesce": co,
                            "runs": runs, "mib": mib}
                     for k in ["aligned_pct", "short", "mean_kib", "full_pct"]:
@@ -110,6 +114,9 @@ def main():
     with open(a.out + ".md", "w") as f:
         f.write(f"# Alignment benchmark ({'quick' if a.quick else 'full'}): {mib} MiB per run, "
                 f"{runs} run(s), kernel {os.uname().release}\n\n")
+        f.write(f"Volume and mount under {a.volume_root or tempfile.gettempdir()}; "
+                f"load average at the end: {os.getloadavg()[0]:.1f}; "
+                f"{time.time() - started:.0f} s for the sweep.\n\n")
         f.write("| max_ratio | writers | block | coalesce | aligned WRITE % (med [min-max]) | "
                 "short WRITEs | mean WRITE KiB | backend full-stripe % |\n|---|---|---|---|---|---|---|---|\n")
         for r in rows:
