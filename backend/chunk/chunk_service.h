@@ -10,6 +10,7 @@
 // Thread-safety: every implementation is safe to call from many threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -38,8 +39,8 @@ struct ChunkInfo {
 struct ChunkStoreStats {
   uint64_t chunks = 0;
   uint64_t bytes_stored = 0;
-  uint64_t bytes_free = 0;    // free space on the store's file system
-  uint64_t crc_errors = 0;    // reads that failed verification since start
+  uint64_t bytes_free = 0;  // free space on the store's file system
+  uint64_t crc_errors = 0;  // reads that failed verification since start
   uint64_t writes = 0;
   uint64_t reads = 0;
 };
@@ -94,6 +95,28 @@ class ChunkService {
                             uint64_t to_version, uint32_t length) {
     auto data = ReadChunk(id, from_version, 0, length);
     if (!data.ok()) return data.status();
+    return WriteChunk(id, to_version, *data);
+  }
+
+  // Makes (id, to_version) a copy of (id, from_version), whose length is
+  // `length`, with [offset, offset + bytes.size()) replaced by `bytes`. Used
+  // by parity-delta updates, which then move only the changed byte ranges of
+  // the touched data chunks and of the parity chunks instead of whole chunks.
+  // The source is CRC-verified (EBADMSG when corrupt, ENOENT when absent); a
+  // range past `length` is EINVAL. The default runs where the store is (in
+  // process, or on the chunk server behind the RPC stub).
+  virtual Status PatchChunk(const ChunkId& id, uint64_t from_version,
+                            uint64_t to_version, uint32_t length,
+                            uint32_t offset, std::span<const uint8_t> bytes) {
+    if (uint64_t{offset} + bytes.size() > length) {
+      return Status::InvalidArgument(
+          "patch of [" + std::to_string(offset) + ", " +
+          std::to_string(uint64_t{offset} + bytes.size()) +
+          ") is past the chunk's " + std::to_string(length) + " bytes");
+    }
+    auto data = ReadChunk(id, from_version, 0, length);
+    if (!data.ok()) return data.status();
+    std::copy(bytes.begin(), bytes.end(), data->begin() + offset);
     return WriteChunk(id, to_version, *data);
   }
 };

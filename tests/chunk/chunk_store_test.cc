@@ -289,6 +289,37 @@ TEST_P(ChunkStoreTest, ClonePrefixCopiesAndErrorsAreClear) {
   EXPECT_EQ(store_->CloneChunk(id, 10, 12, 5000).code(), EEXIST);
 }
 
+TEST_P(ChunkStoreTest, PatchWritesANewVersionWithTheRangeReplaced) {
+  ChunkId id{4, 2, 5};
+  auto data = Payload(70000, 3);
+  ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
+  auto patch = Payload(4096, 9);
+  Status st = store_->PatchChunk(id, 10, 11, 70000, 12288, patch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto want = data;
+  std::copy(patch.begin(), patch.end(), want.begin() + 12288);
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), want);  // CRC verified
+  EXPECT_EQ(*store_->ReadChunk(id, 10, 0, 70000), data);  // source intact
+  // A patch ending exactly at the chunk's end, and an empty one.
+  ASSERT_TRUE(store_->PatchChunk(id, 11, 12, 70000, 70000 - 4096, patch).ok());
+  ASSERT_TRUE(store_->PatchChunk(id, 12, 13, 70000, 70000, {}).ok());
+  EXPECT_EQ(*store_->ReadChunk(id, 13, 70000 - 4096, 4096), patch);
+}
+
+TEST_P(ChunkStoreTest, PatchErrorsAreClearAndLeaveNothingBehind) {
+  ChunkId id{4, 2, 5};
+  ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
+  auto patch = Payload(100, 9);
+  EXPECT_EQ(store_->PatchChunk(id, 10, 11, 5000, 4901, patch).code(), EINVAL);
+  EXPECT_EQ(store_->PatchChunk(id, 99, 100, 5000, 0, patch).code(), ENOENT);
+  FlipBits(store_->DataPath(id, 10), 17, 0x80);
+  EXPECT_EQ(store_->PatchChunk(id, 10, 11, 5000, 0, patch).code(), EBADMSG);
+  for (uint64_t v : {11, 100}) {
+    EXPECT_EQ(store_->ReadChunk(id, v, 0, 1).status().code(), ENOENT);
+    EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, v)));
+  }
+}
+
 TEST_P(ChunkStoreTest, CloneOfCorruptSourceIsRefused) {
   ChunkId id{4, 2, 5};
   ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
