@@ -32,8 +32,11 @@ fi
 tests=(
   "negotiation stock 2 negotiation"
   "negotiation patched 2 negotiation"
-  "align stock 2 align 1,10,70 1,4 1 64"
-  "align patched 2 align 1,10,70 1,4 1 64"
+  "align stock 2 align 1,10,70 1,4 1 64 20 99 100"
+  "align patched 2 align 1,10,70 1,4 1 64 20 99 100"
+  "align_many patched 2 align 1 8 1 64 20 0 100"
+  "hold stock 2 hold"
+  "hold patched 2 hold"
   "dio stock 2 dio 20"
   "dio patched 2 dio 20"
   "uring stock 2 uring bg,spread"

@@ -1,15 +1,22 @@
 # Alignment of writeback WRITEs vs the FUSE bdi max_ratio, with 1 and N parallel writers.
 # Args: [RATIOS (comma list)] [WRITERS (comma list)] [RUNS] [MIB per run] [ALIGN_ORDER]
-# Prints one "RESULT align ..." line per run. On the patched module (which asks for 1 MiB
-# alignment) it fails if any WRITE crosses a stripe boundary; stock is recorded as baseline.
+#       [MIN_PCT] [EXTRA_KIB]
+# Each writer writes MIB/WRITERS MiB (dd bs=1M) plus EXTRA_KIB KiB (so that the file ends
+# mid-stripe), then everything is synced. Prints one "RESULT align ..." line per run.
+# On the patched module (which asks for 1 MiB alignment) a run fails if any WRITE crosses a
+# stripe boundary, or if MIN_PCT > 0 and fewer than MIN_PCT % of the WRITEs that are not
+# short file-end WRITEs are aligned (aligned_xeof_pct). Stock is recorded as the baseline.
 . ./lib.sh
 ratios=${1:-1,10,70}
 writers_list=${2:-1,4}
 runs=${3:-1}
 mib=${4:-64}
 order=${5:-20}
+min_pct=${6:-0}
+extra_kib=${7:-0}
 fail=0
 echo "CONFIG align ratios=$ratios writers=$writers_list runs=$runs mib_per_run=$mib" \
+  "extra_kib=$extra_kib min_pct=$min_pct" \
   "mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)" \
   "dirty_ratio=$(cat /proc/sys/vm/dirty_ratio) dirty_bg_ratio=$(cat /proc/sys/vm/dirty_background_ratio)"
 for ratio in $(echo $ratios | tr , ' '); do
@@ -25,7 +32,13 @@ for ratio in $(echo $ratios | tr , ' '); do
       i=1
       pids=""
       while [ $i -le $w ]; do
-        dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null &
+        (
+          dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null
+          if [ "$extra_kib" -gt 0 ]; then
+            dd if=/dev/zero of=$MNT/f$i bs=1K seek=$((per * 1024)) count=$extra_kib \
+              conv=notrunc 2>/dev/null
+          fi
+        ) &
         pids="$pids $!"
         i=$((i + 1))
       done
@@ -34,11 +47,18 @@ for ratio in $(echo $ratios | tr , ' '); do
       t1=$(date +%s)
       stop_probe
       st=$(write_stats)
-      echo "RESULT align module=$MODULE max_ratio=$ratio strict_limit=$strict writers=$w run=$r mib=$mib tcg_seconds=$((t1 - t0)) $st"
+      echo "RESULT align module=$MODULE max_ratio=$ratio strict_limit=$strict writers=$w run=$r mib=$mib extra_kib=$extra_kib tcg_seconds=$((t1 - t0)) $st"
       crossing=$(echo "$st" | sed -n 's/.*crossing=\([0-9]*\).*/\1/p')
-      if [ "$MODULE" = patched ] && [ "$order" -ge 12 ] && [ "$crossing" != 0 ]; then
-        echo "FAIL: $crossing WRITEs cross a stripe boundary on the patched module"
-        fail=1
+      xpct=$(echo "$st" | sed -n 's/.*aligned_xeof_pct=\([0-9.]*\).*/\1/p')
+      if [ "$MODULE" = patched ] && [ "$order" -ge 12 ]; then
+        if [ "$crossing" != 0 ]; then
+          echo "FAIL: $crossing WRITEs cross a stripe boundary on the patched module"
+          fail=1
+        fi
+        if [ "$min_pct" -gt 0 ] && ! awk -v x="$xpct" -v m="$min_pct" 'BEGIN { exit !(x >= m) }'; then
+          echo "FAIL: only $xpct % of the WRITEs (without file-end ones) are aligned at max_ratio $ratio with $w writers, wanted >= $min_pct %"
+          fail=1
+        fi
       fi
       r=$((r + 1))
     done

@@ -41,10 +41,12 @@ bdi_dir() {
   echo "/sys/class/bdi/$dev"
 }
 
-# write_stats FILE_SIZE_BYTES: summary of writeback WRITEs in $PROBE_LOG against $STRIPE.
+# write_stats: summary of writeback WRITEs in $PROBE_LOG against $STRIPE.
 #   total; aligned (start on a stripe boundary, end at or before the next); full (exactly one
 #   whole stripe); crossing (straddle a boundary); short (< stripe); short_eof (short and
 #   ending at the file's end); and the percentages of aligned, full and non-crossing WRITEs.
+#   aligned_xeof_pct: aligned % among the WRITEs that are not short file-end WRITEs (a file
+#   whose size is not a multiple of the stripe must end with one short WRITE).
 write_stats() {
   awk -v S="$STRIPE" -v FS_=" " '
     /^WRITE / && / cache=1 / {
@@ -61,10 +63,11 @@ write_stats() {
         if (cross) c++
         if (off % S == 0 && !cross) a++
         if (off % S == 0 && sz == S) full++
-        if (sz < S) { sh++; if (end == fend[f[k]]) se++ }
+        if (sz < S) { sh++; if (end == fend[f[k]]) { se++; continue } }
+        xn++; if (off % S == 0 && !cross) xa++
       }
-      printf "total=%d aligned=%d full=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f full_pct=%.1f noncrossing_pct=%.1f\n", \
+      printf "total=%d aligned=%d full=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f full_pct=%.1f noncrossing_pct=%.1f aligned_xeof_pct=%.1f\n", \
         n, a, full, c, sh, se, n ? 100.0 * a / n : 0, n ? 100.0 * full / n : 0, \
-        n ? 100.0 * (n - c) / n : 0
+        n ? 100.0 * (n - c) / n : 0, xn ? 100.0 * xa / xn : 100
     }' "$PROBE_LOG"
 }
