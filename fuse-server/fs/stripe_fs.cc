@@ -249,13 +249,12 @@ void StripeFs::Purge(uint64_t ino) {
 }
 
 Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
-  if (auto w = WriterFor(ino, false)) {
-    STRIPEFS_RETURN_IF_ERROR(w->Flush(FlushReason::kTruncate));
-  }
   auto a = meta_.GetAttr(ino);
   if (!a.ok()) return a;
   if (!S_ISREG(a->mode))
     return Status(S_ISDIR(a->mode) ? EISDIR : EINVAL, "not a regular file");
+  // The writer drops buffered bytes past the new size, flushes the rest.
+  if (auto w = WriterFor(ino, false)) return w->Truncate(new_size);
   return client_.Truncate(ino, a->size, new_size);
 }
 

@@ -105,8 +105,16 @@ StripeWriter::BufferPtr StripeWriter::TakeForSend(
   return buf;
 }
 
-void StripeWriter::Retire(const BufferPtr& buf) {
+Clock::time_point StripeWriter::Now() const {
+  return options_.clock ? options_.clock() : Clock::now();
+}
+
+void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!deferred.ok()) {
+    Bump(counters_->deferred_errors);
+    if (deferred_.ok()) deferred_ = deferred;
+  }
   auto it = inflight_.find(buf->stripe);
   if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
   budget_->Add(-static_cast<int64_t>(buf->owned.size()));
@@ -114,7 +122,8 @@ void StripeWriter::Retire(const BufferPtr& buf) {
   cv_.notify_all();
 }
 
-Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why) {
+Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
+                                bool defer) {
   Status st;
   const uint64_t base = buf->stripe * stripe_size_;
   if (buf->Complete(stripe_size_)) {
@@ -131,15 +140,8 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why) {
     Bump(counters_->partial_flushes[static_cast<int>(why)]);
     Bump(counters_->partial_bytes, bytes);
   }
-  Retire(buf);
+  Retire(buf, defer ? st : Status::Ok());
   return st;
-}
-
-void StripeWriter::Remember(const Status& st) {
-  if (st.ok()) return;
-  Bump(counters_->deferred_errors);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (deferred_.ok()) deferred_ = st;
 }
 
 Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
@@ -167,7 +169,7 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
         send->stripe = s;
         send->bytes = piece;
         send->valid.emplace(0, static_cast<uint32_t>(S));
-        send->last_write = Clock::now();
+        send->last_write = Now();
         inflight_[s] = send;
         RecomputeEnd();
       }
@@ -183,12 +185,17 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
       }
       std::memcpy(b->owned.data() + off, piece.data(), n);
       b->AddRange(off, static_cast<uint32_t>(off + n));
-      b->last_write = Clock::now();
+      b->last_write = Now();
       buffered_end_ = std::max(buffered_end_, abs + n);
       if (b->Complete(S)) send = TakeForSend(lock, s);
     }
     lock.unlock();
-    if (send) STRIPEFS_RETURN_IF_ERROR(SendBuffer(send, FlushReason::kFull));
+    // A failed copied buffer may hold bytes of earlier WRITEs that were
+    // acknowledged already: the next Flush() must report it too.
+    if (send) {
+      STRIPEFS_RETURN_IF_ERROR(
+          SendBuffer(send, FlushReason::kFull, !send->owned.empty()));
+    }
   }
   // Over the memory cap: this writer pays by sending its oldest stripes.
   while (budget_->over() && FlushOldest(FlushReason::kMemoryCap)) {
@@ -250,16 +257,30 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
 Status StripeWriter::Flush(FlushReason why) {
   Status first;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!buffers_.empty()) {
-    const uint64_t s = buffers_.begin()->first;
+  // Only what is buffered or in flight now: stripes buffered later are not
+  // waited for (a continuous writer must not starve fsync).
+  std::vector<uint64_t> stripes;
+  stripes.reserve(buffers_.size());
+  for (const auto& [s, b] : buffers_) stripes.push_back(s);
+  std::vector<BufferPtr> pending;
+  for (const auto& [s, b] : inflight_) pending.push_back(b);
+  for (uint64_t s : stripes) {
+    // Waits for a send of `s` by someone else (its error, if deferred, is
+    // recorded before it retires); null if that send took our data.
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
     lock.unlock();
-    Status st = SendBuffer(buf, why);
+    Status st = SendBuffer(buf, why, false);
     if (!st.ok() && first.ok()) first = st;
     lock.lock();
   }
-  cv_.wait(lock, [&] { return inflight_.empty(); });
+  cv_.wait(lock, [&] {
+    for (const auto& b : pending) {
+      auto it = inflight_.find(b->stripe);
+      if (it != inflight_.end() && it->second == b) return false;
+    }
+    return true;
+  });
   if (first.ok() && !deferred_.ok()) {
     first = deferred_;
     deferred_ = Status::Ok();
@@ -280,7 +301,7 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff) {
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
     lock.unlock();
-    Remember(SendBuffer(buf, FlushReason::kIdle));
+    (void)SendBuffer(buf, FlushReason::kIdle, true);
     lock.lock();
   }
 }
@@ -294,8 +315,37 @@ bool StripeWriter::FlushOldest(FlushReason why) {
   }
   BufferPtr buf = TakeForSend(lock, oldest->first);
   lock.unlock();
-  if (buf) Remember(SendBuffer(buf, why));
+  if (buf) (void)SendBuffer(buf, why, true);
   return true;
+}
+
+Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t S = stripe_size_;
+    for (auto it = buffers_.lower_bound(new_size / S); it != buffers_.end();) {
+      Buffer& b = *it->second;
+      const uint64_t base = it->first * S;
+      const uint32_t cut =
+          new_size > base ? static_cast<uint32_t>(new_size - base) : 0;
+      // Drop the valid ranges at or past `cut`, shorten the one across it.
+      for (auto r = b.valid.lower_bound(cut); r != b.valid.end();)
+        r = b.valid.erase(r);
+      if (!b.valid.empty() && b.valid.rbegin()->second > cut)
+        b.valid.rbegin()->second = cut;
+      if (b.valid.empty()) {
+        budget_->Add(-static_cast<int64_t>(b.owned.size()));
+        it = buffers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    RecomputeEnd();
+  }
+  STRIPEFS_RETURN_IF_ERROR(Flush(FlushReason::kTruncate));
+  auto attr = meta_->GetAttr(ino_);
+  if (!attr.ok()) return attr.status();
+  return client_->Truncate(ino_, attr->size, new_size);
 }
 
 Clock::time_point StripeWriter::OldestWrite() const {

@@ -13,10 +13,17 @@
 // read-modify-write or parity-delta.
 //
 // Durability: buffered data is volatile until Flush() returns OK, exactly
-// like the page cache. Errors of flushes nobody waits for (idle timeout,
-// memory cap) are remembered and returned by the next Flush() (then
-// cleared), like the page cache's writeback error reporting; the data of a
-// failed flush is dropped, never retried forever.
+// like the page cache. A failed backend write of buffered data that the
+// caller did not just hand in (idle timeout, memory cap, or a WRITE that
+// completed a stripe holding earlier WRITEs' bytes) is remembered and
+// returned by the next Flush() (then cleared), like the page cache's
+// writeback error reporting; it is recorded before the buffer retires, so a
+// Flush() waiting for that stripe always sees it. The data of a failed
+// flush is dropped, never retried forever.
+//
+// Flush() covers what was buffered or in flight when it was called; data
+// written while it runs may go out with it but is not waited for, so a
+// continuous writer cannot starve an fsync.
 //
 // Reads see buffered data: Read() overlays buffered and in-flight bytes on
 // what the backend returns, and the file size it uses is
@@ -38,6 +45,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,6 +104,9 @@ struct CoalesceCounters {
 
 struct StripeWriterOptions {
   bool coalesce = true;
+  // Time source for last-write stamps (idle timeout, oldest-first memory
+  // cap flushes). Null: std::chrono::steady_clock::now. Tests inject a fake.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 class StripeWriter {
@@ -120,6 +131,11 @@ class StripeWriter {
   // writes. Returns the first error of this flush, else a remembered error
   // of an earlier background flush (which is then cleared).
   Status Flush(FlushReason why);
+
+  // Truncates the file to `new_size`: drops buffered bytes at or past it
+  // (they would be cut anyway), flushes the rest, then resizes through the
+  // client. Returns the new attributes.
+  Result<InodeAttr> Truncate(uint64_t new_size);
 
   // Background: sends the buffered stripes last written before `cutoff`.
   // Errors are remembered for the next Flush().
@@ -152,13 +168,16 @@ class StripeWriter {
   using BufferPtr = std::shared_ptr<Buffer>;
 
   // Sends `buf` (already moved to inflight_) and retires it. Called without
-  // mu_. Returns the backend status.
-  Status SendBuffer(const BufferPtr& buf, FlushReason why);
+  // mu_. Returns the backend status; with `defer`, a failure is also
+  // remembered for the next Flush() (before the buffer retires).
+  Status SendBuffer(const BufferPtr& buf, FlushReason why, bool defer);
   // Moves buffers_[stripe] to inflight_ once no write of that stripe is in
   // flight; lock held on entry and exit (may wait). Null if gone meanwhile.
   BufferPtr TakeForSend(std::unique_lock<std::mutex>& lock, uint64_t stripe);
-  void Retire(const BufferPtr& buf);
-  void Remember(const Status& st);
+  // Removes `buf` from inflight_ and remembers `deferred` (if not OK) in
+  // the same critical section.
+  void Retire(const BufferPtr& buf, const Status& deferred);
+  std::chrono::steady_clock::time_point Now() const;
   void RecomputeEnd();  // lock held
 
   const uint64_t ino_;
