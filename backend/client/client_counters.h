@@ -25,6 +25,9 @@ struct ClientCountersSnapshot {
   uint64_t bytes_read = 0;
   uint64_t gc_chunk_deletes = 0;
   uint64_t gc_errors = 0;
+  uint64_t slow_chunk_reads = 0;       // not answered within read_deadline
+  uint64_t abandoned_chunk_reads = 0;  // still running when the read returned
+  uint64_t map_updates = 0;            // cluster map changes picked up
 };
 
 struct ClientCounters {
@@ -45,6 +48,9 @@ struct ClientCounters {
   STRIPEFS_CLIENT_COUNTER(bytes_read)
   STRIPEFS_CLIENT_COUNTER(gc_chunk_deletes)
   STRIPEFS_CLIENT_COUNTER(gc_errors)
+  STRIPEFS_CLIENT_COUNTER(slow_chunk_reads)
+  STRIPEFS_CLIENT_COUNTER(abandoned_chunk_reads)
+  STRIPEFS_CLIENT_COUNTER(map_updates)
 #undef STRIPEFS_CLIENT_COUNTER
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -71,6 +77,9 @@ struct ClientCounters {
     s.bytes_read = ld(bytes_read);
     s.gc_chunk_deletes = ld(gc_chunk_deletes);
     s.gc_errors = ld(gc_errors);
+    s.slow_chunk_reads = ld(slow_chunk_reads);
+    s.abandoned_chunk_reads = ld(abandoned_chunk_reads);
+    s.map_updates = ld(map_updates);
     return s;
   }
 };

@@ -7,8 +7,9 @@ ChunkService* RemoteChunkServers::Get(const ServerInfo& info) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = current_[info.id];
   if (e.stub == nullptr || e.address != info.address) {
-    stubs_.push_back(
-        std::make_unique<rpc::RemoteChunkService>(info.address, key_));
+    stubs_.push_back(std::make_unique<rpc::RemoteChunkService>(
+        info.address, key_, rpc::RemoteChunkService::DefaultOptions(),
+        read_timeout_));
     e.address = info.address;
     e.stub = stubs_.back().get();
   }

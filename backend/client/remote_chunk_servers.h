@@ -8,6 +8,7 @@
 // lives, so returned pointers stay valid).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,12 +23,16 @@ namespace stripefs {
 
 class RemoteChunkServers : public ChunkServerSet {
  public:
-  explicit RemoteChunkServers(std::shared_ptr<const rpc::ClusterKey> key)
-      : key_(std::move(key)) {}
+  // `read_timeout` > 0: deadline of each chunk read RPC (see
+  // RemoteChunkService); zero keeps the 10 s call timeout.
+  explicit RemoteChunkServers(std::shared_ptr<const rpc::ClusterKey> key,
+                              std::chrono::milliseconds read_timeout = {})
+      : key_(std::move(key)), read_timeout_(read_timeout) {}
   ChunkService* Get(const ServerInfo& info) override;
 
  private:
   std::shared_ptr<const rpc::ClusterKey> key_;
+  const std::chrono::milliseconds read_timeout_;
   std::mutex mu_;
   struct Entry {
     std::string address;

@@ -1,6 +1,8 @@
 #include "backend/client/stripe_client.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -62,9 +64,19 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
       geometry_(geometry),
       codec_(std::move(codec)),
       options_(options),
-      pool_(options.io_threads) {}
+      pool_(options.io_threads) {
+  if (options_.map_refresh_interval.count() > 0)
+    refresher_ = std::thread([this] { RefreshLoop(); });
+}
 
-StripeClient::~StripeClient() = default;
+StripeClient::~StripeClient() {
+  {
+    std::lock_guard<std::mutex> lock(refresh_mu_);
+    refresh_stopping_ = true;
+  }
+  refresh_cv_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+}
 
 Status StripeClient::RefreshClusterMap() {
   auto map = meta_->GetClusterMap();
@@ -75,6 +87,56 @@ Status StripeClient::RefreshClusterMap() {
   map_ = std::move(map).value();
   placement_ = std::make_shared<const Placement>(std::move(placement).value());
   return Status::Ok();
+}
+
+Result<bool> StripeClient::RefreshClusterMapIfChanged() {
+  auto map = meta_->GetClusterMap();
+  if (!map.ok()) return map.status().Annotate("reading cluster map");
+  {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    if (map->epoch == map_.epoch && map->servers == map_.servers) return false;
+  }
+  auto placement = Placement::Create(*map, geometry_.k + geometry_.m);
+  if (!placement.ok()) return placement.status();
+  std::lock_guard<std::mutex> lock(map_mu_);
+  if (map->epoch < map_.epoch) return false;  // a newer one won the race
+  map_ = std::move(map).value();
+  placement_ = std::make_shared<const Placement>(std::move(placement).value());
+  ClientCounters::Add(counters_.map_updates);
+  return true;
+}
+
+uint64_t StripeClient::map_epoch() {
+  std::lock_guard<std::mutex> lock(map_mu_);
+  return map_.epoch;
+}
+
+void StripeClient::RequestMapRefresh() {
+  if (!refresher_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(refresh_mu_);
+    refresh_requested_ = true;
+  }
+  refresh_cv_.notify_all();
+}
+
+void StripeClient::RefreshLoop() {
+  // Requested refreshes are at most this often (a dead server makes every
+  // call request one until the map says it is down).
+  constexpr auto kMinGap = std::chrono::milliseconds(100);
+  std::unique_lock<std::mutex> lock(refresh_mu_);
+  while (!refresh_stopping_) {
+    refresh_cv_.wait_for(lock, options_.map_refresh_interval, [&] {
+      return refresh_stopping_ || refresh_requested_;
+    });
+    if (refresh_stopping_) break;
+    refresh_requested_ = false;
+    lock.unlock();
+    // Failure (metad unreachable) keeps the current map; calls go on.
+    (void)RefreshClusterMapIfChanged();
+    lock.lock();
+    refresh_cv_.wait_for(lock, kMinGap, [&] { return refresh_stopping_; });
+  }
 }
 
 StripeClient::Layout StripeClient::LayoutFor(uint64_t ino, uint64_t stripe) {
@@ -125,80 +187,155 @@ Result<StripeVersion> StripeClient::CurrentStripe(uint64_t ino, uint64_t stripe,
 
 // --- reads -------------------------------------------------------------------
 
+namespace {
+
+// The chunk reads of one ReadColumns call, shared with the I/O tasks: a
+// read abandoned past the deadline finishes into this (kept alive by the
+// task's reference) after ReadColumns has returned.
+struct ChunkReads {
+  explicit ChunkReads(size_t n) : bufs(n), errs(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t done = 0;                       // indices finished; guarded by mu
+  std::vector<std::vector<uint8_t>> bufs;  // guarded by mu
+  std::vector<Status> errs;                // guarded by mu
+};
+
+}  // namespace
+
 Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
                                  const Layout& layout,
                                  const std::vector<int>& want, uint32_t lo,
                                  uint32_t hi,
                                  std::vector<std::vector<uint8_t>>* out) {
+  using Clock = std::chrono::steady_clock;
   const int k = static_cast<int>(geometry_.k);
   const int n = k + static_cast<int>(geometry_.m);
   const uint32_t len = hi - lo;
-  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
-  std::vector<Status> errs(static_cast<size_t>(n));
-  uint32_t have = 0, failed = sv.missing_mask;
+  const auto deadline = options_.read_deadline;
+  const bool use_deadline = deadline.count() > 0;
+  auto reads = std::make_shared<ChunkReads>(static_cast<size_t>(n));
+  std::vector<Status> errs(static_cast<size_t>(n));  // why a chunk failed
+  uint32_t want_mask = 0;
+  for (int i : want) want_mask |= Bit(i);
+  uint32_t launched = 0;   // reads started
+  uint32_t harvested = 0;  // reads finished and accounted for
+  uint32_t have = 0;       // chunks read
+  uint32_t failed = sv.missing_mask;
+  uint32_t counted = 0;  // running reads not yet past their deadline
+  uint32_t slow = 0;     // reads that passed the deadline
+  bool transport_error = false;
 
-  auto read_set = [&](const std::vector<int>& idx) {
-    std::vector<std::function<void()>> tasks;
-    for (int i : idx) {
-      tasks.push_back([&, i] {
-        ChunkService* svc = layout.Usable(static_cast<size_t>(i),
-                                          &errs[static_cast<size_t>(i)]);
-        if (svc == nullptr) return;
-        ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
-        auto r = svc->ReadChunk(id, sv.version, lo, len);
-        if (r.ok() && r->size() == len) {
-          bufs[static_cast<size_t>(i)] = std::move(r).value();
-        } else {
-          errs[static_cast<size_t>(i)] =
-              r.ok() ? Status::Corruption("short chunk read") : r.status();
-        }
-      });
+  // Starts reading chunk i on the pool (or fails it at once when its server
+  // is down or unknown).
+  auto launch = [&](int i) {
+    const size_t u = static_cast<size_t>(i);
+    ChunkService* svc = layout.Usable(u, &errs[u]);
+    if (svc == nullptr) {
+      failed |= Bit(i);
+      ClientCounters::Add(counters_.chunk_read_errors);
+      return;
     }
-    pool_.RunAll(std::move(tasks));
-    for (int i : idx) {
-      if (errs[static_cast<size_t>(i)].ok()) {
-        have |= Bit(i);
+    launched |= Bit(i);
+    counted |= Bit(i);
+    const ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
+    const uint64_t version = sv.version;
+    pool_.Submit([reads, svc, id, version, lo, len, i, u] {
+      auto r = svc->ReadChunk(id, version, lo, len);
+      std::lock_guard<std::mutex> lock(reads->mu);
+      if (r.ok() && r->size() == len) {
+        reads->bufs[u] = std::move(r).value();
       } else {
-        failed |= Bit(i);
-        ClientCounters::Add(counters_.chunk_read_errors);
-        if (errs[static_cast<size_t>(i)].code() == EBADMSG)
-          ClientCounters::Add(counters_.crc_errors);
+        reads->errs[u] =
+            r.ok() ? Status::Corruption("short chunk read") : r.status();
       }
-    }
+      reads->done |= Bit(i);
+      reads->cv.notify_all();
+    });
   };
 
   // First the wanted chunks themselves (skipping known-missing ones).
-  std::vector<int> first;
   for (int i : want)
-    if (!(sv.missing_mask & Bit(i))) first.push_back(i);
-  read_set(first);
-
-  uint32_t lost = 0;
-  for (int i : want)
-    if (!(have & Bit(i))) lost |= Bit(i);
-  if (lost != 0) {
-    ClientCounters::Add(counters_.degraded_reads);
-    // Gather k survivors, data chunks first, reading more as reads fail.
-    for (;;) {
-      int survivors = __builtin_popcount(have);
-      if (survivors >= k) break;
-      std::vector<int> more;
-      for (int i = 0; i < n && static_cast<int>(more.size()) < k - survivors;
-           ++i) {
-        if (!((have | failed) & Bit(i))) more.push_back(i);
+    if (!(failed & Bit(i))) launch(i);
+  auto round_end = Clock::now() + deadline;
+  std::unique_lock<std::mutex> lock(reads->mu);
+  for (;;) {
+    const uint32_t fresh = reads->done & ~harvested;
+    harvested |= fresh;
+    counted &= ~harvested;
+    for (int i = 0; i < n; ++i) {
+      if (!(fresh & Bit(i))) continue;
+      const size_t u = static_cast<size_t>(i);
+      if (reads->errs[u].ok()) {
+        have |= Bit(i);
+        continue;
       }
-      if (more.empty()) {
+      errs[u] = reads->errs[u];
+      failed |= Bit(i);
+      ClientCounters::Add(counters_.chunk_read_errors);
+      if (errs[u].code() == EBADMSG) ClientCounters::Add(counters_.crc_errors);
+      if (errs[u].code() == EHOSTDOWN || errs[u].code() == ETIMEDOUT)
+        transport_error = true;
+    }
+    if ((want_mask & ~have) == 0) break;       // all wanted chunks read
+    if (__builtin_popcount(have) >= k) break;  // enough to rebuild
+    if (use_deadline && Clock::now() >= round_end) {
+      // Reads past the deadline: stop counting on them (they may still
+      // win) and read other chunks to reconstruct around them.
+      ClientCounters::Add(counters_.slow_chunk_reads,
+                          static_cast<uint64_t>(__builtin_popcount(counted)));
+      slow |= counted;
+      counted = 0;
+      round_end = Clock::now() + deadline;
+    }
+    if ((want_mask & ~(have | counted)) != 0) {
+      // Some wanted chunk failed or is slow: make sure k reads are done or
+      // running (and counted on), data chunks first.
+      int expect = __builtin_popcount(have | counted);
+      for (int i = 0; i < n && expect < k; ++i) {
+        if ((launched | failed) & Bit(i)) continue;
+        launch(i);
+        if (launched & Bit(i)) ++expect;
+      }
+      if (expect < k && (launched & ~harvested) == 0) {
         Status why;
         for (int i = 0; i < n; ++i)
           KeepWorse(&why, errs[static_cast<size_t>(i)]);
-        return Status::IoError(
-            "stripe " + std::to_string(sv.stripe) + " of inode " +
-            std::to_string(ino) + ": only " + std::to_string(survivors) +
-            " of " + std::to_string(n) + " chunks readable, need " +
-            std::to_string(k) + (why.ok() ? "" : " (" + why.ToString() + ")"));
+        lock.unlock();
+        if (transport_error) RequestMapRefresh();
+        return Status::IoError("stripe " + std::to_string(sv.stripe) +
+                               " of inode " + std::to_string(ino) + ": only " +
+                               std::to_string(__builtin_popcount(have)) +
+                               " of " + std::to_string(n) +
+                               " chunks readable, need " + std::to_string(k) +
+                               (why.ok() ? "" : " (" + why.ToString() + ")"));
       }
-      read_set(more);
     }
+    if (use_deadline && counted != 0) {
+      reads->cv.wait_until(lock, round_end);
+    } else {
+      reads->cv.wait(lock);  // each running read ends by its own timeout
+    }
+  }
+
+  // Take the buffers of the chunks read; reads still running are abandoned
+  // (their results land in `reads`, which they keep alive).
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    if (have & Bit(i))
+      bufs[static_cast<size_t>(i)] =
+          std::move(reads->bufs[static_cast<size_t>(i)]);
+  const uint32_t abandoned = launched & ~harvested;
+  lock.unlock();
+  if (abandoned != 0) {
+    ClientCounters::Add(counters_.abandoned_chunk_reads,
+                        static_cast<uint64_t>(__builtin_popcount(abandoned)));
+  }
+  if (transport_error || slow != 0) RequestMapRefresh();
+
+  const uint32_t lost = want_mask & ~have;
+  if (lost != 0) {
+    ClientCounters::Add(counters_.degraded_reads);
     std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
     std::vector<int> erased, unavailable;
     for (int i = 0; i < n; ++i) {
@@ -257,11 +394,16 @@ Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
     for (int attempt = 0; attempt < 3; ++attempt) {
       st = ReadColumns(ino, sv, LayoutFor(ino, s), want, lo, hi, &cols);
       if (st.ok()) break;
+      // Servers may have come back (or gone) since our map was read.
+      auto map_changed = RefreshClusterMapIfChanged();
       // A writer may have replaced (and collected) this version meanwhile.
       bool exists = false;
       auto now = CurrentStripe(ino, s, &exists);
-      if (!now.ok() || !exists || now->version == sv.version) break;
-      sv = *now;
+      if (now.ok() && exists && now->version != sv.version) {
+        sv = *now;
+        continue;
+      }
+      if (!map_changed.ok() || !*map_changed) break;
     }
     if (!st.ok()) return st;
     for (size_t w = 0; w < want.size(); ++w) {
@@ -296,13 +438,17 @@ uint32_t StripeClient::WriteChunks(
   }
   pool_.RunAll(std::move(tasks));
   uint32_t failed = 0;
+  bool transport_error = false;
   for (size_t j = 0; j < chunks.size(); ++j) {
     if (!errs[j].ok()) {
       failed |= Bit(chunks[j].first);
       ClientCounters::Add(counters_.chunk_write_errors);
       KeepWorse(error, errs[j]);
+      transport_error |=
+          errs[j].code() == EHOSTDOWN || errs[j].code() == ETIMEDOUT;
     }
   }
+  if (transport_error) RequestMapRefresh();
   return failed;
 }
 
@@ -497,9 +643,14 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       }
     }
     if (static_cast<uint32_t>(__builtin_popcount(failed)) > m) {
-      ClientCounters::Add(counters_.failed_writes);
       // Remove what did land of the new version; the old one stays.
       DeleteVersion(ino, stripe, version, layout, ~failed);
+      // Servers may have come back since our map was read: retry on the
+      // new map (bounded by commit_retries).
+      auto map_changed = RefreshClusterMapIfChanged();
+      if (map_changed.ok() && *map_changed && attempt < options_.commit_retries)
+        continue;
+      ClientCounters::Add(counters_.failed_writes);
       return Status(write_error.code() == ENOSPC ? ENOSPC : EIO,
                     "stripe " + std::to_string(stripe) + " of inode " +
                         std::to_string(ino) + ": " +

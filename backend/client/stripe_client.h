@@ -13,7 +13,14 @@
 //
 // Reads fetch only the needed byte ranges of the data chunks and rebuild
 // lost ones on the fly from any k surviving chunks (server down, chunk
-// missing, CRC error).
+// missing, CRC error, or no answer within options.read_deadline: then the
+// other chunks are read in parallel and whichever completes first serves
+// the read; the slow call is abandoned, never waited for).
+//
+// Cluster map: re-read from metadata every options.map_refresh_interval on
+// a background thread (sooner after a transport error), so servers the
+// metad health monitor marks down are skipped without a call; a read or
+// write that fails re-reads the map at once and retries if it changed.
 //
 // Ownership: borrows the MetaService and ChunkServerSet (they must outlive
 // the client); owns its codec, placement and I/O threads.
@@ -24,10 +31,13 @@
 // clients racing on the same stripe can make one retry spuriously fail.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "backend/chunk/chunk_service.h"
@@ -46,6 +56,18 @@ struct StripeClientOptions {
   int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
   bool parity_delta = true;      // use parity-delta updates when they read less
   uint32_t version_batch = 256;  // versions reserved per metadata round trip
+  // A chunk read not answered within this time is treated as slow: the read
+  // is served by reconstruction from other chunks read in parallel (the
+  // slow read still counts if it finishes first). 0: wait for every read.
+  std::chrono::milliseconds read_deadline{2000};
+  // Cluster mode (Volume::ConnectCluster): deadline of one chunk read RPC,
+  // which bounds how long an abandoned slow read occupies an I/O thread.
+  // 0: the RPC call timeout (10 s).
+  std::chrono::milliseconds chunk_read_timeout{5000};
+  // Background re-read of the cluster map (server up/down changes); a
+  // chunk transport error or slow read triggers one early. 0: only at
+  // Create(), on failures and by RefreshClusterMap().
+  std::chrono::milliseconds map_refresh_interval{1000};
 };
 
 class StripeClient {
@@ -87,6 +109,10 @@ class StripeClient {
 
   // Re-reads the cluster map (server states, new servers) from metadata.
   Status RefreshClusterMap();
+  // Same, but only rebuilds placement when the map changed; true if it did.
+  Result<bool> RefreshClusterMapIfChanged();
+  // Epoch of the cluster map the client currently uses.
+  uint64_t map_epoch();
 
   ClientCountersSnapshot counters() const { return counters_.Snapshot(); }
   const ec::Codec& codec() const { return *codec_; }
@@ -131,6 +157,9 @@ class StripeClient {
   void DeleteVersion(uint64_t ino, uint64_t stripe, uint64_t version,
                      const Layout& layout, uint32_t mask);
   std::mutex& StripeLock(uint64_t ino, uint64_t stripe);
+  // Asks the refresher thread to re-read the map soon (non-blocking).
+  void RequestMapRefresh();
+  void RefreshLoop();
 
   MetaService* const meta_;
   ChunkServerSet* const servers_;
@@ -150,6 +179,12 @@ class StripeClient {
   std::mutex version_mu_;
   uint64_t next_version_ = 0;  // guarded by version_mu_
   uint64_t version_limit_ = 0;
+
+  std::mutex refresh_mu_;
+  std::condition_variable refresh_cv_;
+  bool refresh_stopping_ = false;   // guarded by refresh_mu_
+  bool refresh_requested_ = false;  // guarded by refresh_mu_
+  std::thread refresher_;           // last: stopped first (destructor)
 };
 
 }  // namespace stripefs

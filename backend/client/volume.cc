@@ -126,8 +126,10 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
         " (is `stripefs metad` running there, and is " + key_file +
         " the cluster's key?)");
   }
-  auto volume = FromParts(std::move(meta),
-                          std::make_unique<RemoteChunkServers>(*key), options);
+  auto volume = FromParts(
+      std::move(meta),
+      std::make_unique<RemoteChunkServers>(*key, options.chunk_read_timeout),
+      options);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "cluster:" + meta_address;
   return volume;

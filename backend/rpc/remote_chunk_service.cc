@@ -14,8 +14,10 @@ RpcClientOptions RemoteChunkService::DefaultOptions() {
 
 RemoteChunkService::RemoteChunkService(std::string address,
                                        std::shared_ptr<const ClusterKey> key,
-                                       RpcClientOptions options)
-    : client_(std::move(address), std::move(key), std::move(options)) {}
+                                       RpcClientOptions options,
+                                       std::chrono::milliseconds read_timeout)
+    : client_(std::move(address), std::move(key), std::move(options)),
+      read_timeout_(read_timeout) {}
 
 Result<std::string> RemoteChunkService::Ping() {
   Msg<MsgType::kPing>::Response resp;
@@ -42,7 +44,7 @@ Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
   Msg<MsgType::kReadChunk>::Response resp;
   std::vector<uint8_t> data;
   Status s = CallTyped<MsgType::kReadChunk>(
-      client_, {id, version, offset, length}, &resp, {}, &data);
+      client_, {id, version, offset, length}, &resp, {}, &data, read_timeout_);
   if (!s.ok()) return s;
   if (data.size() != length) {
     return Status(EPROTO, "chunkd at " + client_.address() + " returned " +

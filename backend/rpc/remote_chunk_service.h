@@ -24,8 +24,13 @@ namespace stripefs::rpc {
 class RemoteChunkService final : public ChunkService {
  public:
   // `address` "HOST:PORT" of the chunkd (ServerInfo::address). Never blocks.
+  // `read_timeout` > 0 is the deadline of ReadChunk calls (instead of
+  // options.call_timeout): the stripe client reconstructs around a slow read
+  // long before, so this only bounds how long an abandoned read keeps a
+  // thread and a connection busy.
   RemoteChunkService(std::string address, std::shared_ptr<const ClusterKey> key,
-                     RpcClientOptions options = DefaultOptions());
+                     RpcClientOptions options = DefaultOptions(),
+                     std::chrono::milliseconds read_timeout = {});
   static RpcClientOptions DefaultOptions();
 
   Result<std::string> Ping();
@@ -47,6 +52,7 @@ class RemoteChunkService final : public ChunkService {
 
  private:
   RpcClient client_;
+  const std::chrono::milliseconds read_timeout_;
 };
 
 class ChunkServiceServer final : public RpcHandler {

@@ -40,9 +40,11 @@ bool IsTransportError(const Status& s) {
 
 Result<RpcResponse> RpcClient::Call(uint16_t type,
                                     std::span<const uint8_t> payload,
-                                    std::span<const uint8_t> bulk) {
+                                    std::span<const uint8_t> bulk,
+                                    std::chrono::milliseconds timeout) {
   if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
-  Deadline deadline = Clock::now() + options_.call_timeout;
+  if (timeout.count() <= 0) timeout = options_.call_timeout;
+  Deadline deadline = Clock::now() + timeout;
   for (int attempt = 0; attempt < 2; ++attempt) {
     UniqueFd fd;
     {
@@ -67,7 +69,7 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
       fd = std::move(c).value();
     }
     Result<RpcResponse> r =
-        CallOnce(type, payload, bulk, std::move(fd), deadline);
+        CallOnce(type, payload, bulk, std::move(fd), deadline, timeout);
     if (r.ok() || !reused || r.status().code() != EHOSTDOWN ||
         !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
       return r;
@@ -80,13 +82,14 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
 Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
                                         std::span<const uint8_t> payload,
                                         std::span<const uint8_t> bulk,
-                                        UniqueFd fd, Deadline deadline) {
+                                        UniqueFd fd, Deadline deadline,
+                                        std::chrono::milliseconds timeout) {
   const char* name = MsgTypeName(type);
   std::string what = std::string(name ? name : "request") + " to " +
                      options_.peer_role + " at " + address_;
   auto timeout_status = [&] {
     return Status(ETIMEDOUT, what + " timed out after " +
-                                 std::to_string(options_.call_timeout.count()) +
+                                 std::to_string(timeout.count()) +
                                  " ms (server overloaded or stalled?)");
   };
   FrameHeader h;

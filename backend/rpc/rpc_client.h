@@ -58,9 +58,13 @@ class RpcClient {
   RpcClient& operator=(const RpcClient&) = delete;
 
   // Sends one request (payload + optional bulk, sent without copying) and
-  // waits for its response until the deadline.
+  // waits for its response until the deadline: now + `timeout`, or
+  // options.call_timeout when `timeout` is zero. A call that times out
+  // closes its connection (a late response must never be read by the next
+  // call), so an abandoned call never leaves a broken pooled connection.
   Result<RpcResponse> Call(uint16_t type, std::span<const uint8_t> payload,
-                           std::span<const uint8_t> bulk = {});
+                           std::span<const uint8_t> bulk = {},
+                           std::chrono::milliseconds timeout = {});
 
   const std::string& address() const { return address_; }
   const RpcClientOptions& options() const { return options_; }
@@ -70,7 +74,8 @@ class RpcClient {
  private:
   Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
                                std::span<const uint8_t> bulk, UniqueFd fd,
-                               Deadline deadline);
+                               Deadline deadline,
+                               std::chrono::milliseconds timeout);
   Status Unreachable(const Status& cause) const;
 
   const std::string address_;

@@ -17,15 +17,18 @@
 namespace stripefs::rpc {
 
 // Returns the transport error, the remote Status, or OK with *resp filled
-// (and *bulk_in holding the response bulk when requested).
+// (and *bulk_in holding the response bulk when requested). `timeout` > 0
+// overrides the client's call timeout for this call.
 template <MsgType T>
 Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
                  typename Msg<T>::Response* resp,
                  std::span<const uint8_t> bulk_out = {},
-                 std::vector<uint8_t>* bulk_in = nullptr) {
+                 std::vector<uint8_t>* bulk_in = nullptr,
+                 std::chrono::milliseconds timeout = {}) {
   std::vector<uint8_t> payload = EncodeRequest<T>(req);
   STRIPEFS_ASSIGN_OR_RETURN(
-      RpcResponse r, client.Call(static_cast<uint16_t>(T), payload, bulk_out));
+      RpcResponse r,
+      client.Call(static_cast<uint16_t>(T), payload, bulk_out, timeout));
   Status remote;
   if (!DecodeResponse<T>(r.payload, &remote, resp)) {
     return Status(EPROTO, std::string("malformed ") +
