@@ -163,6 +163,13 @@ std::string LogTail(const std::string& log) {
   return out;
 }
 
+// True when `pid` is stopped by a signal (state T in /proc/PID/stat).
+bool Stopped(pid_t pid) {
+  std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
+  auto rp = stat.rfind(')');
+  return rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'T';
+}
+
 // Reaps `pid` if it is our child and has exited (so a zombie is not alive).
 void ReapIfChild(pid_t pid) { ::waitpid(pid, nullptr, WNOHANG); }
 
@@ -236,6 +243,8 @@ struct Cluster {
       return Status::NotFound(p.name + " is not running");
     }
     ::kill(*pid, sig);
+    // A stopped (SIGSTOP) daemon only acts on SIGTERM once continued.
+    if (sig == SIGTERM) ::kill(*pid, SIGCONT);
     if (!wait) return Status::Ok();
     auto until = Clock::now() + std::chrono::seconds(grace_s);
     while (Clock::now() < until) {
@@ -410,7 +419,10 @@ int RunStatus(const std::string& dir) {
     std::printf("%-10s %-8s %-22s%s\n", p.name.c_str(),
                 pid ? std::to_string(*pid).c_str() : "-",
                 ReadFirstLine(p.base(dir) + ".addr").c_str(),
-                pid ? "" : "  NOT RUNNING");
+                !pid            ? "  NOT RUNNING"
+                : Stopped(*pid) ? "  STOPPED (SIGSTOP; `cluster kill "
+                                  "--signal 18` resumes it)"
+                                : "");
   }
   auto key = rpc::ClusterKey::Load(c->key_path());
   if (!key.ok()) return Fail(key.status());
@@ -432,6 +444,8 @@ int RunStatus(const std::string& dir) {
   std::printf("metad at %s: volume %u+%u cell %u, map epoch %llu\n",
               meta_addr.c_str(), geo->k, geo->m, geo->cell_size,
               static_cast<unsigned long long>(map->epoch));
+  // `state` is metad's view: its health monitor marks servers that miss
+  // probes down and brings them up again; `reachable` is our own Ping now.
   std::printf("%-4s %-22s %-14s %-6s %s\n", "id", "address", "domain", "state",
               "reachable");
   for (const auto& s : map->servers) {
@@ -441,12 +455,18 @@ int RunStatus(const std::string& dir) {
     rpc::RemoteChunkService chunk(s.address, *key, co);
     auto ping = chunk.Ping();
     if (!ping.ok() && s.state != ServerState::kOut) ++bad;
+    std::string reach = ping.ok() ? "yes"
+                        : ping.status().code() == EHOSTDOWN
+                            ? "NO (connection refused or host down)"
+                        : ping.status().code() == ETIMEDOUT
+                            ? "NO (no answer within 2 s: hung or stopped?)"
+                            : "NO (" + ping.status().ToString() + ")";
+    if (s.state == ServerState::kUp && !ping.ok())
+      reach += "; metad has not marked it down yet";
+    if (s.state == ServerState::kDown && ping.ok())
+      reach += "; metad will mark it up at its next probe";
     std::printf("%-4u %-22s %-14s %-6s %s\n", s.id, s.address.c_str(),
-                s.failure_domain.c_str(), StateName(s.state),
-                ping.ok() ? "yes"
-                : ping.status().code() == EHOSTDOWN
-                    ? "NO (connection refused or host down)"
-                    : ("NO (" + ping.status().ToString() + ")").c_str());
+                s.failure_domain.c_str(), StateName(s.state), reach.c_str());
   }
   return bad == 0 ? 0 : 1;
 }
@@ -472,7 +492,9 @@ int RunKill(const std::string& dir, const std::string& server, int sig) {
   Status s = c->Stop(*p, sig, false, 0);
   if (!s.ok()) return Fail(s);
   auto pid_file = p->base(dir) + ".pid";
-  for (int i = 0; i < 250 && AlivePid(pid_file); ++i)  // <= 5 s
+  // SIGSTOP/SIGCONT (hung-server tests) do not end the process: no wait.
+  const bool ends = sig != SIGSTOP && sig != SIGCONT && sig != SIGTSTP;
+  for (int i = 0; ends && i < 250 && AlivePid(pid_file); ++i)  // <= 5 s
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::printf("sent signal %d to %s\n", sig, p->name.c_str());
   return 0;

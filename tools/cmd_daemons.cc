@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/client/chunk_prober.h"
+#include "backend/meta/health_monitor.h"
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
@@ -128,6 +130,10 @@ struct MetadFlags {
   std::string dir;
   Geometry geometry;
   bool geometry_given = false;
+  bool health_monitor = true;
+  int64_t probe_interval_ms = 1000;
+  int64_t probe_timeout_ms = 1000;
+  HealthMonitorOptions health;
 };
 
 int RunMetad(const MetadFlags& f) {
@@ -161,6 +167,10 @@ int RunMetad(const MetadFlags& f) {
                  f.geometry.cell_size);
     return 1;
   }
+  HealthMonitorOptions ho = f.health;
+  ho.interval = std::chrono::milliseconds(f.probe_interval_ms);
+  ho.probe_timeout = std::chrono::milliseconds(f.probe_timeout_ms);
+  if (Status s = HealthMonitor::Validate(ho); !s.ok()) return Fail(who, s);
   rpc::MetaServiceServer handler(store->get());
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
@@ -177,8 +187,28 @@ int RunMetad(const MetadFlags& f) {
   std::printf("%s\n", (*server)->address().c_str());
   std::fflush(stdout);
 
+  // Failure detector: marks chunk servers that stop answering down (and up
+  // again), see backend/meta/health_monitor.h and docs/cluster.md.
+  ChunkProber prober(*key);
+  HealthMonitor monitor(store->get(), &prober, ho);
+  if (f.health_monitor) {
+    monitor.Start();
+    std::fprintf(stderr,
+                 "metad: health monitor: probing chunk servers every %lld ms "
+                 "(timeout %lld ms), down after %u misses, up after %u "
+                 "answers\n",
+                 static_cast<long long>(f.probe_interval_ms),
+                 static_cast<long long>(f.probe_timeout_ms), ho.down_after,
+                 ho.up_after);
+  } else {
+    std::fprintf(stderr,
+                 "metad: health monitor off (--no-health-monitor): crashed "
+                 "chunk servers stay `up` in the map\n");
+  }
+
   int sig = WaitForStopSignal(sigs);
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
+  monitor.Stop();
   (*server)->Stop();
   auto c = (*server)->counters();
   std::fprintf(stderr,
@@ -332,6 +362,25 @@ CommandRegistration daemon_commands([](CLI::App& app) {
     auto* c = cmd->add_option("--cell-size", f->geometry.cell_size,
                               "chunk (cell) size in bytes (new volume)")
                   ->capture_default_str();
+    cmd->add_option("--probe-interval-ms", f->probe_interval_ms,
+                    "health monitor: milliseconds between probes of each "
+                    "chunk server")
+        ->capture_default_str();
+    cmd->add_option("--probe-timeout-ms", f->probe_timeout_ms,
+                    "health monitor: a probe not answered within this many "
+                    "milliseconds is a miss")
+        ->capture_default_str();
+    cmd->add_option("--down-after", f->health.down_after,
+                    "health monitor: consecutive missed probes before an up "
+                    "server is marked down")
+        ->capture_default_str();
+    cmd->add_option("--up-after", f->health.up_after,
+                    "health monitor: consecutive answered probes before a "
+                    "down server is marked up")
+        ->capture_default_str();
+    cmd->add_flag("!--no-health-monitor", f->health_monitor,
+                  "do not probe chunk servers (nothing marks a crashed or "
+                  "hung chunkd down; never marks servers out either way)");
     cmd->callback([f, k, m, c] {
       f->geometry_given = k->count() + m->count() + c->count() > 0;
       ExitWith(RunMetad(*f));

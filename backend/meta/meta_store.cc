@@ -455,6 +455,28 @@ Status MetaStore::SetServerState(uint32_t id, ServerState state) {
   });
 }
 
+Result<bool> MetaStore::SetServerStateIf(const ServerInfo& seen,
+                                         ServerState state) {
+  if (state > ServerState::kOut) {
+    return Status::InvalidArgument("unknown server state");
+  }
+  return Mutate([&]() -> Result<bool> {
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    auto it =
+        std::find_if(map.servers.begin(), map.servers.end(),
+                     [&](const ServerInfo& s) { return s.id == seen.id; });
+    if (it == map.servers.end() || !(*it == seen) || it->state == state) {
+      return false;
+    }
+    it->state = state;
+    map.epoch++;
+    rocksdb::WriteBatch b;
+    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    STRIPEFS_RETURN_IF_ERROR(Write(&b));
+    return true;
+  });
+}
+
 // --- namespace reads -----------------------------------------------------
 
 namespace {

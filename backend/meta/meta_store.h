@@ -79,6 +79,13 @@ class MetaStore final : public MetaService {
   Result<ClusterMap> GetClusterMap() override;
   Status UpsertServer(const ServerInfo& info) override;
   Status SetServerState(uint32_t id, ServerState state) override;
+  // Sets the state of the server only if its map entry still equals `seen`
+  // (same address, domain and state), atomically with other map changes:
+  // the health monitor uses it so a probe result never overrides an
+  // operator's `out` or a re-registration that happened meanwhile.
+  // Returns true if the state changed (epoch bumped), false if the entry
+  // differs from `seen` or is gone.
+  Result<bool> SetServerStateIf(const ServerInfo& seen, ServerState state);
 
   Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override;
   Result<InodeAttr> GetAttr(uint64_t ino) override;

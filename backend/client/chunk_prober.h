@@ -1,0 +1,44 @@
+// ChunkProber: the ServerProber metad's HealthMonitor uses — a Ping RPC to
+// the chunkd at the address in the cluster map, with the probe's deadline
+// as both connect and call timeout. Ping is answered by the RPC server
+// itself (no store access), so a probe is cheap; a stopped (SIGSTOP) or
+// wedged server misses it by timing out, a dead one by connection refused.
+// A timed-out connection is closed, never reused.
+//
+// Ownership: owns one RemoteChunkService per (server id, address); a stub
+// for an old address is dropped when the server re-registers elsewhere.
+// Thread-safety: Probe() may be called concurrently (the monitor probes
+// every server in parallel).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/meta/server_prober.h"
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/remote_chunk_service.h"
+
+namespace stripefs {
+
+class ChunkProber final : public ServerProber {
+ public:
+  explicit ChunkProber(std::shared_ptr<const rpc::ClusterKey> key)
+      : key_(std::move(key)) {}
+  Status Probe(const ServerInfo& info,
+               std::chrono::milliseconds timeout) override;
+
+ private:
+  std::shared_ptr<const rpc::ClusterKey> key_;
+  std::mutex mu_;
+  struct Stub {
+    std::string address;
+    std::chrono::milliseconds timeout{0};
+    std::shared_ptr<rpc::RemoteChunkService> service;
+  };
+  std::map<uint32_t, Stub> stubs_;  // guarded by mu_
+};
+
+}  // namespace stripefs

@@ -1,0 +1,238 @@
+// metad's health monitor and the stripe client's read deadline against a
+// real local cluster (`stripefs cluster up`: metad + 7 chunkd on loopback,
+// 4+2). A chunkd killed with SIGKILL or stopped with SIGSTOP must be marked
+// down in the map (and up again when it returns) while I/O goes on; reads
+// that need a stopped server complete by reconstruction. Every wait is a
+// bounded poll on the outcome, never a wall-clock assertion.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "backend/client/placement.h"
+#include "backend/client/volume.h"
+
+namespace stripefs {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+class ClusterHealthTest : public ::testing::Test {
+ protected:
+  static constexpr int kServers = 7;
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/stripefs-health-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    ASSERT_EQ(Cli("cluster up --servers " + std::to_string(kServers) +
+                  " --cell-size 65536 --dir " + dir_),
+              0)
+        << Log();
+    std::ifstream addr(dir_ + "/metad.addr");
+    std::getline(addr, meta_);
+    StripeClientOptions o;
+    o.read_deadline = std::chrono::milliseconds(1000);
+    auto v = Volume::ConnectCluster(meta_, dir_ + "/cluster.key", o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    volume_ = std::move(v).value();
+  }
+  void TearDown() override {
+    volume_.reset();
+    // `down` continues stopped servers before SIGTERM, SIGKILLs stragglers.
+    Cli("cluster down --grace 3 --dir " + dir_);
+    for (int i = 0; i <= kServers; ++i) {
+      std::string pid_file =
+          dir_ +
+          (i == 0 ? "/metad.pid" : "/chunkd." + std::to_string(i) + ".pid");
+      std::ifstream f(pid_file);
+      long pid = 0;
+      if (f >> pid && pid > 1 && ::kill(static_cast<pid_t>(pid), 0) == 0) {
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        ADD_FAILURE() << "process " << pid << " survived `cluster down`";
+      }
+    }
+    fs::remove_all(dir_);
+  }
+
+  int Cli(const std::string& args) {
+    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args + " >>" + dir_ +
+                      "/test-cli.log 2>&1";
+    int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+  std::string Read(const std::string& file) {
+    std::ifstream f(dir_ + "/" + file);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string Log() { return Read("test-cli.log"); }
+  void Signal(int server, int sig) {
+    ASSERT_EQ(Cli("cluster kill --signal " + std::to_string(sig) +
+                  " --server " + std::to_string(server) + " --dir " + dir_),
+              0)
+        << Log();
+  }
+  void Start(int server) {
+    ASSERT_EQ(Cli("cluster start --server " + std::to_string(server) +
+                  " --dir " + dir_),
+              0)
+        << Log();
+  }
+  MetaService& meta() { return volume_->meta(); }
+  StripeClient& client() { return volume_->client(); }
+
+  // Polls metad's map (bounded: 600 x 100 ms) until server `id` has `state`;
+  // returns the epoch of the map that showed it, 0 if it never did.
+  uint64_t WaitForState(uint32_t id, ServerState state) {
+    for (int i = 0; i < 600; ++i) {
+      auto map = meta().GetClusterMap();
+      if (map.ok()) {
+        for (const auto& s : map->servers)
+          if (s.id == id && s.state == state) return map->epoch;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return 0;
+  }
+  // Polls (bounded) until the stripe client uses a map of at least `epoch`.
+  bool WaitForClientEpoch(uint64_t epoch) {
+    for (int i = 0; i < 600 && client().map_epoch() < epoch; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return client().map_epoch() >= epoch;
+  }
+  uint64_t NewFile(const std::string& name) {
+    auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? a->ino : 0;
+  }
+  Result<std::vector<uint8_t>> ReadAll(uint64_t ino) {
+    auto attr = meta().GetAttr(ino);
+    if (!attr.ok()) return attr.status();
+    std::vector<uint8_t> out(attr->size);
+    auto n = client().Read(ino, 0, out, attr->size);
+    if (!n.ok()) return n.status();
+    return out;
+  }
+  // Number of stripes among the first `stripes` of `ino` with a data chunk
+  // on server `id`.
+  int StripesWithDataOn(uint64_t ino, int stripes, uint32_t id) {
+    auto map = meta().GetClusterMap();
+    auto p = Placement::Create(*map, 6);
+    int n = 0;
+    for (int s = 0; s < stripes; ++s) {
+      auto servers = p->ServersFor(ino, static_cast<uint64_t>(s));
+      for (int i = 0; i < 4; ++i)
+        if (servers[static_cast<size_t>(i)] == id) {
+          ++n;
+          break;
+        }
+    }
+    return n;
+  }
+
+  std::string dir_, meta_;
+  std::unique_ptr<Volume> volume_;
+};
+
+TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {
+  const uint64_t S = client().stripe_size();
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(8 * S, 1);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  const uint64_t epoch0 = meta().GetClusterMap()->epoch;
+
+  Signal(3, SIGKILL);
+  const uint64_t down_epoch = WaitForState(3, ServerState::kDown);
+  ASSERT_NE(down_epoch, 0u) << "metad never marked the killed chunkd down\n"
+                            << Read("metad.log");
+  EXPECT_GT(down_epoch, epoch0);
+  EXPECT_NE(Read("metad.log").find("chunkd 3 at"), std::string::npos);
+  EXPECT_NE(Read("metad.log").find("marked down"), std::string::npos);
+  EXPECT_NE(Cli("cluster status --dir " + dir_), 0);
+  EXPECT_NE(Log().find("down"), std::string::npos);
+  ASSERT_TRUE(WaitForClientEpoch(down_epoch))
+      << "the client never picked up the new map";
+
+  // I/O goes on: writes over the file (degraded where server 3 holds a
+  // chunk) and reads byte for byte.
+  auto more = RandomBytes(8 * S, 2);
+  ASSERT_TRUE(client().Write(ino, 0, more).ok());
+  auto got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, more);
+
+  Start(3);
+  const uint64_t up_epoch = WaitForState(3, ServerState::kUp);
+  ASSERT_NE(up_epoch, 0u) << Read("metad.log");
+  EXPECT_GT(up_epoch, down_epoch);
+  ASSERT_TRUE(WaitForClientEpoch(up_epoch));
+  EXPECT_EQ(Cli("cluster status --dir " + dir_), 0) << Log();
+  got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, more);
+}
+
+TEST_F(ClusterHealthTest, StoppedChunkdIsReadAroundThenMarkedDownAndUp) {
+  const uint64_t S = client().stripe_size();
+  const uint64_t ino = NewFile("f");
+  const int stripes = 8;
+  auto data = RandomBytes(stripes * S, 3);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  constexpr uint32_t kHung = 2;
+  ASSERT_GT(StripesWithDataOn(ino, stripes, kHung), 0)
+      << "pick another server: none of the file's data chunks is on it";
+
+  // Hung, not dead: connections are accepted by the kernel, never answered.
+  Signal(static_cast<int>(kHung), SIGSTOP);
+  const auto before = client().counters();
+  // The client's map still says `up`: reads reach the stopped server and
+  // must be served by reconstruction once the read deadline passes.
+  auto got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  const auto after = client().counters();
+  EXPECT_GT(after.slow_chunk_reads, before.slow_chunk_reads);
+  EXPECT_GT(after.degraded_reads, before.degraded_reads);
+
+  const uint64_t down_epoch = WaitForState(kHung, ServerState::kDown);
+  ASSERT_NE(down_epoch, 0u) << "metad never marked the stopped chunkd down\n"
+                            << Read("metad.log");
+  ASSERT_TRUE(WaitForClientEpoch(down_epoch));
+  // Now the client skips the server without a call: no more slow reads.
+  const auto marked = client().counters();
+  got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  EXPECT_EQ(client().counters().slow_chunk_reads, marked.slow_chunk_reads);
+  // Writes go on (degraded) while it is stopped.
+  auto more = RandomBytes(stripes * S, 4);
+  ASSERT_TRUE(client().Write(ino, 0, more).ok());
+  got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, more);
+
+  Signal(static_cast<int>(kHung), SIGCONT);
+  const uint64_t up_epoch = WaitForState(kHung, ServerState::kUp);
+  ASSERT_NE(up_epoch, 0u) << Read("metad.log");
+  EXPECT_GT(up_epoch, down_epoch);
+  EXPECT_NE(Read("metad.log").find("answers again"), std::string::npos);
+  ASSERT_TRUE(WaitForClientEpoch(up_epoch));
+  got = ReadAll(ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, more);
+}
+
+}  // namespace
+}  // namespace stripefs

@@ -1,0 +1,197 @@
+// ChunkProber (metad's health probe) and RPC call deadlines against real
+// RPC servers on 127.0.0.1: a live chunkd answers, a stopped server refuses,
+// a listener that never answers (a SIGSTOPped process) times out, and a
+// timed-out call never leaves its connection for the next call.
+#include "backend/client/chunk_prober.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "backend/chunk/chunk_store.h"
+#include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/rpc_server.h"
+#include "backend/rpc/tcp_socket.h"
+
+namespace stripefs {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+// Blocks the next ReadChunk call (after HangNextRead) until Release().
+class SlowReads : public ChunkService {
+ public:
+  explicit SlowReads(ChunkService* inner) : inner_(inner) {}
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  void HangNextRead() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_reads_ = 1;
+  }
+  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         uint32_t length) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (hang_reads_ > 0) {
+        --hang_reads_;
+        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return released_; });
+      }
+    }
+    return inner_->ReadChunk(id, version, offset, length);
+  }
+  Status WriteChunk(const ChunkId& id, uint64_t version,
+                    std::span<const uint8_t> data) override {
+    return inner_->WriteChunk(id, version, data);
+  }
+  Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
+    return inner_->DeleteChunk(id, keep);
+  }
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
+    return inner_->DeleteChunkVersion(id, version);
+  }
+  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
+                                            uint32_t limit) override {
+    return inner_->ListChunks(after, limit);
+  }
+  Result<ChunkStoreStats> Stats() override { return inner_->Stats(); }
+
+ private:
+  ChunkService* inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  int hang_reads_ = 0;
+};
+
+class MetadRole : public rpc::RpcHandler {
+ public:
+  std::string Role() const override { return "metad"; }
+  void Handle(uint16_t, std::span<const uint8_t>, std::vector<uint8_t>&,
+              rpc::RpcReply*) override {}
+};
+
+class ChunkProberTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/stripefs-prober-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    std::array<uint8_t, rpc::kClusterKeySize> kb;
+    kb.fill(0x5a);
+    key_ = rpc::ClusterKey::FromBytes(kb);
+    ChunkStoreOptions co;
+    co.reserve_bytes = 0;
+    auto store = ChunkStore::Open(dir_ + "/store", co);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    slow_ = std::make_unique<SlowReads>(store_.get());
+    handler_ = std::make_unique<rpc::ChunkServiceServer>(slow_.get());
+    rpc::RpcServerOptions so;
+    so.log_name = "test-chunkd";
+    auto server = rpc::RpcServer::Start(so, key_, handler_.get());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(server).value();
+  }
+  void TearDown() override {
+    if (slow_) slow_->Release();
+    if (server_) server_->Stop();
+    server_.reset();
+    handler_.reset();
+    slow_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  ServerInfo Info(const std::string& address) {
+    ServerInfo info;
+    info.id = 1;
+    info.address = address;
+    return info;
+  }
+
+  std::string dir_;
+  std::shared_ptr<const rpc::ClusterKey> key_;
+  std::unique_ptr<ChunkStore> store_;
+  std::unique_ptr<SlowReads> slow_;
+  std::unique_ptr<rpc::ChunkServiceServer> handler_;
+  std::unique_ptr<rpc::RpcServer> server_;
+};
+
+TEST_F(ChunkProberTest, LiveChunkdAnswersStoppedOneIsUnreachable) {
+  ChunkProber prober(key_);
+  const std::string address = server_->address();
+  for (int i = 0; i < 3; ++i) {
+    Status s = prober.Probe(Info(address), milliseconds(2000));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  server_->Stop();
+  server_.reset();
+  Status s = prober.Probe(Info(address), milliseconds(2000));
+  EXPECT_EQ(s.code(), EHOSTDOWN) << s.ToString();
+}
+
+TEST_F(ChunkProberTest, ASilentListenerTimesOut) {
+  // Accepts connections (the kernel completes them) but never reads: what
+  // a SIGSTOPped chunkd looks like.
+  std::string bound;
+  auto silent = rpc::ListenTcp("127.0.0.1:0", &bound);
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  ChunkProber prober(key_);
+  for (int i = 0; i < 2; ++i) {
+    Status s = prober.Probe(Info(bound), milliseconds(100));
+    EXPECT_EQ(s.code(), ETIMEDOUT) << s.ToString();
+  }
+}
+
+TEST_F(ChunkProberTest, AServerThatIsNotAChunkdIsAMiss) {
+  MetadRole metad;
+  rpc::RpcServerOptions so;
+  so.log_name = "test-metad";
+  auto server = rpc::RpcServer::Start(so, key_, &metad);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ChunkProber prober(key_);
+  Status s = prober.Probe(Info((*server)->address()), milliseconds(2000));
+  EXPECT_EQ(s.code(), EPROTO) << s.ToString();
+  EXPECT_NE(s.message().find("not chunkd"), std::string::npos);
+  (*server)->Stop();
+}
+
+TEST_F(ChunkProberTest, ATimedOutReadNeverPoisonsTheNextCall) {
+  const ChunkId a{1, 0, 0}, b{1, 0, 1};
+  const std::vector<uint8_t> da(1000, 0xaa), db(1000, 0xbb);
+  ASSERT_TRUE(store_->WriteChunk(a, 1, da).ok());
+  ASSERT_TRUE(store_->WriteChunk(b, 1, db).ok());
+  // Reads time out after 100 ms; the server answers the first one late.
+  rpc::RemoteChunkService remote(server_->address(), key_,
+                                 rpc::RemoteChunkService::DefaultOptions(),
+                                 milliseconds(100));
+  ASSERT_TRUE(remote.Ping().ok());  // a pooled connection exists now
+  slow_->HangNextRead();
+  auto r = remote.ReadChunk(a, 1, 0, 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ETIMEDOUT) << r.status().ToString();
+  // The late answer to the read of `a` is sent now, on the abandoned
+  // connection; the next calls must get their own answers.
+  slow_->Release();
+  for (int i = 0; i < 3; ++i) {
+    auto rb = remote.ReadChunk(b, 1, 0, 1000);
+    ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+    EXPECT_EQ(*rb, db);
+    auto ra = remote.ReadChunk(a, 1, 0, 1000);
+    ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+    EXPECT_EQ(*ra, da);
+  }
+  // Other calls keep the long default timeout (writes are not cut short).
+  EXPECT_EQ(remote.client().options().call_timeout, milliseconds(10000));
+}
+
+}  // namespace
+}  // namespace stripefs

@@ -1,0 +1,218 @@
+// The stripe client's read deadline: a chunk server that does not answer
+// (hung, not dead) must not hold a read; the read is served by
+// reconstruction and the stuck call is abandoned. In process: chunk stores
+// behind a wrapper that can block reads until released.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+#include "backend/chunk/chunk_store.h"
+#include "backend/client/stripe_client.h"
+#include "backend/client/volume.h"
+#include "backend/meta/meta_store.h"
+
+namespace stripefs {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Forwards to a store; while `hang` is set, ReadChunk blocks until
+// Release() (bounded at 60 s so a broken test cannot hang forever).
+class HangingChunkService : public ChunkService {
+ public:
+  explicit HangingChunkService(ChunkService* inner) : inner_(inner) {}
+  void Hang() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hang_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hang_ = false;
+    }
+    cv_.notify_all();
+  }
+  int blocked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return blocked_;
+  }
+  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         uint32_t length) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (hang_) {
+        ++blocked_;
+        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !hang_; });
+        --blocked_;
+      }
+    }
+    return inner_->ReadChunk(id, version, offset, length);
+  }
+  Status WriteChunk(const ChunkId& id, uint64_t version,
+                    std::span<const uint8_t> data) override {
+    return inner_->WriteChunk(id, version, data);
+  }
+  Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
+    return inner_->DeleteChunk(id, keep);
+  }
+  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
+    return inner_->DeleteChunkVersion(id, version);
+  }
+  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
+                                            uint32_t limit) override {
+    return inner_->ListChunks(after, limit);
+  }
+  Result<ChunkStoreStats> Stats() override { return inner_->Stats(); }
+
+ private:
+  ChunkService* inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hang_ = false;
+  int blocked_ = 0;
+};
+
+class ReadDeadlineTest : public ::testing::Test {
+ protected:
+  void Open(std::chrono::milliseconds deadline) {
+    char tmpl[] = "/tmp/stripefs-deadline-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    MetaStoreOptions mo;
+    mo.sync = false;
+    auto meta = MetaStore::Create(dir_ + "/meta", Geometry{4, 2, 4096}, mo);
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+    std::vector<std::unique_ptr<ChunkService>> wrappers;
+    for (uint32_t i = 0; i < 6; ++i) {
+      ChunkStoreOptions co;
+      co.reserve_bytes = 0;
+      auto store = ChunkStore::Open(dir_ + "/c" + std::to_string(i), co);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      auto w = std::make_unique<HangingChunkService>(store->get());
+      hanging_.push_back(w.get());
+      wrappers.push_back(std::move(w));
+      stores_.push_back(std::move(store).value());
+      ServerInfo info;
+      info.id = i;
+      info.failure_domain = "d" + std::to_string(i);
+      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
+    }
+    StripeClientOptions o;
+    o.read_deadline = deadline;
+    o.map_refresh_interval = std::chrono::milliseconds(0);
+    auto v = Volume::FromParts(
+        std::move(meta).value(),
+        std::make_unique<LocalChunkServers>(std::move(wrappers)), o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    volume_ = std::move(v).value();
+  }
+  void TearDown() override {
+    for (auto* h : hanging_) h->Release();  // lets abandoned reads finish
+    volume_.reset();
+    stores_.clear();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  StripeClient& client() { return volume_->client(); }
+  // Server holding chunk `index` of stripe 0 of `ino`.
+  uint32_t ServerOf(uint64_t ino, int index) {
+    auto map = volume_->meta().GetClusterMap();
+    auto p = Placement::Create(*map, 6);
+    return p->ServersFor(ino, 0)[static_cast<size_t>(index)];
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<ChunkStore>> stores_;
+  std::vector<HangingChunkService*> hanging_;
+  std::unique_ptr<Volume> volume_;
+};
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+TEST_F(ReadDeadlineTest, HungServerIsReadAroundAndItsCallAbandoned) {
+  Open(std::chrono::milliseconds(50));
+  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  const auto data = RandomBytes(client().stripe_size(), 1);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  // The server of data chunk 1 hangs (a stopped process: no error, no
+  // answer). Reads that need chunk 1 still complete, byte for byte.
+  HangingChunkService* hung = hanging_[ServerOf(ino, 1)];
+  hung->Hang();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<uint8_t> out(data.size());
+    auto n = client().Read(ino, 0, out, data.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(out, data) << "round " << round;
+    // A read of only the hung chunk's cell.
+    std::vector<uint8_t> cell(100);
+    n = client().Read(ino, 4096 + 7, cell, data.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_TRUE(std::equal(cell.begin(), cell.end(), data.begin() + 4096 + 7));
+  }
+  // The hung calls were not waited for: they are still blocked now.
+  EXPECT_GE(hung->blocked(), 1);
+  auto c = client().counters();
+  EXPECT_GE(c.slow_chunk_reads, 6u);
+  EXPECT_GE(c.abandoned_chunk_reads, 6u);
+  EXPECT_GE(c.degraded_reads, 6u);
+  EXPECT_EQ(c.chunk_read_errors, 0u) << "slow is not an error";
+  hung->Release();
+  // Once it answers again, reads are plain again.
+  const uint64_t degraded = client().counters().degraded_reads;
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(client().Read(ino, 0, out, data.size()).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(client().counters().degraded_reads, degraded);
+}
+
+TEST_F(ReadDeadlineTest, ReadModifyWriteReadsAroundAHungServer) {
+  Open(std::chrono::milliseconds(50));
+  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  auto data = RandomBytes(client().stripe_size(), 2);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  // A data chunk's server hangs for reads; a partial write needs the old
+  // data (RMW or parity delta) and must not wait for it.
+  hanging_[ServerOf(ino, 3)]->Hang();
+  const auto patch = RandomBytes(300, 3);
+  ASSERT_TRUE(client().Write(ino, 3 * 4096 + 10, patch).ok());
+  std::copy(patch.begin(), patch.end(), data.begin() + 3 * 4096 + 10);
+  hanging_[ServerOf(ino, 3)]->Release();
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(client().Read(ino, 0, out, data.size()).ok());
+  EXPECT_EQ(out, data);
+}
+
+TEST_F(ReadDeadlineTest, MoreThanMHungServersMeansWaitingForTheSlowCalls) {
+  // With 3 of 6 hung (m = 2) no reconstruction is possible: the read waits
+  // for the slow calls (it never invents data) and succeeds once they
+  // answer.
+  Open(std::chrono::milliseconds(20));
+  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  const auto data = RandomBytes(client().stripe_size(), 4);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  for (int i : {0, 4, 5}) hanging_[ServerOf(ino, i)]->Hang();
+  std::vector<uint8_t> out(data.size());
+  Result<size_t> n = size_t{0};
+  std::thread reader([&] { n = client().Read(ino, 0, out, data.size()); });
+  // Bounded wait until the reader is stuck on all three hung servers.
+  for (int i = 0; i < 6000; ++i) {
+    int blocked = 0;
+    for (int j : {0, 4, 5}) blocked += hanging_[ServerOf(ino, j)]->blocked();
+    if (blocked >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (int i : {0, 4, 5}) hanging_[ServerOf(ino, i)]->Release();
+  reader.join();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, data);
+}
+
+}  // namespace
+}  // namespace stripefs
