@@ -56,23 +56,6 @@ uint32_t FrameCrc(const uint8_t header[kFrameHeaderSize],
 
 Status Err(FrameError e, std::string msg);
 
-// Checks CRC and MAC of a fully received frame.
-Status VerifyFrame(const ClusterKey& key,
-                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
-                   std::span<const uint8_t> payload,
-                   std::span<const uint8_t> bulk,
-                   std::span<const uint8_t> mac) {
-  uint32_t crc = FrameCrc(header, payload, bulk);
-  if (crc != h.crc) return Err(FrameError::kBadCrc, "frame CRC32C mismatch");
-  std::span<const uint8_t> parts[] = {
-      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
-  Mac want = key.Compute(parts);
-  if (!MacEqual(want, mac))
-    return Err(FrameError::kBadMac,
-               "frame HMAC mismatch (peer uses a different cluster key?)");
-  return Status::Ok();
-}
-
 int CodeOf(FrameError e) {
   switch (e) {
     case FrameError::kNone:
@@ -191,6 +174,38 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
 }
 
 }  // namespace
+
+Status VerifyFrame(const ClusterKey& key,
+                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
+                   std::span<const uint8_t> payload,
+                   std::span<const uint8_t> bulk,
+                   std::span<const uint8_t> mac) {
+  uint32_t crc = FrameCrc(header, payload, bulk);
+  if (crc != h.crc) return Err(FrameError::kBadCrc, "frame CRC32C mismatch");
+  std::span<const uint8_t> parts[] = {
+      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
+  Mac want = key.Compute(parts);
+  if (!MacEqual(want, mac))
+    return Err(FrameError::kBadMac,
+               "frame HMAC mismatch (peer uses a different cluster key?)");
+  return Status::Ok();
+}
+
+FrameSeal SealFrame(const ClusterKey& key, FrameHeader h,
+                    std::span<const uint8_t> payload,
+                    std::span<const uint8_t> bulk) {
+  FrameSeal seal;
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  h.bulk_len = static_cast<uint32_t>(bulk.size());
+  h.crc = 0;
+  EncodeHeader(h, seal.header);
+  h.crc = FrameCrc(seal.header, payload, bulk);
+  EncodeHeader(h, seal.header);
+  std::span<const uint8_t> parts[] = {
+      std::span<const uint8_t>(seal.header, kFrameHeaderSize), payload, bulk};
+  seal.mac = key.Compute(parts);
+  return seal;
+}
 
 const char* FrameErrorName(FrameError e) {
   switch (e) {
@@ -329,24 +344,15 @@ Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
     return Status(EMSGSIZE, "message too large for one frame (payload " +
                                 std::to_string(payload.size()) + ", bulk " +
                                 std::to_string(bulk.size()) + " bytes)");
-  h.payload_len = static_cast<uint32_t>(payload.size());
-  h.bulk_len = static_cast<uint32_t>(bulk.size());
-  h.crc = 0;
-  uint8_t header[kFrameHeaderSize];
-  EncodeHeader(h, header);
-  h.crc = FrameCrc(header, payload, bulk);
-  EncodeHeader(h, header);
-  std::span<const uint8_t> parts[] = {
-      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
-  Mac mac = key.Compute(parts);
+  FrameSeal seal = SealFrame(key, h, payload, bulk);
   iovec iov[4];
   int n = 0;
-  iov[n++] = {header, kFrameHeaderSize};
+  iov[n++] = {seal.header, kFrameHeaderSize};
   if (!payload.empty())
     iov[n++] = {const_cast<uint8_t*>(payload.data()), payload.size()};
   if (!bulk.empty())
     iov[n++] = {const_cast<uint8_t*>(bulk.data()), bulk.size()};
-  iov[n++] = {mac.data(), mac.size()};
+  iov[n++] = {seal.mac.data(), seal.mac.size()};
   return SendAll(fd, iov, n, deadline);
 }
 

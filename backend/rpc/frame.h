@@ -91,6 +91,23 @@ std::vector<uint8_t> EncodeFrame(const ClusterKey& key, FrameHeader h,
 Result<Frame> DecodeFrame(const ClusterKey& key,
                           std::span<const uint8_t> bytes);
 
+// Header bytes (CRC and lengths filled in) and MAC of a frame about to be
+// sent; the caller sends header, payload, bulk, mac in that order (an event
+// loop that sends with io_uring instead of WriteFrame).
+struct FrameSeal {
+  uint8_t header[kFrameHeaderSize];
+  Mac mac;
+};
+FrameSeal SealFrame(const ClusterKey& key, FrameHeader h,
+                    std::span<const uint8_t> payload,
+                    std::span<const uint8_t> bulk);
+// Checks CRC and HMAC of a frame received in parts (`header` are the raw
+// header bytes, `h` their parsed form). EBADMSG / EACCES as above.
+Status VerifyFrame(const ClusterKey& key,
+                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
+                   std::span<const uint8_t> payload,
+                   std::span<const uint8_t> bulk, std::span<const uint8_t> mac);
+
 // Writes one frame to a socket with a single sendmsg gather list
 // (header, payload, bulk from the caller's buffer, MAC): no copy of the bulk.
 Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,

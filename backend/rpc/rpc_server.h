@@ -1,5 +1,13 @@
 // RpcServer: accepts TCP connections and answers framed requests through an
-// RpcHandler, one thread per connection (blocking handler calls are fine).
+// RpcHandler.
+//
+// Default loop (UringServerLoop): one io_uring thread accepts, receives and
+// sends for every connection; decoded requests run on a bounded pool of
+// worker threads (options.worker_threads), so handlers may block on disk or
+// RocksDB. Requests of one connection are handled one at a time and answered
+// in order. If io_uring cannot be set up (io_uring_disabled sysctl, seccomp,
+// old kernel) or options.use_io_uring is false, the server logs one line and
+// uses PollServerLoop (poll + a thread per connection) instead.
 //
 // Every incoming frame is checked (magic, version, lengths, CRC32C, HMAC)
 // before the handler sees it; a bad frame is counted, logged with one line on
@@ -13,14 +21,11 @@
 // threads; a handler call in progress is waited for.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/rpc/cluster_key.h"
@@ -53,12 +58,18 @@ class RpcHandler {
 struct RpcServerOptions {
   std::string listen = "127.0.0.1:0";  // "HOST:PORT" or "PORT"
   size_t max_connections = 1024;
+  // io_uring event loop (false: poll + a thread per connection).
+  bool use_io_uring = true;
+  // Threads running handler calls in the io_uring loop (at most this many
+  // requests are handled at once; each connection has at most one).
+  size_t worker_threads = 16;
   std::string log_name = "rpc";  // prefix of log lines
   bool log_rejects = true;
 };
 
 struct RpcServerCounters {
-  uint64_t connections = 0;
+  uint64_t connections = 0;       // accepted since Start
+  uint64_t open_connections = 0;  // open right now
   uint64_t requests = 0;
   uint64_t rejected_bad_mac = 0;
   uint64_t rejected_bad_crc = 0;
@@ -70,6 +81,9 @@ struct RpcServerCounters {
            rejected_oversize + rejected_truncated;
   }
 };
+
+struct ServerCore;
+class ServerLoop;
 
 class RpcServer {
  public:
@@ -83,39 +97,20 @@ class RpcServer {
   // The bound "ip:port" (the real port when listening on port 0).
   const std::string& address() const { return address_; }
   RpcServerCounters counters() const;
+  // True when the io_uring loop serves (false: the poll fallback).
+  bool using_io_uring() const { return using_io_uring_; }
   void Stop();
 
  private:
-  struct Connection {
-    UniqueFd fd;
-    std::string peer;
-    std::thread thread;
-    std::atomic<bool> done{false};
-  };
+  RpcServer() = default;
 
-  RpcServer(RpcServerOptions options, std::shared_ptr<const ClusterKey> key,
-            RpcHandler* handler);
-  void AcceptLoop();
-  void Serve(Connection* c);
-  void Reap(bool all);
-  void CountReject(const Status& s, const std::string& peer);
-
-  RpcServerOptions options_;
-  std::shared_ptr<const ClusterKey> key_;
-  RpcHandler* handler_;
+  std::unique_ptr<ServerCore> core_;
   std::string address_;
   UniqueFd listen_fd_;
-  UniqueFd wake_read_, wake_write_;
-  std::thread accept_thread_;
-  std::atomic<bool> stopping_{false};
+  std::unique_ptr<ServerLoop> loop_;
+  bool using_io_uring_ = false;
   std::mutex stop_mu_;
   bool stopped_ = false;
-
-  std::mutex mu_;  // guards conns_
-  std::list<std::unique_ptr<Connection>> conns_;
-
-  std::atomic<uint64_t> n_connections_{0}, n_requests_{0}, n_bad_mac_{0},
-      n_bad_crc_{0}, n_bad_header_{0}, n_oversize_{0}, n_truncated_{0};
 };
 
 }  // namespace stripefs::rpc

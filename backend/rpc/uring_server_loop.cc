@@ -1,0 +1,587 @@
+#include "backend/rpc/uring_server_loop.h"
+
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/rpc/frame_assembler.h"
+#include "backend/rpc/tcp_socket.h"
+
+namespace stripefs::rpc {
+namespace {
+
+constexpr unsigned kRingEntries = 256;
+// Frames read ahead (complete, not yet handled) per connection.
+constexpr size_t kMaxReadAhead = 4;
+// Replies waiting to be sent per connection before we stop handling and
+// receiving more of its requests (a client that never reads stalls itself).
+constexpr size_t kMaxQueuedReplies = 2;
+// A reply not accepted by the socket within this time drops the connection
+// (the poll loop used the same 60 s write deadline).
+__kernel_timespec send_timeout{60, 0};
+// Pause before re-arming accept after EMFILE/ENFILE.
+__kernel_timespec accept_retry{0, 100 * 1000 * 1000};
+
+// user_data: a Conn pointer (aligned to 16) or null, plus the operation in
+// the low bits.
+enum Op : uint64_t {
+  kAccept = 1,
+  kAcceptRetry = 2,
+  kWake = 3,
+  kRecv = 4,
+  kSend = 5,
+  kIgnore = 6,  // link timeouts, cancel requests
+};
+constexpr uint64_t kOpMask = 7;
+
+// One reply (or reject frame) on its way out: the buffers stay here, at a
+// stable address, until the last byte is sent.
+struct OutMsg {
+  FrameSeal seal{};
+  RpcReply reply;
+  iovec iov[4];
+  int iovcnt = 0;
+  int first = 0;  // first iovec not fully sent
+  msghdr msg{};
+
+  void BuildIov() {
+    iovcnt = 0;
+    iov[iovcnt++] = {seal.header, kFrameHeaderSize};
+    if (!reply.payload.empty())
+      iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
+    if (!reply.bulk.empty())
+      iov[iovcnt++] = {const_cast<uint8_t*>(reply.bulk.data()),
+                       reply.bulk.size()};
+    iov[iovcnt++] = {seal.mac.data(), seal.mac.size()};
+  }
+  // Consumes `n` sent bytes; true when everything is sent.
+  bool Advance(size_t n) {
+    while (first < iovcnt && n >= iov[first].iov_len) {
+      n -= iov[first].iov_len;
+      ++first;
+    }
+    if (first == iovcnt) return true;
+    iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + n;
+    iov[first].iov_len -= n;
+    return false;
+  }
+};
+
+std::unique_ptr<OutMsg> RejectMsg(FrameError why) {
+  auto m = std::make_unique<OutMsg>();
+  FrameHeader h;
+  h.flags = kFlagReject;
+  h.type = static_cast<uint16_t>(why);
+  EncodeHeader(h, m->seal.header);  // MAC of a reject frame is not checked
+  m->BuildIov();
+  return m;
+}
+
+struct Conn {
+  UniqueFd fd;
+  std::string peer;  // immutable after accept; read by workers
+  FrameAssembler in;
+  std::deque<RawFrame> ready;  // complete frames, in order, not yet handled
+  Status frame_error;          // stream error after `ready`: reject + close
+  std::deque<std::unique_ptr<OutMsg>> out;  // replies in request order
+  bool recv_armed = false;
+  bool send_armed = false;
+  bool in_worker = false;    // one request of this connection is handled
+  bool read_closed = false;  // EOF or error: receive nothing more
+  bool closing = false;      // drop: close once no operation is in flight
+  bool shut = false;
+  std::atomic<bool> dead{false};  // workers skip queued requests
+};
+
+struct Job {
+  Conn* conn;
+  RawFrame frame;
+};
+struct Done {
+  Conn* conn;
+  std::unique_ptr<OutMsg> msg;  // reply or reject frame to send, if any
+  bool close = false;           // answer nothing more on this connection
+};
+
+uint64_t Tag(Conn* c, Op op) { return reinterpret_cast<uint64_t>(c) | op; }
+
+}  // namespace
+
+struct UringServerLoop::Impl {
+  Impl(ServerCore* c, int l) : core(c), listen_fd(l) {}
+
+  ServerCore* const core;
+  const int listen_fd;
+  io_uring ring{};
+  UniqueFd wake_fd;  // eventfd: workers and Stop() wake the ring thread
+  uint64_t wake_buf = 0;
+  std::thread ring_thread;
+  std::atomic<bool> stopping{false};
+
+  // Worker pool.
+  std::vector<std::thread> workers;
+  std::mutex job_mu;
+  std::condition_variable job_cv;
+  std::deque<Job> jobs;
+  bool workers_stop = false;
+  std::mutex done_mu;
+  std::vector<Done> done;
+
+  // Ring-thread state.
+  std::unordered_set<Conn*> conns;
+  bool multishot = true;
+  bool accepted_any = false;
+  bool accept_armed = false;
+  bool accept_retry_armed = false;
+  bool stop_seen = false;
+  bool logged_ring_error = false;
+
+  int InitRing();
+  void RingMain(std::promise<int>* ready);
+  io_uring_sqe* Sqe();
+  void ArmAccept();
+  void ArmWake();
+  void ArmRecv(Conn* c);
+  void ArmSend(Conn* c);
+  void Cancel(uint64_t tag);
+  void OnCqe(const io_uring_cqe* cqe);
+  void OnAccept(int res, unsigned flags);
+  void OnRecv(Conn* c, int res);
+  void OnSend(Conn* c, int res);
+  void OnWake();
+  void Pump(Conn* c);
+  void BeginStop();
+
+  void WorkerMain();
+  Done RunJob(Job& job);
+  void Wake();
+};
+
+int UringServerLoop::Impl::InitRing() {
+  io_uring_params p{};
+  unsigned cq = static_cast<unsigned>(
+      std::clamp<size_t>(core->options.max_connections * 4 + 256, 4096, 65536));
+  // The ring is used by this thread only: let the kernel skip the
+  // cross-thread work (SINGLE_ISSUER + DEFER_TASKRUN, 6.1+).
+  p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER |
+            IORING_SETUP_DEFER_TASKRUN;
+  p.cq_entries = cq;
+  int rc = io_uring_queue_init_params(kRingEntries, &ring, &p);
+  if (rc == -EINVAL) {
+    p = io_uring_params{};
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = cq;
+    rc = io_uring_queue_init_params(kRingEntries, &ring, &p);
+  }
+  return rc;
+}
+
+io_uring_sqe* UringServerLoop::Impl::Sqe() {
+  io_uring_sqe* s = io_uring_get_sqe(&ring);
+  while (s == nullptr) {
+    io_uring_submit(&ring);
+    s = io_uring_get_sqe(&ring);
+  }
+  return s;
+}
+
+void UringServerLoop::Impl::ArmAccept() {
+  io_uring_sqe* s = Sqe();
+  if (multishot) {
+    io_uring_prep_multishot_accept(s, listen_fd, nullptr, nullptr,
+                                   SOCK_NONBLOCK | SOCK_CLOEXEC);
+  } else {
+    io_uring_prep_accept(s, listen_fd, nullptr, nullptr,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+  }
+  io_uring_sqe_set_data64(s, Tag(nullptr, kAccept));
+  accept_armed = true;
+}
+
+void UringServerLoop::Impl::ArmWake() {
+  io_uring_sqe* s = Sqe();
+  io_uring_prep_read(s, wake_fd.get(), &wake_buf, sizeof(wake_buf), 0);
+  io_uring_sqe_set_data64(s, Tag(nullptr, kWake));
+}
+
+void UringServerLoop::Impl::ArmRecv(Conn* c) {
+  bool exact = false;
+  std::span<uint8_t> buf = c->in.RecvBuffer(&exact);
+  io_uring_sqe* s = Sqe();
+  io_uring_prep_recv(s, c->fd.get(), buf.data(), buf.size(),
+                     exact ? MSG_WAITALL : 0);
+  io_uring_sqe_set_data64(s, Tag(c, kRecv));
+  c->recv_armed = true;
+}
+
+void UringServerLoop::Impl::ArmSend(Conn* c) {
+  OutMsg& m = *c->out.front();
+  m.msg = msghdr{};
+  m.msg.msg_iov = m.iov + m.first;
+  m.msg.msg_iovlen = static_cast<size_t>(m.iovcnt - m.first);
+  // The send and its linked timeout must go to the kernel together.
+  if (io_uring_sq_space_left(&ring) < 2) io_uring_submit(&ring);
+  io_uring_sqe* s = Sqe();
+  io_uring_prep_sendmsg(s, c->fd.get(), &m.msg, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(s, Tag(c, kSend));
+  s->flags |= IOSQE_IO_LINK;
+  io_uring_sqe* t = Sqe();
+  io_uring_prep_link_timeout(t, &send_timeout, 0);
+  io_uring_sqe_set_data64(t, Tag(nullptr, kIgnore));
+  c->send_armed = true;
+}
+
+void UringServerLoop::Impl::Cancel(uint64_t tag) {
+  io_uring_sqe* s = Sqe();
+  io_uring_prep_cancel64(s, tag, 0);
+  io_uring_sqe_set_data64(s, Tag(nullptr, kIgnore));
+}
+
+void UringServerLoop::Impl::RingMain(std::promise<int>* ready) {
+  int rc = InitRing();
+  ready->set_value(rc);
+  if (rc < 0) return;
+  ArmAccept();
+  ArmWake();
+  for (;;) {
+    rc = io_uring_submit_and_wait(&ring, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY &&
+        rc != -ETIME) {
+      if (!logged_ring_error) {
+        std::fprintf(stderr, "%s: io_uring_enter failed: %s (retrying)\n",
+                     core->options.log_name.c_str(), std::strerror(-rc));
+        logged_ring_error = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    unsigned head;
+    unsigned n = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+      OnCqe(cqe);
+      ++n;
+    }
+    io_uring_cq_advance(&ring, n);
+    if (stopping.load() && !stop_seen) BeginStop();
+    if (stop_seen && conns.empty() && !accept_armed && !accept_retry_armed)
+      break;
+  }
+  // Cancels what is still pending (the eventfd read) and frees the ring.
+  io_uring_queue_exit(&ring);
+}
+
+void UringServerLoop::Impl::OnCqe(const io_uring_cqe* cqe) {
+  uint64_t tag = io_uring_cqe_get_data64(cqe);
+  Conn* c = reinterpret_cast<Conn*>(tag & ~kOpMask);
+  switch (static_cast<Op>(tag & kOpMask)) {
+    case kAccept:
+      OnAccept(cqe->res, cqe->flags);
+      break;
+    case kAcceptRetry:
+      accept_retry_armed = false;
+      if (!stop_seen && !accept_armed) ArmAccept();
+      break;
+    case kWake:
+      OnWake();
+      break;
+    case kRecv:
+      OnRecv(c, cqe->res);
+      break;
+    case kSend:
+      OnSend(c, cqe->res);
+      break;
+    case kIgnore:
+      break;
+  }
+}
+
+void UringServerLoop::Impl::OnAccept(int res, unsigned flags) {
+  if (!(flags & IORING_CQE_F_MORE)) accept_armed = false;
+  if (res >= 0) {
+    accepted_any = true;
+    UniqueFd fd(res);
+    std::string peer = PeerAddress(fd.get());
+    if (stop_seen) return;
+    if (conns.size() >= core->options.max_connections) {
+      core->LogRefused(peer, conns.size());
+      return;  // fd closes here
+    }
+    ++core->n_connections;
+    ++core->n_open;
+    auto* c = new Conn;
+    c->fd = std::move(fd);
+    c->peer = std::move(peer);
+    conns.insert(c);
+    Pump(c);
+  } else if (res == -EINVAL && multishot && !accepted_any) {
+    multishot = false;  // kernel without multishot accept: re-arm each time
+  } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
+             res == -ENOMEM) {
+    std::fprintf(stderr, "%s: accept: %s (out of file descriptors?)\n",
+                 core->options.log_name.c_str(), std::strerror(-res));
+    if (!accept_armed && !stop_seen && !accept_retry_armed) {
+      io_uring_sqe* s = Sqe();
+      io_uring_prep_timeout(s, &accept_retry, 0, 0);
+      io_uring_sqe_set_data64(s, Tag(nullptr, kAcceptRetry));
+      accept_retry_armed = true;
+    }
+    return;
+  }
+  // Other errors (ECONNABORTED, EINTR ...) are per connection: keep going.
+  if (!accept_armed && !stop_seen && !accept_retry_armed) ArmAccept();
+}
+
+void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
+  c->recv_armed = false;
+  if (c->closing) {
+    Pump(c);
+    return;
+  }
+  if (res > 0) {
+    std::vector<RawFrame> frames;
+    Status s = c->in.Commit(static_cast<size_t>(res), &frames);
+    for (auto& f : frames) c->ready.push_back(std::move(f));
+    if (!s.ok()) {
+      c->read_closed = true;
+      core->CountReject(s, c->peer);
+      c->frame_error = s;  // reject frame after the replies already due
+    }
+  } else if (res == 0) {
+    c->read_closed = true;
+    if (c->in.mid_frame()) {
+      core->CountReject(
+          Status(ECONNRESET, "connection closed mid-frame (truncated frame)"),
+          c->peer);
+    }
+  } else if (res != -EINTR && res != -EAGAIN) {
+    c->closing = true;  // ECONNRESET, ECANCELED ...
+  }
+  Pump(c);
+}
+
+void UringServerLoop::Impl::OnSend(Conn* c, int res) {
+  c->send_armed = false;
+  if (c->closing) {
+    Pump(c);
+    return;
+  }
+  if (res == -EINTR || res == -EAGAIN) {
+    // Pump sends the rest again.
+  } else if (res <= 0) {
+    c->closing = true;  // EPIPE, ECONNRESET, ECANCELED (60 s timeout) ...
+  } else if (c->out.front()->Advance(static_cast<size_t>(res))) {
+    c->out.pop_front();
+  }
+  Pump(c);
+}
+
+void UringServerLoop::Impl::OnWake() {
+  std::vector<Done> batch;
+  {
+    std::lock_guard<std::mutex> lock(done_mu);
+    batch.swap(done);
+  }
+  for (Done& d : batch) {
+    Conn* c = d.conn;
+    c->in_worker = false;
+    if (d.close) {
+      c->read_closed = true;
+      c->ready.clear();
+      c->frame_error = Status::Ok();
+    }
+    if (d.msg && !c->closing) c->out.push_back(std::move(d.msg));
+    Pump(c);
+  }
+  ArmWake();  // stays armed until the ring is torn down
+}
+
+// Advances one connection as far as it can go; may delete it.
+void UringServerLoop::Impl::Pump(Conn* c) {
+  if (stop_seen) c->closing = true;
+  if (!c->closing) {
+    if (!c->in_worker && c->out.size() < kMaxQueuedReplies) {
+      if (!c->ready.empty()) {
+        Job job{c, std::move(c->ready.front())};
+        c->ready.pop_front();
+        c->in_worker = true;
+        {
+          std::lock_guard<std::mutex> lock(job_mu);
+          jobs.push_back(std::move(job));
+        }
+        job_cv.notify_one();
+      } else if (!c->frame_error.ok()) {
+        FrameError e = FrameErrorOf(c->frame_error);
+        c->frame_error = Status::Ok();
+        if (e != FrameError::kTruncated) c->out.push_back(RejectMsg(e));
+      }
+    }
+    if (!c->send_armed && !c->out.empty()) ArmSend(c);
+    if (!c->read_closed && !c->recv_armed && c->ready.size() < kMaxReadAhead &&
+        c->out.size() < kMaxQueuedReplies) {
+      ArmRecv(c);
+    }
+    if (c->read_closed && !c->in_worker && c->ready.empty() &&
+        c->frame_error.ok() && c->out.empty() && !c->send_armed) {
+      c->closing = true;  // everything answered
+    }
+  }
+  if (!c->closing) return;
+  c->dead = true;
+  if ((c->recv_armed || c->send_armed) && !c->shut) {
+    c->shut = true;
+    // Wakes the armed recv/send (they complete with 0 / EPIPE). No
+    // ASYNC_CANCEL by user_data here: a freed Conn's address may be reused
+    // by the next connection, and a late cancel would hit its operation.
+    ::shutdown(c->fd.get(), SHUT_RDWR);
+  }
+  if (c->recv_armed || c->send_armed || c->in_worker) return;
+  ::shutdown(c->fd.get(), SHUT_RDWR);
+  conns.erase(c);
+  delete c;  // closes the fd
+  --core->n_open;
+}
+
+void UringServerLoop::Impl::BeginStop() {
+  stop_seen = true;
+  if (accept_armed) Cancel(Tag(nullptr, kAccept));
+  std::vector<Conn*> all(conns.begin(), conns.end());
+  for (Conn* c : all) Pump(c);
+}
+
+void UringServerLoop::Impl::Wake() {
+  uint64_t one = 1;
+  (void)!::write(wake_fd.get(), &one, sizeof(one));
+}
+
+void UringServerLoop::Impl::WorkerMain() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(job_mu);
+      job_cv.wait(lock, [&] { return workers_stop || !jobs.empty(); });
+      if (jobs.empty()) return;
+      job = std::move(jobs.front());
+      jobs.pop_front();
+    }
+    Done d = RunJob(job);
+    bool was_empty;
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      was_empty = done.empty();
+      done.push_back(std::move(d));
+    }
+    if (was_empty) Wake();
+  }
+}
+
+Done UringServerLoop::Impl::RunJob(Job& job) {
+  Done d{job.conn, nullptr, false};
+  Conn* c = job.conn;
+  if (c->dead.load()) {  // connection dropped (or Stop) before we started
+    d.close = true;
+    return d;
+  }
+  const ClusterKey& key = *core->key;
+  Result<Frame> f = std::move(job.frame).Verify(key);
+  if (!f.ok()) {
+    core->CountReject(f.status(), c->peer);
+    d.msg = RejectMsg(FrameErrorOf(f.status()));
+    d.close = true;
+    return d;
+  }
+  auto m = std::make_unique<OutMsg>();
+  FrameHeader rh;
+  bool answer = false;
+  try {
+    answer = core->Answer(*f, c->peer, &rh, &m->reply);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: handler for request type %u from %s threw: %s\n",
+                 core->options.log_name.c_str(), unsigned{f->header.type},
+                 c->peer.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: handler for request type %u from %s threw\n",
+                 core->options.log_name.c_str(), unsigned{f->header.type},
+                 c->peer.c_str());
+  }
+  if (!answer) {
+    d.close = true;
+    return d;
+  }
+  if (m->reply.payload.size() > kMaxPayload ||
+      m->reply.bulk.size() > kMaxBulk) {
+    std::fprintf(stderr,
+                 "%s: reply to request type %u from %s too large for one "
+                 "frame (payload %zu, bulk %zu bytes); closing connection\n",
+                 core->options.log_name.c_str(), unsigned{f->header.type},
+                 c->peer.c_str(), m->reply.payload.size(),
+                 m->reply.bulk.size());
+    d.close = true;
+    return d;
+  }
+  m->seal = SealFrame(key, rh, m->reply.payload, m->reply.bulk);
+  m->BuildIov();
+  d.msg = std::move(m);
+  return d;
+}
+
+UringServerLoop::UringServerLoop(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<UringServerLoop>> UringServerLoop::Start(
+    ServerCore* core, int listen_fd) {
+  auto impl = std::make_unique<Impl>(core, listen_fd);
+  int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd < 0) return Status::FromErrno(errno, "eventfd");
+  impl->wake_fd.Reset(efd);
+  size_t n_workers = std::max<size_t>(1, core->options.worker_threads);
+  for (size_t i = 0; i < n_workers; ++i)
+    impl->workers.emplace_back([p = impl.get()] { p->WorkerMain(); });
+  std::promise<int> ready;
+  std::future<int> rc = ready.get_future();
+  impl->ring_thread =
+      std::thread([p = impl.get(), &ready] { p->RingMain(&ready); });
+  int r = rc.get();
+  std::unique_ptr<UringServerLoop> loop(new UringServerLoop(std::move(impl)));
+  if (r < 0) {
+    loop->Stop();
+    return Status(-r, std::string("io_uring_queue_init: ") + std::strerror(-r));
+  }
+  return loop;
+}
+
+UringServerLoop::~UringServerLoop() { Stop(); }
+
+void UringServerLoop::Stop() {
+  Impl& i = *impl_;
+  if (i.ring_thread.joinable()) {
+    i.stopping = true;
+    i.Wake();
+    i.ring_thread.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(i.job_mu);
+    i.workers_stop = true;
+  }
+  i.job_cv.notify_all();
+  for (auto& w : i.workers) {
+    if (w.joinable()) w.join();
+  }
+  i.workers.clear();
+}
+
+}  // namespace stripefs::rpc

@@ -1,0 +1,48 @@
+// UringServerLoop: the default RpcServer loop. One thread owns an io_uring
+// and does all socket I/O of the server; a bounded pool of worker threads
+// verifies frames (CRC32C + HMAC), runs the handler and seals the reply
+// (CRC + HMAC), so neither hashing nor blocking handlers run on the ring.
+//
+// Ring thread: multishot accept on the listener (re-armed single accepts if
+// the kernel refuses multishot); per connection one recv at a time into a
+// FrameAssembler (header bounds-checked before any allocation, bulk received
+// straight into its vector), one sendmsg at a time with a gather list
+// (header, payload, the handler's bulk buffer, MAC: no copy of chunk data),
+// partial sends continued, each send linked to a 60 s timeout; an eventfd
+// read wakes it for finished handler calls and Stop().
+//
+// Per connection at most one request is in the worker pool and at most a few
+// frames are read ahead, so replies leave in request order and a client that
+// never reads its replies only stalls itself. Frame errors are counted and
+// logged (ServerCore), answered with a reject frame after the replies already
+// due, then the connection is closed.
+//
+// Ownership: borrows the ServerCore and the listening fd (both outlive the
+// loop); owns the ring, eventfd, workers and connection fds.
+// Thread-safety: Stop() may be called from any thread, once.
+#pragma once
+
+#include <memory>
+
+#include "backend/rpc/server_core.h"
+#include "common/status.h"
+
+namespace stripefs::rpc {
+
+class UringServerLoop : public ServerLoop {
+ public:
+  // Sets the ring up on its own thread and starts serving; an error (the
+  // io_uring_setup errno) means the caller should fall back to poll.
+  static Result<std::unique_ptr<UringServerLoop>> Start(ServerCore* core,
+                                                        int listen_fd);
+  ~UringServerLoop() override;
+  void Stop() override;
+
+  struct Impl;
+
+ private:
+  explicit UringServerLoop(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stripefs::rpc

@@ -1,0 +1,495 @@
+// Integration tests of the RpcServer event loops on 127.0.0.1: the io_uring
+// loop (default) and the poll fallback run the same tests (parameter), with
+// a test handler that echoes bytes, so replies can be checked byte for byte.
+// Plus: the fallback when io_uring_setup is refused (seccomp on the thread
+// that starts the server), and fd/thread census around Stop().
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "backend/rpc/rpc_client.h"
+#include "backend/rpc/rpc_server.h"
+#include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/wire_messages.h"
+
+namespace stripefs::rpc {
+namespace {
+
+constexpr uint16_t kEcho =
+    0x7E01;  // reply payload = request payload, bulk = bulk
+constexpr uint16_t kBlock = 0x7E02;  // waits until released, then echoes
+
+std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
+  std::array<uint8_t, kClusterKeySize> b;
+  b.fill(fill);
+  return ClusterKey::FromBytes(b);
+}
+
+std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+class EchoHandler : public RpcHandler {
+ public:
+  std::string Role() const override { return "echo"; }
+  void Handle(uint16_t type, std::span<const uint8_t> payload,
+              std::vector<uint8_t>& bulk, RpcReply* reply) override {
+    if (type == kBlock) {
+      std::unique_lock<std::mutex> l(mu_);
+      ++blocked_;
+      cv_.notify_all();
+      cv_.wait(l, [&] { return released_; });
+    }
+    reply->payload.assign(payload.begin(), payload.end());
+    reply->bulk_storage = std::move(bulk);
+    reply->bulk = reply->bulk_storage;
+  }
+  // Waits (bounded) until `n` kBlock calls are inside the handler.
+  bool WaitBlocked(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(20),
+                        [&] { return blocked_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int blocked_ = 0;
+  bool released_ = false;
+};
+
+int CountFds() {
+  int n = 0;
+  for ([[maybe_unused]] auto& e :
+       std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+int CountThreads() {
+  int n = 0;
+  for ([[maybe_unused]] auto& e :
+       std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
+}
+
+// Polls `pred` every 10 ms, at most ~20 s (never a timing assertion: slow
+// machines just take longer).
+template <typename F>
+bool Eventually(F pred) {
+  for (int i = 0; i < 2000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
+
+Status SendFrame(int fd, const ClusterKey& key, uint16_t type, uint64_t id,
+                 std::span<const uint8_t> payload,
+                 std::span<const uint8_t> bulk) {
+  FrameHeader h;
+  h.type = type;
+  h.request_id = id;
+  return WriteFrame(fd, key, h, payload, bulk, Soon());
+}
+
+// Reads until EOF or error; true if the peer closed the connection.
+bool ClosedByPeer(int fd) {
+  for (int i = 0; i < 2000; ++i) {
+    uint8_t buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) return true;
+    if (n < 0 && errno == ECONNRESET) return true;
+    if (n < 0 && errno != EAGAIN) return false;
+    if (n < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+enum class Loop { kUring, kPoll };
+
+class RpcServerLoopTest : public ::testing::TestWithParam<Loop> {
+ protected:
+  void SetUp() override {
+    key_ = Key(5);
+    baseline_fds_ = CountFds();
+    baseline_threads_ = CountThreads();
+    Start();
+  }
+  void TearDown() override {
+    handler_.Release();
+    if (server_) server_->Stop();
+  }
+  void Start(size_t max_connections = 1024) {
+    RpcServerOptions o;
+    o.log_name = "loop-test";
+    o.use_io_uring = GetParam() == Loop::kUring;
+    o.max_connections = max_connections;
+    o.worker_threads = 4;
+    auto s = RpcServer::Start(o, key_, &handler_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    if (GetParam() == Loop::kUring && !server_->using_io_uring()) {
+      GTEST_SKIP() << "io_uring is not usable on this machine (see the log "
+                      "line above); only the poll loop was tested";
+    }
+    ASSERT_EQ(server_->using_io_uring(), GetParam() == Loop::kUring);
+  }
+  UniqueFd Connect() {
+    auto fd = ConnectTcp(server_->address(), Soon());
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    return fd.ok() ? std::move(fd).value() : UniqueFd();
+  }
+  // One echo round trip on a raw connection; true if byte-exact.
+  bool EchoOn(int fd, uint64_t id, size_t payload_len, size_t bulk_len) {
+    auto p = Bytes(payload_len, static_cast<uint32_t>(id));
+    auto b = Bytes(bulk_len, static_cast<uint32_t>(id) + 7);
+    if (!SendFrame(fd, *key_, kEcho, id, p, b).ok()) return false;
+    auto r = ReadFrame(fd, *key_, Soon());
+    return r.ok() && r->header.request_id == id && r->header.type == kEcho &&
+           (r->header.flags & kFlagResponse) && r->payload == p && r->bulk == b;
+  }
+
+  EchoHandler handler_;
+  std::shared_ptr<const ClusterKey> key_;
+  std::unique_ptr<RpcServer> server_;
+  int baseline_fds_ = 0;
+  int baseline_threads_ = 0;
+};
+
+TEST_P(RpcServerLoopTest, SixtyFourClientsTimesHundredCallsByteExact) {
+  constexpr int kClients = 64, kCalls = 100;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      RpcClientOptions co;
+      co.call_timeout = std::chrono::seconds(60);
+      RpcClient client(server_->address(), key_, co);
+      std::mt19937 rng(t);
+      for (int i = 0; i < kCalls; ++i) {
+        uint32_t seed = static_cast<uint32_t>(t * 1000 + i);
+        // Mostly small calls, some with chunk-sized bulk.
+        size_t bulk_len =
+            (i % 10 == 0) ? 64 * 1024 + rng() % 200000 : rng() % 3000;
+        auto p = Bytes(rng() % 200, seed);
+        auto b = Bytes(bulk_len, seed + 1);
+        auto r = client.Call(kEcho, p, b);
+        if (!r.ok() || r->payload != p || r->bulk != b) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  auto c = server_->counters();
+  EXPECT_GE(c.connections, uint64_t{kClients});
+  EXPECT_EQ(c.requests, uint64_t{kClients * kCalls});
+  EXPECT_EQ(c.rejected_total(), 0u);
+}
+
+TEST_P(RpcServerLoopTest, PipelinedRequestsAreAnsweredInOrder) {
+  UniqueFd fd = Connect();
+  constexpr int kFrames = 40;
+  std::vector<std::vector<uint8_t>> payloads, bulks;
+  // Written back to back without reading: the server reads ahead, handles
+  // them one at a time and must answer in request order.
+  std::thread writer([&] {
+    for (int i = 0; i < kFrames; ++i) {
+      auto p = Bytes(i * 13, i);
+      auto b = Bytes(i % 3 == 0 ? 100000 : i, i + 100);
+      EXPECT_TRUE(SendFrame(fd.get(), *key_, kEcho, 1000 + i, p, b).ok());
+    }
+  });
+  for (int i = 0; i < kFrames; ++i) {
+    auto r = ReadFrame(fd.get(), *key_, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, uint64_t(1000 + i));
+    EXPECT_EQ(r->payload, Bytes(i * 13, i));
+    EXPECT_EQ(r->bulk, Bytes(i % 3 == 0 ? 100000 : i, i + 100));
+  }
+  writer.join();
+}
+
+TEST_P(RpcServerLoopTest, FrameDribbledByteByByteIsAnswered) {
+  UniqueFd fd = Connect();
+  FrameHeader h;
+  h.type = kEcho;
+  h.request_id = 77;
+  auto p = Bytes(300, 1);
+  auto wire = EncodeFrame(*key_, h, p, {});
+  for (uint8_t byte : wire) {
+    ASSERT_EQ(::send(fd.get(), &byte, 1, MSG_NOSIGNAL), 1);
+  }
+  auto r = ReadFrame(fd.get(), *key_, Soon());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->header.request_id, 77u);
+  EXPECT_EQ(r->payload, p);
+}
+
+TEST_P(RpcServerLoopTest, HalfAFrameThenDisconnectIsCountedAndClosed) {
+  {
+    UniqueFd fd = Connect();
+    ASSERT_TRUE(EchoOn(fd.get(), 1, 10, 10));  // connection is live
+    auto wire = EncodeFrame(*key_, FrameHeader{}, Bytes(5000, 2), {});
+    wire.resize(wire.size() / 2);
+    ASSERT_EQ(::send(fd.get(), wire.data(), wire.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(wire.size()));
+  }  // closed mid-frame
+  EXPECT_TRUE(Eventually([&] {
+    return server_->counters().rejected_truncated == 1 &&
+           server_->counters().open_connections == 0;
+  }));
+  UniqueFd fd = Connect();
+  EXPECT_TRUE(EchoOn(fd.get(), 2, 10, 10));  // the server lives on
+  EXPECT_EQ(server_->counters().rejected_total(), 1u);
+}
+
+TEST_P(RpcServerLoopTest, FrameOverTheLimitIsRejectedBeforeItsBody) {
+  UniqueFd fd = Connect();
+  FrameHeader h;
+  h.type = kEcho;
+  h.payload_len = kMaxPayload + 1;
+  uint8_t hdr[kFrameHeaderSize];
+  EncodeHeader(h, hdr);
+  ASSERT_EQ(::send(fd.get(), hdr, sizeof(hdr), MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof(hdr)));
+  // The reject frame comes back without the server waiting for a body.
+  auto r = ReadFrame(fd.get(), *key_, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_NE(r.status().message().find("length over limit"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  EXPECT_EQ(server_->counters().rejected_oversize, 1u);
+  UniqueFd other = Connect();
+  EXPECT_TRUE(EchoOn(other.get(), 3, 10, 10));
+}
+
+TEST_P(RpcServerLoopTest, BadMacAfterGoodFramesAnswersThemThenRejects) {
+  UniqueFd fd = Connect();
+  std::vector<uint8_t> stream;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    FrameHeader h;
+    h.type = kEcho;
+    h.request_id = id;
+    auto w = EncodeFrame(*key_, h, Bytes(20, id), {});
+    stream.insert(stream.end(), w.begin(), w.end());
+  }
+  auto bad = EncodeFrame(*Key(9), FrameHeader{}, Bytes(20, 9), {});
+  stream.insert(stream.end(), bad.begin(), bad.end());
+  ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(stream.size()));
+  for (uint64_t id = 1; id <= 3; ++id) {
+    auto r = ReadFrame(fd.get(), *key_, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, id);
+  }
+  auto r = ReadFrame(fd.get(), *key_, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
+}
+
+TEST_P(RpcServerLoopTest, ClientThatNeverReadsDoesNotBlockOthers) {
+  UniqueFd hog = Connect();
+  // Requests with 1 MiB bulk, echoed back: the replies fill the socket
+  // buffers because the hog never reads. Send until the server stops
+  // taking more (it stops reading a connection whose replies are stuck).
+  auto big = Bytes(1 << 20, 4);
+  FrameHeader h;
+  h.type = kEcho;
+  int sent = 0;
+  for (int i = 0; i < 64; ++i) {
+    h.request_id = i;
+    Status s = WriteFrame(hog.get(), *key_, h, {}, big,
+                          Clock::now() + std::chrono::milliseconds(500));
+    if (!s.ok()) break;  // ETIMEDOUT: the server no longer reads from us
+    ++sent;
+  }
+  EXPECT_GE(sent, 2);
+  // Everyone else is served normally, in parallel connections.
+  std::atomic<int> bad{0};
+  std::vector<std::thread> others;
+  for (int t = 0; t < 4; ++t) {
+    others.emplace_back([&, t] {
+      RpcClient c(server_->address(), key_);
+      for (int i = 0; i < 25; ++i) {
+        auto b = Bytes(100 + i, t * 100 + i);
+        auto r = c.Call(kEcho, {}, b);
+        if (!r.ok() || r->bulk != b) ++bad;
+      }
+    });
+  }
+  for (auto& th : others) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  // The hog's replies are still there, in order, when it finally reads.
+  for (int i = 0; i < std::min(sent, 3); ++i) {
+    auto r = ReadFrame(hog.get(), *key_, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, uint64_t(i));
+    EXPECT_TRUE(r->bulk == big);
+  }
+}
+
+TEST_P(RpcServerLoopTest, ConnectionCapRefusesExtraConnections) {
+  server_->Stop();
+  server_.reset();
+  Start(/*max_connections=*/3);
+  if (IsSkipped()) return;
+  std::vector<UniqueFd> fds;
+  for (int i = 0; i < 3; ++i) {
+    fds.push_back(Connect());
+    ASSERT_TRUE(EchoOn(fds.back().get(), i, 5, 5));
+  }
+  UniqueFd extra = Connect();
+  EXPECT_TRUE(ClosedByPeer(extra.get()));
+  EXPECT_EQ(server_->counters().open_connections, 3u);
+  fds.pop_back();  // one leaves: a new one gets in
+  EXPECT_TRUE(
+      Eventually([&] { return server_->counters().open_connections == 2; }));
+  UniqueFd next = Connect();
+  EXPECT_TRUE(EchoOn(next.get(), 9, 5, 5));
+}
+
+TEST_P(RpcServerLoopTest, StopWithConnectionsOpenLeaksNothing) {
+  std::vector<UniqueFd> clients;
+  for (int i = 0; i < 8; ++i) {  // idle, after one call each
+    clients.push_back(Connect());
+    ASSERT_TRUE(EchoOn(clients.back().get(), i, 10, 10));
+  }
+  clients.push_back(Connect());  // mid-frame
+  auto wire = EncodeFrame(*key_, FrameHeader{}, Bytes(9000, 1), {});
+  ASSERT_GT(::send(clients.back().get(), wire.data(), 100, MSG_NOSIGNAL), 0);
+  clients.push_back(Connect());  // a hog whose reply cannot be sent
+  auto big = Bytes(4 << 20, 2);
+  FrameHeader h;
+  h.type = kEcho;
+  for (int i = 0; i < 16; ++i) {
+    h.request_id = i;
+    if (!WriteFrame(clients.back().get(), *key_, h, {}, big,
+                    Clock::now() + std::chrono::milliseconds(500))
+             .ok())
+      break;  // the server stopped reading from us
+  }
+  clients.push_back(Connect());  // a handler call in progress
+  ASSERT_TRUE(SendFrame(clients.back().get(), *key_, kBlock, 1, {}, {}).ok());
+  ASSERT_TRUE(handler_.WaitBlocked(1));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    handler_.Release();  // Stop() waits for the call in progress
+  });
+  server_->Stop();
+  releaser.join();
+  server_.reset();
+  for (auto& c : clients) EXPECT_TRUE(ClosedByPeer(c.get()));
+  clients.clear();
+  EXPECT_EQ(CountFds(), baseline_fds_);
+  EXPECT_EQ(CountThreads(), baseline_threads_);
+}
+
+TEST_P(RpcServerLoopTest, RestartOnTheSamePortWorks) {
+  std::string addr = server_->address();
+  server_->Stop();
+  server_.reset();
+  RpcServerOptions o;
+  o.listen = addr;
+  o.use_io_uring = GetParam() == Loop::kUring;
+  auto s = RpcServer::Start(o, key_, &handler_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  server_ = std::move(s).value();
+  UniqueFd fd = Connect();
+  EXPECT_TRUE(EchoOn(fd.get(), 1, 1, 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Loops, RpcServerLoopTest,
+                         ::testing::Values(Loop::kUring, Loop::kPoll),
+                         [](const auto& p) {
+                           return p.param == Loop::kUring ? "uring" : "poll";
+                         });
+
+// io_uring_setup refused with EPERM (what the io_uring_disabled sysctl
+// does) on the thread that starts the server and its children: the server
+// logs that it falls back and serves with the poll loop.
+TEST(RpcServerFallbackTest, IoUringRefusedFallsBackToPollWithALogLine) {
+  EchoHandler handler;
+  auto key = Key(5);
+  std::unique_ptr<RpcServer> server;
+  std::string log;
+  std::thread t([&] {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+    // Without SECCOMP_FILTER_FLAG_TSYNC: only this thread (and threads it
+    // creates: the server's) is filtered, not the rest of the test.
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+      log = "seccomp unavailable";
+      return;
+    }
+    RpcServerOptions o;
+    o.log_name = "fallback-test";
+    ::testing::internal::CaptureStderr();
+    auto s = RpcServer::Start(o, key, &handler);
+    log = ::testing::internal::GetCapturedStderr();
+    if (s.ok()) server = std::move(s).value();
+  });
+  t.join();
+  if (log == "seccomp unavailable")
+    GTEST_SKIP() << "cannot install a seccomp filter here; fallback untested";
+  ASSERT_TRUE(server);
+  EXPECT_FALSE(server->using_io_uring());
+  EXPECT_NE(log.find("fallback-test: io_uring unavailable"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("poll"), std::string::npos) << log;
+  RpcClient c(server->address(), key);
+  auto b = Bytes(5000, 1);
+  auto r = c.Call(kEcho, {}, b);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bulk, b);
+  server->Stop();
+}
+
+TEST(RpcServerFallbackTest, DefaultServerUsesIoUringWhenAvailable) {
+  EchoHandler handler;
+  RpcServerOptions o;
+  o.log_name = "default-test";
+  ::testing::internal::CaptureStderr();
+  auto s = RpcServer::Start(o, Key(1), &handler);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(s.ok());
+  if (!(*s)->using_io_uring()) {
+    GTEST_SKIP() << "io_uring not usable here: " << log;
+  }
+  EXPECT_EQ(log, "");  // nothing to say when io_uring works
+  EXPECT_EQ((*s)->address().rfind("127.0.0.1:", 0), 0u);
+}
+
+}  // namespace
+}  // namespace stripefs::rpc
