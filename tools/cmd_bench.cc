@@ -1,7 +1,9 @@
-// `stripefs bench cluster [args...]`: runs the cluster benchmark driver
-// bench/cluster/bench_cluster.py (fio through a mounted local cluster).
+// `stripefs bench cluster|transport [args...]`: runs a benchmark driver:
+// bench/cluster/bench_cluster.py (fio through a mounted local cluster) or
+// bench/fuse/transport_bench.py (/dev/fuse vs io-uring on an embedded
+// volume, with passthrough_ll and tmpfs reference rows).
 //
-// The driver is a python script; this command finds it by walking up from
+// The drivers are python scripts; this command finds one by walking up from
 // the directory of this binary (or takes --script) and execs it with the
 // remaining arguments, passing this binary's path in STRIPEFS_BIN.
 #include <limits.h>
@@ -23,14 +25,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kScript = "bench/cluster/bench_cluster.py";
+constexpr const char* kClusterScript = "bench/cluster/bench_cluster.py";
+constexpr const char* kTransportScript = "bench/fuse/transport_bench.py";
 
-// Returns the driver script found above the binary's directory, or "".
-std::string FindScript(const std::string& self) {
+// Returns the driver script `rel` found above the binary's directory, or "".
+std::string FindScript(const std::string& self, const char* rel) {
   std::error_code ec;
   fs::path dir = fs::path(self).parent_path();
   for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
-    fs::path candidate = dir / kScript;
+    fs::path candidate = dir / rel;
     if (fs::exists(candidate, ec)) return candidate.string();
     if (dir == dir.parent_path()) break;
     dir = dir.parent_path();
@@ -38,8 +41,8 @@ std::string FindScript(const std::string& self) {
   return "";
 }
 
-int RunBenchCluster(const std::string& script_flag,
-                    const std::vector<std::string>& args) {
+int RunBenchScript(const char* rel, const std::string& script_flag,
+                   const std::vector<std::string>& args) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) {
@@ -47,12 +50,13 @@ int RunBenchCluster(const std::string& script_flag,
     return 1;
   }
   self[n] = '\0';
-  std::string script = script_flag.empty() ? FindScript(self) : script_flag;
+  std::string script =
+      script_flag.empty() ? FindScript(self, rel) : script_flag;
   if (script.empty() || !fs::exists(script)) {
     std::fprintf(stderr,
                  "stripefs: bench driver %s not found above %s; run from a "
                  "source checkout's build dir or pass --script PATH\n",
-                 script.empty() ? kScript : script.c_str(), self);
+                 script.empty() ? rel : script.c_str(), self);
     return 1;
   }
   setenv("STRIPEFS_BIN", self, 1);
@@ -87,7 +91,23 @@ CommandRegistration bench_commands([](CLI::App& app) {
                       "stripefs binary)");
   cluster->prefix_command();
   cluster->callback([cluster, script] {
-    ExitWith(RunBenchCluster(*script, cluster->remaining()));
+    ExitWith(RunBenchScript(kClusterScript, *script, cluster->remaining()));
+  });
+  auto* transport = bench->add_subcommand(
+      "transport",
+      "fio on an embedded volume mounted over /dev/fuse and over io-uring "
+      "(enable_uring set and restored), interleaved repetitions, medians and "
+      "uring/dev ratios, plus passthrough_ll and tmpfs reference rows (other "
+      "options are passed to bench/fuse/transport_bench.py; run it with "
+      "--help to list them)");
+  auto tscript = std::make_shared<std::string>();
+  transport->add_option("--script", *tscript,
+                        "path of transport_bench.py (default: found above "
+                        "the stripefs binary)");
+  transport->prefix_command();
+  transport->callback([transport, tscript] {
+    ExitWith(
+        RunBenchScript(kTransportScript, *tscript, transport->remaining()));
   });
 });
 
