@@ -28,6 +28,20 @@ import tempfile
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+URING_KNOB = "/sys/module/fuse/parameters/enable_uring"
+
+
+def read_knob(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def write_knob(path, value):
+    with open(path, "w") as f:
+        f.write(value + "\n")
 
 
 # ---------------------------------------------------------------- job matrix
@@ -71,6 +85,26 @@ def job_matrix(quick, size_mib, runtime):
     return jobs
 
 
+def build_passthrough_ll(work, log):
+    """Compiles libfuse3's passthrough_ll example (from the libfuse3-dev
+    examples) into `work`; returns the executable's path or None (logged)."""
+    src = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
+    if not os.path.exists(src) or not shutil.which("gcc"):
+        log("passthrough_ll reference left out: no example source or no gcc")
+        return None
+    exe = os.path.join(work, "passthrough_ll")
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
+                           capture_output=True, text=True)
+    r = subprocess.run(["gcc", "-O2", "-o", exe, src] + flags.stdout.split(),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        log(f"passthrough_ll reference left out: build failed: "
+            f"{r.stderr.strip()[-200:]}")
+        return None
+    return exe
+
+
+
 # ------------------------------------------------------------------ helpers
 class Bench:
     def __init__(self, args):
@@ -87,6 +121,8 @@ class Bench:
         self.meta = None
         self.key = None
         self.repair = {}
+        self.knob_old = None  # enable_uring before we changed it
+        self.uring_note = None
         self.t0 = time.time()
 
     def log(self, msg):
@@ -117,9 +153,57 @@ class Bench:
         m = re.search(r"\(pid (\d+)\)", r.stdout + r.stderr)
         self.daemon_pid = int(m.group(1)) if m else None
         self.mount_banner = r.stdout.strip()
+        st = self.sf("stat", self.mnt, "--json", check=False)
+        try:
+            self.main_transport = json.loads(st.stdout).get(
+                "negotiated", {}).get("transport")
+        except ValueError:
+            self.main_transport = None
         self.log(f"cluster up: {a.servers} servers {a.k}+{a.m} cell "
                  f"{a.cell_size}, mounted at {self.mnt} "
                  f"(daemon pid {self.daemon_pid})")
+
+    def mount_transport(self, transport):
+        """Unmounts and mounts the volume again over `transport`; returns
+        the transport `stripefs stat` reports.  For uring, enable_uring is
+        set first (restored in down())."""
+        a = self.args
+        if self.mounted:
+            r = self.sf("umount", self.mnt, check=False)
+            if r.returncode != 0:
+                subprocess.run(["umount", "-l", self.mnt], check=False)
+            self.mounted = False
+        if transport == "uring":
+            cur = read_knob(URING_KNOB)
+            if self.knob_old is None:
+                self.knob_old = cur
+            if cur != "Y":
+                write_knob(URING_KNOB, "Y")
+                self.log(f"{URING_KNOB}: {cur} -> Y (restored at the end)")
+        r = self.sf("mount", "--meta", self.meta, "--key", self.key, self.mnt,
+                    f"--transport={transport}", f"--coalesce={a.coalesce}")
+        self.mounted = True
+        m = re.search(r"\(pid (\d+)\)", r.stdout + r.stderr)
+        self.daemon_pid = int(m.group(1)) if m else None
+        st = self.sf("stat", self.mnt, "--json", check=False)
+        try:
+            got = json.loads(st.stdout).get("negotiated", {}).get("transport")
+        except ValueError:
+            got = None
+        self.log(f"mounted over --transport={transport}: stat says {got} "
+                 f"(daemon pid {self.daemon_pid})")
+        return got
+
+    def restore_knob(self):
+        if self.knob_old is None:
+            return
+        if read_knob(URING_KNOB) != self.knob_old:
+            try:
+                write_knob(URING_KNOB, self.knob_old)
+                self.log(f"{URING_KNOB} restored to {self.knob_old}")
+            except OSError as e:
+                self.log(f"warning: could not restore {URING_KNOB}: {e}")
+        self.knob_old = None
 
     def down(self):
         if self.mounted:
@@ -134,7 +218,14 @@ class Bench:
         if self.tmpfs:
             subprocess.run(["umount", self.tmpfs], check=False)
             self.tmpfs = None
-        shutil.rmtree(self.work, ignore_errors=True)
+        self.restore_knob()
+        with open("/proc/mounts") as f:
+            busy = [ln.split()[1] for ln in f
+                    if ln.split()[1].startswith(self.work + "/")]
+        if busy:  # never recurse into a mount that is still there
+            self.log(f"warning: still mounted, {self.work} kept: {busy}")
+        else:
+            shutil.rmtree(self.work, ignore_errors=True)
 
     # process accounting
     def procs(self):
@@ -263,7 +354,7 @@ class Bench:
                            if isinstance(v, (int, float))
                            and k != "full_stripe_pct"}
         self.rows.append(row)
-        self.log(f"{target:8s} {phase:9s} {name:26s} "
+        self.log(f"{target:14s} {phase:9s} {name:26s} "
                  f"{row['mib_s']:8.1f} MiB/s {row['iops']:9.0f} IOPS "
                  f"mean {row['lat_mean_us']:9.1f} us p99 "
                  f"{(row['lat_p99_us'] or 0):9.1f} us")
@@ -272,22 +363,7 @@ class Bench:
     # phases
     def build_passthrough_ll(self):
         """Builds libfuse3's passthrough_ll example; returns path or None."""
-        src = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
-        if not os.path.exists(src) or not shutil.which("gcc"):
-            self.log("passthrough_ll reference left out: no example source "
-                     "or no gcc")
-            return None
-        exe = os.path.join(self.work, "passthrough_ll")
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
-                               capture_output=True, text=True)
-        r = subprocess.run(["gcc", "-O2", "-o", exe, src] +
-                           flags.stdout.split(), capture_output=True,
-                           text=True)
-        if r.returncode != 0:
-            self.log(f"passthrough_ll reference left out: build failed: "
-                     f"{r.stderr.strip()[-200:]}")
-            return None
-        return exe
+        return build_passthrough_ll(self.work, self.log)
 
     def run_reference(self, target, directory, jobs):
         for name, kind, fioargs in jobs:
@@ -341,9 +417,32 @@ class Bench:
             self.pt_proc.wait()
         self.pt_proc = None
 
-    def phase(self, phase, jobs):
+    def phase(self, phase, jobs, target="stripefs"):
         for name, kind, fioargs in jobs:
-            self.run_job("stripefs", phase, self.mnt, name, kind, fioargs)
+            self.run_job(target, phase, self.mnt, name, kind, fioargs)
+
+    def uring_rows(self, jobs):
+        """The healthy matrix again on a mount over FUSE-over-io-uring
+        (target stripefs-uring), then back to the first transport."""
+        a = self.args
+        if a.uring == "off" or a.transport == "uring":
+            return
+        if read_knob(URING_KNOB) is None:
+            self.uring_note = ("no io-uring rows: the kernel has no " +
+                               URING_KNOB)
+            self.log(self.uring_note)
+            return
+        try:
+            got = self.mount_transport("uring")
+            if got != "uring":
+                self.uring_note = (f"no io-uring rows: a --transport=uring "
+                                   f"mount reported {got!r}")
+                self.log(self.uring_note)
+                return
+            self.phase("healthy", jobs, target="stripefs-uring")
+        finally:
+            self.restore_knob()
+            self.mount_transport(a.transport)
 
     def repair_phase(self, fg_job):
         victim = str(self.args.victim)
@@ -396,6 +495,7 @@ class Bench:
             self.reference_tmpfs(jobs if not a.quick else jobs[:1])
         self.up()
         self.phase("healthy", jobs)
+        self.uring_rows(jobs)
         self.sf("cluster", "kill", "--dir", self.cdir, "--server",
                 str(a.victim), "--signal", "9")
         self.log(f"killed chunkd {a.victim} with SIGKILL")
@@ -465,29 +565,289 @@ def write_outputs(b, out, meta):
                     f"{fmt(rp['repair_s'])} s ({fmt(rp['rebuild_mib_s'])} "
                     f"MiB/s) while foreground {rp['foreground_job']} ran at "
                     f"{fmt(rp['foreground_mib_s'])} MiB/s.\n")
+    if getattr(b, "uring_note", None):
+        with open(os.path.join(out, "results.md"), "a") as f:
+            f.write(f"\nNote: {b.uring_note}\n")
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        labels = [f"{r['target']}/{r['phase']}: {r['job']}" for r in b.rows]
-        vals = [r["mib_s"] for r in b.rows]
-        colors = {"reference": "tab:gray", "healthy": "tab:green",
-                  "degraded": "tab:orange", "repair": "tab:red"}
-        fig, ax = plt.subplots(figsize=(10, 0.32 * len(labels) + 1.5))
-        ax.barh(range(len(labels)), vals,
-                color=[colors.get(r["phase"], "tab:blue") for r in b.rows])
-        ax.set_yticks(range(len(labels)))
-        ax.set_yticklabels(labels, fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_xlabel("MiB/s (log scale)")
-        ax.set_title(f"stripefs cluster bench: {meta['servers']} servers "
-                     f"{meta['k']}+{meta['m']} (references in gray)")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "throughput.png"), dpi=90)
-        plt.close(fig)
+        plot_throughput(b.rows, meta, os.path.join(out, "throughput.png"))
+        plot_latency(b.rows, meta, os.path.join(out, "latency.png"))
+        plot_reference(b.rows, meta, os.path.join(out, "reference.png"))
     except Exception as e:  # plotting is optional; never lose the data
         print(f"warning: plot not written: {e}", file=sys.stderr)
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+PHASE_COLORS = {"reference": "tab:gray", "healthy": "tab:green",
+                "degraded": "tab:orange", "repair": "tab:red"}
+
+
+def row_label(r):
+    return f"{r['target']}/{r['phase']}: {r['job']}"
+
+
+def plot_throughput(rows, meta, path):
+    """MiB/s per job and phase (one bar per row, references in gray)."""
+    plt = _plt()
+    labels = [row_label(r) for r in rows]
+    colors = [("tab:blue" if r["target"] == "stripefs-uring" else
+               PHASE_COLORS.get(r["phase"], "tab:blue")) for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(labels) + 1.5))
+    ax.barh(range(len(labels)), [r["mib_s"] for r in rows], color=colors)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("MiB/s (log scale)")
+    ax.set_title(f"stripefs cluster bench: {meta['servers']} servers "
+                 f"{meta['k']}+{meta['m']} (references gray, io-uring blue)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_latency(rows, meta, path):
+    """Mean and p99 total latency per job (stripefs rows, every phase)."""
+    plt = _plt()
+    rs = [r for r in rows if r["target"].startswith("stripefs")]
+    if not rs:
+        return
+    labels = [row_label(r) for r in rs]
+    y = list(range(len(rs)))
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rs) + 1.5))
+    h = 0.4
+    ax.barh([i - h / 2 for i in y], [r["lat_mean_us"] for r in rs], h,
+            label="mean", color="tab:blue")
+    ax.barh([i + h / 2 for i in y], [r["lat_p99_us"] or 0 for r in rs], h,
+            label="p99", color="tab:purple")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per I/O, us (log scale; fio total latency)")
+    ax.legend(loc="lower right")
+    ax.set_title(f"stripefs latency: {meta['servers']} servers "
+                 f"{meta['k']}+{meta['m']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_reference(rows, meta, path):
+    """Per job: tmpfs, passthrough_ll, stripefs healthy (dev, io-uring)."""
+    plt = _plt()
+    series = [("tmpfs", "reference", "tmpfs", "tab:gray"),
+              ("fuse-ll", "reference", "passthrough_ll (tmpfs)",
+               "tab:brown"),
+              ("stripefs", "healthy", "stripefs /dev/fuse", "tab:green"),
+              ("stripefs-uring", "healthy", "stripefs io-uring", "tab:blue")]
+    series = [s for s in series
+              if any(r["target"] == s[0] and r["phase"] == s[1]
+                     for r in rows)]
+    jobs = []
+    for r in rows:
+        if r["target"] == "stripefs" and r["phase"] == "healthy" and \
+                r["job"] not in jobs:
+            jobs.append(r["job"])
+    if not jobs or len(series) < 2:
+        return
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(jobs) * len(series) / 2
+                                    + 2))
+    h = 0.8 / len(series)
+    for si, (tgt, ph, label, color) in enumerate(series):
+        vals = []
+        for j in jobs:
+            m = [r["mib_s"] for r in rows if r["target"] == tgt and
+                 r["phase"] == ph and r["job"] == j]
+            vals.append(m[0] if m else 0)
+        ax.barh([i + (si - (len(series) - 1) / 2) * h
+                 for i in range(len(jobs))], vals, h, label=label,
+                color=color)
+    ax.set_yticks(range(len(jobs)))
+    ax.set_yticklabels(jobs, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("MiB/s (log scale)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("stripefs (healthy) vs reference rows; reference 'direct' "
+                 "jobs run buffered")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- scale sweep
+SWEEP_GEOMETRIES = [(4, 2), (8, 3)]
+SWEEP_SERVERS = [6, 9, 12]
+SWEEP_JOBS = {"seqwrite-1M-buffered", "seqread-1M-direct",
+              "randread-4K-direct-qd1", "randread-4K-direct-qd8",
+              "randwrite-4K"}
+
+
+def sweep_points(geometries=None, servers=None):
+    return [(n, k, m) for (k, m) in (geometries or SWEEP_GEOMETRIES)
+            for n in (servers or SWEEP_SERVERS) if n >= k + m]
+
+
+def run_sweep(a):
+    """One cluster per (N, k+m) point: reduced healthy matrix plus a degraded
+    seqread-1M-direct (one server killed).  Returns (rows, errors)."""
+    rows, errors = [], []
+    jobs = [j for j in job_matrix(False, a.size, a.runtime)
+            if j[0] in SWEEP_JOBS]
+    if a.quick:
+        jobs = [j for j in jobs if j[0] in ("seqwrite-1M-buffered",
+                                            "seqread-1M-direct")]
+    deg = [j for j in jobs if j[0] == "seqread-1M-direct"]
+    points = sweep_points(a.sweep_geometries, a.sweep_servers)
+    t0 = time.time()
+    for i, (n, k, m) in enumerate(points):
+        pa = argparse.Namespace(**vars(a))
+        pa.servers, pa.k, pa.m = n, k, m
+        b = Bench(pa)
+        b.t0 = t0
+        b.log(f"sweep point {i + 1}/{len(points)}: {n} servers {k}+{m}")
+        try:
+            b.up()
+            b.phase("healthy", jobs)
+            b.sf("cluster", "kill", "--dir", b.cdir, "--server",
+                 str(a.victim), "--signal", "9")
+            time.sleep(1)
+            b.phase("degraded", deg)
+        except KeyboardInterrupt:
+            b.down()
+            raise
+        except Exception as e:
+            b.log(f"sweep point {n} servers {k}+{m} failed: {e}")
+            errors.append(f"{n} servers {k}+{m}: {e}")
+        finally:
+            b.down()
+        for r in b.rows:
+            r.update({"servers": n, "k": k, "m": m})
+            cpu = sum(v for v in r.get("cpu_s", {}).values() if v)
+            r["cpu_all_s"] = round(cpu, 3)
+            r["cpu_s_per_gib"] = (round(cpu / (r["io_mib"] / 1024.0), 2)
+                                  if r.get("io_mib") else None)
+        rows += b.rows
+    return rows, errors
+
+
+SWEEP_COLS = ["servers", "k", "m", "phase", "job", "mib_s", "iops",
+              "lat_mean_us", "lat_p99_us", "cpu_fuse_daemon_s",
+              "cpu_servers_s", "cpu_s_per_gib", "full_stripe_writes",
+              "rmw_stripes", "degraded_reads"]
+
+
+def write_sweep_outputs(rows, errors, out, meta):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "errors": errors, "rows": rows}, f, indent=1)
+
+    def sflat(r):
+        d = flat(r)
+        d.update({k: r.get(k) for k in ("servers", "k", "m",
+                                         "cpu_s_per_gib")})
+        return {k: d.get(k) for k in SWEEP_COLS}
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=SWEEP_COLS)
+        w.writeheader()
+        for r in rows:
+            w.writerow(sflat(r))
+    # summary: one line per (geometry, N), one column per job (MiB/s or IOPS)
+    jobs = []
+    for r in rows:
+        key = f"{r['phase']}:{r['job']}"
+        if key not in jobs:
+            jobs.append(key)
+    points = []
+    for r in rows:
+        pt = (r["k"], r["m"], r["servers"])
+        if pt not in points:
+            points.append(pt)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(f"stripefs scale sweep, {meta['date']}, cell "
+                f"{meta['cell_size']}, {meta['size_mib']} MiB files, "
+                f"{meta['runtime_s']} s jobs, one run per point; load "
+                f"average {meta.get('loadavg_start')} at start, "
+                f"{meta.get('loadavg_end')} at end"
+                f"{' (quick)' if meta['quick'] else ''}\n\n")
+        f.write("Throughput (4K jobs: IOPS, others: MiB/s); CPU s/GiB = "
+                "CPU seconds of all stripefs processes (FUSE daemon, metad, "
+                "chunkd) per GiB moved by fio.\n\n")
+        f.write("| geometry | servers | " + " | ".join(jobs) + " |\n")
+        f.write("|---|---|" + "---|" * len(jobs) + "\n")
+        for k, m, n in points:
+            cells = []
+            for key in jobs:
+                ph, job = key.split(":", 1)
+                rr = [r for r in rows if (r["k"], r["m"], r["servers"]) ==
+                      (k, m, n) and r["phase"] == ph and r["job"] == job]
+                if not rr:
+                    cells.append("-")
+                    continue
+                r = rr[0]
+                v = (f"{r['iops']:,.0f} IOPS" if "4K" in job
+                     else f"{r['mib_s']:.1f} MiB/s")
+                if r.get("cpu_s_per_gib") is not None:
+                    v += f" ({r['cpu_s_per_gib']:.0f} CPU s/GiB)"
+                cells.append(v)
+            f.write(f"| {k}+{m} | {n} | " + " | ".join(cells) + " |\n")
+        f.write("\nAll columns per row:\n\n")
+        f.write("| " + " | ".join(SWEEP_COLS) + " |\n")
+        f.write("|" + "---|" * len(SWEEP_COLS) + "\n")
+        for r in rows:
+            fr = sflat(r)
+            f.write("| " + " | ".join(fmt(fr[c]) for c in SWEEP_COLS) +
+                    " |\n")
+        for e in errors:
+            f.write(f"\nError: {e}\n")
+    try:
+        plot_sweep(rows, os.path.join(out, "sweep.png"))
+    except Exception as e:
+        print(f"warning: plot not written: {e}", file=sys.stderr)
+
+
+def plot_sweep(rows, path):
+    """Throughput vs N, one panel per job, one line per geometry."""
+    plt = _plt()
+    keys = []
+    for r in rows:
+        key = (r["phase"], r["job"])
+        if key not in keys:
+            keys.append(key)
+    cols = min(3, len(keys))
+    nrows = (len(keys) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.2 * nrows),
+                             squeeze=False)
+    geos = sorted({(r["k"], r["m"]) for r in rows})
+    for i, (ph, job) in enumerate(keys):
+        ax = axes[i // cols][i % cols]
+        use_iops = "4K" in job
+        for k, m in geos:
+            pts = sorted((r["servers"], r["iops"] if use_iops else r["mib_s"])
+                         for r in rows if r["phase"] == ph and
+                         r["job"] == job and (r["k"], r["m"]) == (k, m))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                        label=f"{k}+{m}")
+        ax.set_title(f"{ph}: {job}", fontsize=9)
+        ax.set_xlabel("chunk servers N")
+        ax.set_ylabel("IOPS" if use_iops else "MiB/s")
+        ax.set_xticks(sorted({r["servers"] for r in rows}))
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    for j in range(len(keys), nrows * cols):
+        axes[j // cols][j % cols].axis("off")
+    fig.suptitle("stripefs throughput vs number of chunk servers per "
+                 "geometry (loopback, 2-core VM)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def find_stripefs():
@@ -517,7 +877,13 @@ def main():
                         "mark it out (needs servers > k+m)")
     p.add_argument("--ioengine", default="libaio",
                    help="engine of the QD1/QD8 jobs (libaio or io_uring)")
-    p.add_argument("--transport", default="auto")
+    p.add_argument("--transport", default="dev",
+                   help="transport of the main mount (dev; auto or uring "
+                        "also work)")
+    p.add_argument("--uring", choices=["auto", "off"], default="auto",
+                   help="auto (default): also run the healthy matrix on a "
+                        "second mount over io-uring (enable_uring set and "
+                        "restored) when the kernel has the knob")
     p.add_argument("--coalesce", default="on")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the tmpfs reference rows")
@@ -525,7 +891,24 @@ def main():
                    help="skip the libfuse passthrough_ll reference rows")
     p.add_argument("--stripefs", default=os.environ.get("STRIPEFS_BIN"),
                    help="path of the stripefs binary")
+    p.add_argument("--sweep", action="store_true",
+                   help="scale sweep instead of the phase run: one cluster "
+                        "per N in --sweep-servers and k+m in "
+                        "--sweep-geometries (N >= k+m), reduced matrix, "
+                        "output in OUT/sweep/")
+    p.add_argument("--sweep-servers", default="6,9,12",
+                   help="comma list of N (default 6,9,12)")
+    p.add_argument("--sweep-geometries", default="4+2,8+3",
+                   help="comma list of k+m (default 4+2,8+3)")
     a = p.parse_args()
+    try:
+        a.sweep_servers = [int(x) for x in a.sweep_servers.split(",") if x]
+        a.sweep_geometries = [tuple(int(y) for y in g.split("+"))
+                              for g in a.sweep_geometries.split(",") if g]
+        assert all(len(g) == 2 for g in a.sweep_geometries)
+    except (ValueError, AssertionError):
+        sys.exit("bench_cluster: --sweep-servers takes e.g. 6,9,12 and "
+                 "--sweep-geometries e.g. 4+2,8+3")
     if a.size is None:
         a.size = 16 if a.quick else 128
     if a.runtime is None:
@@ -547,6 +930,9 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    if a.sweep:
+        return main_sweep(a)
 
     b = Bench(a)
     meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
@@ -556,7 +942,7 @@ def main():
             "ioengine": a.ioengine, "host": platform.node(),
             "kernel": platform.release(), "cpus": os.cpu_count(),
             "transport": a.transport, "coalesce": a.coalesce,
-            "repair_mode": a.repair_mode}
+            "repair_mode": a.repair_mode, "loadavg_start": loadavg()}
     rc = 0
     try:
         b.run()
@@ -568,7 +954,11 @@ def main():
         rc = 1
     finally:
         meta["mount_banner"] = getattr(b, "mount_banner", "")
+        meta["main_transport"] = getattr(b, "main_transport", None)
+        meta["uring_note"] = b.uring_note
         b.down()
+    meta["loadavg_end"] = loadavg()
+    meta["wall_s"] = round(time.time() - b.t0, 1)
     if b.rows:
         meta["complete"] = rc == 0
         write_outputs(b, a.out, meta)
@@ -581,6 +971,48 @@ def main():
             print(f"  repair: {fmt(b.repair['rebuilt_mib'])} MiB in "
                   f"{fmt(b.repair['repair_s'])} s "
                   f"({fmt(b.repair['rebuild_mib_s'])} MiB/s)")
+    return rc
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def main_sweep(a):
+    out = os.path.join(a.out, "sweep")
+    meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+            "cell_size": a.cell_size, "size_mib": a.size,
+            "runtime_s": a.runtime, "quick": a.quick, "victim": a.victim,
+            "ioengine": a.ioengine, "host": platform.node(),
+            "kernel": platform.release(), "cpus": os.cpu_count(),
+            "transport": a.transport, "coalesce": a.coalesce,
+            "points": sweep_points(a.sweep_geometries, a.sweep_servers),
+            "loadavg_start": loadavg()}
+    if not meta["points"]:
+        sys.exit("bench_cluster: no sweep point has N >= k+m")
+    rc = 0
+    t0 = time.time()
+    rows, errors = [], []
+    try:
+        rows, errors = run_sweep(a)
+    except KeyboardInterrupt:
+        print("interrupted; tore down", flush=True)
+        rc = 130
+    meta["loadavg_end"] = loadavg()
+    meta["wall_s"] = round(time.time() - t0, 1)
+    meta["complete"] = rc == 0 and not errors
+    if errors:
+        rc = rc or 1
+    if rows:
+        write_sweep_outputs(rows, errors, out, meta)
+        print(f"\nsweep summary ({len(rows)} jobs, {meta['wall_s']:.0f} s, "
+              f"load {meta['loadavg_start'][0]} -> "
+              f"{meta['loadavg_end'][0]}) -> {out}")
+        for r in rows:
+            print(f"  {r['k']}+{r['m']} N={r['servers']:2d} {r['phase']:9s} "
+                  f"{r['job']:26s} {r['mib_s']:8.1f} MiB/s "
+                  f"{r['iops']:9.0f} IOPS")
     return rc
 
 
