@@ -421,27 +421,25 @@ Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
 
 // --- writes ------------------------------------------------------------------
 
-uint32_t StripeClient::WriteChunks(
-    uint64_t ino, uint64_t stripe, uint64_t version, const Layout& layout,
-    const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
-    Status* error) {
-  std::vector<Status> errs(chunks.size());
+uint32_t StripeClient::RunChunkOps(
+    const Layout& layout, const std::vector<int>& indices,
+    const std::function<Status(ChunkService*, uint32_t)>& op, Status* error) {
+  std::vector<Status> errs(indices.size());
   std::vector<std::function<void()>> tasks;
-  for (size_t j = 0; j < chunks.size(); ++j) {
+  for (size_t j = 0; j < indices.size(); ++j) {
     tasks.push_back([&, j] {
-      const int i = chunks[j].first;
-      ChunkService* svc = layout.Usable(static_cast<size_t>(i), &errs[j]);
+      const auto i = static_cast<uint32_t>(indices[j]);
+      ChunkService* svc = layout.Usable(i, &errs[j]);
       if (svc == nullptr) return;
-      errs[j] = svc->WriteChunk({ino, stripe, static_cast<uint32_t>(i)},
-                                version, chunks[j].second);
+      errs[j] = op(svc, i);
     });
   }
   pool_.RunAll(std::move(tasks));
   uint32_t failed = 0;
   bool transport_error = false;
-  for (size_t j = 0; j < chunks.size(); ++j) {
+  for (size_t j = 0; j < indices.size(); ++j) {
     if (!errs[j].ok()) {
-      failed |= Bit(chunks[j].first);
+      failed |= Bit(indices[j]);
       ClientCounters::Add(counters_.chunk_write_errors);
       KeepWorse(error, errs[j]);
       transport_error |=
@@ -450,6 +448,24 @@ uint32_t StripeClient::WriteChunks(
   }
   if (transport_error) RequestMapRefresh();
   return failed;
+}
+
+uint32_t StripeClient::WriteChunks(
+    uint64_t ino, uint64_t stripe, uint64_t version, const Layout& layout,
+    const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
+    Status* error) {
+  std::vector<int> indices;
+  std::vector<std::span<const uint8_t>> by_index(geometry_.k + geometry_.m);
+  for (const auto& [i, bytes] : chunks) {
+    indices.push_back(i);
+    by_index[static_cast<size_t>(i)] = bytes;
+  }
+  return RunChunkOps(
+      layout, indices,
+      [&](ChunkService* svc, uint32_t i) {
+        return svc->WriteChunk({ino, stripe, i}, version, by_index[i]);
+      },
+      error);
 }
 
 void StripeClient::DeleteOtherVersions(uint64_t ino, uint64_t stripe,
@@ -528,16 +544,24 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
         data.empty() ? cell_first : static_cast<uint32_t>((end - 1) / c);
     const uint32_t touched = data.empty() ? 0 : cell_last - cell_first + 1;
 
-    std::vector<std::vector<uint8_t>> cells(k + m,
-                                            std::vector<uint8_t>(len, 0));
-    std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
-    uint32_t cloned = 0;  // chunk indices carried over by CloneChunk
+    // Byte range of the touched cells inside a cell: what a parity-delta
+    // update reads and rewrites of the touched data chunks and of every
+    // parity chunk (all of [0, len) as soon as two cells are touched).
+    uint32_t win_lo = 0, win_hi = len;
+    if (touched == 1) {
+      win_lo = static_cast<uint32_t>(off - uint64_t{cell_first} * c);
+      win_hi = static_cast<uint32_t>(end - uint64_t{cell_first} * c);
+    }
+    const uint64_t win = win_hi - win_lo;
     enum { kFull, kNewPartial, kRmw, kDelta } kind;
 
     const bool whole = off == 0 && end == S && !truncating;
+    // Parity delta moves (touched + m) windows, RMW reads k whole chunks and
+    // writes k + m.
     const bool delta_ok = options_.parity_delta && exists && !truncating &&
-                          old.missing_mask == 0 && len == old.chunk_len &&
-                          touched + m < k;
+                          touched > 0 && old.missing_mask == 0 &&
+                          len == old.chunk_len &&
+                          uint64_t{touched + m} * win < uint64_t{k} * len;
     if (whole || !exists) {
       kind = whole ? kFull : kNewPartial;
     } else if (delta_ok) {
@@ -546,101 +570,101 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       kind = kRmw;
     }
 
-    if (kind == kRmw) {
-      // Old data cells that hold bytes (the rest are zeros).
-      std::vector<int> want;
-      for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
-      std::vector<std::vector<uint8_t>> old_cells;
-      STRIPEFS_RETURN_IF_ERROR(
-          ReadColumns(ino, old, layout, want, 0, old.chunk_len, &old_cells)
-              .Annotate("read-modify-write"));
-      for (uint32_t i = 0; i < k; ++i)
-        std::memcpy(cells[i].data(), old_cells[i].data(),
-                    std::min(old.chunk_len, len));
-      ClientCounters::Add(counters_.rmw_bytes_read,
-                          uint64_t{k} * old.chunk_len);
-    }
+    Status write_error;
+    uint32_t failed = 0;
     if (kind == kDelta) {
-      // Old touched data cells and old parity, whole.
+      // Old bytes of the window in the touched data chunks and in parity.
       std::vector<int> want;
       for (uint32_t i = cell_first; i <= cell_last; ++i)
         want.push_back(static_cast<int>(i));
       for (uint32_t p = 0; p < m; ++p) want.push_back(static_cast<int>(k + p));
-      std::vector<std::vector<uint8_t>> got;
-      STRIPEFS_RETURN_IF_ERROR(ReadColumns(ino, old, layout, want, 0, len, &got)
-                                   .Annotate("parity-delta read"));
-      for (size_t w = 0; w < want.size(); ++w)
-        cells[static_cast<size_t>(want[w])] = std::move(got[w]);
+      std::vector<std::vector<uint8_t>> got;  // parallel to `want`
+      STRIPEFS_RETURN_IF_ERROR(
+          ReadColumns(ino, old, layout, want, win_lo, win_hi, &got)
+              .Annotate("parity-delta read"));
       ClientCounters::Add(counters_.rmw_bytes_read,
-                          uint64_t{touched + m} * len);
-    }
-
-    // Merge the new bytes (and, for the delta path, update parity per cell).
-    for (uint32_t i = cell_first; touched > 0 && i <= cell_last; ++i) {
-      const uint64_t ca =
-          std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
-      const uint64_t cb =
-          std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
-      const uint8_t* src = data.data() + (uint64_t{i} * c + ca - off);
-      if (kind == kDelta) {
+                          uint64_t{touched + m} * win);
+      std::vector<std::vector<uint8_t>> window(k + m);
+      for (size_t w = 0; w < want.size(); ++w)
+        window[static_cast<size_t>(want[w])] = std::move(got[w]);
+      for (uint32_t i = cell_first; i <= cell_last; ++i) {
+        const uint64_t ca =
+            std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
+        const uint64_t cb =
+            std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
+        const uint8_t* src = data.data() + (uint64_t{i} * c + ca - off);
         std::vector<uint8_t*> parity;
         for (uint32_t p = 0; p < m; ++p)
-          parity.push_back(cells[k + p].data() + ca);
+          parity.push_back(window[k + p].data() + (ca - win_lo));
+        uint8_t* old_bytes = window[i].data() + (ca - win_lo);
         STRIPEFS_RETURN_IF_ERROR(codec_->UpdateParity(
-            static_cast<int>(i), cells[i].data() + ca, src, parity, cb - ca));
+            static_cast<int>(i), old_bytes, src, parity, cb - ca));
+        std::memcpy(old_bytes, src, cb - ca);
       }
-      std::memcpy(cells[i].data() + ca, src, cb - ca);
-    }
-    if (truncating) {
-      for (uint32_t i = 0; i < k; ++i) {
-        const uint64_t cell_start = uint64_t{i} * c;
-        if (zero_from >= cell_start + len) continue;
-        const uint64_t from =
-            zero_from > cell_start ? zero_from - cell_start : 0;
-        std::memset(cells[i].data() + from, 0, len - from);
-      }
-    }
-
-    if (kind == kDelta) {
-      for (uint32_t i = cell_first; i <= cell_last; ++i)
-        to_write.emplace_back(static_cast<int>(i), cells[i]);
-      for (uint32_t p = 0; p < m; ++p)
-        to_write.emplace_back(static_cast<int>(k + p), cells[k + p]);
+      // New version: patched windows of the touched data and parity chunks,
+      // the untouched data chunks carried over by CloneChunk.
+      failed = RunChunkOps(
+          layout, want,
+          [&](ChunkService* svc, uint32_t i) {
+            return svc->PatchChunk({ino, stripe, i}, old.version, version, len,
+                                   win_lo, window[i]);
+          },
+          &write_error);
+      std::vector<int> untouched;
       for (uint32_t i = 0; i < k; ++i)
-        if (i < cell_first || i > cell_last) cloned |= Bit(static_cast<int>(i));
+        if (i < cell_first || i > cell_last)
+          untouched.push_back(static_cast<int>(i));
+      failed |= RunChunkOps(
+          layout, untouched,
+          [&](ChunkService* svc, uint32_t i) {
+            return svc->CloneChunk({ino, stripe, i}, old.version, version, len);
+          },
+          &write_error);
     } else {
+      std::vector<std::vector<uint8_t>> cells(k + m,
+                                              std::vector<uint8_t>(len, 0));
+      if (kind == kRmw) {
+        // Old data cells that hold bytes (the rest are zeros).
+        std::vector<int> want;
+        for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
+        std::vector<std::vector<uint8_t>> old_cells;
+        STRIPEFS_RETURN_IF_ERROR(
+            ReadColumns(ino, old, layout, want, 0, old.chunk_len, &old_cells)
+                .Annotate("read-modify-write"));
+        for (uint32_t i = 0; i < k; ++i)
+          std::memcpy(cells[i].data(), old_cells[i].data(),
+                      std::min(old.chunk_len, len));
+        ClientCounters::Add(counters_.rmw_bytes_read,
+                            uint64_t{k} * old.chunk_len);
+      }
+      // Merge the new bytes.
+      for (uint32_t i = cell_first; touched > 0 && i <= cell_last; ++i) {
+        const uint64_t ca =
+            std::max<uint64_t>(off, uint64_t{i} * c) - uint64_t{i} * c;
+        const uint64_t cb =
+            std::min<uint64_t>(end, uint64_t{i + 1} * c) - uint64_t{i} * c;
+        std::memcpy(cells[i].data() + ca,
+                    data.data() + (uint64_t{i} * c + ca - off), cb - ca);
+      }
+      if (truncating) {
+        for (uint32_t i = 0; i < k; ++i) {
+          const uint64_t cell_start = uint64_t{i} * c;
+          if (zero_from >= cell_start + len) continue;
+          const uint64_t from =
+              zero_from > cell_start ? zero_from - cell_start : 0;
+          std::memset(cells[i].data() + from, 0, len - from);
+        }
+      }
       std::vector<const uint8_t*> dptr;
       std::vector<uint8_t*> pptr;
       for (uint32_t i = 0; i < k; ++i) dptr.push_back(cells[i].data());
       for (uint32_t p = 0; p < m; ++p) pptr.push_back(cells[k + p].data());
       STRIPEFS_RETURN_IF_ERROR(codec_->Encode(dptr, pptr, len));
+      std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
       for (uint32_t i = 0; i < k + m; ++i)
         to_write.emplace_back(static_cast<int>(i), cells[i]);
-    }
-
-    Status write_error;
-    uint32_t failed =
-        WriteChunks(ino, stripe, version, layout, to_write, &write_error);
-    if (cloned != 0) {
-      std::vector<std::function<void()>> tasks;
-      std::vector<Status> errs(k);
-      for (uint32_t i = 0; i < k; ++i) {
-        if (!(cloned & Bit(static_cast<int>(i)))) continue;
-        tasks.push_back([&, i] {
-          ChunkService* svc = layout.Usable(i, &errs[i]);
-          if (svc == nullptr) return;
-          errs[i] =
-              svc->CloneChunk({ino, stripe, i}, old.version, version, len);
-        });
-      }
-      pool_.RunAll(std::move(tasks));
-      for (uint32_t i = 0; i < k; ++i) {
-        if (!errs[i].ok()) {
-          failed |= Bit(static_cast<int>(i));
-          ClientCounters::Add(counters_.chunk_write_errors);
-          KeepWorse(&write_error, errs[i]);
-        }
-      }
+      failed =
+          WriteChunks(ino, stripe, version, layout, to_write, &write_error);
     }
     if (static_cast<uint32_t>(__builtin_popcount(failed)) > m) {
       // Remove what did land of the new version; the old one stays.

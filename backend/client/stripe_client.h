@@ -34,6 +34,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -144,6 +145,13 @@ class StripeClient {
                      uint32_t lo, uint32_t hi,
                      std::vector<std::vector<uint8_t>>* out);
 
+  // Runs `op` on the service of every chunk index in `indices` in parallel;
+  // returns the mask of indices that failed (or whose server is unusable),
+  // counts them, keeps the most telling error in *error, and asks for a map
+  // refresh after transport errors.
+  uint32_t RunChunkOps(const Layout& layout, const std::vector<int>& indices,
+                       const std::function<Status(ChunkService*, uint32_t)>& op,
+                       Status* error);
   // Writes chunk buffers (index -> data) as version `version`; returns the
   // mask of indices that failed, and the most telling error in *error.
   uint32_t WriteChunks(

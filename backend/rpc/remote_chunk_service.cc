@@ -88,6 +88,20 @@ Status RemoteChunkService::CloneChunk(const ChunkId& id, uint64_t from_version,
       client_, {id, from_version, to_version, length}, &resp);
 }
 
+Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
+                                      uint64_t to_version, uint32_t length,
+                                      uint32_t offset,
+                                      std::span<const uint8_t> bytes) {
+  if (bytes.size() > kMaxBulk) {
+    return Status::InvalidArgument("patch of " + std::to_string(bytes.size()) +
+                                   " bytes exceeds the wire limit of " +
+                                   std::to_string(kMaxBulk));
+  }
+  Msg<MsgType::kPatchChunk>::Response resp;
+  return CallTyped<MsgType::kPatchChunk>(
+      client_, {id, from_version, to_version, length, offset}, &resp, bytes);
+}
+
 // ---- server
 // -------------------------------------------------------------------
 
@@ -148,6 +162,12 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
         return ServeTyped<MsgType::kCloneChunk>(
             p, reply, [&](auto&, auto& id, auto from, auto to, auto length) {
               return s.CloneChunk(id, from, to, length);
+            });
+      case MsgType::kPatchChunk:
+        return ServeTyped<MsgType::kPatchChunk>(
+            p, reply,
+            [&](auto&, auto& id, auto from, auto to, auto length, auto offset) {
+              return s.PatchChunk(id, from, to, length, offset, bulk);
             });
       default:
         break;

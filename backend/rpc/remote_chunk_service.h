@@ -47,6 +47,10 @@ class RemoteChunkService final : public ChunkService {
   Result<ChunkStoreStats> Stats() override;
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
   // Runs on the chunk server (a hard link there, no data on the wire).
+  // Sends only the patch bytes; chunkd reads, patches and writes locally.
+  Status PatchChunk(const ChunkId& id, uint64_t from_version,
+                    uint64_t to_version, uint32_t length, uint32_t offset,
+                    std::span<const uint8_t> bytes) override;
   Status CloneChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length) override;
 

@@ -64,7 +64,8 @@ namespace stripefs::rpc {
   X(ListChunks, 67, true)         \
   X(ChunkStats, 68, true)         \
   X(DeleteChunkVersion, 69, true) \
-  X(CloneChunk, 70, true)
+  X(CloneChunk, 70, true)         \
+  X(PatchChunk, 71, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -231,6 +232,9 @@ struct Msg<MsgType::kDeleteChunkVersion> : MsgDef<Tup<ChunkId, U64>, Tup<>> {};
 template <>
 struct Msg<MsgType::kCloneChunk>
     : MsgDef<Tup<ChunkId, U64, U64, U32>, Tup<>> {};  // id from to length
+template <>
+struct Msg<MsgType::kPatchChunk>
+    : MsgDef<Tup<ChunkId, U64, U64, U32, U32>, Tup<>> {};  // id from to length offset + bulk: bytes
 // clang-format on
 
 // ---- whole payloads ---------------------------------------------------------

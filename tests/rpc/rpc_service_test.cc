@@ -384,6 +384,15 @@ TEST_F(ChunkRpcTest, EveryMethodRoundTrips) {
   ASSERT_TRUE(cl.ok());
   EXPECT_EQ(*cl, Data(100, 2));
   EXPECT_EQ(c.CloneChunk(id, 7, 10, 1).code(), ENOENT);
+  // PatchChunk carries only the patch; the server patches its own copy.
+  auto patch = Data(10, 9);
+  ASSERT_TRUE(c.PatchChunk(id, 9, 11, 100, 5, patch).ok());
+  auto want = Data(100, 2);
+  std::copy(patch.begin(), patch.end(), want.begin() + 5);
+  EXPECT_EQ(*c.ReadChunk(id, 11, 0, 100), want);
+  EXPECT_EQ(c.PatchChunk(id, 9, 12, 100, 95, patch).code(), EINVAL);
+  EXPECT_EQ(c.PatchChunk(id, 7, 12, 100, 0, patch).code(), ENOENT);
+  ASSERT_TRUE(c.DeleteChunkVersion(id, 11).ok());
   ASSERT_TRUE(c.DeleteChunkVersion(id, 8).ok());
   EXPECT_EQ(c.ReadChunk(id, 8, 0, 1).status().code(), ENOENT);
   EXPECT_TRUE(c.ReadChunk(id, 9, 0, 100).ok());
