@@ -138,6 +138,10 @@ struct MetadFlags {
 
 int RunMetad(const MetadFlags& f) {
   const char* who = "metad";
+  HealthMonitorOptions ho = f.health;
+  ho.interval = std::chrono::milliseconds(f.probe_interval_ms);
+  ho.probe_timeout = std::chrono::milliseconds(f.probe_timeout_ms);
+  if (Status s = HealthMonitor::Validate(ho); !s.ok()) return Fail(who, s);
   sigset_t sigs = BlockStopSignals();
   auto key = ClusterKey::Load(f.d.key_file);
   if (!key.ok()) return Fail(who, key.status());
@@ -167,10 +171,6 @@ int RunMetad(const MetadFlags& f) {
                  f.geometry.cell_size);
     return 1;
   }
-  HealthMonitorOptions ho = f.health;
-  ho.interval = std::chrono::milliseconds(f.probe_interval_ms);
-  ho.probe_timeout = std::chrono::milliseconds(f.probe_timeout_ms);
-  if (Status s = HealthMonitor::Validate(ho); !s.ok()) return Fail(who, s);
   rpc::MetaServiceServer handler(store->get());
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;

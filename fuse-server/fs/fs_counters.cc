@@ -162,7 +162,10 @@ nlohmann::json StatsJson(const StatsInputs& in) {
       {"bytes_written", b.bytes_written},
       {"bytes_read", b.bytes_read},
       {"gc_chunk_deletes", b.gc_chunk_deletes},
-      {"gc_errors", b.gc_errors}};
+      {"gc_errors", b.gc_errors},
+      {"slow_chunk_reads", b.slow_chunk_reads},
+      {"abandoned_chunk_reads", b.abandoned_chunk_reads},
+      {"map_updates", b.map_updates}};
   return j;
 }
 

@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -199,7 +201,9 @@ TEST_F(ClusterHealthTest, StoppedChunkdIsReadAroundThenMarkedDownAndUp) {
   const auto before = client().counters();
   // The client's map still says `up`: reads reach the stopped server and
   // must be served by reconstruction once the read deadline passes.
+  const auto t0 = std::chrono::steady_clock::now();
   auto got = ReadAll(ino);
+  const auto t1 = std::chrono::steady_clock::now();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, data);
   const auto after = client().counters();
@@ -212,7 +216,19 @@ TEST_F(ClusterHealthTest, StoppedChunkdIsReadAroundThenMarkedDownAndUp) {
   ASSERT_TRUE(WaitForClientEpoch(down_epoch));
   // Now the client skips the server without a call: no more slow reads.
   const auto marked = client().counters();
+  const auto t2 = std::chrono::steady_clock::now();
   got = ReadAll(ino);
+  const auto t3 = std::chrono::steady_clock::now();
+  // Informational only (never asserted): what the deadline costs.
+  auto ms = [](auto d) {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  std::printf(
+      "read of %d stripes, %d with data on the stopped server: %lld ms "
+      "before it was marked down (read deadline 1000 ms), %lld ms after\n",
+      stripes, StripesWithDataOn(ino, stripes, kHung), ms(t1 - t0),
+      ms(t3 - t2));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, data);
   EXPECT_EQ(client().counters().slow_chunk_reads, marked.slow_chunk_reads);
