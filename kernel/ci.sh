@@ -28,29 +28,29 @@ if ! command -v qemu-system-x86_64 > /dev/null; then
   exit 77
 fi
 
-# name module smp test args...
+# name module smp mem(MiB) test args... (same as tests/kernel/CMakeLists.txt)
 tests=(
-  "negotiation stock 2 negotiation"
-  "negotiation patched 2 negotiation"
-  "align stock 2 align 1,10,70 1,4 1 64 20 99 100"
-  "align patched 2 align 1,10,70 1,4 1 64 20 99 100"
-  "align_many patched 2 align 1 8 1 64 20 0 100"
-  "hold stock 2 hold"
-  "hold patched 2 hold"
-  "dio stock 2 dio 20"
-  "dio patched 2 dio 20"
-  "uring stock 2 uring bg,spread"
-  "uring patched 2 uring bg,spread"
-  "uring_local patched 4 uring local"
+  "negotiation stock 2 1024 negotiation"
+  "negotiation patched 2 1024 negotiation"
+  "align stock 2 2048 align 1,10,70 1,4 1 64 20 99 100"
+  "align patched 2 2048 align 1,10,70 1,4 1 64 20 99 100"
+  "align_many patched 2 2048 align 1 8 1 64 20 0 100"
+  "hold stock 2 1024 hold"
+  "hold patched 2 1024 hold"
+  "dio stock 2 1024 dio 20"
+  "dio patched 2 1024 dio 20"
+  "uring stock 2 1024 uring bg,spread"
+  "uring patched 2 1024 uring bg,spread"
+  "uring_local patched 4 1024 uring local"
 )
 logdir=${STRIPEFS_KERNEL_CI_LOGS:-$(mktemp -d /tmp/stripefs-kernel-ci.XXXXXX)}
 mkdir -p "$logdir"
 pass=0 failed=() skipped=0
 for t in "${tests[@]}"; do
   set -- $t
-  name=$1 module=$2 smp=$3; shift 3
+  name=$1 module=$2 smp=$3 mem=$4; shift 4
   ts=$(date +%s)
-  "$here/vm/run.sh" --module "$module" --smp "$smp" --timeout 900 --out "$logdir/$name-$module.log" "$@" \
+  "$here/vm/run.sh" --module "$module" --smp "$smp" --mem "$mem" --timeout 900 --out "$logdir/$name-$module.log" "$@" \
     > /dev/null 2> "$logdir/$name-$module.err"
   rc=$?
   results=$(grep -a '^RESULT' "$logdir/$name-$module.log" 2>/dev/null | tr -d '\r' | head -8)
