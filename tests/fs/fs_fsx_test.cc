@@ -296,23 +296,30 @@ uint64_t Seed() {
     return std::strtoull(s, nullptr, 10);
   return std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
 }
-int Ops() {
+int Ops(int default_ops) {
   if (const char* s = std::getenv("STRIPEFS_FSX_OPS")) return std::atoi(s);
-  return 2000;
+  return default_ops;
 }
 
-void RunFsx(bool coalesce) {
+void RunFsx(bool coalesce, FsBackend backend = FsBackend::kEmbedded,
+            int default_ops = 2000) {
   std::string why = MountSkipReason();
   if (!why.empty()) GTEST_SKIP() << "SKIPPED (cannot mount here): " << why;
+  if (backend == FsBackend::kCluster) {
+    why = ClusterSkipReason();
+    if (!why.empty())
+      GTEST_SKIP() << "SKIPPED (no local cluster possible): " << why;
+  }
   const uint64_t seed = Seed();
-  const int ops = Ops();
+  const int ops = Ops(default_ops);
   std::printf(
-      "fsx: seed %llu, %d operations, coalescing %s (replay: "
+      "fsx: seed %llu, %d operations, coalescing %s, %s backend (replay: "
       "STRIPEFS_FSX_SEED=%llu)\n",
       static_cast<unsigned long long>(seed), ops, coalesce ? "on" : "off",
-      static_cast<unsigned long long>(seed));
+      FsBackendName(backend), static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   FsMountOptions o;
+  o.backend = backend;
   o.geometry.k = 4;
   o.geometry.m = 2;
   o.geometry.cell_size = 16 * 1024;
@@ -384,6 +391,11 @@ void RunFsx(bool coalesce) {
 
 TEST(FsxTest, RandomOpsWithCoalescing) { RunFsx(true); }
 TEST(FsxTest, RandomOpsWithoutCoalescing) { RunFsx(false); }
+// The same on a local 6-server cluster (metad + 6 chunkd over loopback RPC):
+// fewer operations, every one is a network round trip.
+TEST(FsxTest, RandomOpsOnClusterWithCoalescing) {
+  RunFsx(true, FsBackend::kCluster, 600);
+}
 
 }  // namespace
 }  // namespace stripefs::fs::testing

@@ -1,10 +1,13 @@
 #include "tests/fs/fs_mount.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace stripefs::fs::testing {
 
@@ -14,6 +17,74 @@ std::string MountSkipReason() {
   }
   if (::geteuid() != 0) return "stripefs mount tests need root";
   return "";
+}
+
+const char* FsBackendName(FsBackend b) {
+  return b == FsBackend::kCluster ? "cluster" : "embedded";
+}
+
+std::string ClusterSkipReason() {
+#ifdef STRIPEFS_BINARY
+  if (::access(STRIPEFS_BINARY, X_OK) != 0)
+    return std::string("the stripefs binary is missing: ") + STRIPEFS_BINARY;
+  return "";
+#else
+  return "built without the stripefs binary (tools/ not configured)";
+#endif
+}
+
+namespace {
+// Runs `stripefs ARGS`, output appended to `log`; the exit code (-1 if it
+// did not exit normally).
+int RunCli(const std::string& args, const std::string& log) {
+#ifdef STRIPEFS_BINARY
+  std::string cmd =
+      std::string(STRIPEFS_BINARY) + " " + args + " >>" + log + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+#else
+  (void)args;
+  (void)log;
+  return -1;
+#endif
+}
+std::string Tail(const std::string& path) {
+  std::ifstream f(path);
+  std::string all(std::istreambuf_iterator<char>(f), {});
+  return all.size() > 3000 ? all.substr(all.size() - 3000) : all;
+}
+}  // namespace
+
+Status FsMount::ClusterUp() {
+  std::string why = ClusterSkipReason();
+  if (!why.empty()) return Status::NotSupported(why);
+  const std::string log = root_ + "/cluster-cli.log";
+  cluster_started_ = true;  // from here on the destructor takes it down
+  const Geometry& g = opts_.geometry;
+  int rc = RunCli(
+      "cluster up --servers " + std::to_string(opts_.cluster_servers) +
+          " --k " + std::to_string(g.k) + " --m " + std::to_string(g.m) +
+          " --cell-size " + std::to_string(g.cell_size) + " --dir " + vol_dir_,
+      log);
+  if (rc != 0) {
+    return Status::IoError("stripefs cluster up failed (exit " +
+                           std::to_string(rc) + "):\n" + Tail(log));
+  }
+  std::ifstream addr(vol_dir_ + "/metad.addr");
+  std::getline(addr, meta_address_);
+  if (meta_address_.empty())
+    return Status::IoError("no " + vol_dir_ + "/metad.addr after cluster up");
+  return Status::Ok();
+}
+
+void FsMount::ClusterDown() {
+  if (!cluster_started_) return;
+  cluster_started_ = false;
+  const std::string log = root_ + "/cluster-cli.log";
+  if (RunCli("cluster down --grace 5 --dir " + vol_dir_, log) != 0) {
+    std::fprintf(stderr, "teardown: stripefs cluster down failed:\n%s\n",
+                 Tail(log).c_str());
+  }
 }
 
 void RemoveTree(const std::string& path) {
@@ -28,18 +99,28 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
   if (!::mkdtemp(tmpl)) return Status::FromErrno(errno, "mkdtemp");
   m->root_ = tmpl;
   m->mnt_ = m->root_ + "/mnt";
-  m->vol_dir_ = m->root_ + "/vol";
+  m->vol_dir_ = m->root_ +
+                (m->opts_.backend == FsBackend::kCluster ? "/cluster" : "/vol");
   std::filesystem::create_directories(m->mnt_);
+  if (m->opts_.backend == FsBackend::kCluster) {
+    STRIPEFS_RETURN_IF_ERROR(m->ClusterUp());
+  }
   STRIPEFS_RETURN_IF_ERROR(m->Up());
   return m;
 }
 
 Status FsMount::Up() {
-  EmbeddedVolumeOptions vo;
-  vo.geometry = opts_.geometry;
-  auto v = Volume::OpenEmbedded(vol_dir_, vo);
-  if (!v.ok()) return v.status();
-  volume_ = std::move(*v);
+  if (opts_.backend == FsBackend::kCluster) {
+    auto v = Volume::ConnectCluster(meta_address_, vol_dir_ + "/cluster.key");
+    if (!v.ok()) return v.status();
+    volume_ = std::move(*v);
+  } else {
+    EmbeddedVolumeOptions vo;
+    vo.geometry = opts_.geometry;
+    auto v = Volume::OpenEmbedded(vol_dir_, vo);
+    if (!v.ok()) return v.status();
+    volume_ = std::move(*v);
+  }
   StripeFsOptions fo = opts_.fs;
   fo.mountpoint = mnt_;
   fs_ = std::make_unique<StripeFs>(volume_.get(), fo);
@@ -81,6 +162,7 @@ Status FsMount::Remount() {
 
 FsMount::~FsMount() {
   Teardown();
+  ClusterDown();
   if (!root_.empty()) RemoveTree(root_);
 }
 
