@@ -67,6 +67,17 @@ class HangingChunkService : public ChunkService {
     return inner_->ListChunks(after, limit);
   }
   Result<ChunkStoreStats> Stats() override { return inner_->Stats(); }
+  // Server-side operations go to the store directly (the defaults would
+  // read through the hanging ReadChunk): only client reads hang.
+  Status CloneChunk(const ChunkId& id, uint64_t from, uint64_t to,
+                    uint32_t length) override {
+    return inner_->CloneChunk(id, from, to, length);
+  }
+  Status PatchChunk(const ChunkId& id, uint64_t from, uint64_t to,
+                    uint32_t length, uint32_t offset,
+                    std::span<const uint8_t> bytes) override {
+    return inner_->PatchChunk(id, from, to, length, offset, bytes);
+  }
 
  private:
   ChunkService* inner_;
