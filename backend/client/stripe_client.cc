@@ -172,6 +172,15 @@ Result<uint64_t> StripeClient::NextVersion() {
   return next_version_++;
 }
 
+bool StripeClient::MovedOn(uint64_t ino, uint64_t stripe,
+                           const StripeVersion& base) {
+  bool exists = false;
+  auto now = CurrentStripe(ino, stripe, &exists);
+  if (!now.ok() || !exists || now->version == base.version) return false;
+  ClientCounters::Add(counters_.commit_conflicts);
+  return true;
+}
+
 Result<StripeVersion> StripeClient::CurrentStripe(uint64_t ino, uint64_t stripe,
                                                   bool* exists) {
   auto got = meta_->GetStripes(ino, stripe, 1);
@@ -579,9 +588,13 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
         want.push_back(static_cast<int>(i));
       for (uint32_t p = 0; p < m; ++p) want.push_back(static_cast<int>(k + p));
       std::vector<std::vector<uint8_t>> got;  // parallel to `want`
-      STRIPEFS_RETURN_IF_ERROR(
-          ReadColumns(ino, old, layout, want, win_lo, win_hi, &got)
-              .Annotate("parity-delta read"));
+      Status rs = ReadColumns(ino, old, layout, want, win_lo, win_hi, &got);
+      if (!rs.ok()) {
+        if (attempt < options_.commit_retries && MovedOn(ino, stripe, old)) {
+          continue;  // another client committed (and GC'd our base): retry
+        }
+        return rs.Annotate("parity-delta read");
+      }
       ClientCounters::Add(counters_.rmw_bytes_read,
                           uint64_t{touched + m} * win);
       std::vector<std::vector<uint8_t>> window(k + m);
@@ -628,9 +641,14 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
         std::vector<int> want;
         for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
         std::vector<std::vector<uint8_t>> old_cells;
-        STRIPEFS_RETURN_IF_ERROR(
-            ReadColumns(ino, old, layout, want, 0, old.chunk_len, &old_cells)
-                .Annotate("read-modify-write"));
+        Status rs =
+            ReadColumns(ino, old, layout, want, 0, old.chunk_len, &old_cells);
+        if (!rs.ok()) {
+          if (attempt < options_.commit_retries && MovedOn(ino, stripe, old)) {
+            continue;  // another client committed (and GC'd our base): retry
+          }
+          return rs.Annotate("read-modify-write");
+        }
         for (uint32_t i = 0; i < k; ++i)
           std::memcpy(cells[i].data(), old_cells[i].data(),
                       std::min(old.chunk_len, len));
@@ -673,6 +691,11 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe, uint64_t off,
       // new map (bounded by commit_retries).
       auto map_changed = RefreshClusterMapIfChanged();
       if (map_changed.ok() && *map_changed && attempt < options_.commit_retries)
+        continue;
+      // Patches and clones start from the old version: if another client
+      // committed meanwhile and collected it, retry on the new version.
+      if (exists && attempt < options_.commit_retries &&
+          MovedOn(ino, stripe, old))
         continue;
       ClientCounters::Add(counters_.failed_writes);
       return Status(write_error.code() == ENOSPC ? ENOSPC : EIO,

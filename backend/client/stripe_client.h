@@ -128,6 +128,9 @@ class StripeClient {
 
   Layout LayoutFor(uint64_t ino, uint64_t stripe);
   Result<uint64_t> NextVersion();
+  // True (and counted as a commit conflict) when the stripe's committed
+  // version is no longer `base`: another client wrote it since we read it.
+  bool MovedOn(uint64_t ino, uint64_t stripe, const StripeVersion& base);
   Result<StripeVersion> CurrentStripe(uint64_t ino, uint64_t stripe,
                                       bool* exists);
 

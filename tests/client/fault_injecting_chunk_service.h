@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "backend/chunk/chunk_service.h"
 
@@ -15,6 +16,8 @@ class FaultInjectingChunkService : public ChunkService {
   std::atomic<bool> down{false};
   std::atomic<bool> fail_writes{false};
   std::atomic<int> writes{0};
+  // Runs at the start of every ReadChunk (set before the wrapper is used).
+  std::function<void()> before_read;
 
   Status WriteChunk(const ChunkId& id, uint64_t version,
                     std::span<const uint8_t> data) override {
@@ -27,6 +30,7 @@ class FaultInjectingChunkService : public ChunkService {
                                          uint32_t offset,
                                          uint32_t length) override {
     if (down) return Status::Unavailable("injected: server down");
+    if (before_read) before_read();
     return inner_->ReadChunk(id, version, offset, length);
   }
   Status DeleteChunk(const ChunkId& id, uint64_t keep) override {

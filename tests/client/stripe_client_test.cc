@@ -219,6 +219,41 @@ TEST_F(StripeClientTest, SmallOverwriteMovesOnlyTheChangedWindow) {
   EXPECT_EQ(ReadAll(a), base);
 }
 
+TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
+  Open(6, Geometry{4, 2, 65536});
+  const uint64_t a = NewFile("a");
+  ASSERT_TRUE(client().Write(a, 0, RandomBytes(S(), 1)).ok());
+  // Client B: same metadata and chunk stores, its own wrappers and client.
+  std::vector<std::unique_ptr<ChunkService>> wrappers;
+  std::vector<FaultInjectingChunkService*> b_faults;
+  for (auto& s : stores_) {
+    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+    b_faults.push_back(w.get());
+    wrappers.push_back(std::move(w));
+  }
+  LocalChunkServers b_servers(std::move(wrappers));
+  auto b = StripeClient::Create(&meta(), &b_servers);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  // The moment B reads the version it is about to patch, A rewrites the
+  // whole stripe: A commits and garbage-collects B's base version.
+  auto other = RandomBytes(S(), 2);
+  std::atomic<bool> fired{false};
+  Status a_write;
+  for (auto* f : b_faults) {
+    f->before_read = [&] {
+      if (!fired.exchange(true)) a_write = client().Write(a, 0, other);
+    };
+  }
+  auto patch = RandomBytes(4096, 3);
+  Status st = (*b)->Write(a, 3 * 4096, patch);
+  ASSERT_TRUE(fired.load());
+  ASSERT_TRUE(a_write.ok()) << a_write.ToString();
+  ASSERT_TRUE(st.ok()) << st.ToString();  // B retried on A's version
+  EXPECT_GE((*b)->counters().commit_conflicts, 1u);
+  std::copy(patch.begin(), patch.end(), other.begin() + 3 * 4096);
+  EXPECT_EQ(ReadAll(a), other);
+}
+
 TEST_F(StripeClientTest, SmallFilesStoreShortChunks) {
   const uint64_t ino = NewFile("small");
   auto data = RandomBytes(100, 3);
