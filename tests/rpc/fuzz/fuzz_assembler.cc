@@ -11,6 +11,7 @@
 #include "tests/rpc/fuzz/fuzz_key.h"
 
 using namespace stripefs::rpc;
+using stripefs::Status;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
