@@ -97,8 +97,9 @@ void PrintTable(const json& j) {
   Row("chunk read / CRC errors",
       Num(b["chunk_read_errors"]) + " / " + Num(b["crc_errors"]));
   if (b.contains("slow_chunk_reads")) {
-    Row("slow chunk reads / abandoned",
-        Num(b["slow_chunk_reads"]) + " / " + Num(b["abandoned_chunk_reads"]));
+    Row("slow chunk reads / hedged / abandoned",
+        Num(b["slow_chunk_reads"]) + " / " + Num(b["hedged_chunk_reads"]) +
+            " / " + Num(b["abandoned_chunk_reads"]));
     Row("cluster map updates", Num(b["map_updates"]));
   }
   Section("errors by kind");

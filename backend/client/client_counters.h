@@ -28,6 +28,7 @@ struct ClientCountersSnapshot {
   uint64_t slow_chunk_reads = 0;       // not answered within read_deadline
   uint64_t abandoned_chunk_reads = 0;  // still running when the read returned
   uint64_t map_updates = 0;            // cluster map changes picked up
+  uint64_t hedged_chunk_reads = 0;  // reads of a suspect server not waited for
 };
 
 struct ClientCounters {
@@ -51,6 +52,7 @@ struct ClientCounters {
   STRIPEFS_CLIENT_COUNTER(slow_chunk_reads)
   STRIPEFS_CLIENT_COUNTER(abandoned_chunk_reads)
   STRIPEFS_CLIENT_COUNTER(map_updates)
+  STRIPEFS_CLIENT_COUNTER(hedged_chunk_reads)
 #undef STRIPEFS_CLIENT_COUNTER
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -80,6 +82,7 @@ struct ClientCounters {
     s.slow_chunk_reads = ld(slow_chunk_reads);
     s.abandoned_chunk_reads = ld(abandoned_chunk_reads);
     s.map_updates = ld(map_updates);
+    s.hedged_chunk_reads = ld(hedged_chunk_reads);
     return s;
   }
 };

@@ -111,6 +111,26 @@ uint64_t StripeClient::map_epoch() {
   return map_.epoch;
 }
 
+bool StripeClient::IsSuspect(uint32_t server) {
+  std::lock_guard<std::mutex> lock(suspect_mu_);
+  auto it = suspect_until_.find(server);
+  if (it == suspect_until_.end()) return false;
+  if (std::chrono::steady_clock::now() < it->second) return true;
+  suspect_until_.erase(it);
+  return false;
+}
+
+void StripeClient::MarkSuspect(uint32_t server, bool suspect) {
+  // Long enough for metad to mark a hung server down (3-4 s by default).
+  constexpr auto kSuspectWindow = std::chrono::seconds(10);
+  std::lock_guard<std::mutex> lock(suspect_mu_);
+  if (suspect) {
+    suspect_until_[server] = std::chrono::steady_clock::now() + kSuspectWindow;
+  } else {
+    suspect_until_.erase(server);
+  }
+}
+
 void StripeClient::RequestMapRefresh() {
   if (!refresher_.joinable()) return;
   {
@@ -246,7 +266,12 @@ Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
       return;
     }
     launched |= Bit(i);
-    counted |= Bit(i);
+    if (use_deadline && IsSuspect(layout.servers[u].id)) {
+      // Recently slow or unreachable: ask, but read around it at once.
+      ClientCounters::Add(counters_.hedged_chunk_reads);
+    } else {
+      counted |= Bit(i);
+    }
     const ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
     const uint64_t version = sv.version;
     pool_.Submit([reads, svc, id, version, lo, len, i, u] {
@@ -277,14 +302,17 @@ Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
       const size_t u = static_cast<size_t>(i);
       if (reads->errs[u].ok()) {
         have |= Bit(i);
+        if (use_deadline) MarkSuspect(layout.servers[u].id, false);
         continue;
       }
       errs[u] = reads->errs[u];
       failed |= Bit(i);
       ClientCounters::Add(counters_.chunk_read_errors);
       if (errs[u].code() == EBADMSG) ClientCounters::Add(counters_.crc_errors);
-      if (errs[u].code() == EHOSTDOWN || errs[u].code() == ETIMEDOUT)
+      if (errs[u].code() == EHOSTDOWN || errs[u].code() == ETIMEDOUT) {
         transport_error = true;
+        if (use_deadline) MarkSuspect(layout.servers[u].id, true);
+      }
     }
     if ((want_mask & ~have) == 0) break;       // all wanted chunks read
     if (__builtin_popcount(have) >= k) break;  // enough to rebuild
@@ -293,6 +321,9 @@ Status StripeClient::ReadColumns(uint64_t ino, const StripeVersion& sv,
       // win) and read other chunks to reconstruct around them.
       ClientCounters::Add(counters_.slow_chunk_reads,
                           static_cast<uint64_t>(__builtin_popcount(counted)));
+      for (int i = 0; i < n; ++i)
+        if (counted & Bit(i))
+          MarkSuspect(layout.servers[static_cast<size_t>(i)].id, true);
       slow |= counted;
       counted = 0;
       round_end = Clock::now() + deadline;

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -168,6 +169,11 @@ class StripeClient {
   void DeleteVersion(uint64_t ino, uint64_t stripe, uint64_t version,
                      const Layout& layout, uint32_t mask);
   std::mutex& StripeLock(uint64_t ino, uint64_t stripe);
+  // Servers a chunk read recently found slow (past read_deadline) or
+  // unreachable: reads still ask them but read other chunks at once instead
+  // of waiting a deadline first, until one answers or kSuspectWindow ends.
+  bool IsSuspect(uint32_t server);
+  void MarkSuspect(uint32_t server, bool suspect);
   // Asks the refresher thread to re-read the map soon (non-blocking).
   void RequestMapRefresh();
   void RefreshLoop();
@@ -190,6 +196,10 @@ class StripeClient {
   std::mutex version_mu_;
   uint64_t next_version_ = 0;  // guarded by version_mu_
   uint64_t version_limit_ = 0;
+
+  std::mutex suspect_mu_;
+  std::map<uint32_t, std::chrono::steady_clock::time_point>
+      suspect_until_;  // guarded by suspect_mu_
 
   std::mutex refresh_mu_;
   std::condition_variable refresh_cv_;

@@ -165,7 +165,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
       {"gc_errors", b.gc_errors},
       {"slow_chunk_reads", b.slow_chunk_reads},
       {"abandoned_chunk_reads", b.abandoned_chunk_reads},
-      {"map_updates", b.map_updates}};
+      {"map_updates", b.map_updates},
+      {"hedged_chunk_reads", b.hedged_chunk_reads}};
   return j;
 }
 
