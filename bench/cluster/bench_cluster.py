@@ -280,12 +280,22 @@ class Bench:
         if not any(x.startswith("--ioengine") for x in argv):
             argv.append("--ioengine=psync")
         r = subprocess.run(argv, capture_output=True, text=True,
-                           timeout=self.args.runtime * 6 + extra_timeout)
+                           timeout=self.fio_timeout(fioargs, extra_timeout))
         if r.returncode != 0:
             raise RuntimeError(f"fio {name} failed: {r.stderr.strip()[-400:]}")
         # fio may print warnings before the JSON object.
         text = r.stdout[r.stdout.index("{"):]
         return json.loads(text)
+
+    def fio_timeout(self, fioargs, extra):
+        """Seconds before a fio job is given up.  Jobs with end_fsync can
+        spend minutes writing back buffered data (degraded 4 KiB random
+        writes are read-modify-writes of whole stripes: under load ~12 on
+        2 cores one took > 156 s), so they get --fsync-timeout on top."""
+        t = self.args.runtime * 6 + extra
+        if "--end_fsync=1" in fioargs:
+            t += self.args.fsync_timeout
+        return t
 
     @staticmethod
     def summarize_fio(res, kind):
@@ -552,8 +562,14 @@ def write_outputs(b, out, meta):
         f.write(f"stripefs cluster bench, {meta['date']}, {meta['servers']} "
                 f"servers {meta['k']}+{meta['m']}, cell {meta['cell_size']}, "
                 f"{meta['size_mib']} MiB files, {meta['runtime_s']} s jobs"
-                f"{' (quick)' if meta['quick'] else ''}\n\n")
-        f.write("| " + " | ".join(COLS) + " |\n")
+                f"{' (quick)' if meta['quick'] else ''}\n")
+        if meta.get("loadavg_start"):
+            f.write(f"Load average (1/5/15 min) at start "
+                    f"{'/'.join(str(x) for x in meta['loadavg_start'])}, at "
+                    f"end {'/'.join(str(x) for x in meta.get('loadavg_end', []))}"
+                    f"; {meta.get('cpus')} CPUs; main mount transport "
+                    f"{meta.get('main_transport')}.\n")
+        f.write("\n| " + " | ".join(COLS) + " |\n")
         f.write("|" + "---|" * len(COLS) + "\n")
         for r in b.rows:
             fr = flat(r)
@@ -885,6 +901,9 @@ def main():
                         "second mount over io-uring (enable_uring set and "
                         "restored) when the kernel has the knob")
     p.add_argument("--coalesce", default="on")
+    p.add_argument("--fsync-timeout", type=int, default=480,
+                   help="extra seconds allowed to end_fsync jobs (default "
+                        "480)")
     p.add_argument("--no-reference", action="store_true",
                    help="skip the tmpfs reference rows")
     p.add_argument("--no-passthrough", action="store_true",
