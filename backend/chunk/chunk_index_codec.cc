@@ -1,6 +1,9 @@
 #include "backend/chunk/chunk_index_codec.h"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "ec/crc32c.h"
 
 namespace stripefs {
 namespace {
@@ -54,34 +57,81 @@ Status DecodeChunkKey(std::string_view key, ChunkId* id, uint64_t* version) {
   return Status::Ok();
 }
 
+std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
+                                       uint8_t block_shift) {
+  const size_t block = size_t{1} << block_shift;
+  std::vector<uint32_t> crcs;
+  crcs.reserve((len + block - 1) / block);
+  for (size_t off = 0; off < len; off += block) {
+    crcs.push_back(ec::Crc32c(data + off, std::min(block, len - off)));
+  }
+  return crcs;
+}
+
 std::string EncodeChunkValue(const ChunkIndexValue& v) {
   std::string s;
-  s.reserve(kChunkValueSize);
-  s.push_back(static_cast<char>(kChunkValueFormat));
+  s.reserve(kChunkValueSize + 1 + 4 * v.block_crcs.size());
+  s.push_back(static_cast<char>(v.block_shift == 0 ? kChunkValueFormatWhole
+                                                   : kChunkValueFormatBlocks));
   PutBe32(&s, v.length);
   PutBe32(&s, v.crc32c);
   PutBe32(&s, v.flags);
+  if (v.block_shift != 0) {
+    s.push_back(static_cast<char>(v.block_shift));
+    for (uint32_t c : v.block_crcs) PutBe32(&s, c);
+  }
   return s;
 }
 
 Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
-  if (value.size() != kChunkValueSize) {
+  if (value.size() < kChunkValueSize) {
     return Status::Corruption("chunk index value of " +
                               std::to_string(value.size()) +
-                              " bytes is malformed (expected " +
-                              std::to_string(kChunkValueSize) + ")");
+                              " bytes is malformed (at least " +
+                              std::to_string(kChunkValueSize) + " expected)");
   }
-  if (static_cast<uint8_t>(value[0]) != kChunkValueFormat) {
+  const auto format = static_cast<uint8_t>(value[0]);
+  if (format != kChunkValueFormatWhole && format != kChunkValueFormatBlocks) {
     return Status::Corruption(
-        "chunk index value has unknown format " +
-        std::to_string(static_cast<uint8_t>(value[0])) +
-        " (this build reads format 1; was the store written by a newer "
+        "chunk index value has unknown format " + std::to_string(format) +
+        " (this build reads formats 1 and 2; was the store written by a newer "
         "stripefs?)");
   }
   ChunkIndexValue v;
   v.length = GetBe32(value.data() + 1);
   v.crc32c = GetBe32(value.data() + 5);
   v.flags = GetBe32(value.data() + 9);
+  if (format == kChunkValueFormatWhole) {
+    if (value.size() != kChunkValueSize) {
+      return Status::Corruption("chunk index value (format 1) of " +
+                                std::to_string(value.size()) +
+                                " bytes is malformed (expected " +
+                                std::to_string(kChunkValueSize) + ")");
+    }
+    return v;
+  }
+  if (value.size() < kChunkValueSize + 1) {
+    return Status::Corruption("chunk index value (format 2) is truncated");
+  }
+  v.block_shift = static_cast<uint8_t>(value[kChunkValueSize]);
+  if (v.block_shift < kChunkCrcBlockShiftMin ||
+      v.block_shift > kChunkCrcBlockShiftMax) {
+    return Status::Corruption("chunk index value has a block shift of " +
+                              std::to_string(v.block_shift) + " (allowed " +
+                              std::to_string(kChunkCrcBlockShiftMin) + "-" +
+                              std::to_string(kChunkCrcBlockShiftMax) + ")");
+  }
+  const uint64_t block = uint64_t{1} << v.block_shift;
+  const uint64_t blocks = (uint64_t{v.length} + block - 1) / block;
+  if (value.size() - kChunkValueSize - 1 != 4 * blocks) {
+    return Status::Corruption(
+        "chunk index value (format 2) of " + std::to_string(value.size()) +
+        " bytes does not hold the " + std::to_string(blocks) +
+        " block CRCs of a " + std::to_string(v.length) + "-byte chunk");
+  }
+  v.block_crcs.resize(blocks);
+  const char* p = value.data() + kChunkValueSize + 1;
+  for (uint64_t i = 0; i < blocks; ++i) v.block_crcs[i] = GetBe32(p + 4 * i);
   return v;
 }
 

@@ -3,8 +3,11 @@
 // Key   = 'c' | inode u64 | stripe u64 | index u32 | version u64  (29 bytes,
 //         big-endian, so RocksDB's bytewise order is (inode, stripe, index,
 //         version) order).
-// Value = format u8 (=1) | length u32 | crc32c u32 | flags u32     (13 bytes,
-//         big-endian).
+// Value = format u8 | length u32 | crc32c u32 | flags u32, big-endian, then
+//         format 1: nothing (13 bytes; one CRC for the whole chunk), or
+//         format 2: block_shift u8 | one crc32c u32 per 2^block_shift-byte
+//                   block of the data (the last one may be short), so a range
+//                   read verifies only the blocks it covers.
 // Decoders are bounds-checked and return Corruption for anything malformed.
 // Pure functions; thread-safe.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/chunk/chunk_service.h"
 #include "common/status.h"
@@ -22,14 +26,27 @@ inline constexpr char kChunkKeyPrefix = 'c';
 inline constexpr size_t kChunkKeySize = 1 + 8 + 8 + 4 + 8;
 // Prefix of all versions of one chunk id: 'c' | inode | stripe | index.
 inline constexpr size_t kChunkIdPrefixSize = 1 + 8 + 8 + 4;
-inline constexpr uint8_t kChunkValueFormat = 1;
-inline constexpr size_t kChunkValueSize = 1 + 4 + 4 + 4;
+inline constexpr uint8_t kChunkValueFormatWhole = 1;
+inline constexpr uint8_t kChunkValueFormatBlocks = 2;
+inline constexpr size_t kChunkValueSize = 1 + 4 + 4 + 4;  // format 1
+// Block CRCs cover 4 KiB each (a page: the unit of small reads).
+inline constexpr uint8_t kChunkCrcBlockShift = 12;
+inline constexpr uint8_t kChunkCrcBlockShiftMin = 9;
+inline constexpr uint8_t kChunkCrcBlockShiftMax = 24;
 
 struct ChunkIndexValue {
   uint32_t length = 0;
-  uint32_t crc32c = 0;
-  uint32_t flags = 0;  // reserved, 0 today
+  uint32_t crc32c = 0;  // of the whole chunk (scrub, ListChunks)
+  uint32_t flags = 0;   // reserved, 0 today
+  // 0 with no block CRCs (format 1); else log2 of the block size, and
+  // block_crcs holds ceil(length / 2^block_shift) CRCs (format 2).
+  uint8_t block_shift = 0;
+  std::vector<uint32_t> block_crcs;
 };
+
+// The block CRCs of `data` for ChunkIndexValue::block_crcs.
+std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
+                                       uint8_t block_shift);
 
 std::string EncodeChunkKey(const ChunkId& id, uint64_t version);
 // The first kChunkIdPrefixSize bytes of every key of `id`.

@@ -592,6 +592,9 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
   ChunkIndexValue v;
   v.length = static_cast<uint32_t>(data.size());
   v.crc32c = crc;
+  v.block_shift = kChunkCrcBlockShift;
+  v.block_crcs =
+      ComputeBlockCrcs(data.data(), data.size(), kChunkCrcBlockShift);
   return IndexPlaced(key, v, final_path, existed, name);
 }
 
@@ -696,6 +699,13 @@ void ChunkStore::NoteMissing(const ChunkId& id, uint64_t version) {
 Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
                                 const ChunkIndexValue& v,
                                 std::vector<uint8_t>* out) {
+  return ReadVerifiedRange(id, version, v, 0, v.length, out);
+}
+
+Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
+                                     const ChunkIndexValue& v, uint32_t offset,
+                                     uint32_t length,
+                                     std::vector<uint8_t>* out) {
   const std::string name = DescribeChunk(id, version);
   const std::string path = DataPath(id, version);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -715,9 +725,20 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
         std::to_string(st.st_size) + " bytes, the index says " +
         std::to_string(v.length) + "; treat the chunk as lost and repair it");
   }
-  std::vector<uint8_t> buf(v.length);
-  if (v.length > 0) {
-    auto got = io_->Read(fd.get(), buf.data(), buf.size(), 0);
+  // What to read and verify: the whole chunk against its CRC, or (with block
+  // CRCs and a partial range) just the blocks the range covers.
+  const bool by_blocks =
+      v.block_shift != 0 && !(offset == 0 && length == v.length);
+  uint64_t lo = 0, hi = v.length;
+  if (by_blocks) {
+    const uint64_t block = uint64_t{1} << v.block_shift;
+    lo = offset / block * block;
+    hi = std::min<uint64_t>(
+        v.length, (uint64_t{offset} + length + block - 1) / block * block);
+  }
+  std::vector<uint8_t> buf(hi - lo);
+  if (!buf.empty()) {
+    auto got = io_->Read(fd.get(), buf.data(), buf.size(), lo);
     if (!got.ok()) {
       Status e = got.status().Annotate("reading " + path);
       // ENOENT here cannot mean "file missing" to the caller.
@@ -726,21 +747,40 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
     if (*got != buf.size()) {
       crc_errors_.fetch_add(1, std::memory_order_relaxed);
       return Status::Corruption(name + " in " + dir_ + ": data file " + path +
-                                " ended after " + std::to_string(*got) +
-                                " of " + std::to_string(buf.size()) + " bytes");
+                                " ended after " + std::to_string(lo + *got) +
+                                " of " + std::to_string(v.length) + " bytes");
     }
   }
-  uint32_t crc = ec::Crc32c(buf.data(), buf.size());
-  if (crc != v.crc32c) {
+  auto mismatch = [&](uint32_t stored, uint32_t computed,
+                      const std::string& what) {
     crc_errors_.fetch_add(1, std::memory_order_relaxed);
     char detail[96];
     std::snprintf(detail, sizeof(detail),
-                  " (stored CRC32C 0x%08x, computed 0x%08x)", v.crc32c, crc);
-    return Status::Corruption(
-        name + " in " + dir_ + " failed CRC32C verification" + detail +
-        ", file " + path + "; treat the chunk as lost and repair it");
+                  " (stored CRC32C 0x%08x, computed 0x%08x)", stored, computed);
+    return Status::Corruption(name + " in " + dir_ + " failed CRC32C " +
+                              "verification of " + what + detail + ", file " +
+                              path + "; treat the chunk as lost and repair it");
+  };
+  if (by_blocks) {
+    const uint64_t block = uint64_t{1} << v.block_shift;
+    for (uint64_t b = lo / block; b * block < hi; ++b) {
+      const uint64_t start = b * block - lo;
+      const uint64_t n = std::min<uint64_t>(block, hi - b * block);
+      const uint32_t crc = ec::Crc32c(buf.data() + start, n);
+      if (crc != v.block_crcs[b]) {
+        return mismatch(v.block_crcs[b], crc, "block " + std::to_string(b));
+      }
+    }
+  } else {
+    const uint32_t crc = ec::Crc32c(buf.data(), buf.size());
+    if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk");
   }
-  *out = std::move(buf);
+  if (lo == offset && buf.size() == length) {
+    *out = std::move(buf);
+  } else {
+    out->assign(buf.begin() + (offset - lo),
+                buf.begin() + (offset - lo + length));
+  }
   return Status::Ok();
 }
 
@@ -774,7 +814,7 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
           name + " is past its end (" + std::to_string(v->length) + " bytes)");
     }
     std::vector<uint8_t> buf;
-    Status vs = ReadVerified(id, version, *v, &buf);
+    Status vs = ReadVerifiedRange(id, version, *v, offset, length, &buf);
     if (vs.code() == ENOENT) {
       // Indexed but gone: drop the entry (exclusively; a concurrent rewrite
       // may have brought the file back, then read again).
@@ -797,9 +837,7 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
     }
     if (!vs.ok()) return vs;
     reads_.fetch_add(1, std::memory_order_relaxed);
-    if (offset == 0 && length == buf.size()) return buf;
-    return std::vector<uint8_t>(buf.begin() + offset,
-                                buf.begin() + offset + length);
+    return buf;
   }
   return Status::IoError("reading " + name + " in " + dir_ +
                          " raced with concurrent rewrites; retry");

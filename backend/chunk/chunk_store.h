@@ -141,6 +141,11 @@ class ChunkStore final : public ChunkService {
   // EBADMSG (counted) on any mismatch.
   Status ReadVerified(const ChunkId& id, uint64_t version,
                       const ChunkIndexValue& v, std::vector<uint8_t>* out);
+  // Bytes [offset, offset + length) of it (in range, checked by the caller):
+  // with block CRCs only the covered blocks are read and verified.
+  Status ReadVerifiedRange(const ChunkId& id, uint64_t version,
+                           const ChunkIndexValue& v, uint32_t offset,
+                           uint32_t length, std::vector<uint8_t>* out);
   // CloneChunk of a whole chunk by hard link (caller holds the chunk lock
   // exclusively). *linked false with OK: links unsupported, copy instead.
   Status CloneByLinkLocked(const ChunkId& id, uint64_t from_version,

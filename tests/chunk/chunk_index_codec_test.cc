@@ -31,7 +31,7 @@ TEST(ChunkIndexCodec, KeysSortInChunkOrder) {
 }
 
 TEST(ChunkIndexCodec, ValueRoundTrip) {
-  ChunkIndexValue v{0xDEADBEEF, 0x12345678, 3};
+  ChunkIndexValue v{0xDEADBEEF, 0x12345678, 3, 0, {}};
   auto got = DecodeChunkValue(EncodeChunkValue(v));
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->length, v.length);
@@ -39,8 +39,38 @@ TEST(ChunkIndexCodec, ValueRoundTrip) {
   EXPECT_EQ(got->flags, v.flags);
 }
 
+TEST(ChunkIndexCodec, BlockCrcValueRoundTripAndFormat1StillReads) {
+  std::vector<uint8_t> data(10000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i);
+  ChunkIndexValue v{10000, 0x1234, 0, 0, {}};
+  v.block_shift = 12;
+  v.block_crcs = ComputeBlockCrcs(data.data(), data.size(), 12);
+  ASSERT_EQ(v.block_crcs.size(), 3u);  // 4096 + 4096 + 1808
+  std::string enc = EncodeChunkValue(v);
+  EXPECT_EQ(enc.size(), kChunkValueSize + 1 + 3 * 4);
+  EXPECT_EQ(static_cast<uint8_t>(enc[0]), kChunkValueFormatBlocks);
+  auto got = DecodeChunkValue(enc);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->block_shift, 12);
+  EXPECT_EQ(got->block_crcs, v.block_crcs);
+  // Every truncation and any extra byte is Corruption; so is a block shift
+  // out of range or a CRC count that does not match the length.
+  for (size_t n = 0; n < enc.size(); ++n) {
+    EXPECT_EQ(DecodeChunkValue(enc.substr(0, n)).status().code(), EBADMSG);
+  }
+  EXPECT_EQ(DecodeChunkValue(enc + "x").status().code(), EBADMSG);
+  std::string bad_shift = enc;
+  bad_shift[kChunkValueSize] = 30;
+  EXPECT_EQ(DecodeChunkValue(bad_shift).status().code(), EBADMSG);
+  // Values written before block CRCs (format 1) still decode, without them.
+  auto old = DecodeChunkValue(EncodeChunkValue({77, 5, 0, 0, {}}));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->block_shift, 0);
+  EXPECT_TRUE(old->block_crcs.empty());
+}
+
 TEST(ChunkIndexCodec, MalformedIsCorruption) {
-  std::string good = EncodeChunkValue({1, 2, 0});
+  std::string good = EncodeChunkValue({1, 2, 0, 0, {}});
   for (size_t n = 0; n < good.size(); ++n) {
     EXPECT_EQ(DecodeChunkValue(good.substr(0, n)).status().code(), EBADMSG);
   }

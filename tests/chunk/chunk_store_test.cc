@@ -168,14 +168,43 @@ TEST_P(ChunkStoreTest, BitFlipIsEbadmsgCountedAndRepairable) {
       << got.status().message();
   EXPECT_NE(got.status().message().find("inode 0x5"), std::string::npos)
       << got.status().message();
-  // A range that does not cover the flipped byte is refused too.
-  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 100).status().code(), EBADMSG);
+  // Range reads verify the 4 KiB blocks they cover: the block holding the
+  // flipped byte is refused, any other block is served (and verified).
+  auto bad = store_->ReadChunk(id, 3, 200000 - 10, 100);
+  EXPECT_EQ(bad.status().code(), EBADMSG);
+  EXPECT_NE(bad.status().message().find("block 48"), std::string::npos)
+      << bad.status().message();
+  auto fine = store_->ReadChunk(id, 3, 4096 + 7, 5000);
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  EXPECT_EQ(*fine, std::vector<uint8_t>(data.begin() + 4096 + 7,
+                                        data.begin() + 4096 + 7 + 5000));
   auto st = store_->Stats();
   EXPECT_EQ(st->crc_errors, 2u);
-  EXPECT_EQ(st->reads, 0u);
+  EXPECT_EQ(st->reads, 1u);
   // Repair rewrites the same version with the right data.
   ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
   EXPECT_EQ(*store_->ReadChunk(id, 3, 0, 262144), data);
+}
+
+TEST_P(ChunkStoreTest, RangeReadsAreByteExactAtEveryBlockEdge) {
+  ChunkId id{5, 6, 2};
+  auto data = Payload(3 * 4096 + 123, 7);  // a short last block
+  ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
+  for (uint32_t off : {0u, 1u, 4095u, 4096u, 8191u, 12288u, 12300u}) {
+    for (uint32_t len : {0u, 1u, 100u, 4096u, 4097u}) {
+      if (off + len > data.size()) continue;
+      auto got = store_->ReadChunk(id, 3, off, len);
+      ASSERT_TRUE(got.ok()) << off << "+" << len;
+      EXPECT_EQ(*got, std::vector<uint8_t>(data.begin() + off,
+                                           data.begin() + off + len))
+          << off << "+" << len;
+    }
+  }
+  // A flip in the short last block is caught by a read of just that block.
+  FlipBits(store_->DataPath(id, 3), 3 * 4096 + 100, 0x01);
+  EXPECT_EQ(store_->ReadChunk(id, 3, 3 * 4096 + 120, 3).status().code(),
+            EBADMSG);
+  EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 3 * 4096).ok());
 }
 
 TEST_P(ChunkStoreTest, TruncatedOrExtendedFileIsCorruption) {
