@@ -151,6 +151,7 @@ struct MountArgs {
   int max_ratio = -1;
   std::vector<std::string> options;  // -o
   uint64_t idle_flush_ms = 2000;
+  uint64_t frontier_hold_ms = 30000;
   uint64_t memory_cap_mib = 256;
   std::string writeback_cache = "on";
   int dev_threads = 4;
@@ -329,6 +330,7 @@ int Serve(const MountArgs& a, const std::string& dir, const std::string& mnt,
   fs::StripeFsOptions fo;
   fo.coalesce = a.coalesce != "off";
   fo.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
+  fo.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
   fo.memory_cap = a.memory_cap_mib << 20;
   fo.mountpoint = mnt;
   fs::StripeFs stripefs(volume->get(), fo);
@@ -644,6 +646,9 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option(
         "--idle-flush-ms", a.idle_flush_ms,
         "write buffered partial stripes after this idle time (default 2000)");
+    c->add_option("--frontier-hold-ms", a.frontier_hold_ms,
+                  "but give the partial stripe at a file's write frontier this "
+                  "long to be completed by its writer (default 30000)");
     c->add_option("--memory-cap-mib", a.memory_cap_mib,
                   "total stripe buffer memory before the oldest are written "
                   "(default 256)");

@@ -121,6 +121,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
   json co;
   co["enabled"] = in.coalesce;
   co["idle_flush_ms"] = in.idle_flush_ms;
+  co["frontier_hold_ms"] = in.frontier_hold_ms;
   co["memory_cap"] = in.memory_cap;
   co["buffered_bytes"] = in.buffered_bytes;
   if (in.coalesce_counters) {

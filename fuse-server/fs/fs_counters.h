@@ -69,6 +69,7 @@ struct StatsInputs {
   // file system
   bool coalesce = true;
   uint64_t idle_flush_ms = 0;
+  uint64_t frontier_hold_ms = 0;
   uint64_t memory_cap = 0;
   uint64_t buffered_bytes = 0;
   const FsCounters* fs = nullptr;

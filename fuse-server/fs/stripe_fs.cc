@@ -92,9 +92,11 @@ void StripeFs::FlusherLoop() {
         if (n.writer) writers.push_back(n.writer);
       }
     }
-    const auto cutoff = Clock::now() - options_.idle_flush;
+    const auto now = Clock::now();
+    const auto cutoff = now - options_.idle_flush;
+    const auto frontier_cutoff = now - options_.frontier_hold;
     for (auto& w : writers) {
-      if (w->OldestWrite() < cutoff) w->FlushIdle(cutoff);
+      if (w->OldestWrite() < cutoff) w->FlushIdle(cutoff, frontier_cutoff);
     }
     while (budget_.over()) {
       StripeWriter* oldest = nullptr;
@@ -137,6 +139,7 @@ nlohmann::json StripeFs::StatsJson() const {
   in.pid = static_cast<int>(::getpid());
   in.coalesce = options_.coalesce;
   in.idle_flush_ms = static_cast<uint64_t>(options_.idle_flush.count());
+  in.frontier_hold_ms = static_cast<uint64_t>(options_.frontier_hold.count());
   in.memory_cap = options_.memory_cap;
   in.buffered_bytes = budget_.used();
   in.fs = &counters_;

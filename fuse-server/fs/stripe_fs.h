@@ -45,6 +45,11 @@ struct StripeFsOptions {
   bool coalesce = true;
   // Buffered partial stripes older than this are written in the background.
   std::chrono::milliseconds idle_flush{2000};
+  // ...except the partial stripe at a file's write frontier, which waits up
+  // to this long for its writer to complete it (the kernel's own bound on
+  // dirty page age, dirty_expire_centisecs, is 30 s): page-cache writeback
+  // of a sequential writer can pause for seconds with a stripe half sent.
+  std::chrono::milliseconds frontier_hold{30000};
   // Total bytes of stripe buffers before the oldest are written.
   uint64_t memory_cap = uint64_t{256} << 20;
   // Entry and attribute validity given to the kernel.

@@ -289,15 +289,23 @@ Status StripeWriter::Flush(FlushReason why) {
   return first;
 }
 
-void StripeWriter::FlushIdle(Clock::time_point cutoff) {
+void StripeWriter::FlushIdle(Clock::time_point cutoff,
+                             Clock::time_point frontier_cutoff) {
   std::unique_lock<std::mutex> lock(mu_);
+  auto due = [&](uint64_t s, const Buffer& b) {
+    const bool frontier =
+        b.valid.size() == 1 && buffered_end_ > 0 &&
+        s * stripe_size_ + b.valid.begin()->second == buffered_end_;
+    return b.last_write <
+           (frontier ? std::min(cutoff, frontier_cutoff) : cutoff);
+  };
   std::vector<uint64_t> idle;
   for (const auto& [s, b] : buffers_) {
-    if (b->last_write < cutoff) idle.push_back(s);
+    if (due(s, *b)) idle.push_back(s);
   }
   for (uint64_t s : idle) {
     auto it = buffers_.find(s);
-    if (it == buffers_.end() || it->second->last_write >= cutoff) continue;
+    if (it == buffers_.end() || !due(s, *it->second)) continue;
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
     lock.unlock();

@@ -138,8 +138,17 @@ class StripeWriter {
   Result<InodeAttr> Truncate(uint64_t new_size);
 
   // Background: sends the buffered stripes last written before `cutoff`.
-  // Errors are remembered for the next Flush().
-  void FlushIdle(std::chrono::steady_clock::time_point cutoff);
+  // The stripe at the file's write frontier (the highest buffered stripe,
+  // filled by one contiguous run that ends at the highest buffered byte: a
+  // sequential writer's next stripe in the making) waits until
+  // `frontier_cutoff` instead: a writer whose page-cache writeback paused
+  // usually completes it, and a completed stripe needs no RMW. Errors are
+  // remembered for the next Flush().
+  void FlushIdle(std::chrono::steady_clock::time_point cutoff,
+                 std::chrono::steady_clock::time_point frontier_cutoff);
+  void FlushIdle(std::chrono::steady_clock::time_point cutoff) {
+    FlushIdle(cutoff, cutoff);
+  }
   // Sends the least recently written buffered stripe; false if none.
   bool FlushOldest(FlushReason why);
   // Oldest last-write time of a buffered stripe (max() if none).

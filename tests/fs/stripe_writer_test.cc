@@ -322,6 +322,53 @@ TEST_F(StripeWriterTest, PartialStripeStaysBufferedUntilFlush) {
   EXPECT_EQ(Backend(), model);
 }
 
+TEST_F(StripeWriterTest, FrontierStripeOfASequentialWriterIsHeldLonger) {
+  StripeWriter& w = NewWriter();
+  const auto idle = milliseconds(2000), hold = milliseconds(30000);
+  // A sequential writer: stripe 0 complete (sent), stripe 1 half written.
+  auto first = Pattern(S + S / 2, 8);
+  ASSERT_TRUE(w.Write(0, first).ok());
+  EXPECT_EQ(w.BufferedStripes(), std::vector<uint64_t>{1});
+  clock_.Advance(milliseconds(5000));  // writeback paused 5 s
+  w.FlushIdle(clock_.Now() - idle, clock_.Now() - hold);
+  EXPECT_EQ(Partial(FlushReason::kIdle), 0u);  // frontier: still held
+  // The writer comes back and completes the stripe: one full-stripe encode,
+  // no RMW.
+  auto rest = Pattern(S / 2, 9);
+  ASSERT_TRUE(w.Write(S + S / 2, rest).ok());
+  EXPECT_FALSE(w.HasBuffered());
+  EXPECT_EQ(backend().full_stripe_writes, 2u);
+  EXPECT_EQ(backend().rmw_stripes + backend().parity_delta_updates +
+                backend().new_partial_stripes,
+            0u);
+  // A frontier stripe is not held forever: after `hold` it goes out.
+  auto tail = Pattern(100, 10);
+  ASSERT_TRUE(w.Write(2 * S, tail).ok());
+  clock_.Advance(milliseconds(29000));
+  w.FlushIdle(clock_.Now() - idle, clock_.Now() - hold);
+  EXPECT_EQ(Partial(FlushReason::kIdle), 0u);
+  clock_.Advance(milliseconds(1001));
+  w.FlushIdle(clock_.Now() - idle, clock_.Now() - hold);
+  EXPECT_EQ(Partial(FlushReason::kIdle), 1u);
+  // Partial stripes below the frontier (or with holes) keep the short
+  // idle timeout.
+  ASSERT_TRUE(w.Write(3 * S + 10, tail).ok());   // frontier
+  ASSERT_TRUE(w.Write(S + 50, tail).ok());       // below it
+  ASSERT_TRUE(w.Write(3 * S + 500, tail).ok());  // frontier, now with a hole
+  clock_.Advance(milliseconds(2001));
+  w.FlushIdle(clock_.Now() - idle, clock_.Now() - hold);
+  EXPECT_EQ(Partial(FlushReason::kIdle), 3u);
+  EXPECT_FALSE(w.HasBuffered());
+  std::vector<uint8_t> model;
+  Put(&model, 0, first);
+  Put(&model, S + S / 2, rest);
+  Put(&model, 2 * S, tail);
+  Put(&model, 3 * S + 10, tail);
+  Put(&model, S + 50, tail);
+  Put(&model, 3 * S + 500, tail);
+  EXPECT_EQ(Backend(), model);
+}
+
 TEST_F(StripeWriterTest, IdleTimeoutFollowsTheClock) {
   StripeWriter& w = NewWriter();
   const auto idle = milliseconds(2000);
