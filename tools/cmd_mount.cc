@@ -156,6 +156,7 @@ struct MountArgs {
   std::string writeback_cache = "on";
   int dev_threads = 4;
   bool no_align = false;
+  bool enable_uring = false;
 };
 
 // Where the daemon tells the waiting parent how the mount went.
@@ -327,6 +328,21 @@ int Serve(const MountArgs& a, const std::string& dir, const std::string& mnt,
   }
   if (pages < 256) pages = 256;
 
+  // --enable-uring: the kernel offers io-uring at INIT only while the fuse
+  // module's enable_uring is Y; set it for the life of this mount.
+  std::unique_ptr<fuse::ScopedKnob> uring_knob;
+  std::string uring_note;
+  if (a.enable_uring) {
+    auto knob = fuse::EnableUring();
+    if (!knob.ok())
+      return rep.Error("--enable-uring: " + knob.status().message());
+    uring_knob = std::move(knob).value();
+    if (uring_knob) {
+      uring_note = std::string(fuse::kEnableUringPath) + ": " +
+                   uring_knob->previous() + " -> Y (restored at unmount)";
+    }
+  }
+
   fs::StripeFsOptions fo;
   fo.coalesce = a.coalesce != "off";
   fo.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
@@ -417,6 +433,7 @@ int Serve(const MountArgs& a, const std::string& dir, const std::string& mnt,
           ", max_write: " + Human(n.max_write) +
           ", writeback cache: " + (n.writeback_cache() ? "yes" : "no"));
   if (!pages_note.empty()) rep.Say("  " + pages_note);
+  if (!uring_note.empty()) rep.Say("  " + uring_note);
   rep.Say(std::string("  alignment requested: ") +
           (n.align_requested
                ? "yes (" + Human(uint64_t{1} << n.align_page_order) + ")"
@@ -656,6 +673,9 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("--dev-threads", a.dev_threads,
                   "/dev/fuse worker threads (default 4)");
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
+    c->add_flag("--enable-uring", a.enable_uring,
+                "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
+                "(root), so --transport auto|uring can use io-uring");
     c->callback([] { ExitWith(RunMount(a)); });
   }
   {

@@ -15,6 +15,7 @@
 
 #include "fuse-server/fs/stats_socket.h"
 #include "fuse-server/fuse_mount.h"
+#include "fuse-server/kernel_knobs.h"
 #include "tests/fs/fs_mount.h"
 
 namespace stripefs::fs::testing {
@@ -117,6 +118,39 @@ TEST_F(CliTest, MountStatUmountRemountCrash) {
   EXPECT_EQ(Get(mnt_ + "/a"), std::string(3 * 1048576 + 5, 'a'));
   out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
   EXPECT_EQ(rc, 0) << out;
+}
+
+TEST_F(CliTest, EnableUringFlagMountsOverUringAndRestoresTheKnob) {
+  if (!fuse::UringKnobPresent()) {
+    GTEST_SKIP() << "SKIPPED: kernel without FUSE io-uring (no "
+                 << fuse::kEnableUringPath << ")";
+  }
+  // Start from N (restored to whatever it was when the test ends).
+  auto off = fuse::ScopedKnob::Set(fuse::kEnableUringPath, "N");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  int rc = 0;
+  std::string out = Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_ +
+                           " --enable-uring --transport uring",
+                       &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("enable_uring: N -> Y"), std::string::npos) << out;
+  EXPECT_EQ(*fuse::ReadKnob(fuse::kEnableUringPath), "Y");
+  Put(mnt_ + "/u", 300000, 'u', true);
+  EXPECT_EQ(Get(mnt_ + "/u"), std::string(300000, 'u'));
+  out = Sh(Bin() + " stat --json " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["negotiated"]["transport"].get<std::string>(), "uring") << out;
+  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  // The daemon restores the knob as it exits (after the unmount returns).
+  std::string now;
+  for (int i = 0; i < 100; ++i) {
+    now = *fuse::ReadKnob(fuse::kEnableUringPath);
+    if (now == "N") break;
+    ::usleep(50000);
+  }
+  EXPECT_EQ(now, "N");
 }
 
 TEST_F(CliTest, ErrorsNameTheFix) {
