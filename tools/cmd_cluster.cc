@@ -285,7 +285,10 @@ struct Cluster {
             ok |= s.id == id && s.address == addr && !addr.empty() &&
                   s.state == ServerState::kUp;
         }
-        if (!ok) missing += " " + std::to_string(id);
+        if (!ok) {  // (two appends: GCC 12 -O3 warns falsely on " " + ...)
+          missing += ' ';
+          missing += std::to_string(id);
+        }
       }
       if (missing.empty()) return Status::Ok();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
