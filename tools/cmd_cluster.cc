@@ -396,18 +396,6 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   return 0;
 }
 
-const char* StateName(ServerState s) {
-  switch (s) {
-    case ServerState::kUp:
-      return "up";
-    case ServerState::kDown:
-      return "down";
-    case ServerState::kOut:
-      return "out";
-  }
-  return "?";
-}
-
 int RunStatus(const std::string& dir) {
   auto c = LoadCluster(dir);
   if (!c.ok()) return Fail(c.status());
@@ -469,7 +457,8 @@ int RunStatus(const std::string& dir) {
     if (s.state == ServerState::kDown && ping.ok())
       reach += "; metad will mark it up at its next probe";
     std::printf("%-4u %-22s %-14s %-6s %s\n", s.id, s.address.c_str(),
-                s.failure_domain.c_str(), StateName(s.state), reach.c_str());
+                s.failure_domain.c_str(), ServerStateName(s.state),
+                reach.c_str());
   }
   return bad == 0 ? 0 : 1;
 }

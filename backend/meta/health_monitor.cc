@@ -5,22 +5,6 @@
 
 namespace stripefs {
 
-namespace {
-
-const char* StateName(ServerState s) {
-  switch (s) {
-    case ServerState::kUp:
-      return "up";
-    case ServerState::kDown:
-      return "down";
-    case ServerState::kOut:
-      return "out";
-  }
-  return "?";
-}
-
-}  // namespace
-
 HealthMonitor::HealthMonitor(MetaStore* store, ServerProber* prober,
                              HealthMonitorOptions options, LogFn log)
     : store_(store), prober_(prober), options_(options), log_(std::move(log)) {
@@ -167,7 +151,7 @@ Status HealthMonitor::RunRound() {
       if (first_error.ok()) {
         first_error = changed.status().Annotate(
             "health monitor: marking chunkd " + std::to_string(c.seen.id) +
-            " " + StateName(c.to));
+            " " + ServerStateName(c.to));
       }
       continue;
     }
@@ -182,7 +166,7 @@ Status HealthMonitor::RunRound() {
       if (it != health_.end()) it->second.state = c.to;
     }
     log_("chunkd " + std::to_string(c.seen.id) + " at " + c.seen.address + " " +
-         c.why + ": marked " + StateName(c.to) + ", map epoch " +
+         c.why + ": marked " + ServerStateName(c.to) + ", map epoch " +
          std::to_string(epoch));
   }
   return first_error;

@@ -64,8 +64,8 @@ struct SetAttrRequest {
 struct DirEntry {
   std::string name;
   uint64_t ino = 0;
-  uint32_t mode = 0;     // file type bits (S_IFMT part) at least
-  uint64_t cookie = 0;   // pass to ReadDir to continue after this entry
+  uint32_t mode = 0;    // file type bits (S_IFMT part) at least
+  uint64_t cookie = 0;  // pass to ReadDir to continue after this entry
 };
 
 // The committed version of one stripe. missing_mask bit i set = chunk i was
@@ -88,6 +88,19 @@ struct ObsoleteStripe {
 };
 
 enum class ServerState : uint8_t { kUp = 0, kDown = 1, kOut = 2 };
+
+// "up", "down", "out" (logs, `stripefs cluster status`).
+inline const char* ServerStateName(ServerState s) {
+  switch (s) {
+    case ServerState::kUp:
+      return "up";
+    case ServerState::kDown:
+      return "down";
+    case ServerState::kOut:
+      return "out";
+  }
+  return "?";
+}
 
 struct ServerInfo {
   uint32_t id = 0;             // stable, unique within the cluster
