@@ -22,6 +22,7 @@
 
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/uring_file_io.h"
+#include "common/unique_fd.h"
 #include "ec/crc32c.h"
 
 namespace stripefs {
@@ -35,33 +36,6 @@ constexpr char kDataName[] = "data";
 constexpr char kTmpName[] = "tmp";
 // Stripes per second-level data directory: data/<inode>/<stripe >> 12>/.
 constexpr unsigned kStripeBucketShift = 12;
-
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    reset(o.release());
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 void Log(const std::string& dir, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -567,7 +541,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     return Status::FromErrno(err, "create " + tmp);
   }
   auto fail_tmp = [&](const Status& st, const char* step) -> Status {
-    fd.reset();
+    fd.Reset();
     ::unlink(tmp.c_str());
     if (IsNoSpace(st.code())) {
       return NoSpaceStatus(std::string(step) + " " + name);
@@ -579,7 +553,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     Status st = io_->WriteAndSync(fd.get(), data.data(), data.size());
     if (!st.ok()) return fail_tmp(st, "writing");
   }
-  if (::close(fd.release()) != 0) {
+  if (::close(fd.Release()) != 0) {
     return fail_tmp(Status::FromErrno(errno, "close"), "closing");
   }
 

@@ -15,11 +15,6 @@
 
 namespace stripefs::rpc {
 
-void UniqueFd::Reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 Result<HostPort> ParseHostPort(const std::string& address) {
   HostPort hp;
   std::string port_text = address;

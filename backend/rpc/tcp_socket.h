@@ -12,29 +12,11 @@
 
 #include "backend/rpc/frame.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace stripefs::rpc {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) Reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
+using ::stripefs::UniqueFd;
 
 struct HostPort {
   std::string host;
