@@ -1,10 +1,16 @@
-// `stripefs bench cluster|transport [args...]`: runs a benchmark driver:
-// bench/cluster/bench_cluster.py (fio through a mounted local cluster) or
-// bench/fuse/transport_bench.py (/dev/fuse vs io-uring on an embedded
-// volume, with passthrough_ll and tmpfs reference rows).
+// `stripefs bench cluster|transport|align|write [args...]`: runs a benchmark
+// driver, one python script per subcommand (kDrivers below):
+//   cluster    bench/cluster/bench_cluster.py: fio through a mounted local
+//              cluster, healthy/degraded/repair, tmpfs and passthrough_ll
+//   transport  bench/fuse/transport_bench.py: /dev/fuse vs io-uring on an
+//              embedded volume, passthrough_ll and tmpfs reference rows
+//   align      bench/align/align_bench.py: stripe-aligned WRITE % vs bdi
+//              max_ratio
+//   write      bench/write/write_bench.py: the write path vs the disk
+//              reference, one `ratio=` line per row
 //
-// The drivers are python scripts; this command finds one by walking up from
-// the directory of this binary (or takes --script) and execs it with the
+// The drivers share bench/lib/. This command finds a driver by walking up
+// from the directory of this binary (or takes --script) and execs it with the
 // remaining arguments, passing this binary's path in STRIPEFS_BIN.
 #include <limits.h>
 #include <stdlib.h>
@@ -25,8 +31,29 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kClusterScript = "bench/cluster/bench_cluster.py";
-constexpr const char* kTransportScript = "bench/fuse/transport_bench.py";
+struct Driver {
+  const char* name;    // the subcommand
+  const char* script;  // path below the source root
+  const char* help;
+};
+
+constexpr Driver kDrivers[] = {
+    {"cluster", "bench/cluster/bench_cluster.py",
+     "fio through a mounted local N-server cluster: healthy, degraded and "
+     "repair phases plus tmpfs and passthrough_ll reference rows"},
+    {"transport", "bench/fuse/transport_bench.py",
+     "fio on an embedded volume mounted over /dev/fuse and over io-uring "
+     "(enable_uring set and restored), interleaved repetitions, medians and "
+     "uring/dev ratios, plus passthrough_ll and tmpfs reference rows"},
+    {"align", "bench/align/align_bench.py",
+     "stripe-aligned FUSE WRITE % and backend full-stripe % vs the mount's "
+     "bdi max_ratio, coalescing on and off (embedded volumes, dd)"},
+    {"write", "bench/write/write_bench.py",
+     "the write path vs the disk reference (fio O_DIRECT 1 MiB QD8 in the "
+     "same run): chunk store, cluster and embedded mounts, CPU per MiB, "
+     "random writes, creates/unlinks, partial stripes; one ratio= line per "
+     "row, CSV and markdown in docs/results/write/"},
+};
 
 // Returns the driver script `rel` found above the binary's directory, or "".
 std::string FindScript(const std::string& self, const char* rel) {
@@ -79,36 +106,19 @@ int RunBenchScript(const char* rel, const std::string& script_flag,
 CommandRegistration bench_commands([](CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
-  auto* cluster = bench->add_subcommand(
-      "cluster",
-      "fio through a mounted local N-server cluster: healthy, degraded and "
-      "repair phases plus tmpfs and passthrough_ll reference rows (other "
-      "options are passed to bench/cluster/bench_cluster.py; run that script "
-      "with --help to list them)");
-  auto script = std::make_shared<std::string>();
-  cluster->add_option("--script", *script,
-                      "path of bench_cluster.py (default: found above the "
-                      "stripefs binary)");
-  cluster->prefix_command();
-  cluster->callback([cluster, script] {
-    ExitWith(RunBenchScript(kClusterScript, *script, cluster->remaining()));
-  });
-  auto* transport = bench->add_subcommand(
-      "transport",
-      "fio on an embedded volume mounted over /dev/fuse and over io-uring "
-      "(enable_uring set and restored), interleaved repetitions, medians and "
-      "uring/dev ratios, plus passthrough_ll and tmpfs reference rows (other "
-      "options are passed to bench/fuse/transport_bench.py; run it with "
-      "--help to list them)");
-  auto tscript = std::make_shared<std::string>();
-  transport->add_option("--script", *tscript,
-                        "path of transport_bench.py (default: found above "
-                        "the stripefs binary)");
-  transport->prefix_command();
-  transport->callback([transport, tscript] {
-    ExitWith(
-        RunBenchScript(kTransportScript, *tscript, transport->remaining()));
-  });
+  for (const Driver& d : kDrivers) {
+    auto* cmd = bench->add_subcommand(
+        d.name, std::string(d.help) + " (other options are passed to " +
+                    d.script + "; run it with --help to list them)");
+    auto script = std::make_shared<std::string>();
+    cmd->add_option("--script", *script,
+                    std::string("path of ") + d.script +
+                        " (default: found above the stripefs binary)");
+    cmd->prefix_command();
+    cmd->callback([cmd, script, rel = d.script] {
+      ExitWith(RunBenchScript(rel, *script, cmd->remaining()));
+    });
+  }
 });
 
 }  // namespace

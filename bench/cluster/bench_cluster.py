@@ -15,33 +15,20 @@ SIGTERM).  Usually started as `stripefs bench cluster [args]`.
 """
 import argparse
 import csv
-import datetime
 import json
 import os
-import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-URING_KNOB = "/sys/module/fuse/parameters/enable_uring"
-
-
-def read_knob(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def write_knob(path, value):
-    with open(path, "w") as f:
-        f.write(value + "\n")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from lib import fio, knobs, passthrough, plots, run, sampling  # noqa: E402
+from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
 
 
 # ---------------------------------------------------------------- job matrix
@@ -85,26 +72,6 @@ def job_matrix(quick, size_mib, runtime):
     return jobs
 
 
-def build_passthrough_ll(work, log):
-    """Compiles libfuse3's passthrough_ll example (from the libfuse3-dev
-    examples) into `work`; returns the executable's path or None (logged)."""
-    src = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
-    if not os.path.exists(src) or not shutil.which("gcc"):
-        log("passthrough_ll reference left out: no example source or no gcc")
-        return None
-    exe = os.path.join(work, "passthrough_ll")
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
-                           capture_output=True, text=True)
-    r = subprocess.run(["gcc", "-O2", "-o", exe, src] + flags.stdout.split(),
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        log(f"passthrough_ll reference left out: build failed: "
-            f"{r.stderr.strip()[-200:]}")
-        return None
-    return exe
-
-
-
 # ------------------------------------------------------------------ helpers
 class Bench:
     def __init__(self, args):
@@ -116,49 +83,30 @@ class Bench:
         self.tmpfs = None
         os.makedirs(self.mnt)
         self.mounted = False
-        self.cluster_up = False
         self.daemon_pid = None
-        self.meta = None
-        self.key = None
         self.repair = {}
-        self.knob_old = None  # enable_uring before we changed it
-        self.uring_note = None
         self.t0 = time.time()
+        self.log = run.Log(self.t0)
+        self.stripefs = Stripefs(args.stripefs)
+        self.cluster = Cluster(self.stripefs, self.cdir)
+        self.uring = knobs.Knob(knobs.URING, self.log)
+        self.pt = None  # the passthrough_ll reference mount
+        self.uring_note = None
 
-    def log(self, msg):
-        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
-
-    def sf(self, *argv, check=True, capture=True, timeout=120):
-        cmd = [self.args.stripefs] + list(argv)
-        r = subprocess.run(cmd, capture_output=capture, text=True,
-                           timeout=timeout)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): "
-                               f"{r.stderr.strip()} {r.stdout.strip()}")
-        return r
+    def sf(self, *argv, check=True, timeout=120):
+        return self.stripefs.run(*argv, check=check, timeout=timeout)
 
     # cluster + mount
     def up(self):
         a = self.args
-        self.sf("cluster", "up", "--servers", str(a.servers), "--dir",
-                self.cdir, "--k", str(a.k), "--m", str(a.m), "--cell-size",
-                str(a.cell_size))
-        self.cluster_up = True
-        with open(os.path.join(self.cdir, "metad.addr")) as f:
-            self.meta = f.read().strip()
-        self.key = os.path.join(self.cdir, "cluster.key")
-        r = self.sf("mount", "--meta", self.meta, "--key", self.key, self.mnt,
-                    f"--transport={a.transport}", f"--coalesce={a.coalesce}")
+        self.cluster.up(a.servers, a.k, a.m, a.cell_size)
+        self.meta, self.key = self.cluster.meta, self.cluster.key
+        self.daemon_pid, self.mount_banner = self.stripefs.mount(
+            *self.cluster.mount_args(), self.mnt,
+            f"--transport={a.transport}", f"--coalesce={a.coalesce}")
         self.mounted = True
-        m = re.search(r"\(pid (\d+)\)", r.stdout + r.stderr)
-        self.daemon_pid = int(m.group(1)) if m else None
-        self.mount_banner = r.stdout.strip()
-        st = self.sf("stat", self.mnt, "--json", check=False)
-        try:
-            self.main_transport = json.loads(st.stdout).get(
-                "negotiated", {}).get("transport")
-        except ValueError:
-            self.main_transport = None
+        self.main_transport = self.stripefs.stat(self.mnt).get(
+            "negotiated", {}).get("transport")
         self.log(f"cluster up: {a.servers} servers {a.k}+{a.m} cell "
                  f"{a.cell_size}, mounted at {self.mnt} "
                  f"(daemon pid {self.daemon_pid})")
@@ -169,123 +117,49 @@ class Bench:
         set first (restored in down())."""
         a = self.args
         if self.mounted:
-            r = self.sf("umount", self.mnt, check=False)
-            if r.returncode != 0:
-                subprocess.run(["umount", "-l", self.mnt], check=False)
+            self.stripefs.umount(self.mnt)
             self.mounted = False
         if transport == "uring":
-            cur = read_knob(URING_KNOB)
-            if self.knob_old is None:
-                self.knob_old = cur
-            if cur != "Y":
-                write_knob(URING_KNOB, "Y")
-                self.log(f"{URING_KNOB}: {cur} -> Y (restored at the end)")
-        r = self.sf("mount", "--meta", self.meta, "--key", self.key, self.mnt,
-                    f"--transport={transport}", f"--coalesce={a.coalesce}")
+            self.uring.set("Y")
+        self.daemon_pid, _ = self.stripefs.mount(
+            *self.cluster.mount_args(), self.mnt,
+            f"--transport={transport}", f"--coalesce={a.coalesce}")
         self.mounted = True
-        m = re.search(r"\(pid (\d+)\)", r.stdout + r.stderr)
-        self.daemon_pid = int(m.group(1)) if m else None
-        st = self.sf("stat", self.mnt, "--json", check=False)
-        try:
-            got = json.loads(st.stdout).get("negotiated", {}).get("transport")
-        except ValueError:
-            got = None
+        got = self.stripefs.stat(self.mnt).get("negotiated", {}).get(
+            "transport")
         self.log(f"mounted over --transport={transport}: stat says {got} "
                  f"(daemon pid {self.daemon_pid})")
         return got
 
-    def restore_knob(self):
-        if self.knob_old is None:
-            return
-        if read_knob(URING_KNOB) != self.knob_old:
-            try:
-                write_knob(URING_KNOB, self.knob_old)
-                self.log(f"{URING_KNOB} restored to {self.knob_old}")
-            except OSError as e:
-                self.log(f"warning: could not restore {URING_KNOB}: {e}")
-        self.knob_old = None
-
     def down(self):
         if self.mounted:
-            r = self.sf("umount", self.mnt, check=False)
-            if r.returncode != 0:
-                subprocess.run(["umount", "-l", self.mnt], check=False)
+            self.stripefs.umount(self.mnt)
             self.mounted = False
-        if self.cluster_up:
-            self.sf("cluster", "down", "--dir", self.cdir, check=False)
-            self.cluster_up = False
+        self.cluster.down()
         self.stop_passthrough()
         if self.tmpfs:
             subprocess.run(["umount", self.tmpfs], check=False)
             self.tmpfs = None
-        self.restore_knob()
-        with open("/proc/mounts") as f:
-            busy = [ln.split()[1] for ln in f
-                    if ln.split()[1].startswith(self.work + "/")]
-        if busy:  # never recurse into a mount that is still there
-            self.log(f"warning: still mounted, {self.work} kept: {busy}")
-        else:
-            shutil.rmtree(self.work, ignore_errors=True)
+        self.uring.restore()
+        run.remove_work(self.work, self.log)
 
     # process accounting
     def procs(self):
         """name -> pid of the mount daemon, metad and chunkd processes."""
-        out = {}
-        if self.daemon_pid:
-            out["fuse-daemon"] = self.daemon_pid
-        if os.path.isdir(self.cdir):
-            for fn in sorted(os.listdir(self.cdir)):
-                if fn.endswith(".pid"):
-                    try:
-                        with open(os.path.join(self.cdir, fn)) as f:
-                            out[fn[:-4]] = int(f.read().split()[0])
-                    except (OSError, ValueError, IndexError):
-                        pass
+        out = {"fuse-daemon": self.daemon_pid} if self.daemon_pid else {}
+        out.update(self.cluster.pids())
         return out
-
-    @staticmethod
-    def cpu_seconds(pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / CLK_TCK
-        except (OSError, IndexError, ValueError):
-            return None
-
-    @staticmethod
-    def peak_rss_kib(pid):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return None
 
     def counters(self):
         if not self.mounted:
             return {}
-        r = self.sf("stat", self.mnt, "--json", check=False)
-        try:
-            return json.loads(r.stdout).get("backend", {})
-        except ValueError:
-            return {}
+        return self.stripefs.stat(self.mnt).get("backend", {})
 
     # fio
     def fio(self, directory, name, fioargs, extra_timeout=120):
-        argv = ["fio", f"--name={name}", f"--directory={directory}",
-                "--output-format=json", "--lat_percentiles=1"]
-        argv += [x.replace("IOENGINE", self.args.ioengine) for x in fioargs]
-        if not any(x.startswith("--ioengine") for x in argv):
-            argv.append("--ioengine=psync")
-        r = subprocess.run(argv, capture_output=True, text=True,
-                           timeout=self.fio_timeout(fioargs, extra_timeout))
-        if r.returncode != 0:
-            raise RuntimeError(f"fio {name} failed: {r.stderr.strip()[-400:]}")
-        # fio may print warnings before the JSON object.
-        text = r.stdout[r.stdout.index("{"):]
-        return json.loads(text)
+        argv = [x.replace("IOENGINE", self.args.ioengine) for x in fioargs]
+        return fio.run(directory, name, argv,
+                       self.fio_timeout(fioargs, extra_timeout))
 
     def fio_timeout(self, fioargs, extra):
         """Seconds before a fio job is given up.  Jobs with end_fsync can
@@ -297,29 +171,8 @@ class Bench:
             t += self.args.fsync_timeout
         return t
 
-    @staticmethod
-    def summarize_fio(res, kind):
-        j = res["jobs"][0]
-        d = j[kind]
-        # Total latency (submission + completion) percentiles thanks to
-        # --lat_percentiles=1; fall back to completion latency.
-        p99 = (d.get("lat_ns", {}).get("percentile", {}).get("99.000000") or
-               d.get("clat_ns", {}).get("percentile", {}).get("99.000000"))
-        return {
-            "mib_s": d["bw_bytes"] / 1048576.0,
-            "iops": d["iops"],
-            "lat_mean_us": d["lat_ns"]["mean"] / 1000.0,
-            "lat_p99_us": p99 / 1000.0 if p99 is not None else None,
-            "io_mib": d["io_bytes"] / 1048576.0,
-        }
-
     def drop_caches(self):
-        os.sync()
-        try:
-            with open("/proc/sys/vm/drop_caches", "w") as f:
-                f.write("3\n")
-        except OSError as e:
-            self.log(f"warning: could not drop caches: {e}")
+        knobs.drop_caches(self.log)
 
     def prepare_readfile(self, directory):
         path = os.path.join(directory, "readfile")
@@ -337,25 +190,21 @@ class Bench:
             self.prepare_readfile(directory)
             self.drop_caches()
         procs = self.procs() if with_procs else {}
-        cpu0 = {n: self.cpu_seconds(p) for n, p in procs.items()}
+        meter = sampling.CpuMeter(procs).start()
         c0 = self.counters() if with_procs else {}
         t = time.time()
         res = self.fio(directory, name, fioargs)
         wall = time.time() - t
         row = {"target": target, "phase": phase, "job": name, "kind": kind,
                "wall_s": wall}
-        row.update(self.summarize_fio(res, kind))
-        cpu = {}
-        for n, p in procs.items():
-            c1 = self.cpu_seconds(p)
-            if c1 is not None and cpu0.get(n) is not None:
-                cpu[n] = round(c1 - cpu0[n], 3)
+        row.update(fio.summarize(res, kind))
+        cpu = meter.stop()
         row["cpu_s"] = cpu
         row["cpu_fuse_daemon_s"] = cpu.get("fuse-daemon")
         row["cpu_servers_s"] = round(sum(v for n, v in cpu.items()
                                          if n.startswith("chunkd")), 3) \
             if cpu else None
-        rss = {n: self.peak_rss_kib(p) for n, p in procs.items()}
+        rss = {n: sampling.peak_rss_kib(p) for n, p in procs.items()}
         row["peak_rss_kib"] = rss
         row["peak_rss_fuse_daemon_mib"] = (rss["fuse-daemon"] / 1024.0
                                            if rss.get("fuse-daemon") else None)
@@ -371,10 +220,6 @@ class Bench:
         return row
 
     # phases
-    def build_passthrough_ll(self):
-        """Builds libfuse3's passthrough_ll example; returns path or None."""
-        return build_passthrough_ll(self.work, self.log)
-
     def run_reference(self, target, directory, jobs):
         for name, kind, fioargs in jobs:
             if "direct" in name:
@@ -395,37 +240,22 @@ class Bench:
                         f"size={self.args.size * 6 + 64}m", "tmpfs",
                         self.tmpfs], check=True)
         self.run_reference("tmpfs", self.tmpfs, jobs)
-        exe = None if self.args.no_passthrough else self.build_passthrough_ll()
+        exe = (None if self.args.no_passthrough
+               else passthrough.build(self.work, self.log))
         if exe:
-            self.pt_mnt = os.path.join(self.work, "ptll")
-            os.makedirs(self.pt_mnt)
-            self.pt_proc = subprocess.Popen(
-                [exe, "-f", "-o", f"source={self.tmpfs}", self.pt_mnt],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(100):
-                with open("/proc/mounts") as f:
-                    if f" {self.pt_mnt} " in f.read():
-                        break
-                time.sleep(0.05)
-            else:
-                raise RuntimeError("passthrough_ll did not mount")
-            self.daemon_pid = self.pt_proc.pid
-            self.run_reference("fuse-ll", self.pt_mnt, jobs)
+            self.pt = passthrough.Passthrough(
+                exe, self.tmpfs, os.path.join(self.work, "ptll")).start()
+            self.daemon_pid = self.pt.pid
+            self.run_reference("fuse-ll", self.pt.mnt, jobs)
             self.daemon_pid = None
             self.stop_passthrough()
         subprocess.run(["umount", self.tmpfs], check=False)
         self.tmpfs = None
 
     def stop_passthrough(self):
-        if getattr(self, "pt_proc", None) is None:
-            return
-        subprocess.run(["umount", self.pt_mnt], check=False)
-        try:
-            self.pt_proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.pt_proc.kill()
-            self.pt_proc.wait()
-        self.pt_proc = None
+        if self.pt is not None:
+            self.pt.stop()
+            self.pt = None
 
     def phase(self, phase, jobs, target="stripefs"):
         for name, kind, fioargs in jobs:
@@ -437,9 +267,9 @@ class Bench:
         a = self.args
         if a.uring == "off" or a.transport == "uring":
             return
-        if read_knob(URING_KNOB) is None:
+        if not self.uring.exists():
             self.uring_note = ("no io-uring rows: the kernel has no " +
-                               URING_KNOB)
+                               knobs.URING)
             self.log(self.uring_note)
             return
         try:
@@ -451,7 +281,7 @@ class Bench:
                 return
             self.phase("healthy", jobs, target="stripefs-uring")
         finally:
-            self.restore_knob()
+            self.uring.restore()
             self.mount_transport(a.transport)
 
     def repair_phase(self, fg_job):
@@ -592,13 +422,6 @@ def write_outputs(b, out, meta):
         print(f"warning: plot not written: {e}", file=sys.stderr)
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 PHASE_COLORS = {"reference": "tab:gray", "healthy": "tab:green",
                 "degraded": "tab:orange", "repair": "tab:red"}
 
@@ -609,7 +432,7 @@ def row_label(r):
 
 def plot_throughput(rows, meta, path):
     """MiB/s per job and phase (one bar per row, references in gray)."""
-    plt = _plt()
+    plt = plots.pyplot()
     labels = [row_label(r) for r in rows]
     colors = [("tab:blue" if r["target"] == "stripefs-uring" else
                PHASE_COLORS.get(r["phase"], "tab:blue")) for r in rows]
@@ -622,14 +445,12 @@ def plot_throughput(rows, meta, path):
     ax.set_xlabel("MiB/s (log scale)")
     ax.set_title(f"stripefs cluster bench: {meta['servers']} servers "
                  f"{meta['k']}+{meta['m']} (references gray, io-uring blue)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def plot_latency(rows, meta, path):
     """Mean and p99 total latency per job (stripefs rows, every phase)."""
-    plt = _plt()
+    plt = plots.pyplot()
     rs = [r for r in rows if r["target"].startswith("stripefs")]
     if not rs:
         return
@@ -649,14 +470,12 @@ def plot_latency(rows, meta, path):
     ax.legend(loc="lower right")
     ax.set_title(f"stripefs latency: {meta['servers']} servers "
                  f"{meta['k']}+{meta['m']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def plot_reference(rows, meta, path):
     """Per job: tmpfs, passthrough_ll, stripefs healthy (dev, io-uring)."""
-    plt = _plt()
+    plt = plots.pyplot()
     series = [("tmpfs", "reference", "tmpfs", "tab:gray"),
               ("fuse-ll", "reference", "passthrough_ll (tmpfs)",
                "tab:brown"),
@@ -692,9 +511,7 @@ def plot_reference(rows, meta, path):
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title("stripefs (healthy) vs reference rows; reference 'direct' "
                  "jobs run buffered")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 # ---------------------------------------------------------------- scale sweep
@@ -727,6 +544,7 @@ def run_sweep(a):
         pa.servers, pa.k, pa.m = n, k, m
         b = Bench(pa)
         b.t0 = t0
+        b.log.t0 = t0
         b.log(f"sweep point {i + 1}/{len(points)}: {n} servers {k}+{m}")
         try:
             b.up()
@@ -830,7 +648,7 @@ def write_sweep_outputs(rows, errors, out, meta):
 
 def plot_sweep(rows, path):
     """Throughput vs N, one panel per job, one line per geometry."""
-    plt = _plt()
+    plt = plots.pyplot()
     keys = []
     for r in rows:
         key = (r["phase"], r["job"])
@@ -861,16 +679,7 @@ def plot_sweep(rows, path):
         axes[j // cols][j % cols].axis("off")
     fig.suptitle("stripefs throughput vs number of chunk servers per "
                  "geometry (loopback, 2-core VM)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def find_stripefs():
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
-    cand = os.path.join(root, "build", "tools", "stripefs")
-    return cand if os.path.exists(cand) else shutil.which("stripefs")
+    plots.save(fig, path)
 
 
 def main():
@@ -936,8 +745,7 @@ def main():
         a.out = os.path.join(os.path.dirname(os.path.dirname(
             os.path.dirname(os.path.abspath(__file__)))), "docs", "results",
             "cluster")
-    if not a.stripefs:
-        a.stripefs = find_stripefs()
+    a.stripefs = find_binary(a.stripefs)
     if not a.stripefs or not os.path.exists(a.stripefs):
         sys.exit("bench_cluster: stripefs binary not found; pass --stripefs")
     if os.geteuid() != 0:
@@ -945,38 +753,26 @@ def main():
     if not shutil.which("fio"):
         sys.exit("bench_cluster: fio not found (apt-get install fio)")
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    run.raise_on_signals()
     if a.sweep:
         return main_sweep(a)
 
     b = Bench(a)
-    meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-            "servers": a.servers, "k": a.k, "m": a.m,
-            "cell_size": a.cell_size, "size_mib": a.size,
-            "runtime_s": a.runtime, "quick": a.quick, "victim": a.victim,
-            "ioengine": a.ioengine, "host": platform.node(),
-            "kernel": platform.release(), "cpus": os.cpu_count(),
-            "transport": a.transport, "coalesce": a.coalesce,
-            "repair_mode": a.repair_mode, "loadavg_start": loadavg()}
-    rc = 0
-    try:
-        b.run()
-    except KeyboardInterrupt:
-        b.log("interrupted; tearing down")
-        rc = 130
-    except Exception as e:
-        b.log(f"error: {e}")
-        rc = 1
-    finally:
+    meta = run.host_meta()
+    meta.update({"servers": a.servers, "k": a.k, "m": a.m,
+                 "cell_size": a.cell_size, "size_mib": a.size,
+                 "runtime_s": a.runtime, "quick": a.quick,
+                 "victim": a.victim, "ioengine": a.ioengine,
+                 "transport": a.transport, "coalesce": a.coalesce,
+                 "repair_mode": a.repair_mode})
+
+    def teardown():
         meta["mount_banner"] = getattr(b, "mount_banner", "")
         meta["main_transport"] = getattr(b, "main_transport", None)
         meta["uring_note"] = b.uring_note
         b.down()
-    meta["loadavg_end"] = loadavg()
+    rc = run.guarded(b.run, teardown, b.log)
+    meta["loadavg_end"] = sampling.loadavg()
     meta["wall_s"] = round(time.time() - b.t0, 1)
     if b.rows:
         meta["complete"] = rc == 0
@@ -993,21 +789,15 @@ def main():
     return rc
 
 
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
 def main_sweep(a):
     out = os.path.join(a.out, "sweep")
-    meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-            "cell_size": a.cell_size, "size_mib": a.size,
-            "runtime_s": a.runtime, "quick": a.quick, "victim": a.victim,
-            "ioengine": a.ioengine, "host": platform.node(),
-            "kernel": platform.release(), "cpus": os.cpu_count(),
-            "transport": a.transport, "coalesce": a.coalesce,
-            "points": sweep_points(a.sweep_geometries, a.sweep_servers),
-            "loadavg_start": loadavg()}
+    meta = run.host_meta()
+    meta.update({"cell_size": a.cell_size, "size_mib": a.size,
+                 "runtime_s": a.runtime, "quick": a.quick,
+                 "victim": a.victim, "ioengine": a.ioengine,
+                 "transport": a.transport, "coalesce": a.coalesce,
+                 "points": sweep_points(a.sweep_geometries,
+                                        a.sweep_servers)})
     if not meta["points"]:
         sys.exit("bench_cluster: no sweep point has N >= k+m")
     rc = 0
@@ -1018,7 +808,7 @@ def main_sweep(a):
     except KeyboardInterrupt:
         print("interrupted; tore down", flush=True)
         rc = 130
-    meta["loadavg_end"] = loadavg()
+    meta["loadavg_end"] = sampling.loadavg()
     meta["wall_s"] = round(time.time() - t0, 1)
     meta["complete"] = rc == 0 and not errors
     if errors:

@@ -23,13 +23,9 @@ as `stripefs bench transport [args]`.
 """
 import argparse
 import csv
-import datetime
 import json
 import os
-import platform
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,11 +35,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.join(ROOT, "bench", "cluster"))
-from bench_cluster import build_passthrough_ll  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from lib import fio, knobs, passthrough, run, sampling  # noqa: E402
+from lib.stripefs import Stripefs, find_binary  # noqa: E402
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-URING_KNOB = "/sys/module/fuse/parameters/enable_uring"
 TARGETS = ["stripefs-dev", "stripefs-uring", "fuse-ll", "tmpfs"]
 
 
@@ -72,46 +67,6 @@ def job_matrix(quick, size_mib, runtime, ramp, ioengine):
     return jobs
 
 
-def read_knob(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def write_knob(path, value):
-    with open(path, "w") as f:
-        f.write(value + "\n")
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
-def cpu_times():
-    """(busy, total) jiffies of all CPUs from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]
-    return sum(v) - idle, sum(v)
-
-
-def proc_cpu_s(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def is_mounted(path):
-    with open("/proc/mounts") as f:
-        return any(line.split()[1] == path for line in f)
-
-
 class TransportBench:
     def __init__(self, args):
         self.args = args
@@ -125,63 +80,28 @@ class TransportBench:
             os.makedirs(d)
         self.tmpfs_mounted = False
         self.sf_mounted = False
-        self.pt_proc = None
+        self.pt = None  # the passthrough_ll mount while it runs
         self.daemon_pid = None
-        self.knob_old = None  # enable_uring before we touched it
         self.rows = []
         self.mounts = []  # what each mount reported
         self.notes = []
         self.t0 = time.time()
-
-    def log(self, msg):
-        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
+        self.log = run.Log(self.t0)
+        self.stripefs = Stripefs(args.stripefs)
+        self.uring = knobs.Knob(knobs.URING, self.log)
 
     def sf(self, *argv, check=True, timeout=120):
-        cmd = [self.args.stripefs] + list(argv)
-        r = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=timeout)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): "
-                               f"{r.stderr.strip()} {r.stdout.strip()}")
-        return r
-
-    # ------------------------------------------------------- kernel knob
-    def ensure_uring_knob(self):
-        """Sets enable_uring=Y (remembering the first old value).  Returns
-        False when the kernel has no such knob."""
-        cur = read_knob(URING_KNOB)
-        if cur is None:
-            return False
-        if self.knob_old is None:
-            self.knob_old = cur
-        if cur != "Y":
-            write_knob(URING_KNOB, "Y")
-            self.log(f"{URING_KNOB}: {cur} -> Y (restored at the end)")
-        return True
-
-    def restore_knob(self):
-        if self.knob_old is not None:
-            cur = read_knob(URING_KNOB)
-            if cur != self.knob_old:
-                try:
-                    write_knob(URING_KNOB, self.knob_old)
-                    self.log(f"{URING_KNOB} restored to {self.knob_old}")
-                except OSError as e:
-                    self.log(f"warning: could not restore {URING_KNOB} to "
-                             f"{self.knob_old}: {e}")
-            self.knob_old = None
+        return self.stripefs.run(*argv, check=check, timeout=timeout)
 
     # ------------------------------------------------------------ mounts
     def mount_stripefs(self, transport):
-        if transport == "uring" and not self.ensure_uring_knob():
-            raise RuntimeError("this kernel has no " + URING_KNOB)
+        if transport == "uring" and not self.uring.set("Y"):
+            raise RuntimeError("this kernel has no " + knobs.URING)
         for attempt in range(2):
-            r = self.sf("mount", self.vol, self.mnt,
-                        f"--transport={transport}",
-                        f"--dev-threads={self.args.dev_threads}")
+            self.daemon_pid, banner = self.stripefs.mount(
+                self.vol, self.mnt, f"--transport={transport}",
+                f"--dev-threads={self.args.dev_threads}")
             self.sf_mounted = True
-            m = re.search(r"\(pid (\d+)\)", r.stdout + r.stderr)
-            self.daemon_pid = int(m.group(1)) if m else None
             st = self.stat()
             got = st.get("negotiated", {}).get("transport")
             if got == transport:
@@ -190,11 +110,10 @@ class TransportBench:
             # mount's INIT; try once more, then give up loudly.
             self.umount_stripefs()
             if transport == "uring":
-                self.ensure_uring_knob()
+                self.uring.set("Y")
             if attempt == 1:
                 raise RuntimeError(f"mounted with --transport={transport} but "
                                    f"`stripefs stat` reports {got!r}")
-        banner = (r.stdout + r.stderr).strip()
         self.mounts.append({"transport": transport, "stat_transport": got,
                             "banner": banner,
                             "queues": [f"{q.get('transport')}/{q.get('queue')}"
@@ -204,20 +123,14 @@ class TransportBench:
     def umount_stripefs(self):
         if not self.sf_mounted:
             return
-        r = self.sf("umount", self.mnt, check=False)
-        if r.returncode != 0 and is_mounted(self.mnt):
-            subprocess.run(["umount", "-l", self.mnt], check=False)
+        self.stripefs.umount(self.mnt)
         self.sf_mounted = False
         self.daemon_pid = None
 
     def stat(self):
         if not self.sf_mounted:
             return {}
-        r = self.sf("stat", self.mnt, "--json", check=False)
-        try:
-            return json.loads(r.stdout)
-        except ValueError:
-            return {}
+        return self.stripefs.stat(self.mnt)
 
     def queue_requests(self):
         """{queue name: requests} of the mounted stripefs daemon."""
@@ -227,29 +140,15 @@ class TransportBench:
                 for q in qs}
 
     def start_passthrough(self):
-        self.pt_proc = subprocess.Popen(
-            [self.pt_exe, "-f", "-o", f"source={self.tmpfs}", self.pt_mnt],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if is_mounted(self.pt_mnt):
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("passthrough_ll did not mount")
-        self.daemon_pid = self.pt_proc.pid
+        self.pt = passthrough.Passthrough(self.pt_exe, self.tmpfs,
+                                          self.pt_mnt).start()
+        self.daemon_pid = self.pt.pid
 
     def stop_passthrough(self):
-        if self.pt_proc is None:
+        if self.pt is None:
             return
-        subprocess.run(["umount", self.pt_mnt], check=False)
-        try:
-            self.pt_proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.pt_proc.kill()
-            self.pt_proc.wait()
-        if is_mounted(self.pt_mnt):
-            subprocess.run(["umount", "-l", self.pt_mnt], check=False)
-        self.pt_proc = None
+        self.pt.stop()
+        self.pt = None
         self.daemon_pid = None
 
     def teardown(self):
@@ -264,35 +163,13 @@ class TransportBench:
                         subprocess.run(["umount", self.tmpfs], check=False)
                         self.tmpfs_mounted = False
                 finally:
-                    self.restore_knob()
-                    self.remove_work()
-
-    def remove_work(self):
-        with open("/proc/mounts") as f:
-            busy = [ln.split()[1] for ln in f
-                    if ln.split()[1].startswith(self.work + "/")]
-        if busy:  # never recurse into a mount that is still there
-            self.log(f"warning: still mounted, {self.work} kept: {busy}")
-        else:
-            shutil.rmtree(self.work, ignore_errors=True)
+                    self.uring.restore()
+                    run.remove_work(self.work, self.log)
 
     # --------------------------------------------------------------- fio
-    def drop_caches(self):
-        os.sync()
-        try:
-            write_knob("/proc/sys/vm/drop_caches", "3")
-        except OSError as e:
-            self.log(f"warning: could not drop caches: {e}")
-
     def fio(self, directory, name, fioargs):
-        argv = ["fio", f"--name={name}", f"--directory={directory}",
-                "--output-format=json", "--lat_percentiles=1"] + fioargs
-        r = subprocess.run(argv, capture_output=True, text=True,
-                           timeout=self.args.runtime * 10 + 180)
-        if r.returncode != 0:
-            raise RuntimeError(f"fio {name} in {directory} failed: "
-                               f"{r.stderr.strip()[-400:]}")
-        return json.loads(r.stdout[r.stdout.index("{"):])
+        return fio.run(directory, name, fioargs,
+                       timeout=self.args.runtime * 10 + 180)
 
     def prewrite(self, directory):
         path = os.path.join(directory, "readfile")
@@ -309,34 +186,24 @@ class TransportBench:
     def run_job(self, target, rep, directory, job):
         name, kind, unit, fioargs = job
         if kind == "read":
-            self.drop_caches()
+            knobs.drop_caches(self.log)
         pid = self.daemon_pid
         q0 = self.queue_requests() if target.startswith("stripefs") else {}
-        cpu0 = proc_cpu_s(pid) if pid else None
-        busy0, tot0 = cpu_times()
-        la = loadavg()
+        meter = sampling.CpuMeter({"daemon": pid} if pid else {}).start()
+        host0 = sampling.cpu_times()
+        la = sampling.loadavg()
         res = self.fio(directory, name, fioargs)
-        busy1, tot1 = cpu_times()
-        cpu1 = proc_cpu_s(pid) if pid else None
+        host1 = sampling.cpu_times()
+        daemon_cpu = meter.stop().get("daemon")
         q1 = self.queue_requests() if target.startswith("stripefs") else {}
-        j = res["jobs"][0]
-        d = j[kind]
-        p99 = d.get("lat_ns", {}).get("percentile", {}).get("99.000000")
-        row = {
-            "target": target, "rep": rep, "job": name, "kind": kind,
-            "unit": unit,
-            "iops": d["iops"], "mib_s": d["bw_bytes"] / 1048576.0,
-            "lat_mean_us": d["lat_ns"]["mean"] / 1000.0,
-            "lat_p99_us": p99 / 1000.0 if p99 is not None else None,
-            "ios": d["total_ios"],
-            "fio_usr_pct": j.get("usr_cpu"), "fio_sys_pct": j.get("sys_cpu"),
+        row = {"target": target, "rep": rep, "job": name, "kind": kind,
+               "unit": unit}
+        row.update(fio.summarize(res, kind))
+        row.update({
             "loadavg_1m": la[0],
-            "host_cpu_busy_pct": round(100.0 * (busy1 - busy0) /
-                                       max(1, tot1 - tot0), 1),
-            "daemon_cpu_s": (round(cpu1 - cpu0, 3)
-                             if cpu0 is not None and cpu1 is not None
-                             else None),
-        }
+            "host_cpu_busy_pct": sampling.busy_pct(host0, host1),
+            "daemon_cpu_s": daemon_cpu,
+        })
         dq = {k: v - q0.get(k, 0) for k, v in q1.items()}
         row["queue_requests"] = {k: v for k, v in dq.items() if v}
         reqs = sum(dq.values())
@@ -357,42 +224,35 @@ class TransportBench:
         return row
 
     def run_target(self, target, rep, jobs):
+        """Mounts `target` (tmpfs is always there), runs the jobs, unmounts.
+        Each write job's file is removed after it."""
         if target in ("stripefs-dev", "stripefs-uring"):
-            transport = target.split("-")[1]
-            self.mount_stripefs(transport)
-            try:
-                for job in jobs:
-                    self.run_job(target, rep, self.mnt, job)
-                    if job[1] == "write":
-                        os.unlink(os.path.join(self.mnt, "writefile"))
-            finally:
-                self.umount_stripefs()
+            directory, stop = self.mnt, self.umount_stripefs
+            self.mount_stripefs(target.split("-")[1])
         elif target == "fuse-ll":
+            directory, stop = self.pt_mnt, self.stop_passthrough
             self.start_passthrough()
-            try:
-                for job in jobs:
-                    self.run_job(target, rep, self.pt_mnt, job)
-                    if job[1] == "write":
-                        os.unlink(os.path.join(self.pt_mnt, "writefile"))
-            finally:
-                self.stop_passthrough()
         else:
+            directory, stop = self.tmpfs, (lambda: None)
+        try:
             for job in jobs:
-                self.run_job(target, rep, self.tmpfs, job)
+                self.run_job(target, rep, directory, job)
                 if job[1] == "write":
-                    os.unlink(os.path.join(self.tmpfs, "writefile"))
+                    os.unlink(os.path.join(directory, "writefile"))
+        finally:
+            stop()
 
     def run(self):
         a = self.args
         jobs = job_matrix(a.quick, a.size, a.runtime, a.ramp, a.ioengine)
         targets = list(a.targets)
-        if "stripefs-uring" in targets and read_knob(URING_KNOB) is None:
+        if "stripefs-uring" in targets and not self.uring.exists():
             self.notes.append("no io-uring rows: this kernel has no "
-                              + URING_KNOB)
+                              + knobs.URING)
             self.log(self.notes[-1])
             targets.remove("stripefs-uring")
         if "fuse-ll" in targets:
-            self.pt_exe = build_passthrough_ll(self.work, self.log)
+            self.pt_exe = passthrough.build(self.work, self.log)
             if not self.pt_exe:
                 targets.remove("fuse-ll")
         if "fuse-ll" in targets or "tmpfs" in targets:
@@ -554,11 +414,6 @@ def write_outputs(b, out, meta):
     return table
 
 
-def find_stripefs():
-    cand = os.path.join(ROOT, "build", "tools", "stripefs")
-    return cand if os.path.exists(cand) else shutil.which("stripefs")
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=None,
@@ -596,8 +451,7 @@ def main():
     bad = [t for t in a.targets if t not in TARGETS]
     if bad:
         sys.exit(f"transport_bench: unknown target(s) {bad}; use {TARGETS}")
-    if not a.stripefs:
-        a.stripefs = find_stripefs()
+    a.stripefs = find_binary(a.stripefs)
     if not a.stripefs or not os.path.exists(a.stripefs):
         sys.exit("transport_bench: stripefs binary not found; pass --stripefs")
     if os.geteuid() != 0:
@@ -608,34 +462,18 @@ def main():
     if not shutil.which("fio"):
         sys.exit("transport_bench: fio not found (apt-get install fio)")
 
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    run.raise_on_signals()
 
     b = TransportBench(a)
-    meta = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-            "kernel": platform.release(), "cpus": os.cpu_count(),
-            "host": platform.node(), "k": a.k, "m": a.m,
-            "cell_size": a.cell_size, "size_mib": a.size,
-            "runtime_s": a.runtime, "ramp_s": a.ramp, "reps": a.reps,
-            "ioengine": a.ioengine, "dev_threads": a.dev_threads,
-            "quick": a.quick, "loadavg_start": loadavg(),
-            "enable_uring_before": read_knob(URING_KNOB)}
-    rc = 0
-    try:
-        b.run()
-    except KeyboardInterrupt:
-        b.log("interrupted; tearing down")
-        rc = 130
-    except Exception as e:
-        b.log(f"error: {e}")
-        rc = 1
-    finally:
-        b.teardown()
-    meta["loadavg_end"] = loadavg()
-    meta["enable_uring_after"] = read_knob(URING_KNOB)
+    meta = run.host_meta()
+    meta.update({"k": a.k, "m": a.m, "cell_size": a.cell_size,
+                 "size_mib": a.size, "runtime_s": a.runtime,
+                 "ramp_s": a.ramp, "reps": a.reps, "ioengine": a.ioengine,
+                 "dev_threads": a.dev_threads, "quick": a.quick,
+                 "enable_uring_before": knobs.read(knobs.URING)})
+    rc = run.guarded(b.run, b.teardown, b.log)
+    meta["loadavg_end"] = sampling.loadavg()
+    meta["enable_uring_after"] = knobs.read(knobs.URING)
     meta["complete"] = rc == 0
     meta["wall_s"] = round(time.time() - b.t0, 1)
     if b.rows:

@@ -1,0 +1,24 @@
+"""bench/lib: the pieces every stripefs benchmark driver shares.
+
+One copy of each, imported by bench/cluster/bench_cluster.py,
+bench/fuse/transport_bench.py, bench/align/align_bench.py and
+bench/write/write_bench.py:
+
+  knobs        kernel knobs (/sys, /proc/sys) set for a run and restored,
+               drop_caches
+  fio          running fio with JSON output and summarizing a job
+  passthrough  libfuse3's passthrough_ll example: built at run time, mounted
+               over a directory, stopped
+  syncs        file syncs per process (perf, ext4 tracepoint)
+  sampling     load average, host CPU busy (/proc/stat), per-process CPU
+               seconds and peak RSS (/proc/<pid>/{stat,status})
+  stripefs     the stripefs binary: finding it, running subcommands, mounts
+               (pid from the banner, `stat --json`), umount with -l fallback
+  run          logger with elapsed time, SIGTERM/SIGHUP -> KeyboardInterrupt,
+               removing a work dir only when nothing under it is mounted
+  plots        matplotlib (Agg) import, optional
+
+Drivers put ROOT/bench on sys.path and `import lib.<module>`; nothing here
+keeps global state except what a caller creates. Python 3 stdlib only
+(matplotlib optional for plots).
+"""

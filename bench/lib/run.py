@@ -1,0 +1,89 @@
+"""Process plumbing of a benchmark run: a logger with elapsed seconds,
+signals that unwind through the driver's finally blocks, mount checks and
+removal of the run's work dir."""
+import datetime
+import os
+import platform
+import shutil
+import signal
+import time
+
+from lib import sampling
+
+
+class Log:
+    """Callable logger: `log(msg)` prints "[  12.3s] msg" (flushed)."""
+
+    def __init__(self, t0=None):
+        self.t0 = t0 if t0 is not None else time.time()
+
+    def __call__(self, msg):
+        print(f"[{time.time() - self.t0:6.1f}s] {msg}", flush=True)
+
+
+def raise_on_signals():
+    """SIGTERM, SIGINT and SIGHUP raise KeyboardInterrupt, so teardown in
+    finally blocks runs (unmount, stop daemons, restore knobs)."""
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+
+
+def mounts_under(prefix):
+    """Mount points equal to or below `prefix`."""
+    prefix = prefix.rstrip("/")
+    with open("/proc/mounts") as f:
+        points = [ln.split()[1] for ln in f]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def is_mounted(path):
+    with open("/proc/mounts") as f:
+        return any(ln.split()[1] == path for ln in f)
+
+
+def remove_work(work, log=print):
+    """Removes `work`, unless something under it is still mounted (then it
+    is kept and a warning logged: never recurse into a live mount)."""
+    busy = mounts_under(work)
+    if busy:
+        log(f"warning: still mounted, {work} kept: {busy}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def wait_until(pred, seconds, step=0.05):
+    """Polls pred() until true or `seconds` passed; returns the last value."""
+    deadline = time.time() + seconds
+    while True:
+        v = pred()
+        if v or time.time() >= deadline:
+            return v
+        time.sleep(step)
+
+
+def guarded(body, teardown, log):
+    """Runs body(), then teardown() always; returns the exit code: 0, 130
+    when interrupted (Ctrl-C or a signal from raise_on_signals()), 1 on an
+    error (logged: the driver still writes the rows it has)."""
+    rc = 0
+    try:
+        body()
+    except KeyboardInterrupt:
+        log("interrupted; tearing down")
+        rc = 130
+    except Exception as e:
+        log(f"error: {e}")
+        rc = 1
+    finally:
+        teardown()
+    return rc
+
+
+def host_meta():
+    """What every results file records about the run's machine and time."""
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M UTC"),
+            "host": platform.node(), "kernel": platform.release(),
+            "cpus": os.cpu_count(), "loadavg_start": sampling.loadavg()}

@@ -1,0 +1,653 @@
+#!/usr/bin/python3
+"""stripefs write-path benchmark: every row against a reference measured in
+the same run, printed as one `ratio=` line per row.
+
+The disk reference is fio O_DIRECT 1 MiB writes at QD8 (libaio) into the
+run's work directory (default under /var/tmp: the disk every store of the
+run lives on). Rows (issue 13):
+  a  chunk store alone, durable 1 MiB chunks, 8 writers / disk      >= 0.8
+  b  6-server 4+2 cluster mount, 1 MiB buffered seq write with
+     end_fsync / (disk x k/(k+m))                                   >= 0.7
+  c  embedded mount, same job, same ratio                           >= 0.8
+  d  CPU-ms per MiB written, every process (FUSE daemon, metad,
+     chunkd, fio), row b's run                                      <= 6
+  e  4 KiB random writes, fsync every 64, cluster / passthrough_ll
+     over a directory of the same disk                              >= 0.25
+  f  creates and unlinks per second (4 dirs, 4 threads), cluster /
+     passthrough_ll                                                 >= 0.25
+  g  sequential 256 KiB O_DIRECT writes into 4 MiB stripes / aligned
+     4 MiB writes (embedded, cell 1 MiB)                            >= 0.9
+  h  random 256 KiB O_DIRECT overwrites into 4 MiB stripes (parity
+     delta), fsync each / aligned 4 MiB overwrites, fsync each      >= 0.5
+Syncs per MiB (ext4 fsync/fdatasync of our processes, counted with perf)
+for rows b, c, e, h.
+
+Row a runs the chunk-store bench binary (bench/chunk/, --chunk-bench); when
+it is not built the row says "not built", loudly, and has no figure.
+
+Outputs under --out (default docs/results/write/): results.json,
+results.csv, results.md. Mounts, the cluster and passthrough_ll are always
+stopped and /proc/sys/fs/fuse/max_pages_limit restored (finally block, also
+on Ctrl-C/SIGTERM/SIGHUP). Usually started as `stripefs bench write`.
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from lib import fio, knobs, passthrough, run, sampling, syncs  # noqa: E402
+from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
+
+# key -> (what, goal comparison, goal)
+ROWS = {
+    "a": ("chunk store alone, durable 1 MiB chunks, 8 writers, vs disk",
+          ">=", 0.8),
+    "b": ("cluster 4+2 mount, 1 MiB buffered seq write + end_fsync, vs "
+          "disk x k/(k+m)", ">=", 0.7),
+    "c": ("embedded mount, 1 MiB buffered seq write + end_fsync, vs disk x "
+          "k/(k+m)", ">=", 0.8),
+    "d": ("CPU-ms per MiB, all processes, cluster seq write (ratio = "
+          "value / 6)", "<=", 1.0),
+    "e": ("4 KiB random writes, fsync every 64, cluster vs passthrough_ll",
+          ">=", 0.25),
+    "f": ("creates+unlinks per second, cluster vs passthrough_ll (worse "
+          "of the two)", ">=", 0.25),
+    "g": ("sequential 256 KiB direct writes into 4 MiB stripes vs aligned "
+          "4 MiB", ">=", 0.9),
+    "h": ("random 256 KiB overwrites into 4 MiB stripes (parity delta), "
+          "fsync each, vs aligned 4 MiB", ">=", 0.5),
+}
+CPU_MS_PER_MIB_GOAL = 6.0
+CHUNK_BENCH_NAMES = ["bench/chunk/chunk_bench", "bench/chunk/chunk_store_bench"]
+
+
+def find_chunk_bench(explicit, stripefs_bin):
+    """The chunk-store bench binary: --chunk-bench, else bench/chunk/ of the
+    build dir holding the stripefs binary, else of ROOT/build. Returns
+    (path or None, the places looked at)."""
+    if explicit:
+        return (explicit if os.access(explicit, os.X_OK) else None), [explicit]
+    builds = [os.path.dirname(os.path.dirname(os.path.abspath(stripefs_bin))),
+              os.path.join(ROOT, "build")]
+    looked = []
+    for b in builds:
+        for n in CHUNK_BENCH_NAMES:
+            p = os.path.join(b, n)
+            if p in looked:
+                continue
+            looked.append(p)
+            if os.access(p, os.X_OK):
+                return p, looked
+    return None, looked
+
+
+def parse_mib_s(text):
+    """MiB/s from the chunk bench's output: a JSON object with "mib_s" or a
+    `mib_s=X` token (the last one wins)."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                v = json.loads(line).get("mib_s")
+                if isinstance(v, (int, float)):
+                    return float(v)
+            except ValueError:
+                pass
+    m = re.findall(r"mib_s=([0-9.]+)", text)
+    return float(m[-1]) if m else None
+
+
+def meta_ops(directory, files, dirs=4, threads=4):
+    """Creates `files` empty files in `dirs` directories from `threads`
+    threads (thread i works in directory i % dirs), then unlinks them.
+    Returns (creates/s, unlinks/s)."""
+    top = os.path.join(directory, "meta-ops")
+    os.makedirs(top)
+    for d in range(dirs):
+        os.mkdir(os.path.join(top, f"d{d}"))
+    per = files // threads
+    names = [[os.path.join(top, f"d{t % dirs}", f"t{t}-f{i}")
+              for i in range(per)] for t in range(threads)]
+    errors = []
+
+    def each(fn):
+        def body(t):
+            try:
+                for p in names[t]:
+                    fn(p)
+            except OSError as e:
+                errors.append(e)
+        ts = [threading.Thread(target=body, args=(t,))
+              for t in range(threads)]
+        t0 = time.time()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if errors:
+            raise RuntimeError(f"meta ops in {directory}: {errors[0]}")
+        return per * threads / (time.time() - t0)
+
+    def create(p):
+        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    creates = each(create)
+    unlinks = each(os.unlink)
+    for d in range(dirs):
+        os.rmdir(os.path.join(top, f"d{d}"))
+    os.rmdir(top)
+    return creates, unlinks
+
+
+class WriteBench:
+    def __init__(self, a):
+        self.a = a
+        self.work = tempfile.mkdtemp(prefix="stripefs-wbench-",
+                                     dir=a.workdir)
+        self.log = run.Log()
+        self.sf = Stripefs(a.stripefs)
+        self.cluster = Cluster(self.sf, os.path.join(self.work, "cluster"))
+        self.max_pages = knobs.Knob(knobs.MAX_PAGES_LIMIT, self.log)
+        self.mounted = []  # stripefs mount points to unmount
+        self.pt = None
+        self.m = {}  # measurement name -> figures, or {"error": text}
+        self.notes = []
+
+    # ------------------------------------------------------------ teardown
+    def teardown(self):
+        for mnt in list(self.mounted):
+            self.umount(mnt)
+        if self.pt:
+            self.pt.stop()
+            self.pt = None
+        self.cluster.down()
+        self.max_pages.restore()
+        run.remove_work(self.work, self.log)
+
+    def mount(self, *argv):
+        mnt = argv[-1]
+        os.makedirs(mnt, exist_ok=True)
+        pid, banner = self.sf.mount(*argv, "--transport=dev")
+        self.mounted.append(mnt)
+        self.log(f"mounted {mnt} (daemon pid {pid})")
+        return pid
+
+    def umount(self, mnt):
+        self.sf.umount(mnt)
+        self.mounted.remove(mnt)
+
+    # --------------------------------------------------------- measuring
+    def measure(self, name, fn):
+        """Runs fn() -> figures; a failure is recorded, not raised (one row
+        fails, the others still run), unless it is an interrupt."""
+        try:
+            self.m[name] = fn()
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:
+            self.log(f"{name} failed: {e}")
+            self.m[name] = {"error": str(e)}
+        return self.m[name]
+
+    def fio_job(self, directory, name, fioargs, pids=None, count_syncs=False,
+                timeout=None):
+        """One fio job; figures plus CPU seconds of `pids` and of fio itself
+        (RUSAGE_CHILDREN of this process around the run) and, when asked,
+        the syncs of `pids`."""
+        pids = pids or {}
+        counter = syncs.SyncCounter(self.log).start() if count_syncs else None
+        meter = sampling.CpuMeter(pids).start()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        la = sampling.loadavg()
+        t0 = time.time()
+        res = fio.run(directory, name, fioargs,
+                      timeout or self.a.job_timeout)
+        wall = time.time() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = meter.stop()
+        cpu["fio"] = round((ru1.ru_utime - ru0.ru_utime) +
+                           (ru1.ru_stime - ru0.ru_stime), 3)
+        out = fio.summarize(res, "write")
+        out.update({"wall_s": round(wall, 2), "cpu_s": cpu,
+                    "loadavg_1m": la[0]})
+        if counter:
+            out["syncs"] = counter.stop(pids)
+        self.log(f"{name:22s} {out['mib_s']:8.1f} MiB/s {out['iops']:9.0f} "
+                 f"IOPS, {out['io_mib']:.0f} MiB in {wall:.1f} s (load "
+                 f"{la[0]:.1f})")
+        return out
+
+    def seq_write_args(self, size_mib, filename):
+        return ["--rw=write", "--bs=1M", f"--size={size_mib}M",
+                "--end_fsync=1", f"--filename={filename}"]
+
+    # ------------------------------------------------------------ phases
+    def disk_reference(self):
+        disk = os.path.join(self.work, "disk")
+        os.makedirs(disk)
+        self.measure("disk", lambda: self.fio_job(disk, "disk-ref", [
+            "--rw=write", "--bs=1M", "--iodepth=8", "--ioengine=libaio",
+            "--direct=1", f"--size={self.a.size}M", "--end_fsync=1",
+            "--filename=ref"]))
+        os.unlink(os.path.join(disk, "ref"))
+
+    def chunk_store(self):
+        exe, looked = find_chunk_bench(self.a.chunk_bench, self.a.stripefs)
+        if not exe:
+            self.m["chunk"] = {"not_built": "no chunk-store bench binary at "
+                               + " or ".join(looked)}
+            self.log("ROW a NOT BUILT: " + self.m["chunk"]["not_built"])
+            return
+        d = os.path.join(self.work, "chunkstore")
+
+        def go():
+            argv = [exe, "--dir", d, "--writers", "8", "--chunk-bytes",
+                    str(1 << 20), "--mib", str(self.a.size)]
+            t0 = time.time()
+            r = subprocess.run(argv, capture_output=True, text=True,
+                               timeout=self.a.job_timeout)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}:"
+                                   f" {r.stderr.strip()[-300:]}")
+            v = parse_mib_s(r.stdout)
+            if v is None:
+                raise RuntimeError(f"{exe} printed no mib_s: "
+                                   f"{r.stdout.strip()[-300:]}")
+            return {"mib_s": v, "wall_s": round(time.time() - t0, 2),
+                    "command": " ".join(argv)}
+        self.measure("chunk", go)
+        shutil.rmtree(d, ignore_errors=True)
+
+    def cluster_phase(self):
+        a = self.a
+        self.cluster.up(a.servers, a.k, a.m, 262144)
+        mnt = os.path.join(self.work, "cmnt")
+        pid = self.mount(*self.cluster.mount_args(), mnt)
+        pids = {"fuse-daemon": pid}
+        pids.update(self.cluster.pids())
+        self.measure("cluster_seq", lambda: self.fio_job(
+            mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
+            pids, count_syncs=True))
+        self.remove(mnt, "seq")
+        self.measure("cluster_rand", lambda: self.fio_job(
+            mnt, "cluster-randwrite", self.rand4k_args(), pids,
+            count_syncs=True))
+        self.remove(mnt, "rand")
+        self.measure("cluster_meta", lambda: dict(zip(
+            ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
+        self.umount(mnt)
+        self.cluster.down()
+
+    def rand4k_args(self):
+        return ["--rw=randwrite", "--bs=4K", f"--size={self.a.rand_size}M",
+                "--fsync=64", "--time_based", f"--runtime={self.a.runtime}",
+                "--filename=rand"]
+
+    def remove(self, directory, name):
+        p = os.path.join(directory, name)
+        if os.path.exists(p):
+            os.unlink(p)
+
+    def passthrough_phase(self):
+        exe = passthrough.build(self.work, self.log)
+        if not exe:
+            self.m["pt_rand"] = self.m["pt_meta"] = {
+                "error": "passthrough_ll could not be built"}
+            return
+        src = os.path.join(self.work, "ptsrc")
+        os.makedirs(src)
+        self.pt = passthrough.Passthrough(
+            exe, src, os.path.join(self.work, "ptmnt")).start()
+        pids = {"passthrough_ll": self.pt.pid}
+        self.measure("pt_rand", lambda: self.fio_job(
+            self.pt.mnt, "ptll-randwrite", self.rand4k_args(), pids,
+            count_syncs=True))
+        self.remove(self.pt.mnt, "rand")
+        self.measure("pt_meta", lambda: dict(zip(
+            ("creates_s", "unlinks_s"), meta_ops(self.pt.mnt, self.a.files))))
+        self.pt.stop()
+        self.pt = None
+
+    def embedded_phase(self):
+        a = self.a
+        vol = os.path.join(self.work, "vol1m")
+        self.sf.run("mkfs", vol, "--k", a.k, "--m", a.m, "--cell-size",
+                    "256K")
+        mnt = os.path.join(self.work, "emnt")
+        pids = {"fuse-daemon": self.mount(vol, mnt)}
+        self.measure("embedded_seq", lambda: self.fio_job(
+            mnt, "embedded-seqwrite", self.seq_write_args(a.size, "seq"),
+            pids, count_syncs=True))
+        self.umount(mnt)
+
+    def stripe4m_phase(self):
+        a = self.a
+        vol = os.path.join(self.work, "vol4m")
+        self.sf.run("mkfs", vol, "--k", 4, "--m", 2, "--cell-size", "1M")
+        # 4 MiB WRITEs need max_pages 1024; the mount raises the system-wide
+        # limit itself but does not put it back, so remember it here.
+        if self.max_pages.exists() and int(
+                knobs.read(knobs.MAX_PAGES_LIMIT)) < 1024:
+            self.max_pages.set(1024)
+        mnt = os.path.join(self.work, "smnt")
+        pids = {"fuse-daemon": self.mount(vol, mnt)}
+        sz = a.stripe_size
+        direct = ["--direct=1", f"--size={sz}M", "--end_fsync=1"]
+        self.measure("g_aligned", lambda: self.fio_job(
+            mnt, "aligned-4M", ["--rw=write", "--bs=4M",
+                                "--filename=g4m"] + direct, pids))
+        self.measure("g_256k", lambda: self.fio_job(
+            mnt, "seq-256K", ["--rw=write", "--bs=256K",
+                              "--filename=g256k"] + direct, pids))
+        self.remove(mnt, "g256k")
+        # Overwrites of g4m (written above, whole stripes), fsync after each.
+        over = ["--direct=1", f"--size={sz}M", "--fsync=1", "--time_based",
+                f"--runtime={a.runtime}", "--filename=g4m", "--norandommap",
+                "--randrepeat=1"]
+        self.measure("h_aligned", lambda: self.fio_job(
+            mnt, "overwrite-4M", ["--rw=randwrite", "--bs=4M"] + over, pids,
+            count_syncs=True))
+        self.measure("h_256k", lambda: self.fio_job(
+            mnt, "overwrite-256K", ["--rw=randwrite", "--bs=256K"] + over,
+            pids, count_syncs=True))
+        self.umount(mnt)
+
+    def run(self):
+        self.disk_reference()
+        self.chunk_store()
+        self.cluster_phase()
+        self.passthrough_phase()
+        self.embedded_phase()
+        self.stripe4m_phase()
+
+
+# ---------------------------------------------------------------- rows
+def syncs_per_mib(fig):
+    """(total syncs / MiB written, {group: syncs}) or (None, None)."""
+    s = fig.get("syncs")
+    if not s or not fig.get("io_mib"):
+        return None, None
+    groups = {}
+    for name, n in s.items():
+        g = name.split(".")[0]  # chunkd.3 -> chunkd
+        groups[g] = groups.get(g, 0) + n
+    return round(sum(s.values()) / fig["io_mib"], 2), groups
+
+
+def make_row(key, m, num, den, value_of, unit, ref_of=None, ref_unit=None,
+             scale=1.0):
+    """A row from measurements `num` and `den` (names in m): ratio =
+    value_of(num) / (value_of-or-ref_of(den) * scale)."""
+    what, op, goal = ROWS[key]
+    row = {"row": key, "what": what, "goal": f"{op}{goal}", "unit": unit,
+           "value": None, "reference": None, "ratio": None}
+    for n in (num, den):
+        if n and "not_built" in m.get(n, {}):
+            row["status"] = "not built"
+            row["error"] = m[n]["not_built"]
+            return row
+        if n and (n not in m or "error" in m[n]):
+            row["status"] = "failed"
+            row["error"] = m.get(n, {}).get("error", f"{n} did not run")
+            return row
+    row["value"] = value_of(m[num])
+    if den:
+        ref = (ref_of or value_of)(m[den]) * scale
+        row["reference"] = ref
+        row["ref_unit"] = ref_unit or unit
+        row["ratio"] = row["value"] / ref if ref else None
+    if row["ratio"] is None or row["value"] is None:
+        row["status"] = "failed"
+        row["error"] = "no figure"
+        return row
+    met = row["ratio"] >= goal if op == ">=" else row["ratio"] <= goal
+    row["status"] = "meets goal" if met else "misses goal"
+    return row
+
+
+def cpu_ms_per_mib(fig):
+    return 1000.0 * sum(fig["cpu_s"].values()) / fig["io_mib"]
+
+
+def all_rows(m, a):
+    mib_s = lambda f: f["mib_s"]  # noqa: E731
+    iops = lambda f: f["iops"]  # noqa: E731
+    share = a.k / (a.k + a.m)
+    rows = [
+        make_row("a", m, "chunk", "disk", mib_s, "MiB/s"),
+        make_row("b", m, "cluster_seq", "disk", mib_s, "MiB/s",
+                 scale=share),
+        make_row("c", m, "embedded_seq", "disk", mib_s, "MiB/s",
+                 scale=share),
+    ]
+    d = make_row("d", m, "cluster_seq", None, cpu_ms_per_mib, "CPU-ms/MiB")
+    if d["value"] is not None:
+        d["reference"], d["ref_unit"] = CPU_MS_PER_MIB_GOAL, "CPU-ms/MiB"
+        d["ratio"] = d["value"] / CPU_MS_PER_MIB_GOAL
+        d["status"] = "meets goal" if d["ratio"] <= 1.0 else "misses goal"
+        d["cpu_s"] = m["cluster_seq"]["cpu_s"]
+    rows.append(d)
+    rows.append(make_row("e", m, "cluster_rand", "pt_rand", iops, "IOPS"))
+    fc = make_row("f", m, "cluster_meta", "pt_meta",
+                  lambda f: f["creates_s"], "creates/s")
+    fu = make_row("f", m, "cluster_meta", "pt_meta",
+                  lambda f: f["unlinks_s"], "unlinks/s")
+    f = fc if fc["ratio"] is None or fu["ratio"] is None or \
+        fc["ratio"] <= fu["ratio"] else fu
+    f = dict(f)
+    if fc["ratio"] is not None and fu["ratio"] is not None:
+        f["creates"] = {k: fc[k] for k in ("value", "reference", "ratio")}
+        f["unlinks"] = {k: fu[k] for k in ("value", "reference", "ratio")}
+    rows.append(f)
+    rows.append(make_row("g", m, "g_256k", "g_aligned", mib_s, "MiB/s"))
+    rows.append(make_row("h", m, "h_256k", "h_aligned", mib_s, "MiB/s"))
+    src = {"b": "cluster_seq", "c": "embedded_seq", "d": "cluster_seq",
+           "e": "cluster_rand", "h": "h_256k"}
+    ref_src = {"e": "pt_rand", "h": "h_aligned"}
+    for r in rows:
+        for field, table in (("syncs_per_mib", src),
+                             ("ref_syncs_per_mib", ref_src)):
+            fig = m.get(table.get(r["row"]), {})
+            spm, groups = syncs_per_mib(fig)
+            if spm is not None:
+                r[field] = spm
+                r[field.replace("per_mib", "by_process")] = groups
+    return rows
+
+
+def fmtn(v):
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def row_line(r):
+    """The one line a row prints: `ratio=` first, then the raw figures."""
+    head = f"row {r['row']}: {r['what']}:"
+    if r["status"] in ("not built", "failed"):
+        return (f"{head} ratio=- {r['status'].upper()}: {r.get('error')}")
+    s = (f"{head} ratio={r['ratio']:.3f} (goal {r['goal']}: "
+         f"{r['status']}) value={fmtn(r['value'])} {r['unit']} "
+         f"reference={fmtn(r['reference'])} {r['ref_unit']}")
+    if "creates" in r:
+        s += (f" creates={fmtn(r['creates']['value'])}/"
+              f"{fmtn(r['creates']['reference'])} unlinks="
+              f"{fmtn(r['unlinks']['value'])}/"
+              f"{fmtn(r['unlinks']['reference'])} per s")
+    if "cpu_s" in r:
+        s += " cpu_s=" + ",".join(f"{k}:{v}" for k, v in r["cpu_s"].items())
+    if "syncs_per_mib" in r:
+        s += f" syncs/MiB={r['syncs_per_mib']}"
+    if "ref_syncs_per_mib" in r:
+        s += f" reference syncs/MiB={r['ref_syncs_per_mib']}"
+    return s
+
+
+# ------------------------------------------------------------- outputs
+CSV_COLS = ["row", "what", "status", "ratio", "goal", "value", "unit",
+            "reference", "ref_unit", "syncs_per_mib", "ref_syncs_per_mib",
+            "error"]
+
+
+def reference_note(m, a):
+    d = m.get("disk", {})
+    if "mib_s" not in d:
+        return "disk reference: failed"
+    return (f"disk reference (fio O_DIRECT 1 MiB QD8 libaio, {a.size} MiB, "
+            f"in {a.workdir}): {d['mib_s']:.1f} MiB/s; x k/(k+m) = "
+            f"{d['mib_s'] * a.k / (a.k + a.m):.1f} MiB/s of user data")
+
+
+def write_outputs(rows, m, meta, a):
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows, "measurements": m}, f,
+                  indent=1)
+    with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    la0 = "/".join(str(x) for x in meta["loadavg_start"])
+    la1 = "/".join(str(x) for x in meta.get("loadavg_end", []))
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(f"stripefs write bench{' (quick)' if a.quick else ''}, "
+                f"{meta['date']}, commit {meta.get('commit')}, kernel "
+                f"{meta['kernel']}, {meta['cpus']} CPUs; load average "
+                f"(1/5/15 min) {la0} at start, {la1} at end; "
+                f"{meta.get('wall_s')} s.\n\n")
+        f.write(reference_note(m, a) + ".\n\n")
+        f.write("| row | what | ratio | goal | status | value | reference "
+                "| syncs/MiB (ref) |\n|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            sp = fmtn(r.get("syncs_per_mib"))
+            if r.get("ref_syncs_per_mib") is not None:
+                sp += f" ({fmtn(r['ref_syncs_per_mib'])})"
+            val = (f"{fmtn(r['value'])} {r['unit']}"
+                   if r["value"] is not None else r.get("error", "-"))
+            ref = (f"{fmtn(r['reference'])} {r['ref_unit']}"
+                   if r["reference"] is not None else "-")
+            ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
+            f.write(f"| {r['row']} | {r['what']} | {ratio} | {r['goal']} | "
+                    f"{r['status']} | {val} | {ref} | {sp} |\n")
+        f.write("\nRaw figures per measurement (fio: MiB/s, IOPS, MiB "
+                "written, wall s, CPU s per process, syncs per process):"
+                "\n\n")
+        for name, fig in m.items():
+            f.write(f"- {name}: {json.dumps(fig, sort_keys=True)}\n")
+        for n in meta.get("notes", []):
+            f.write(f"\nNote: {n}\n")
+
+
+def git_commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                       capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                            "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (r.stdout.strip() + ("+dirty" if dirty else "")) or None
+
+
+# option, full run, --quick, what it sets
+SIZES = [
+    ("size", 1024, 256, "MiB of the sequential 1 MiB jobs and the disk "
+     "reference"),
+    ("stripe_size", 256, 64, "MiB of the 4 MiB-stripe file of rows g/h "
+     "(a multiple of 4)"),
+    ("rand_size", 64, 16, "MiB of the 4 KiB random-write file"),
+    ("runtime", 10, 3, "s of the timed jobs (rows e, h)"),
+    ("files", 5000, 1000, "files created and unlinked (row f)"),
+]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="256 MiB sequential jobs, 1,000 files, 3 s timed "
+                        "jobs: a few minutes")
+    for name, full, quick, what in SIZES:
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=None,
+                       help=f"{what} (default {full}; quick {quick})")
+    p.add_argument("--servers", type=int, default=6)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--m", type=int, default=2)
+    p.add_argument("--workdir", default="/var/tmp",
+                   help="where every store, mount and the disk reference "
+                        "live (default /var/tmp: a disk, not tmpfs)")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
+                                                 "write"))
+    p.add_argument("--chunk-bench", default=None,
+                   help="chunk-store bench binary for row a (default: "
+                        "bench/chunk/chunk_bench of the build dir)")
+    p.add_argument("--job-timeout", type=int, default=900,
+                   help="seconds before one job is given up (default 900)")
+    p.add_argument("--stripefs", default=None)
+    a = p.parse_args()
+    q = a.quick
+    for name, full, quick, _ in SIZES:
+        if getattr(a, name) is None:
+            setattr(a, name, quick if q else full)
+    if a.stripe_size % 4:
+        sys.exit("write_bench: --stripe-size must be a multiple of 4 MiB")
+    a.stripefs = find_binary(a.stripefs)
+    if not a.stripefs:
+        sys.exit("write_bench: stripefs binary not found; pass --stripefs")
+    if os.geteuid() != 0:
+        sys.exit("write_bench: must run as root (mount, max_pages_limit)")
+    for tool in ("fio",):
+        if not shutil.which(tool):
+            sys.exit(f"write_bench: {tool} not found (apt-get install "
+                     f"{tool})")
+    if not os.path.exists("/dev/fuse"):
+        sys.exit("write_bench: no /dev/fuse")
+    return a
+
+
+def main():
+    a = parse_args()
+    run.raise_on_signals()
+    b = WriteBench(a)
+    meta = run.host_meta()
+    meta.update({"commit": git_commit(), "quick": a.quick,
+                 "size_mib": a.size, "stripe_size_mib": a.stripe_size,
+                 "rand_size_mib": a.rand_size, "runtime_s": a.runtime,
+                 "files": a.files, "servers": a.servers, "k": a.k,
+                 "m": a.m, "workdir": a.workdir,
+                 "max_pages_limit_before": knobs.read(knobs.MAX_PAGES_LIMIT)})
+    t0 = time.time()
+    rc = run.guarded(b.run, b.teardown, b.log)
+    meta["loadavg_end"] = sampling.loadavg()
+    meta["wall_s"] = round(time.time() - t0, 1)
+    meta["max_pages_limit_after"] = knobs.read(knobs.MAX_PAGES_LIMIT)
+    meta["complete"] = rc == 0
+    meta["notes"] = b.notes
+    rows = all_rows(b.m, a)
+    write_outputs(rows, b.m, meta, a)
+    print(f"\nwrite bench{' (quick)' if a.quick else ''}: load "
+          f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}, "
+          f"{meta['wall_s']:.0f} s, {reference_note(b.m, a)} -> {a.out}")
+    for r in rows:
+        line = row_line(r)
+        print(line, flush=True)
+        if r["status"] in ("not built", "failed"):
+            print("write_bench: " + line, file=sys.stderr)
+    if rc == 0 and any(r["status"] == "failed" for r in rows):
+        rc = 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
