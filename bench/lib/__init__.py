@@ -10,6 +10,7 @@ bench/write/write_bench.py:
   passthrough  libfuse3's passthrough_ll example: built at run time, mounted
                over a directory, stopped
   syncs        file syncs per process (perf, ext4 tracepoint)
+  profile      flat CPU profile of some processes (perf record -p)
   sampling     load average, host CPU busy (/proc/stat), per-process CPU
                seconds and peak RSS (/proc/<pid>/{stat,status})
   stripefs     the stripefs binary: finding it, running subcommands, mounts

@@ -26,8 +26,8 @@ def build(work, log=print):
         return exe
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
                            capture_output=True, text=True)
-    r = subprocess.run(["gcc", "-O2", "-o", exe, SOURCE] + flags.stdout.split(),
-                       capture_output=True, text=True)
+    r = subprocess.run(["gcc", "-O2", "-o", exe, SOURCE] +
+                       flags.stdout.split(), capture_output=True, text=True)
     if r.returncode != 0:
         log(f"passthrough_ll reference left out: build failed: "
             f"{r.stderr.strip()[-200:]}")

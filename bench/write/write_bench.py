@@ -47,7 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from lib import fio, knobs, passthrough, run, sampling, syncs  # noqa: E402
+from lib import fio, knobs, passthrough, profile  # noqa: E402
+from lib import run, sampling, syncs  # noqa: E402
 from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
 
 # key -> (what, goal comparison, goal)
@@ -71,7 +72,8 @@ ROWS = {
 }
 CPU_MS_PER_MIB_GOAL = 6.0
 DISK_REF_MIN_MIB, DISK_REF_MIN_S = 1024, 3
-CHUNK_BENCH_NAMES = ["bench/chunk/chunk_bench", "bench/chunk/chunk_store_bench"]
+CHUNK_BENCH_NAMES = ["bench/chunk/chunk_bench",
+                     "bench/chunk/chunk_store_bench"]
 
 
 def find_chunk_bench(explicit, stripefs_bin):
@@ -163,6 +165,7 @@ class WriteBench:
         self.mounted = []  # stripefs mount points to unmount
         self.pt = None
         self.m = {}  # measurement name -> figures, or {"error": text}
+        self.profiles = {}  # job name -> flat perf profile (--profile)
         self.notes = []
 
     # ------------------------------------------------------------ teardown
@@ -229,6 +232,21 @@ class WriteBench:
                  f"{la[0]:.1f})")
         return out
 
+    def profiled(self, name, pids, fn):
+        """With --profile: runs fn() once more (a separate, shorter job, so
+        the measured rows stay unprofiled) under a flat perf profile of
+        `pids`, kept in self.profiles[name]."""
+        if not self.a.profile:
+            return
+        prof = profile.Profiler(pids.values(), self.log).start()
+        try:
+            fn()
+        except Exception as e:  # a profile is extra; never lose the rows
+            self.log(f"profile {name}: job failed: {e}")
+        text = prof.stop()
+        if text:
+            self.profiles[name] = text
+
     def seq_write_args(self, size_mib, filename):
         return ["--rw=write", "--bs=1M", f"--size={size_mib}M",
                 "--end_fsync=1", f"--filename={filename}"]
@@ -287,12 +305,21 @@ class WriteBench:
             mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
             pids, count_syncs=True))
         self.remove(mnt, "seq")
+        self.profiled("cluster-seqwrite", pids, lambda: fio.run(
+            mnt, "prof", self.seq_write_args(max(16, a.size // 4), "pseq"),
+            a.job_timeout))
+        self.remove(mnt, "pseq")
         self.measure("cluster_rand", lambda: self.fio_job(
             mnt, "cluster-randwrite", self.rand4k_args(), pids,
             count_syncs=True))
         self.remove(mnt, "rand")
+        self.profiled("cluster-randwrite", pids, lambda: fio.run(
+            mnt, "prof", self.rand4k_args(), a.job_timeout))
+        self.remove(mnt, "rand")
         self.measure("cluster_meta", lambda: dict(zip(
             ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
+        self.profiled("cluster-create-unlink", pids,
+                      lambda: meta_ops(mnt, max(100, a.files // 4)))
         self.umount(mnt)
         self.cluster.down()
 
@@ -368,6 +395,9 @@ class WriteBench:
         self.measure("h_256k", lambda: self.fio_job(
             mnt, "overwrite-256K", ["--rw=randwrite", "--bs=256K"] + over,
             pids, count_syncs=True))
+        self.profiled("overwrite-256K", pids, lambda: fio.run(
+            mnt, "prof", ["--rw=randwrite", "--bs=256K"] + over,
+            a.job_timeout))
         self.umount(mnt)
 
     def run(self):
@@ -603,6 +633,10 @@ def parse_args():
                         "bench/chunk/chunk_bench of the build dir)")
     p.add_argument("--job-timeout", type=int, default=900,
                    help="seconds before one job is given up (default 900)")
+    p.add_argument("--profile", action="store_true",
+                   help="after rows b, e, f and h, run each job once more "
+                        "(shorter) under a flat perf profile of our "
+                        "processes; written to OUT/profiles.md")
     p.add_argument("--stripefs", default=None)
     a = p.parse_args()
     q = a.quick
@@ -645,6 +679,15 @@ def main():
     meta["notes"] = b.notes
     rows = all_rows(b.m, a)
     write_outputs(rows, b.m, meta, a)
+    if b.profiles:
+        with open(os.path.join(a.out, "profiles.md"), "w") as f:
+            f.write(f"Flat perf profiles (perf record -F 199 -p <our "
+                    f"processes>; perf report --sort comm,dso,sym), one extra "
+                    f"job each after the measured one; {meta['date']}, load "
+                    f"{meta['loadavg_start'][0]} -> "
+                    f"{meta['loadavg_end'][0]}.\n")
+            for name, text in b.profiles.items():
+                f.write(f"\n## {name}\n\n```\n{text}\n```\n")
     print(f"\nwrite bench{' (quick)' if a.quick else ''}: load "
           f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}, "
           f"{meta['wall_s']:.0f} s, {reference_note(b.m, a)} -> {a.out}")
