@@ -9,8 +9,8 @@ bench/write/write_bench.py:
   fio          running fio with JSON output and summarizing a job
   passthrough  libfuse3's passthrough_ll example: built at run time, mounted
                over a directory, stopped
-  syncs        file syncs per process (perf, ext4 tracepoint)
-  profile      flat CPU profile of some processes (perf record -p)
+  perf         file syncs per process (ext4 tracepoint) and flat CPU
+               profiles of some processes, with perf record
   sampling     load average, host CPU busy (/proc/stat), per-process CPU
                seconds and peak RSS (/proc/<pid>/{stat,status})
   stripefs     the stripefs binary: finding it, running subcommands, mounts

@@ -47,8 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from lib import fio, knobs, passthrough, profile  # noqa: E402
-from lib import run, sampling, syncs  # noqa: E402
+from lib import fio, knobs, passthrough, perf, run, sampling  # noqa: E402
 from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
 
 # key -> (what, goal comparison, goal)
@@ -210,7 +209,7 @@ class WriteBench:
         (RUSAGE_CHILDREN of this process around the run) and, when asked,
         the syncs of `pids`."""
         pids = pids or {}
-        counter = syncs.SyncCounter(self.log).start() if count_syncs else None
+        counter = perf.SyncCounter(self.log).start() if count_syncs else None
         meter = sampling.CpuMeter(pids).start()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         la = sampling.loadavg()
@@ -238,7 +237,7 @@ class WriteBench:
         `pids`, kept in self.profiles[name]."""
         if not self.a.profile:
             return
-        prof = profile.Profiler(pids.values(), self.log).start()
+        prof = perf.Profiler(pids, self.log).start()
         try:
             fn()
         except Exception as e:  # a profile is extra; never lose the rows
@@ -306,7 +305,7 @@ class WriteBench:
             pids, count_syncs=True))
         self.remove(mnt, "seq")
         self.profiled("cluster-seqwrite", pids, lambda: fio.run(
-            mnt, "prof", self.seq_write_args(max(16, a.size // 4), "pseq"),
+            mnt, "prof", self.seq_write_args(a.size, "pseq"),
             a.job_timeout))
         self.remove(mnt, "pseq")
         self.measure("cluster_rand", lambda: self.fio_job(
@@ -681,9 +680,10 @@ def main():
     write_outputs(rows, b.m, meta, a)
     if b.profiles:
         with open(os.path.join(a.out, "profiles.md"), "w") as f:
-            f.write(f"Flat perf profiles (perf record -F 199 -p <our "
-                    f"processes>; perf report --sort comm,dso,sym), one extra "
-                    f"job each after the measured one; {meta['date']}, load "
+            f.write(f"Flat perf profiles (perf record -F 499 -p <our "
+                    f"processes>; perf report --sort pid,dso and dso,sym), "
+                    f"one extra job each after the measured one; "
+                    f"{meta['date']}, load "
                     f"{meta['loadavg_start'][0]} -> "
                     f"{meta['loadavg_end'][0]}.\n")
             for name, text in b.profiles.items():
