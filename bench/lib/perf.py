@@ -101,39 +101,48 @@ class SyncCounter:
 
 
 class Profiler:
-    """`pids` maps a name (chunkd.1, metad, ...) to a pid; the report names
-    processes by those names (they all run the same stripefs binary)."""
+    """`pids` maps a name (chunkd.1, metad, ...) to a pid. The report groups
+    samples by process group (the name up to its first dot: chunkd.3 ->
+    chunkd), since they all run the same stripefs binary and perf's own
+    "pid" key is a thread id."""
 
     def __init__(self, pids, log=print, freq=499):
-        self.names = {str(p): n for n, p in pids.items() if p}
-        self.rec = Recording(["-F", str(freq), "-p", ",".join(self.names)],
-                             log)
+        self.groups = {p: n.split(".")[0] for n, p in pids.items() if p}
+        self.rec = Recording(["-F", str(freq), "-p",
+                              ",".join(str(p) for p in self.groups)], log)
 
     def start(self):
         self.rec.start()
         return self
 
     def stop(self, top=25):
-        """Text: the share of samples per process and library, then the top
-        `top` symbols over all processes; None when nothing was recorded."""
-        report = ["report", "--stdio", "--no-children", "--percent-limit",
-                  "1"]
-        out = self.rec.stop(report + ["--sort", "pid,dso"],
-                            report + ["--sort", "dso,sym"])
+        """Text: the share of samples per process group and library, then
+        the top `top` symbols over all processes; None when nothing was
+        recorded."""
+        out = self.rec.stop(["script", "-F", "pid,tid,ip,sym,dso"])
         if out is None:
             return None
-        by_proc, by_sym = (self._rows(o) for o in out)
-        for pid, name in self.names.items():
-            # perf prints a process as "  PID:comm"
-            by_proc = [ln.replace(f" {pid}:stripefs", f" {name}")
-                       for ln in by_proc]
-        head = [ln for ln in out[0].splitlines()
-                if ln.startswith("# Samples")]
-        return "\n".join(head + ["", "by process and library:"] + by_proc +
-                         ["", f"top {top} symbols, all processes:"] +
-                         by_sym[:top])
+        by_lib, by_sym, total = {}, {}, 0
+        for line in out[0].splitlines():
+            # "PID/TID  IP SYMBOL (DSO)"
+            words = line.split()
+            if len(words) < 3 or "/" not in words[0]:
+                continue
+            pid = int(words[0].split("/")[0])
+            dso = words[-1].strip("()").rsplit("/", 1)[-1]
+            sym = " ".join(words[2:-1]) or "[unknown]"
+            key = (self.groups.get(pid, str(pid)), dso)
+            by_lib[key] = by_lib.get(key, 0) + 1
+            by_sym[(dso, sym)] = by_sym.get((dso, sym), 0) + 1
+            total += 1
+        if not total:
+            return None
 
-    @staticmethod
-    def _rows(text):
-        return [ln for ln in text.splitlines()
-                if ln.strip() and not ln.startswith("#")]
+        def table(counts, n):
+            rows = sorted(counts.items(), key=lambda kv: -kv[1])[:n]
+            return [f"{100.0 * c / total:6.2f}%  " + "  ".join(k)
+                    for k, c in rows]
+        return "\n".join([f"{total} samples", "", "by process and library:"]
+                         + table(by_lib, top) +
+                         ["", f"top {top} symbols, all processes:"] +
+                         table(by_sym, top))

@@ -681,7 +681,8 @@ def main():
     if b.profiles:
         with open(os.path.join(a.out, "profiles.md"), "w") as f:
             f.write(f"Flat perf profiles (perf record -F 499 -p <our "
-                    f"processes>; perf report --sort pid,dso and dso,sym), "
+                    f"processes>; samples by process and library, top "
+                    f"symbols), "
                     f"one extra job each after the measured one; "
                     f"{meta['date']}, load "
                     f"{meta['loadavg_start'][0]} -> "
