@@ -203,6 +203,30 @@ class WriteBench:
             self.m[name] = {"error": str(e)}
         return self.m[name]
 
+    def abba(self, name_a, job_a, name_b, job_b):
+        """Runs job_a, job_b, job_b, job_a (short jobs on a shared machine:
+        drift hits both sides alike) and keeps per side the mean MiB/s and
+        IOPS, the summed MiB, CPU and syncs, and each run's MiB/s."""
+        runs = {name_a: [], name_b: []}
+        for name, job in ((name_a, job_a), (name_b, job_b), (name_b, job_b),
+                          (name_a, job_a)):
+            fig = self.measure(name, job)
+            if "error" in fig:
+                return
+            runs[name].append(fig)
+        for name, figs in runs.items():
+            merged = dict(figs[0])
+            for k in ("mib_s", "iops"):
+                merged[k] = sum(f[k] for f in figs) / len(figs)
+            merged["io_mib"] = sum(f["io_mib"] for f in figs)
+            merged["runs_mib_s"] = [round(f["mib_s"], 2) for f in figs]
+            for k in ("cpu_s", "syncs"):
+                if figs[0].get(k) is not None:
+                    merged[k] = {n: round(sum((f.get(k) or {}).get(n, 0)
+                                              for f in figs), 3)
+                                 for n in figs[0][k]}
+            self.m[name] = merged
+
     def fio_job(self, directory, name, fioargs, pids=None, count_syncs=False,
                 timeout=None):
         """One fio job; figures plus CPU seconds of `pids` and of fio itself
@@ -377,21 +401,24 @@ class WriteBench:
         pids = {"fuse-daemon": self.mount(vol, mnt)}
         sz = a.stripe_size
         direct = ["--direct=1", f"--size={sz}M", "--end_fsync=1"]
-        self.measure("g_aligned", lambda: self.fio_job(
-            mnt, "aligned-4M", ["--rw=write", "--bs=4M",
-                                "--filename=g4m"] + direct, pids))
-        self.measure("g_256k", lambda: self.fio_job(
-            mnt, "seq-256K", ["--rw=write", "--bs=256K",
-                              "--filename=g256k"] + direct, pids))
+
+        def seq(name, bs, filename):
+            def job():
+                self.remove(mnt, filename)
+                return self.fio_job(mnt, name, [
+                    "--rw=write", f"--bs={bs}",
+                    f"--filename={filename}"] + direct, pids)
+            return job
+        self.abba("g_aligned", seq("aligned-4M", "4M", "g4m"),
+                  "g_256k", seq("seq-256K", "256K", "g256k"))
         self.remove(mnt, "g256k")
         # Overwrites of g4m (written above, whole stripes), fsync after each.
         over = ["--direct=1", f"--size={sz}M", "--fsync=1", "--time_based",
                 f"--runtime={a.runtime}", "--filename=g4m", "--norandommap",
                 "--randrepeat=1"]
-        self.measure("h_aligned", lambda: self.fio_job(
+        self.abba("h_aligned", lambda: self.fio_job(
             mnt, "overwrite-4M", ["--rw=randwrite", "--bs=4M"] + over, pids,
-            count_syncs=True))
-        self.measure("h_256k", lambda: self.fio_job(
+            count_syncs=True), "h_256k", lambda: self.fio_job(
             mnt, "overwrite-256K", ["--rw=randwrite", "--bs=256K"] + over,
             pids, count_syncs=True))
         self.profiled("overwrite-256K", pids, lambda: fio.run(
