@@ -220,7 +220,7 @@ class WriteBench:
                 merged[k] = sum(f[k] for f in figs) / len(figs)
             merged["io_mib"] = sum(f["io_mib"] for f in figs)
             merged["runs_mib_s"] = [round(f["mib_s"], 2) for f in figs]
-            for k in ("cpu_s", "syncs"):
+            for k in ("cpu_s", "syncs", "backend"):
                 if figs[0].get(k) is not None:
                     merged[k] = {n: round(sum((f.get(k) or {}).get(n, 0)
                                               for f in figs), 3)
@@ -230,9 +230,12 @@ class WriteBench:
     def fio_job(self, directory, name, fioargs, pids=None, count_syncs=False,
                 timeout=None):
         """One fio job; figures plus CPU seconds of `pids` and of fio itself
-        (RUSAGE_CHILDREN of this process around the run) and, when asked,
-        the syncs of `pids`."""
+        (RUSAGE_CHILDREN of this process around the run), on a stripefs
+        mount the change of its backend counters (`stripefs stat`), and,
+        when asked, the syncs of `pids`."""
         pids = pids or {}
+        on_stripefs = directory in self.mounted
+        b0 = self.backend(directory) if on_stripefs else {}
         counter = perf.SyncCounter(self.log).start() if count_syncs else None
         meter = sampling.CpuMeter(pids).start()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -250,10 +253,19 @@ class WriteBench:
                     "loadavg_1m": la[0]})
         if counter:
             out["syncs"] = counter.stop(pids)
+        if on_stripefs:
+            b1 = self.backend(directory)
+            out["backend"] = {k: v - b0.get(k, 0) for k, v in b1.items()}
         self.log(f"{name:22s} {out['mib_s']:8.1f} MiB/s {out['iops']:9.0f} "
                  f"IOPS, {out['io_mib']:.0f} MiB in {wall:.1f} s (load "
                  f"{la[0]:.1f})")
         return out
+
+    def backend(self, mnt):
+        """The mount's numeric backend counters (`stripefs stat --json`)."""
+        b = self.sf.stat(mnt).get("backend", {})
+        return {k: v for k, v in b.items() if isinstance(v, (int, float))
+                and not k.endswith("_pct")}
 
     def profiled(self, name, pids, fn):
         """With --profile: runs fn() once more (a separate, shorter job, so
