@@ -3,7 +3,10 @@
 run() raises RuntimeError (with fio's stderr tail) when fio fails or times
 out, so a driver reports the failing job instead of a number. fio runs psync
 unless the job names an --ioengine, and always with --lat_percentiles=1 so
-p99 is the total (submission + completion) latency.
+p99 is the total (submission + completion) latency, falling back to the
+completion latency when fio has no total percentiles. (The cluster and
+transport drivers had drifted apart on exactly these points: the default
+engine, the p99 fallback, and a timeout that escaped as TimeoutExpired.)
 """
 import json
 import subprocess
