@@ -99,12 +99,11 @@ class Session : public RequestSink {
                          std::span<const uint8_t> buf) override;
   void TransportEnded(std::string_view transport, Status why) override;
 
-  // Called by Replier right before a reply leaves (unregisters the request).
-  void OnReply(InFlight* inflight);
-
  private:
   struct Impl;
   void HandleInit(InFlight* f, const ParsedRequest& q);
+  // Switches to io-uring when the options and the kernel's offer say so.
+  void StartUringAfterInit(const NegotiatedInit& n);
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> initialized_{false};
 };

@@ -83,6 +83,40 @@ TEST(Replier, DroppedReplierAnswersEioOnce) {
   EXPECT_FALSE(rec.done);
 }
 
+// Counts OnReply calls and checks they come before the transport's reply.
+class CountingObserver : public ReplyObserver {
+ public:
+  explicit CountingObserver(const RecordedReply* rec) : rec_(rec) {}
+  void OnReply(InFlight*) override {
+    ++calls;
+    if (rec_->done) replied_first = true;
+  }
+  int calls = 0;
+  bool replied_first = false;
+
+ private:
+  const RecordedReply* rec_;
+};
+
+TEST(Replier, ObserverHearsEveryReplyOnceAndFirst) {
+  RecordedReply rec;
+  FakeInFlight f(&rec);
+  CountingObserver obs(&rec);
+  Replier(&f, &obs).Written(1);
+  EXPECT_EQ(obs.calls, 1);
+  rec = {};
+  { Replier dropped(&f, &obs); }  // answers EIO, observer still told
+  EXPECT_EQ(rec.error, EIO);
+  EXPECT_EQ(obs.calls, 2);
+  rec = {};
+  Replier a(&f, &obs);
+  Replier b = std::move(a);
+  b.Ok();
+  b.Ok();  // spent
+  EXPECT_EQ(obs.calls, 3);
+  EXPECT_FALSE(obs.replied_first);
+}
+
 TEST(Replier, CopyFileRangeReplyDependsOnOpcode) {
   RecordedReply rec;
   FakeInFlight f(&rec);
