@@ -1,6 +1,8 @@
-// Session: one served FUSE connection. Negotiates INIT, parses every request
-// (request_parser.h), dispatches it to a RawFileSystem, tracks in-flight
-// requests for INTERRUPT, and keeps per-opcode and per-queue counters.
+// Session: one served FUSE connection. Negotiates INIT (NegotiateInit,
+// init_negotiation.h), parses every request (request_parser.h), calls the
+// handler of its opcode_table.h row (which calls the RawFileSystem), tracks
+// in-flight requests for INTERRUPT (as the Repliers' ReplyObserver), and
+// keeps per-opcode and per-queue counters.
 //
 // Usage (see docs/fuse-engine.md):
 //   auto mount = FuseMount::Mount("/mnt/x", mount_opts);   // fuse_mount.h
