@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "tests/fs/fs_mount.h"
+#include "tests/support/fake_inflight.h"
 #include "tests/support/killpriv_checks.h"
 
 namespace stripefs::fs {
@@ -71,10 +72,75 @@ TEST_F(FsKillprivTest, NoCapabilitySurvivesAChown) {
   ASSERT_EQ(::setxattr(p.c_str(), "security.capability", cap, sizeof(cap), 0),
             0)
       << strerror(errno);
+  const uint64_t removes = Count(FUSE_REMOVEXATTR);
   ASSERT_EQ(::chown(p.c_str(), 1, 1), 0);
+  // 0 here means the kernel left it to us (FATTR_KILL_SUIDGID).
+  std::printf(
+      "REMOVEXATTR sent by the kernel during chown: %llu\n",
+      static_cast<unsigned long long>(Count(FUSE_REMOVEXATTR) - removes));
   auto v = m_->volume().meta().GetXattr(
       m_->volume().meta().Lookup(kRootId, "cap")->ino, "security.capability");
   EXPECT_EQ(v.status().code(), ENODATA) << "capability survived the chown";
+}
+
+// The server's half alone, by direct calls: through a mount the kernel
+// removes a capability itself before the flagged request arrives (see the
+// REMOVEXATTR count above), so only this shows StripeFs drops it.
+TEST_F(FsKillprivTest, FlaggedSetattrAndWriteDropModeBitsAndCapability) {
+  const std::string cap(20, '\x01');  // StripeFs does not parse it
+  MetaService& meta = m_->volume().meta();
+  FILE* f = std::fopen(m_->Path("direct").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  auto a = meta.Lookup(kRootId, "direct");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const uint64_t ino = a->ino;
+  auto privileged = [&] {
+    SetAttrRequest req;
+    req.mask = kSetMode;
+    req.mode = 06775;
+    std::vector<ObsoleteStripe> obsolete;
+    ASSERT_TRUE(meta.SetAttr(ino, req, &obsolete).ok());
+    ASSERT_TRUE(meta.SetXattr(ino, "security.capability", cap, 0).ok());
+  };
+  auto expect_killed = [&](const char* what) {
+    EXPECT_EQ(meta.GetAttr(ino)->mode & 07777, 0775u) << what;
+    EXPECT_EQ(meta.GetXattr(ino, "security.capability").status().code(),
+              ENODATA)
+        << what;
+  };
+
+  privileged();
+  support::RecordedReply rec;
+  support::FakeInFlight setattr(&rec);
+  fuse_setattr_in in{};
+  in.valid = FATTR_UID | FATTR_KILL_SUIDGID;  // a chown
+  in.uid = 1;
+  m_->fs().SetAttr(fuse::Replier(&setattr, nullptr), ino, in);
+  ASSERT_TRUE(rec.done);
+  EXPECT_EQ(rec.error, 0);
+  expect_killed("SETATTR FATTR_KILL_SUIDGID");
+
+  privileged();
+  rec = {};
+  support::FakeInFlight write(&rec);
+  fuse::WriteRequest w;
+  const uint8_t data[3] = {'a', 'b', 'c'};
+  w.in.size = sizeof(data);
+  w.in.write_flags = FUSE_WRITE_KILL_SUIDGID;
+  w.data = data;
+  m_->fs().Write(fuse::Replier(&write, nullptr), ino, w);
+  ASSERT_TRUE(rec.done);
+  EXPECT_EQ(rec.error, 0);
+  expect_killed("WRITE FUSE_WRITE_KILL_SUIDGID");
+
+  privileged();  // without the flag (a caller with CAP_FSETID) nothing goes
+  rec = {};
+  support::FakeInFlight plain(&rec);
+  w.in.write_flags = 0;
+  m_->fs().Write(fuse::Replier(&plain, nullptr), ino, w);
+  ASSERT_TRUE(rec.done);
+  EXPECT_EQ(meta.GetAttr(ino)->mode & 07777, 06775u);
 }
 
 }  // namespace

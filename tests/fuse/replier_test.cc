@@ -8,14 +8,14 @@
 #include <cstring>
 
 #include "fuse-server/dev_transport.h"
-#include "tests/fuse/fake_inflight.h"
+#include "tests/support/fake_inflight.h"
 
 namespace stripefs::fuse {
 namespace {
 
 using namespace fuse_abi;  // NOLINT
-using testing::FakeInFlight;
-using testing::RecordedReply;
+using stripefs::testing::FakeInFlight;
+using stripefs::testing::RecordedReply;
 
 TEST(Replier, EntryAttrOpenCreateBodies) {
   RecordedReply rec;
