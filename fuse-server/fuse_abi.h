@@ -400,6 +400,9 @@ struct fuse_init_in {
   uint32_t flags2;
   uint32_t unused[11];
 };
+// fuse_init_in grew over time; kernels before 7.36 send only the fields up
+// to `flags`.
+inline constexpr size_t FUSE_COMPAT_INIT_IN_SIZE = 16;
 
 // Protocol 7.45 layout. The opt-alignment byte `align_page_order` lives in
 // the unused tail (offset 42) or, for DDN's 7.40-based ABI, where
@@ -556,6 +559,16 @@ struct fuse_syncfs_in {
   uint64_t padding;
 };
 
+// FUSE_STATX request (protocol 7.39); the reply (fuse_statx_out) is not
+// served by stripefs, so only the request layout is here.
+struct fuse_statx_in {
+  uint32_t getattr_flags;
+  uint32_t reserved;
+  uint64_t fh;
+  uint32_t sx_flags;
+  uint32_t sx_mask;
+};
+
 // ---- FUSE-over-io-uring (protocol >= 7.42) ----
 inline constexpr size_t FUSE_URING_IN_OUT_HEADER_SZ = 128;
 inline constexpr size_t FUSE_URING_OP_IN_OUT_SZ = 128;
@@ -671,6 +684,12 @@ static_assert(sizeof(fuse_lseek_in) == 24);
 static_assert(sizeof(fuse_lseek_out) == 8);
 static_assert(sizeof(fuse_copy_file_range_in) == 56);
 static_assert(sizeof(fuse_copy_file_range_out) == 8);
+static_assert(sizeof(fuse_syncfs_in) == 8);
+static_assert(sizeof(fuse_statx_in) == 24);
+static_assert(offsetof(fuse_statx_in, sx_mask) == 20);
+static_assert(FUSE_COMPAT_INIT_IN_SIZE == offsetof(fuse_init_in, flags2));
+static_assert(FUSE_COMPAT_SETXATTR_IN_SIZE ==
+              offsetof(fuse_setxattr_in, setxattr_flags));
 static_assert(sizeof(fuse_uring_ent_in_out) == 32);
 static_assert(sizeof(fuse_uring_req_header) == 288);
 static_assert(offsetof(fuse_uring_req_header, op_in) == 128);

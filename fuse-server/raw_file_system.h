@@ -16,6 +16,17 @@
 // must be thread-safe; they should not block a transport thread for long
 // when they can complete asynchronously instead.
 //
+// Killing privileges (FUSE_HANDLE_KILLPRIV_V2, asked for by default, see
+// InitOptions): the kernel then no longer checks security.capability before
+// each write; it flags the requests that must drop privileges instead, and
+// the file system must honour the flag by applying ModeAfterKillPriv() to
+// the mode and removing kCapabilityXattr:
+//   WRITE    w.kill_suidgid()            (caller lacks CAP_FSETID)
+//   SETATTR  in.valid & FATTR_KILL_SUIDGID  (truncate without CAP_FSETID;
+//            every chown of a non-directory) unless FATTR_MODE is set too
+//   OPEN     in.open_flags & FUSE_OPEN_KILL_SUIDGID  (O_TRUNC; only sent
+//            with FUSE_ATOMIC_O_TRUNC)
+//
 // Node ids: the kernel's nodeid; kRootId (1) is the root. Lookups increment
 // the kernel's reference count per returned entry (LOOKUP, CREATE, MKNOD,
 // MKDIR, SYMLINK, LINK, READDIRPLUS entries with nodeid != 0), FORGET and
@@ -32,6 +43,21 @@
 namespace stripefs::fuse {
 
 struct NegotiatedInit;  // session_info.h
+
+// The mode after killing privileges, as the VFS does it: set-user-ID
+// always goes; set-group-ID only with group execute (without it, the bit
+// marks mandatory locking, not privilege).
+constexpr uint32_t ModeAfterKillPriv(uint32_t mode) {
+  constexpr uint32_t kSuid = 04000, kSgid = 02000, kGroupExec = 00010;
+  mode &= ~kSuid;
+  if (mode & kGroupExec) mode &= ~kSgid;
+  return mode;
+}
+static_assert(ModeAfterKillPriv(0106755) == 0100755);
+static_assert(ModeAfterKillPriv(0102755) == 0100755);
+static_assert(ModeAfterKillPriv(0102745) == 0102745);
+// File capabilities, removed with set-user-ID.
+inline constexpr std::string_view kCapabilityXattr = "security.capability";
 
 // A WRITE request: the wire struct plus the data, without a copy.
 struct WriteRequest {

@@ -3,8 +3,6 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "fuse-server/session.h"
-
 namespace stripefs::fuse {
 
 using namespace fuse_abi;  // NOLINT
@@ -19,9 +17,9 @@ Replier& Replier::operator=(Replier&& o) noexcept {
   if (this != &o) {
     if (inflight_) Error(EIO);
     inflight_ = o.inflight_;
-    session_ = o.session_;
+    observer_ = o.observer_;
     o.inflight_ = nullptr;
-    o.session_ = nullptr;
+    o.observer_ = nullptr;
   }
   return *this;
 }
@@ -49,8 +47,8 @@ void Replier::Send(int error, std::span<const iovec> iov) {
   InFlight* f = inflight_;
   if (!f) return;
   inflight_ = nullptr;
-  if (session_) session_->OnReply(f);
-  session_ = nullptr;
+  if (observer_) observer_->OnReply(f);
+  observer_ = nullptr;
   f->Complete(error, iov);
 }
 

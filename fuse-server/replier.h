@@ -63,13 +63,23 @@ class InFlight {
   std::atomic<bool> interrupted{false};
 };
 
-class Session;
+// Told right before a reply leaves, on the replying thread (the Session
+// uses it to forget the request for INTERRUPT). Must be thread-safe and
+// outlive every Replier that points at it.
+class ReplyObserver {
+ public:
+  virtual void OnReply(InFlight* inflight) = 0;
+
+ protected:
+  ~ReplyObserver() = default;
+};
 
 class Replier {
  public:
   Replier() = default;
-  Replier(InFlight* inflight, Session* session)
-      : inflight_(inflight), session_(session) {}
+  // `observer` may be null (tests, requests nobody tracks).
+  Replier(InFlight* inflight, ReplyObserver* observer)
+      : inflight_(inflight), observer_(observer) {}
   Replier(Replier&& o) noexcept { *this = std::move(o); }
   Replier& operator=(Replier&& o) noexcept;
   Replier(const Replier&) = delete;
@@ -120,7 +130,7 @@ class Replier {
   void Send(int error, std::span<const iovec> iov);
 
   InFlight* inflight_ = nullptr;
-  Session* session_ = nullptr;
+  ReplyObserver* observer_ = nullptr;
 };
 
 }  // namespace stripefs::fuse

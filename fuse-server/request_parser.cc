@@ -1,6 +1,7 @@
 #include "fuse-server/request_parser.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 
 namespace stripefs::fuse {
@@ -8,100 +9,16 @@ namespace {
 
 using namespace fuse_abi;  // NOLINT: wire names
 
-// How an opcode's arguments after the fixed struct are laid out.
-enum class Tail {
-  kNone,       // nothing after the fixed struct
-  kName,       // one NUL-terminated name
-  kTwoNames,   // two NUL-terminated names
-  kNameValue,  // name + value bytes (SETXATTR)
-  kData,       // raw bytes (WRITE: exactly in.size)
-  kForgets,    // BATCH_FORGET entries
-  kAny,        // opaque bytes (IOCTL, NOTIFY_REPLY, unknown layouts)
-};
-
-struct OpLayout {
-  bool known = false;
-  size_t fixed = 0;
-  Tail tail = Tail::kNone;
-  const char* name = nullptr;
-};
-
-constexpr OpLayout L(size_t fixed, Tail tail, const char* name) {
-  return OpLayout{true, fixed, tail, name};
+// The fixed struct size of `row` on a connection with `o`.
+size_t FixedSize(const OpcodeRow& row, const ParseOptions& o) {
+  if (o.setxattr_ext && row.fixed_ext != 0) return row.fixed_ext;
+  return row.fixed;
 }
 
-struct LayoutTable {
-  OpLayout op[kOpcodeLimit] = {};
-  constexpr LayoutTable() {
-    op[FUSE_LOOKUP] = L(0, Tail::kName, "LOOKUP");
-    op[FUSE_FORGET] = L(sizeof(fuse_forget_in), Tail::kNone, "FORGET");
-    op[FUSE_GETATTR] = L(sizeof(fuse_getattr_in), Tail::kNone, "GETATTR");
-    op[FUSE_SETATTR] = L(sizeof(fuse_setattr_in), Tail::kNone, "SETATTR");
-    op[FUSE_READLINK] = L(0, Tail::kNone, "READLINK");
-    op[FUSE_SYMLINK] = L(0, Tail::kTwoNames, "SYMLINK");
-    op[FUSE_MKNOD] = L(sizeof(fuse_mknod_in), Tail::kName, "MKNOD");
-    op[FUSE_MKDIR] = L(sizeof(fuse_mkdir_in), Tail::kName, "MKDIR");
-    op[FUSE_UNLINK] = L(0, Tail::kName, "UNLINK");
-    op[FUSE_RMDIR] = L(0, Tail::kName, "RMDIR");
-    op[FUSE_RENAME] = L(sizeof(fuse_rename_in), Tail::kTwoNames, "RENAME");
-    op[FUSE_LINK] = L(sizeof(fuse_link_in), Tail::kName, "LINK");
-    op[FUSE_OPEN] = L(sizeof(fuse_open_in), Tail::kNone, "OPEN");
-    op[FUSE_READ] = L(sizeof(fuse_read_in), Tail::kNone, "READ");
-    op[FUSE_WRITE] = L(sizeof(fuse_write_in), Tail::kData, "WRITE");
-    op[FUSE_STATFS] = L(0, Tail::kNone, "STATFS");
-    op[FUSE_RELEASE] = L(sizeof(fuse_release_in), Tail::kNone, "RELEASE");
-    op[FUSE_FSYNC] = L(sizeof(fuse_fsync_in), Tail::kNone, "FSYNC");
-    op[FUSE_SETXATTR] =
-        L(FUSE_COMPAT_SETXATTR_IN_SIZE, Tail::kNameValue, "SETXATTR");
-    op[FUSE_GETXATTR] = L(sizeof(fuse_getxattr_in), Tail::kName, "GETXATTR");
-    op[FUSE_LISTXATTR] = L(sizeof(fuse_getxattr_in), Tail::kNone, "LISTXATTR");
-    op[FUSE_REMOVEXATTR] = L(0, Tail::kName, "REMOVEXATTR");
-    op[FUSE_FLUSH] = L(sizeof(fuse_flush_in), Tail::kNone, "FLUSH");
-    op[FUSE_INIT] = L(sizeof(fuse_init_in), Tail::kNone, "INIT");
-    op[FUSE_OPENDIR] = L(sizeof(fuse_open_in), Tail::kNone, "OPENDIR");
-    op[FUSE_READDIR] = L(sizeof(fuse_read_in), Tail::kNone, "READDIR");
-    op[FUSE_RELEASEDIR] = L(sizeof(fuse_release_in), Tail::kNone, "RELEASEDIR");
-    op[FUSE_FSYNCDIR] = L(sizeof(fuse_fsync_in), Tail::kNone, "FSYNCDIR");
-    op[FUSE_GETLK] = L(sizeof(fuse_lk_in), Tail::kNone, "GETLK");
-    op[FUSE_SETLK] = L(sizeof(fuse_lk_in), Tail::kNone, "SETLK");
-    op[FUSE_SETLKW] = L(sizeof(fuse_lk_in), Tail::kNone, "SETLKW");
-    op[FUSE_ACCESS] = L(sizeof(fuse_access_in), Tail::kNone, "ACCESS");
-    op[FUSE_CREATE] = L(sizeof(fuse_create_in), Tail::kName, "CREATE");
-    op[FUSE_INTERRUPT] = L(sizeof(fuse_interrupt_in), Tail::kNone, "INTERRUPT");
-    op[FUSE_BMAP] = L(sizeof(fuse_bmap_in), Tail::kNone, "BMAP");
-    op[FUSE_DESTROY] = L(0, Tail::kNone, "DESTROY");
-    op[FUSE_IOCTL] = L(sizeof(fuse_ioctl_in), Tail::kAny, "IOCTL");
-    op[FUSE_POLL] = L(sizeof(fuse_poll_in), Tail::kNone, "POLL");
-    op[FUSE_NOTIFY_REPLY] =
-        L(sizeof(fuse_write_in), Tail::kAny, "NOTIFY_REPLY");
-    op[FUSE_BATCH_FORGET] =
-        L(sizeof(fuse_batch_forget_in), Tail::kForgets, "BATCH_FORGET");
-    op[FUSE_FALLOCATE] = L(sizeof(fuse_fallocate_in), Tail::kNone, "FALLOCATE");
-    op[FUSE_READDIRPLUS] = L(sizeof(fuse_read_in), Tail::kNone, "READDIRPLUS");
-    op[FUSE_RENAME2] = L(sizeof(fuse_rename2_in), Tail::kTwoNames, "RENAME2");
-    op[FUSE_LSEEK] = L(sizeof(fuse_lseek_in), Tail::kNone, "LSEEK");
-    op[FUSE_COPY_FILE_RANGE] =
-        L(sizeof(fuse_copy_file_range_in), Tail::kNone, "COPY_FILE_RANGE");
-    op[FUSE_SYNCFS] = L(sizeof(fuse_syncfs_in), Tail::kNone, "SYNCFS");
-    op[FUSE_TMPFILE] = L(sizeof(fuse_create_in), Tail::kName, "TMPFILE");
-    // fuse_statx_in: getattr_flags, reserved, fh, sx_flags, sx_mask.
-    op[FUSE_STATX] = L(24, Tail::kNone, "STATX");
-    op[FUSE_COPY_FILE_RANGE_64] =
-        L(sizeof(fuse_copy_file_range_in), Tail::kNone, "COPY_FILE_RANGE_64");
-  }
-};
-
-constexpr LayoutTable kLayouts;
-
-const OpLayout* LayoutOf(uint32_t opcode) {
-  if (opcode >= kOpcodeLimit || !kLayouts.op[opcode].known) return nullptr;
-  return &kLayouts.op[opcode];
-}
-
-size_t FixedSize(const OpLayout& l, uint32_t opcode, const ParseOptions& o) {
-  if (opcode == FUSE_SETXATTR && o.setxattr_ext)
-    return sizeof(fuse_setxattr_in);
-  return l.fixed;
+// The row of an opcode we parse, or nullptr (unknown, or named only).
+const OpcodeRow* ParsedRow(uint32_t opcode) {
+  const OpcodeRow* r = FindOpcode(opcode);
+  return r && r->handler ? r : nullptr;
 }
 
 // Takes one NUL-terminated string from the front of `s`.
@@ -144,18 +61,9 @@ fuse_abi::fuse_forget_one ParsedRequest::ForgetEntry(size_t i) const {
 }
 
 std::optional<size_t> FixedArgSize(uint32_t opcode, const ParseOptions& opts) {
-  const OpLayout* l = LayoutOf(opcode);
-  if (!l) return std::nullopt;
-  return FixedSize(*l, opcode, opts);
-}
-
-std::string_view OpcodeName(uint32_t opcode) {
-  const OpLayout* l = LayoutOf(opcode);
-  if (l) return l->name;
-  if (opcode == FUSE_SETUPMAPPING) return "SETUPMAPPING";
-  if (opcode == FUSE_REMOVEMAPPING) return "REMOVEMAPPING";
-  if (opcode == CUSE_INIT) return "CUSE_INIT";
-  return "UNKNOWN";
+  const OpcodeRow* r = ParsedRow(opcode);
+  if (!r) return std::nullopt;
+  return FixedSize(*r, opts);
 }
 
 SplitResult SplitDevBuffer(std::span<const uint8_t> buf,
@@ -184,11 +92,11 @@ SplitResult SplitDevBuffer(std::span<const uint8_t> buf,
     return r;
   }
   body = body.first(body.size() - ext);
-  const OpLayout* l = LayoutOf(h.opcode);
-  size_t fixed = l ? FixedSize(*l, h.opcode, opts) : 0;
+  const OpcodeRow* row = ParsedRow(h.opcode);
+  size_t fixed = row ? FixedSize(*row, opts) : 0;
   // INIT from old kernels is shorter than today's struct; ParseRequest
   // checks the minimum.
-  if (h.opcode == FUSE_INIT && body.size() < fixed) fixed = body.size();
+  if (row && row->min_fixed != 0 && body.size() < fixed) fixed = body.size();
   if (body.size() < fixed) {
     r.error = EINVAL;
     r.reason = Describe(h) + "argument struct needs " + std::to_string(fixed) +
@@ -203,17 +111,17 @@ SplitResult SplitDevBuffer(std::span<const uint8_t> buf,
 ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
                          std::span<const uint8_t> rest,
                          const ParseOptions& opts) {
-  const OpLayout* l = LayoutOf(h.opcode);
-  if (!l) {
+  const OpcodeRow* row = ParsedRow(h.opcode);
+  if (!row) {
     return Fail(ENOSYS,
                 Describe(h) + "unknown opcode " + std::to_string(h.opcode), h);
   }
-  size_t fixed = FixedSize(*l, h.opcode, opts);
-  if (h.opcode == FUSE_INIT) {
-    // fuse_init_in grew over time; the first 16 bytes always exist.
-    if (arg0.size() < 16 || arg0.size() > fixed) {
+  size_t fixed = FixedSize(*row, opts);
+  if (row->min_fixed != 0) {
+    // The struct grew over time (INIT); the first min_fixed bytes exist.
+    if (arg0.size() < row->min_fixed || arg0.size() > fixed) {
       return Fail(EINVAL,
-                  Describe(h) + "INIT argument of " +
+                  Describe(h) + "argument struct of " +
                       std::to_string(arg0.size()) + " bytes",
                   h);
     }
@@ -232,7 +140,7 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
   if (!arg0.empty()) std::memcpy(q.in, arg0.data(), arg0.size());
 
   std::span<const uint8_t> s = rest;
-  switch (l->tail) {
+  switch (row->tail) {
     case Tail::kNone:
       if (!s.empty()) {
         return Fail(EINVAL,
@@ -261,8 +169,9 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
       if (!TakeName(s, &q.name)) {
         return Fail(EINVAL, Describe(h) + "xattr name not NUL-terminated", h);
       }
-      uint32_t size;
-      std::memcpy(&size, q.in, sizeof(size));  // fuse_setxattr_in.size
+      uint32_t size;  // fuse_setxattr_in.size
+      static_assert(offsetof(fuse_setxattr_in, size) == 0);
+      std::memcpy(&size, q.in, sizeof(size));
       if (s.size() != size) {
         return Fail(EINVAL,
                     Describe(h) + "xattr value is " + std::to_string(s.size()) +

@@ -5,6 +5,7 @@
 //     SplitDevBuffer() checks the header and splits it.
 //   * io-uring: header and fixed arg struct in the 288-byte ring header, the
 //     rest (names, WRITE data) in the payload buffer.
+// Layouts come from the opcode table (opcode_table.h).
 // Every length is checked against the opcode's struct sizes and every name
 // must be NUL-terminated inside the buffer; nothing reads past a span.
 // Unknown opcodes give ENOSYS, malformed requests EINVAL with a reason.
@@ -23,6 +24,7 @@
 #include <string_view>
 
 #include "fuse-server/fuse_abi.h"
+#include "fuse-server/opcode_table.h"
 
 namespace stripefs::fuse {
 
@@ -68,9 +70,6 @@ struct ParseResult {
 // opcodes), or nullopt when we do not know the opcode.
 std::optional<size_t> FixedArgSize(uint32_t opcode, const ParseOptions& opts);
 
-// Human name of an opcode ("LOOKUP", "WRITE", ... or "OP_<n>").
-std::string_view OpcodeName(uint32_t opcode);
-
 // A /dev/fuse buffer split into header + fixed args + rest.
 struct RawRequest {
   fuse_abi::fuse_in_header header{};
@@ -98,11 +97,5 @@ ParseResult ParseRequest(const fuse_abi::fuse_in_header& header,
 // Convenience: SplitDevBuffer + ParseRequest.
 ParseResult ParseDevBuffer(std::span<const uint8_t> buf,
                            const ParseOptions& opts);
-
-// True for opcodes the kernel expects no reply to.
-constexpr bool IsNoReplyOpcode(uint32_t opcode) {
-  return opcode == fuse_abi::FUSE_FORGET ||
-         opcode == fuse_abi::FUSE_BATCH_FORGET;
-}
 
 }  // namespace stripefs::fuse

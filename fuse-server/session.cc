@@ -11,7 +11,9 @@
 #include <cstring>
 
 #include "fuse-server/dev_transport.h"
+#include "fuse-server/init_negotiation.h"
 #include "fuse-server/kernel_knobs.h"
+#include "fuse-server/opcode_table.h"
 #include "fuse-server/rate_limited_log.h"
 #include "fuse-server/uring_transport.h"
 
@@ -57,7 +59,9 @@ struct QueueCounter {
 
 }  // namespace
 
-struct Session::Impl {
+// Impl is what request handlers (opcode_table.h) and Repliers talk back to.
+struct Session::Impl : OpEngine, ReplyObserver {
+  Session* self = nullptr;
   RawFileSystem* fs;
   SessionOptions opts;
   int fuse_fd = -1;
@@ -95,10 +99,62 @@ struct Session::Impl {
   void CallDestroy() {
     if (!destroyed.exchange(true)) fs->Destroy();
   }
+
+  // ---- OpEngine ----
+  Replier Track(InFlight* f) override;
+  void Init(InFlight* f, const ParsedRequest& q) override {
+    self->HandleInit(f, q);
+  }
+  void Interrupt(InFlight* f, uint64_t target) override;
+  void Destroy(InFlight* f) override {
+    CallDestroy();
+    f->Complete(0, {});
+  }
+  // ---- ReplyObserver ----
+  void OnReply(InFlight* f) override;
 };
+
+Replier Session::Impl::Track(InFlight* f) {
+  {
+    auto& sh = ShardOf(f->ctx.unique);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.map[f->ctx.unique] = f;
+  }
+  return Replier(f, this);
+}
+
+void Session::Impl::OnReply(InFlight* f) {
+  auto& sh = ShardOf(f->ctx.unique);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  auto it = sh.map.find(f->ctx.unique);
+  if (it != sh.map.end() && it->second == f) sh.map.erase(it);
+}
+
+void Session::Impl::Interrupt(InFlight* f, uint64_t target) {
+  interrupts.fetch_add(1, std::memory_order_relaxed);
+  bool found = false;
+  {
+    auto& sh = ShardOf(target);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    auto it = sh.map.find(target);
+    if (it != sh.map.end()) {
+      it->second->interrupted.store(true);
+      found = true;
+    }
+  }
+  if (found) {
+    fs->Interrupt(target);
+    f->Complete(kNoReply, {});
+  } else {
+    // Not (yet) seen: the kernel re-queues the interrupt on EAGAIN and
+    // drops it once the original request was answered.
+    f->Complete(EAGAIN, {});
+  }
+}
 
 Session::Session(RawFileSystem* fs, SessionOptions opts)
     : impl_(std::make_unique<Impl>()) {
+  impl_->self = this;
   impl_->fs = fs;
   impl_->opts = opts;
   if (impl_->opts.dev_threads < 1) impl_->opts.dev_threads = 1;
@@ -283,14 +339,6 @@ void Session::TransportEnded(std::string_view transport, Status why) {
   }
 }
 
-void Session::OnReply(InFlight* f) {
-  Impl& m = *impl_;
-  auto& sh = m.ShardOf(f->ctx.unique);
-  std::lock_guard<std::mutex> lock(sh.mu);
-  auto it = sh.map.find(f->ctx.unique);
-  if (it != sh.map.end() && it->second == f) sh.map.erase(it);
-}
-
 void Session::DispatchDevBuffer(InFlight* f, std::span<const uint8_t> buf) {
   Impl& m = *impl_;
   SplitResult sp = SplitDevBuffer(buf, m.parse_opts);
@@ -362,163 +410,22 @@ void Session::Dispatch(InFlight* f, const fuse_in_header& h,
                  static_cast<unsigned long long>(h.nodeid), c.queue, c.cpu);
   }
 
-  if (h.opcode == FUSE_INIT) {
-    HandleInit(f, q);
+  const OpcodeRow& row = *FindOpcode(h.opcode);  // parsed, so known
+  if (!row.before_init && !initialized_.load()) {
+    m.log.Log("request before INIT: " + std::string(row.name));
+    f->Complete(row.reply == ReplyRule::kNever ? kNoReply : EIO, {});
     return;
   }
-  if (!initialized_.load()) {
-    m.log.Log("request before INIT: " + std::string(OpcodeName(h.opcode)));
-    f->Complete(IsNoReplyOpcode(h.opcode) ? kNoReply : EIO, {});
-    return;
-  }
-
-  RawFileSystem* fs = m.fs;
-  const uint64_t node = h.nodeid;
-  switch (h.opcode) {
-    case FUSE_FORGET:
-      fs->Forget(node, q.In<fuse_forget_in>().nlookup);
-      f->Complete(kNoReply, {});
-      return;
-    case FUSE_BATCH_FORGET: {
-      uint32_t n = q.In<fuse_batch_forget_in>().count;
-      std::vector<fuse_forget_one> items(n);
-      for (uint32_t i = 0; i < n; ++i) items[i] = q.ForgetEntry(i);
-      fs->BatchForget(items);
-      f->Complete(kNoReply, {});
-      return;
-    }
-    case FUSE_INTERRUPT: {
-      m.interrupts.fetch_add(1, std::memory_order_relaxed);
-      uint64_t target = q.In<fuse_interrupt_in>().unique;
-      bool found = false;
-      {
-        auto& sh = m.ShardOf(target);
-        std::lock_guard<std::mutex> lock(sh.mu);
-        auto it = sh.map.find(target);
-        if (it != sh.map.end()) {
-          it->second->interrupted.store(true);
-          found = true;
-        }
-      }
-      if (found) {
-        fs->Interrupt(target);
-        f->Complete(kNoReply, {});
-      } else {
-        // Not (yet) seen: the kernel re-queues the interrupt on EAGAIN and
-        // drops it once the original request was answered.
-        f->Complete(EAGAIN, {});
-      }
-      return;
-    }
-    case FUSE_NOTIFY_REPLY:
-      f->Complete(kNoReply, {});
-      return;
-    case FUSE_DESTROY:
-      m.CallDestroy();
-      f->Complete(0, {});
-      return;
-    default:
-      break;
-  }
-
-  {
-    auto& sh = m.ShardOf(h.unique);
-    std::lock_guard<std::mutex> lock(sh.mu);
-    sh.map[h.unique] = f;
-  }
-  Replier r(f, this);
-  switch (h.opcode) {
-    case FUSE_LOOKUP:
-      return fs->Lookup(std::move(r), node, q.name);
-    case FUSE_GETATTR:
-      return fs->GetAttr(std::move(r), node, q.In<fuse_getattr_in>());
-    case FUSE_SETATTR:
-      return fs->SetAttr(std::move(r), node, q.In<fuse_setattr_in>());
-    case FUSE_READLINK:
-      return fs->ReadLink(std::move(r), node);
-    case FUSE_SYMLINK:
-      return fs->Symlink(std::move(r), node, q.name, q.name2);
-    case FUSE_MKNOD:
-      return fs->Mknod(std::move(r), node, q.name, q.In<fuse_mknod_in>());
-    case FUSE_MKDIR:
-      return fs->Mkdir(std::move(r), node, q.name, q.In<fuse_mkdir_in>());
-    case FUSE_UNLINK:
-      return fs->Unlink(std::move(r), node, q.name);
-    case FUSE_RMDIR:
-      return fs->Rmdir(std::move(r), node, q.name);
-    case FUSE_RENAME:
-      return fs->Rename(std::move(r), node, q.name,
-                        q.In<fuse_rename_in>().newdir, q.name2, 0);
-    case FUSE_RENAME2: {
-      auto in = q.In<fuse_rename2_in>();
-      return fs->Rename(std::move(r), node, q.name, in.newdir, q.name2,
-                        in.flags);
-    }
-    case FUSE_LINK:
-      return fs->Link(std::move(r), q.In<fuse_link_in>().oldnodeid, node,
-                      q.name);
-    case FUSE_OPEN:
-      return fs->Open(std::move(r), node, q.In<fuse_open_in>());
-    case FUSE_READ:
-      return fs->Read(std::move(r), node, q.In<fuse_read_in>());
-    case FUSE_WRITE: {
-      WriteRequest w;
-      w.in = q.In<fuse_write_in>();
-      w.data = q.data;
-      return fs->Write(std::move(r), node, w);
-    }
-    case FUSE_STATFS:
-      return fs->StatFs(std::move(r), node);
-    case FUSE_RELEASE:
-      return fs->Release(std::move(r), node, q.In<fuse_release_in>());
-    case FUSE_FSYNC:
-      return fs->Fsync(std::move(r), node, q.In<fuse_fsync_in>());
-    case FUSE_SETXATTR: {
-      fuse_setxattr_in in{};
-      std::memcpy(&in, q.in, std::min<size_t>(q.in_size, sizeof(in)));
-      return fs->SetXattr(std::move(r), node, q.name, q.data, in);
-    }
-    case FUSE_GETXATTR:
-      return fs->GetXattr(std::move(r), node, q.name,
-                          q.In<fuse_getxattr_in>().size);
-    case FUSE_LISTXATTR:
-      return fs->ListXattr(std::move(r), node, q.In<fuse_getxattr_in>().size);
-    case FUSE_REMOVEXATTR:
-      return fs->RemoveXattr(std::move(r), node, q.name);
-    case FUSE_FLUSH:
-      return fs->Flush(std::move(r), node, q.In<fuse_flush_in>());
-    case FUSE_OPENDIR:
-      return fs->OpenDir(std::move(r), node, q.In<fuse_open_in>());
-    case FUSE_READDIR:
-      return fs->ReadDir(std::move(r), node, q.In<fuse_read_in>());
-    case FUSE_READDIRPLUS:
-      return fs->ReadDirPlus(std::move(r), node, q.In<fuse_read_in>());
-    case FUSE_RELEASEDIR:
-      return fs->ReleaseDir(std::move(r), node, q.In<fuse_release_in>());
-    case FUSE_FSYNCDIR:
-      return fs->FsyncDir(std::move(r), node, q.In<fuse_fsync_in>());
-    case FUSE_ACCESS:
-      return fs->Access(std::move(r), node, q.In<fuse_access_in>().mask);
-    case FUSE_CREATE:
-      return fs->Create(std::move(r), node, q.name, q.In<fuse_create_in>());
-    case FUSE_FALLOCATE:
-      return fs->Fallocate(std::move(r), node, q.In<fuse_fallocate_in>());
-    case FUSE_LSEEK:
-      return fs->Lseek(std::move(r), node, q.In<fuse_lseek_in>());
-    case FUSE_COPY_FILE_RANGE:
-    case FUSE_COPY_FILE_RANGE_64:
-      return fs->CopyFileRange(std::move(r), node,
-                               q.In<fuse_copy_file_range_in>());
-    case FUSE_SYNCFS:
-      return fs->SyncFs(std::move(r), node);
-    default:
-      // Known to the parser but not served (locks, ioctl, poll, bmap,
-      // statx, tmpfile): the kernel falls back or reports ENOSYS.
-      return r.Error(ENOSYS);
-  }
+  row.handler(OpCall{q, *m.fs, m, f});
 }
 
 namespace {
+
+// Pages per request asked for in the INIT reply (io-uring payload buffers
+// are sized for it).
+uint32_t RequestedMaxPages(const InitOptions& o) {
+  return std::min<uint32_t>(std::max<uint32_t>(o.max_pages, 1), 65535);
+}
 
 uint32_t EffectiveMaxPagesLimit() {
   auto v = ReadKnob(kMaxPagesLimitPath);
@@ -530,98 +437,32 @@ uint32_t EffectiveMaxPagesLimit() {
 
 void Session::HandleInit(InFlight* f, const ParsedRequest& q) {
   Impl& m = *impl_;
-  Session* self = this;
-  std::atomic<bool>& initialized_flag = initialized_;
   fuse_init_in in{};
   std::memcpy(&in, q.in, std::min<size_t>(q.in_size, sizeof(in)));
-  const InitOptions& o = m.opts.init;
-  NegotiatedInit n;
-  n.kernel_major = in.major;
-  n.kernel_minor = in.minor;
-  n.kernel_max_readahead = in.max_readahead;
-  if (in.major != kKernelVersion) {
-    m.log.Log("kernel speaks FUSE major " + std::to_string(in.major) +
-              ", we speak 7; refusing INIT");
-    f->Complete(EPROTO, {});
+  InitConfig config;
+  config.init = m.opts.init;
+  config.want_uring = m.opts.transport != TransportChoice::kDev;
+  config.max_pages_limit = EffectiveMaxPagesLimit();
+  InitNegotiation neg = NegotiateInit(in, config);
+  if (neg.error != 0) {
+    m.log.Log(neg.refusal);
+    f->Complete(neg.error, {});
     return;
   }
-  uint64_t offered = in.flags;
-  if (in.flags & FUSE_INIT_EXT)
-    offered |= static_cast<uint64_t>(in.flags2) << 32;
-  n.offered_flags = offered;
-
-  uint64_t want = FUSE_MAX_PAGES | FUSE_INIT_EXT;
-  if (o.async_read) want |= FUSE_ASYNC_READ;
-  if (o.big_writes) want |= FUSE_BIG_WRITES;
-  if (o.writeback_cache) want |= FUSE_WRITEBACK_CACHE;
-  if (o.parallel_dirops) want |= FUSE_PARALLEL_DIROPS;
-  if (o.readdirplus) want |= FUSE_DO_READDIRPLUS;
-  if (o.readdirplus && o.readdirplus_auto) want |= FUSE_READDIRPLUS_AUTO;
-  if (o.export_support) want |= FUSE_EXPORT_SUPPORT;
-  if (o.atomic_o_trunc) want |= FUSE_ATOMIC_O_TRUNC;
-  if (o.async_dio) want |= FUSE_ASYNC_DIO;
-  if (o.handle_killpriv) want |= FUSE_HANDLE_KILLPRIV | FUSE_HANDLE_KILLPRIV_V2;
-  if (o.posix_acl) want |= FUSE_POSIX_ACL;
-  if (o.cache_symlinks) want |= FUSE_CACHE_SYMLINKS;
-  if (o.no_open_support) want |= FUSE_NO_OPEN_SUPPORT;
-  if (o.no_opendir_support) want |= FUSE_NO_OPENDIR_SUPPORT;
-  if (o.explicit_inval_data) want |= FUSE_EXPLICIT_INVAL_DATA;
-  if (o.auto_inval_data) want |= FUSE_AUTO_INVAL_DATA;
-  if (o.direct_io_allow_mmap) want |= FUSE_DIRECT_IO_ALLOW_MMAP;
-  bool uring_wanted = m.opts.transport != TransportChoice::kDev;
-  if (uring_wanted || o.over_io_uring) want |= FUSE_OVER_IO_URING;
-  n.requested_flags = want;
-  uint64_t flags = want & offered;
-  n.uring_offered = (offered & FUSE_OVER_IO_URING) != 0;
-  n.uring_requested = (want & FUSE_OVER_IO_URING) != 0;
-
-  // opt-alignment: requested even when not offered (DDN's kernel honours it
-  // without offering); acknowledged only when the kernel offered the flag.
-  size_t align_off = AlignPageOrderOffset(in.minor);
-  if (o.align_page_order != 0) {
-    flags |= FUSE_ALIGN_PG_ORDER;
-    n.align_requested = true;
-    n.align_page_order = o.align_page_order;
-    n.align_offset = align_off;
-  }
-  n.align_acknowledged = n.align_requested && (offered & FUSE_ALIGN_PG_ORDER);
-  n.requested_flags |= n.align_requested ? FUSE_ALIGN_PG_ORDER : 0;
-  n.flags = flags;
-
-  n.minor = std::min(in.minor, kKernelMinorVersion);
-  uint32_t max_pages =
-      std::min<uint32_t>(std::max<uint32_t>(o.max_pages, 1), 65535);
-  n.max_pages = std::min(max_pages, EffectiveMaxPagesLimit());
-  n.max_write = std::max<uint32_t>(4096, o.max_write);
-  n.max_readahead = std::min(o.max_readahead, in.max_readahead);
-  n.max_background = o.max_background;
-  n.congestion_threshold = o.congestion_threshold;
-  n.time_gran = o.time_gran ? o.time_gran : 1;
-
-  fuse_init_out out{};
-  out.major = kKernelVersion;
-  out.minor = kKernelMinorVersion;
-  out.max_readahead = n.max_readahead;
-  out.flags = static_cast<uint32_t>(flags);
-  out.flags2 = static_cast<uint32_t>(flags >> 32);
-  out.max_background = n.max_background;
-  out.congestion_threshold = n.congestion_threshold;
-  out.max_write = n.max_write;
-  out.time_gran = n.time_gran;
-  out.max_pages = static_cast<uint16_t>(max_pages);
-  uint8_t raw[sizeof(out)];
-  std::memcpy(raw, &out, sizeof(out));
-  if (n.align_requested) raw[align_off] = o.align_page_order;
-
+  const NegotiatedInit& n = neg.report;
   m.fs->Init(n);
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.neg = n;
   }
-  initialized_flag.store(true);
-  iovec v{raw, sizeof(raw)};
+  initialized_.store(true);
+  iovec v{neg.reply.data(), neg.reply.size()};
   f->Complete(0, {&v, 1});
+  StartUringAfterInit(n);
+}
 
+void Session::StartUringAfterInit(const NegotiatedInit& n) {
+  Impl& m = *impl_;
   bool use_uring = ShouldUseUring(m.opts.transport, n.uring_offered);
   if (m.opts.transport == TransportChoice::kUring && !n.uring_offered) {
     m.log.Log(std::string("io-uring transport requested but the kernel did "
@@ -636,13 +477,13 @@ void Session::HandleInit(InFlight* f, const ParsedRequest& q) {
     UringTransportOptions uo;
     uo.queues = m.ncpu;
     uo.depth = m.opts.uring_queue_depth;
-    uo.payload_size =
-        std::max<size_t>({kMinReadBuffer, static_cast<size_t>(n.max_write),
-                          static_cast<size_t>(max_pages) * 4096});
+    uo.payload_size = std::max<size_t>(
+        {kMinReadBuffer, static_cast<size_t>(n.max_write),
+         static_cast<size_t>(RequestedMaxPages(m.opts.init)) * 4096});
     uo.pin_threads = m.opts.uring_pin_threads;
     uo.first_queue = 0;
     auto t = std::make_unique<UringTransport>(m.fuse_fd, m.stop_fd, uo);
-    Status st = t->Start(self);
+    Status st = t->Start(this);
     if (!st.ok()) {
       m.log.Log("io-uring transport failed to start, staying on /dev/fuse: " +
                 st.ToString());

@@ -1,6 +1,8 @@
-// Session: one served FUSE connection. Negotiates INIT, parses every request
-// (request_parser.h), dispatches it to a RawFileSystem, tracks in-flight
-// requests for INTERRUPT, and keeps per-opcode and per-queue counters.
+// Session: one served FUSE connection. Negotiates INIT (NegotiateInit,
+// init_negotiation.h), parses every request (request_parser.h), calls the
+// handler of its opcode_table.h row (which calls the RawFileSystem), tracks
+// in-flight requests for INTERRUPT (as the Repliers' ReplyObserver), and
+// keeps per-opcode and per-queue counters.
 //
 // Usage (see docs/fuse-engine.md):
 //   auto mount = FuseMount::Mount("/mnt/x", mount_opts);   // fuse_mount.h
@@ -99,12 +101,11 @@ class Session : public RequestSink {
                          std::span<const uint8_t> buf) override;
   void TransportEnded(std::string_view transport, Status why) override;
 
-  // Called by Replier right before a reply leaves (unregisters the request).
-  void OnReply(InFlight* inflight);
-
  private:
   struct Impl;
   void HandleInit(InFlight* f, const ParsedRequest& q);
+  // Switches to io-uring when the options and the kernel's offer say so.
+  void StartUringAfterInit(const NegotiatedInit& n);
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> initialized_{false};
 };

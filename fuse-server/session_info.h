@@ -33,7 +33,15 @@ struct InitOptions {
   bool export_support = false;
   bool atomic_o_trunc = false;
   bool async_dio = true;
+  // FUSE_HANDLE_KILLPRIV (v1): the server kills suid/sgid on every write,
+  // truncate and chown, whoever the caller. Off: we do v2.
   bool handle_killpriv = false;
+  // FUSE_HANDLE_KILLPRIV_V2: the kernel stops asking for
+  // security.capability before every write (it sets SB_NOSEC) and instead
+  // flags the requests that must kill privileges: FUSE_WRITE_KILL_SUIDGID,
+  // FATTR_KILL_SUIDGID (truncate, chown) and FUSE_OPEN_KILL_SUIDGID. The
+  // file system must then honour those flags (see RawFileSystem).
+  bool handle_killpriv_v2 = true;
   bool posix_acl = false;  // off: the kernel never sends ACL xattrs to check
   bool cache_symlinks = true;
   bool no_open_support = false;

@@ -45,6 +45,34 @@ NewOwner OwnerFor(MetaService& meta, uint64_t parent, const Replier& r,
   return o;
 }
 
+// FUSE_HANDLE_KILLPRIV_V2 (raw_file_system.h): the mode without its
+// privileges (0: nothing to change) ...
+uint32_t KilledMode(const InodeAttr& a) {
+  uint32_t killed = fuse::ModeAfterKillPriv(a.mode) & 07777;
+  return killed != (a.mode & 07777) ? killed : 0;
+}
+
+// ... and the capability xattr gone (absent is fine).
+Status RemoveCapability(MetaService& meta, uint64_t ino) {
+  Status st = meta.RemoveXattr(ino, std::string(fuse::kCapabilityXattr));
+  return st.ok() || st.code() == ENODATA ? Status::Ok() : st;
+}
+
+// Drops the privileges of `ino`, as a flagged WRITE or OPEN asks.
+Status KillPriv(MetaService& meta, uint64_t ino) {
+  auto a = meta.GetAttr(ino);
+  if (!a.ok()) return a.status();
+  if (uint32_t mode = KilledMode(*a)) {
+    SetAttrRequest req;
+    req.mask = kSetMode;
+    req.mode = mode;
+    std::vector<ObsoleteStripe> obsolete;  // a mode change frees no stripes
+    auto r = meta.SetAttr(ino, req, &obsolete);
+    if (!r.ok()) return r.status();
+  }
+  return RemoveCapability(meta, ino);
+}
+
 }  // namespace
 
 StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
@@ -348,11 +376,12 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
     req.ctime = {static_cast<int64_t>(in.ctime), in.ctimensec};
   }
   if ((in.valid & FATTR_KILL_SUIDGID) && !(req.mask & kSetMode)) {
+    // Truncate or chown: the kill rides on the same metadata update.
     auto cur = meta_.GetAttr(nodeid);
-    if (cur.ok() && (cur->mode & (S_ISUID | S_ISGID))) {
-      req.mask |= kSetMode;
-      req.mode = cur->mode & 07777 & ~static_cast<uint32_t>(S_ISUID | S_ISGID);
-    }
+    if (!cur.ok()) return Fail(r, cur.status());
+    if (uint32_t mode = KilledMode(*cur)) req.mask |= kSetMode, req.mode = mode;
+    Status st = RemoveCapability(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
   }
   if (req.mask != 0) {
     std::vector<ObsoleteStripe> obsolete;
@@ -439,7 +468,11 @@ void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
   r.Entry(MakeEntry(*a));
 }
 
-void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in&) {
+void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
+  if (in.open_flags & FUSE_OPEN_KILL_SUIDGID) {
+    Status st = KillPriv(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
+  }
   auto a = meta_.GetAttr(nodeid);
   if (!a.ok()) return Fail(r, a.status());
   {
@@ -488,6 +521,10 @@ void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
 void StripeFs::Write(Replier r, uint64_t nodeid, const fuse::WriteRequest& w) {
   counters_.CountWrite(w.offset(), w.size(), stripe_size_, max_write_.load(),
                        w.is_writeback());
+  if (w.kill_suidgid()) {  // before the data, as the VFS orders it
+    Status st = KillPriv(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
+  }
   auto writer = WriterFor(nodeid, true);
   Status st = writer->Write(w.offset(), w.data);
   if (!st.ok()) return Fail(r, st);

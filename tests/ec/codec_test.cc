@@ -11,6 +11,7 @@
 
 #include "ec/crc32c.h"
 #include "tests/ec/gf256_reference.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::ec {
 namespace {
@@ -18,10 +19,10 @@ namespace {
 using Chunks = std::vector<std::vector<uint8_t>>;
 
 Chunks RandomChunks(int count, size_t len, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Chunks c(static_cast<size_t>(count), std::vector<uint8_t>(len));
-  for (auto& v : c)
-    for (auto& b : v) b = static_cast<uint8_t>(rng());
+  Chunks c;
+  for (int i = 0; i < count; ++i)
+    c.push_back(stripefs::testing::RandomBytes(
+        len, seed * 1000 + static_cast<uint32_t>(i)));
   return c;
 }
 

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -24,6 +23,7 @@
 #include "fuse-server/uring_transport.h"
 #include "tests/fuse/mem_fs.h"
 #include "tests/fuse/mounted_session.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::fuse {
 namespace {
@@ -126,9 +126,8 @@ TEST_P(FuseIntegration, NegotiationIsRecorded) {
 }
 
 TEST_P(FuseIntegration, CreateWriteReadBackByteForByte) {
-  std::mt19937 rng(1234);
-  std::string data(3 * 1024 * 1024 + 777, '\0');
-  for (auto& c : data) c = static_cast<char>(rng());
+  const std::string data =
+      stripefs::testing::RandomString(3 * 1024 * 1024 + 777, 1234);
   int fd = ::open(P("f").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
   size_t pos = 0;

@@ -132,6 +132,11 @@ MemFs::Node* MemFs::NewNode(uint32_t mode, uint32_t uid, uint32_t gid) {
   return p;
 }
 
+void MemFs::KillPrivLocked(Node* n) {
+  n->mode = ModeAfterKillPriv(n->mode);
+  n->xattrs.erase(std::string(kCapabilityXattr));
+}
+
 void MemFs::Lookup(Replier r, uint64_t parent, std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
   Node* d = Get(parent);
@@ -160,7 +165,11 @@ void MemFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
   std::lock_guard<std::mutex> lock(mu_);
   Node* n = Get(nodeid);
   if (!n) return r.Error(ENOENT);
-  if (in.valid & FATTR_MODE) n->mode = (n->mode & S_IFMT) | (in.mode & 07777);
+  if (in.valid & FATTR_MODE) {
+    n->mode = (n->mode & S_IFMT) | (in.mode & 07777);
+  } else if (in.valid & FATTR_KILL_SUIDGID) {
+    KillPrivLocked(n);
+  }
   if (in.valid & FATTR_UID) n->uid = in.uid;
   if (in.valid & FATTR_GID) n->gid = in.gid;
   if (in.valid & FATTR_SIZE) {
@@ -303,6 +312,7 @@ void MemFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
   Node* n = Get(nodeid);
   if (!n) return r.Error(ENOENT);
   if ((in.flags & O_TRUNC) && S_ISREG(n->mode)) n->data.clear();
+  if (in.open_flags & FUSE_OPEN_KILL_SUIDGID) KillPrivLocked(n);
   fuse_open_out o{};
   o.fh = nodeid;
   r.Open(o);
@@ -365,6 +375,7 @@ void MemFs::Write(Replier r, uint64_t nodeid, const WriteRequest& w) {
     uint64_t end = w.offset() + w.size();
     if (n->data.size() < end) n->data.resize(end, 0);
     std::memcpy(n->data.data() + w.offset(), w.data.data(), w.size());
+    if (w.kill_suidgid()) KillPrivLocked(n);
     Now(&n->mtime, &n->mtimensec);
     rp->Written(w.size());
   });

@@ -1,7 +1,8 @@
 // MemFs: a small in-memory file system for testing the FUSE engine (test
 // code, not product). Implements enough of RawFileSystem for POSIX checks
 // through the kernel: files, dirs, symlinks, hard links, rename flags,
-// setattr, xattrs, statfs, readdir(plus), fallocate(mode 0), lseek.
+// setattr, xattrs, statfs, readdir(plus), fallocate(mode 0), lseek, and
+// the killpriv v2 flags (raw_file_system.h).
 //
 // With async=true, READ/WRITE/GETATTR replies are completed on a separate
 // worker thread (exercises asynchronous completion). One mutex guards the
@@ -122,6 +123,8 @@ class MemFs : public RawFileSystem {
     std::map<std::string, std::vector<uint8_t>> xattrs;
   };
   Node* Get(uint64_t ino);
+  // FUSE_HANDLE_KILLPRIV_V2: drop suid/sgid and file capabilities (mu_).
+  static void KillPrivLocked(Node* n);
   fuse_abi::fuse_attr AttrOf(const Node& n) const;
   fuse_abi::fuse_entry_out EntryOf(const Node& n) const;
   Node* NewNode(uint32_t mode, uint32_t uid, uint32_t gid);

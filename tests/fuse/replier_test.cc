@@ -8,14 +8,14 @@
 #include <cstring>
 
 #include "fuse-server/dev_transport.h"
-#include "tests/fuse/fake_inflight.h"
+#include "tests/support/fake_inflight.h"
 
 namespace stripefs::fuse {
 namespace {
 
 using namespace fuse_abi;  // NOLINT
-using testing::FakeInFlight;
-using testing::RecordedReply;
+using stripefs::testing::FakeInFlight;
+using stripefs::testing::RecordedReply;
 
 TEST(Replier, EntryAttrOpenCreateBodies) {
   RecordedReply rec;
@@ -81,6 +81,40 @@ TEST(Replier, DroppedReplierAnswersEioOnce) {
   rec = {};
   moved.Error(EIO);  // spent: ignored
   EXPECT_FALSE(rec.done);
+}
+
+// Counts OnReply calls and checks they come before the transport's reply.
+class CountingObserver : public ReplyObserver {
+ public:
+  explicit CountingObserver(const RecordedReply* rec) : rec_(rec) {}
+  void OnReply(InFlight*) override {
+    ++calls;
+    if (rec_->done) replied_first = true;
+  }
+  int calls = 0;
+  bool replied_first = false;
+
+ private:
+  const RecordedReply* rec_;
+};
+
+TEST(Replier, ObserverHearsEveryReplyOnceAndFirst) {
+  RecordedReply rec;
+  FakeInFlight f(&rec);
+  CountingObserver obs(&rec);
+  Replier(&f, &obs).Written(1);
+  EXPECT_EQ(obs.calls, 1);
+  rec = {};
+  { Replier dropped(&f, &obs); }  // answers EIO, observer still told
+  EXPECT_EQ(rec.error, EIO);
+  EXPECT_EQ(obs.calls, 2);
+  rec = {};
+  Replier a(&f, &obs);
+  Replier b = std::move(a);
+  b.Ok();
+  b.Ok();  // spent
+  EXPECT_EQ(obs.calls, 3);
+  EXPECT_FALSE(obs.replied_first);
 }
 
 TEST(Replier, CopyFileRangeReplyDependsOnOpcode) {

@@ -8,15 +8,15 @@
 #include <memory>
 
 #include "fuse-server/engine_stats_json.h"
-#include "tests/fuse/fake_inflight.h"
 #include "tests/fuse/wire_builder.h"
+#include "tests/support/fake_inflight.h"
 
 namespace stripefs::fuse {
 namespace {
 
 using namespace fuse_abi;  // NOLINT
-using testing::FakeInFlight;
-using testing::RecordedReply;
+using stripefs::testing::FakeInFlight;
+using stripefs::testing::RecordedReply;
 using testing::WireRequest;
 
 class HoldingFs : public RawFileSystem {

@@ -7,14 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/tcp_socket.h"
+#include "tests/support/hanging_chunk_service.h"
 
 namespace stripefs {
 namespace {
@@ -22,56 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-// Blocks the next ReadChunk call (after HangNextRead) until Release().
-class SlowReads : public ChunkService {
- public:
-  explicit SlowReads(ChunkService* inner) : inner_(inner) {}
-  void Release() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      released_ = true;
-    }
-    cv_.notify_all();
-  }
-  void HangNextRead() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hang_reads_ = 1;
-  }
-  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
-                                         uint32_t offset,
-                                         uint32_t length) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (hang_reads_ > 0) {
-        --hang_reads_;
-        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return released_; });
-      }
-    }
-    return inner_->ReadChunk(id, version, offset, length);
-  }
-  Status WriteChunk(const ChunkId& id, uint64_t version,
-                    std::span<const uint8_t> data) override {
-    return inner_->WriteChunk(id, version, data);
-  }
-  Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
-    return inner_->DeleteChunk(id, keep);
-  }
-  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
-    return inner_->DeleteChunkVersion(id, version);
-  }
-  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
-                                            uint32_t limit) override {
-    return inner_->ListChunks(after, limit);
-  }
-  Result<ChunkStoreStats> Stats() override { return inner_->Stats(); }
-
- private:
-  ChunkService* inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool released_ = false;
-  int hang_reads_ = 0;
-};
+using testing::HangingChunkService;
 
 class MetadRole : public rpc::RpcHandler {
  public:
@@ -93,7 +43,7 @@ class ChunkProberTest : public ::testing::Test {
     auto store = ChunkStore::Open(dir_ + "/store", co);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
-    slow_ = std::make_unique<SlowReads>(store_.get());
+    slow_ = std::make_unique<HangingChunkService>(store_.get());
     handler_ = std::make_unique<rpc::ChunkServiceServer>(slow_.get());
     rpc::RpcServerOptions so;
     so.log_name = "test-chunkd";
@@ -120,7 +70,7 @@ class ChunkProberTest : public ::testing::Test {
   std::string dir_;
   std::shared_ptr<const rpc::ClusterKey> key_;
   std::unique_ptr<ChunkStore> store_;
-  std::unique_ptr<SlowReads> slow_;
+  std::unique_ptr<HangingChunkService> slow_;
   std::unique_ptr<rpc::ChunkServiceServer> handler_;
   std::unique_ptr<rpc::RpcServer> server_;
 };

@@ -1,92 +1,27 @@
 // The stripe client's read deadline: a chunk server that does not answer
 // (hung, not dead) must not hold a read; the read is served by
 // reconstruction and the stuck call is abandoned. In process: chunk stores
-// behind a wrapper that can block reads until released.
+// behind a HangingChunkService (tests/support) that blocks reads until
+// released.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <random>
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/client/stripe_client.h"
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
+#include "tests/support/hanging_chunk_service.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Forwards to a store; while `hang` is set, ReadChunk blocks until
-// Release() (bounded at 60 s so a broken test cannot hang forever).
-class HangingChunkService : public ChunkService {
- public:
-  explicit HangingChunkService(ChunkService* inner) : inner_(inner) {}
-  void Hang() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hang_ = true;
-  }
-  void Release() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      hang_ = false;
-    }
-    cv_.notify_all();
-  }
-  int blocked() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return blocked_;
-  }
-  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
-                                         uint32_t offset,
-                                         uint32_t length) override {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (hang_) {
-        ++blocked_;
-        cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !hang_; });
-        --blocked_;
-      }
-    }
-    return inner_->ReadChunk(id, version, offset, length);
-  }
-  Status WriteChunk(const ChunkId& id, uint64_t version,
-                    std::span<const uint8_t> data) override {
-    return inner_->WriteChunk(id, version, data);
-  }
-  Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
-    return inner_->DeleteChunk(id, keep);
-  }
-  Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
-    return inner_->DeleteChunkVersion(id, version);
-  }
-  Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
-                                            uint32_t limit) override {
-    return inner_->ListChunks(after, limit);
-  }
-  Result<ChunkStoreStats> Stats() override { return inner_->Stats(); }
-  // Server-side operations go to the store directly (the defaults would
-  // read through the hanging ReadChunk): only client reads hang.
-  Status CloneChunk(const ChunkId& id, uint64_t from, uint64_t to,
-                    uint32_t length) override {
-    return inner_->CloneChunk(id, from, to, length);
-  }
-  Status PatchChunk(const ChunkId& id, uint64_t from, uint64_t to,
-                    uint32_t length, uint32_t offset,
-                    std::span<const uint8_t> bytes) override {
-    return inner_->PatchChunk(id, from, to, length, offset, bytes);
-  }
-
- private:
-  ChunkService* inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool hang_ = false;
-  int blocked_ = 0;
-};
+using testing::HangingChunkService;
+using testing::RandomBytes;
 
 class ReadDeadlineTest : public ::testing::Test {
  protected:
@@ -140,13 +75,6 @@ class ReadDeadlineTest : public ::testing::Test {
   std::vector<HangingChunkService*> hanging_;
   std::unique_ptr<Volume> volume_;
 };
-
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
 
 TEST_F(ReadDeadlineTest, HungServerIsReadAroundAndItsCallAbandoned) {
   Open(std::chrono::milliseconds(50));

@@ -1,4 +1,7 @@
-// Test helper: an InFlight that records the reply instead of sending it.
+// FakeInFlight: an InFlight that records the reply instead of sending it,
+// so a Replier (and a RawFileSystem handler) can be driven without a
+// transport. Header-only (users link the FUSE engine). Not thread-safe: one
+// request at a time.
 #pragma once
 
 #include <string>
@@ -7,7 +10,7 @@
 #include "fuse-server/replier.h"
 #include "fuse-server/transport.h"
 
-namespace stripefs::fuse::testing {
+namespace stripefs::testing {
 
 struct RecordedReply {
   bool done = false;
@@ -16,7 +19,7 @@ struct RecordedReply {
   const void* first_base = nullptr;  // iov_base of the first piece
 };
 
-class FakeInFlight : public InFlight {
+class FakeInFlight : public fuse::InFlight {
  public:
   explicit FakeInFlight(RecordedReply* out, bool delete_on_complete = false)
       : out_(out), del_(delete_on_complete) {}
@@ -40,4 +43,4 @@ class FakeInFlight : public InFlight {
   std::vector<uint8_t> scratch_;
 };
 
-}  // namespace stripefs::fuse::testing
+}  // namespace stripefs::testing
