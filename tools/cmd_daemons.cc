@@ -158,7 +158,11 @@ int RunMetad(const MetadFlags& f) {
     created = true;
   }
   if (!store.ok()) {
-    return Fail(who, store.status().Annotate("metadata store in " + f.dir));
+    Status st = store.status().Annotate("metadata store in " + f.dir);
+    if (st.code() == EBADMSG) {
+      st = Status(EBADMSG, st.message() + ". " + fs::CorruptMetadataFix(f.dir));
+    }
+    return Fail(who, st);
   }
   auto geometry = (*store)->GetGeometry();
   if (!geometry.ok()) return Fail(who, geometry.status());

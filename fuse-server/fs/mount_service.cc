@@ -108,6 +108,14 @@ bool IsEmptyDir(const std::string& dir) {
 
 }  // namespace
 
+std::string CorruptMetadataFix(const std::string& meta_dir) {
+  return "The metadata store is damaged: restore " + meta_dir +
+         " from a backup, or salvage it with `stripefs meta-repair " +
+         meta_dir +
+         "` (RocksDB repair; the newest mutations may be lost), then run "
+         "`stripefs scrub` on the volume";
+}
+
 std::string OptionRange::ToString() const {
   return "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
@@ -218,15 +226,8 @@ Status MountService::OpenVolume() {
   auto v = Volume::OpenEmbedded(dir, vo);
   if (!v.ok()) {
     if (v.status().code() == EBADMSG) {
-      return Status(EBADMSG,
-                    "volume " + dir + ": " + v.status().message() +
-                        ". The metadata store is damaged: restore " + dir +
-                        "/meta from a backup, or salvage it with `stripefs "
-                        "meta-repair " +
-                        dir +
-                        "/meta` (RocksDB repair; the newest mutations "
-                        "may be lost), then run `stripefs scrub " +
-                        dir + "`");
+      return Status(EBADMSG, "volume " + dir + ": " + v.status().message() +
+                                 ". " + CorruptMetadataFix(dir + "/meta"));
     }
     return v.status().Annotate("volume " + dir);
   }

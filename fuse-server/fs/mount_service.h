@@ -73,6 +73,10 @@ struct GeometryChoice {
 // EINVAL naming the allowed values when the choice is out of range.
 Status ValidateGeometryChoice(const GeometryChoice& g);
 
+// What to do about a corrupted metadata store in `meta_dir` (EBADMSG at
+// open): restore it, or salvage it with `stripefs meta-repair`, then scrub.
+std::string CorruptMetadataFix(const std::string& meta_dir);
+
 struct MountServiceOptions {
   std::string mountpoint;  // absolute
   // Embedded: the volume directory (created if absent or empty). Cluster:
