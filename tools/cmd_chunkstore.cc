@@ -36,18 +36,22 @@ int RunStat(const std::string& dir, bool json) {
   if (json) {
     std::printf("{\"dir\": \"%s\", \"chunks\": %" PRIu64
                 ", \"bytes_stored\": %" PRIu64 ", \"bytes_free\": %" PRIu64
+                ", \"bytes_capacity\": %" PRIu64
+                ", \"bytes_reserved\": %" PRIu64
                 ", \"malformed_entries\": %" PRIu64 ", \"io_uring\": %s}\n",
                 dir.c_str(), st->chunks, st->bytes_stored, st->bytes_free,
+                st->bytes_capacity, st->bytes_reserved,
                 (*store)->Counters().malformed_entries,
                 (*store)->using_io_uring() ? "true" : "false");
   } else {
     std::printf(
         "chunk store %s\n  chunks:       %" PRIu64 "\n  bytes stored: %" PRIu64
         " (%.1f MiB)\n  bytes free:   %" PRIu64
-        " (%.1f MiB)\n  malformed index entries: %" PRIu64
-        "\n  data I/O:     %s\n",
+        " (%.1f MiB, of which %.1f MiB reserved; file system %.1f MiB)"
+        "\n  malformed index entries: %" PRIu64 "\n  data I/O:     %s\n",
         dir.c_str(), st->chunks, st->bytes_stored, st->bytes_stored / 1048576.0,
         st->bytes_free, st->bytes_free / 1048576.0,
+        st->bytes_reserved / 1048576.0, st->bytes_capacity / 1048576.0,
         (*store)->Counters().malformed_entries,
         (*store)->using_io_uring() ? "io_uring" : "pread/pwrite");
   }

@@ -31,6 +31,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "tools/command.h"
+#include "tools/option_ranges.h"
 
 namespace stripefs::tools {
 namespace {
@@ -516,19 +517,25 @@ CommandRegistration cluster_commands([](CLI::App& app) {
                     "cluster directory (data, logs, pid files)")
         ->required();
     auto* n = cmd->add_option("--servers", f->conf.servers, "number of chunkd")
-                  ->capture_default_str();
-    auto* k =
-        cmd->add_option("--k", f->conf.k, "data chunks")->capture_default_str();
+                  ->capture_default_str()
+                  ->check(InRange(kServersRange));
+    auto* k = cmd->add_option("--k", f->conf.k, "data chunks")
+                  ->capture_default_str()
+                  ->check(InRange(::stripefs::fs::kDataChunksRange));
     auto* m = cmd->add_option("--m", f->conf.m, "parity chunks")
-                  ->capture_default_str();
+                  ->capture_default_str()
+                  ->check(InRange(::stripefs::fs::kParityChunksRange));
     auto* cs =
         cmd->add_option("--cell-size", f->conf.cell_size, "cell size in bytes")
-            ->capture_default_str();
+            ->capture_default_str()
+            ->check(InRange(::stripefs::fs::kCellSizeRange));
     auto* bp = cmd->add_option("--base-port", f->conf.base_port,
                                "metad on P, chunkd i on P+i (0: free ports)")
-                   ->capture_default_str();
+                   ->capture_default_str()
+                   ->check(InRange(kPortRange));
     cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kTimeoutSecondsRange));
     cmd->callback([=] {
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
@@ -548,7 +555,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     auto grace = std::make_shared<int>(10);
     cmd->add_option("--dir", *dir, "cluster directory")->required();
     cmd->add_option("--grace", *grace, "seconds before SIGKILL")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kGraceSecondsRange));
     cmd->callback([dir, grace] { ExitWith(RunDown(*dir, *grace)); });
   }
   {
@@ -560,7 +568,9 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     cmd->add_option("--dir", *dir, "cluster directory")->required();
     cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
         ->required();
-    cmd->add_option("--signal", *sig, "signal number")->capture_default_str();
+    cmd->add_option("--signal", *sig, "signal number")
+        ->capture_default_str()
+        ->check(InRange(kSignalRange));
     cmd->callback([=] { ExitWith(RunKill(*dir, *server, *sig)); });
   }
   {
@@ -573,7 +583,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
         ->required();
     cmd->add_option("--timeout", *timeout, "seconds to wait")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kTimeoutSecondsRange));
     cmd->callback([=] { ExitWith(RunStart(*dir, *server, *timeout)); });
   }
 });

@@ -25,6 +25,7 @@
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "tools/command.h"
+#include "tools/option_ranges.h"
 
 namespace stripefs::tools {
 namespace {
@@ -157,7 +158,11 @@ int RunMetad(const MetadFlags& f) {
     created = true;
   }
   if (!store.ok()) {
-    return Fail(who, store.status().Annotate("metadata store in " + f.dir));
+    Status st = store.status().Annotate("metadata store in " + f.dir);
+    if (st.code() == EBADMSG) {
+      st = Status(EBADMSG, st.message() + ". " + fs::CorruptMetadataFix(f.dir));
+    }
+    return Fail(who, st);
   }
   auto geometry = (*store)->GetGeometry();
   if (!geometry.ok()) return Fail(who, geometry.status());
@@ -355,29 +360,36 @@ CommandRegistration daemon_commands([](CLI::App& app) {
     AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
     auto* k = cmd->add_option("--k", f->geometry.k,
                               "data chunks per stripe (new volume)")
-                  ->capture_default_str();
+                  ->capture_default_str()
+                  ->check(InRange(::stripefs::fs::kDataChunksRange));
     auto* m = cmd->add_option("--m", f->geometry.m,
                               "parity chunks per stripe (new volume)")
-                  ->capture_default_str();
+                  ->capture_default_str()
+                  ->check(InRange(::stripefs::fs::kParityChunksRange));
     auto* c = cmd->add_option("--cell-size", f->geometry.cell_size,
                               "chunk (cell) size in bytes (new volume)")
-                  ->capture_default_str();
+                  ->capture_default_str()
+                  ->check(InRange(::stripefs::fs::kCellSizeRange));
     cmd->add_option("--probe-interval-ms", f->probe_interval_ms,
                     "health monitor: milliseconds between probes of each "
                     "chunk server")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kProbeMsRange));
     cmd->add_option("--probe-timeout-ms", f->probe_timeout_ms,
                     "health monitor: a probe not answered within this many "
                     "milliseconds is a miss")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kProbeMsRange));
     cmd->add_option("--down-after", f->health.down_after,
                     "health monitor: consecutive missed probes before an up "
                     "server is marked down")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kProbeCountRange));
     cmd->add_option("--up-after", f->health.up_after,
                     "health monitor: consecutive answered probes before a "
                     "down server is marked up")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kProbeCountRange));
     cmd->add_flag("!--no-health-monitor", f->health_monitor,
                   "do not probe chunk servers (nothing marks a crashed or "
                   "hung chunkd down; never marks servers out either way)");
@@ -392,7 +404,8 @@ CommandRegistration daemon_commands([](CLI::App& app) {
     auto f = std::make_shared<ChunkdFlags>();
     cmd->add_option("--dir", f->dir, "chunk store directory")->required();
     cmd->add_option("--id", f->id, "server id, unique in the cluster")
-        ->required();
+        ->required()
+        ->check(InRange(kServerIdRange));
     cmd->add_option("--meta", f->meta, "metad address HOST:PORT")->required();
     AddDaemonFlags(cmd, &f->d, "127.0.0.1:0");
     cmd->add_option("--failure-domain", f->failure_domain,
@@ -401,7 +414,8 @@ CommandRegistration daemon_commands([](CLI::App& app) {
                     "address to register instead of the listen address");
     cmd->add_option("--register-timeout", f->register_timeout_s,
                     "seconds to keep trying to reach metad at start")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kTimeoutSecondsRange));
     cmd->callback([f] { ExitWith(RunChunkd(*f)); });
   }
 });

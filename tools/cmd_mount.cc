@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,12 +18,11 @@
 
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
+#include "fuse-server/fs/mount_service.h"
 #include "fuse-server/fs/stats_socket.h"
-#include "fuse-server/fs/stripe_fs.h"
 #include "fuse-server/fuse_mount.h"
-#include "fuse-server/kernel_knobs.h"
-#include "fuse-server/session.h"
 #include "tools/command.h"
+#include "tools/option_ranges.h"
 
 namespace stripefs::tools {
 namespace {
@@ -79,35 +77,34 @@ std::string Human(uint64_t b) {
 }
 
 struct GeometryFlags {
-  uint32_t k = 4, m = 2;
-  std::string cell = "256K";
-  bool k_set = false, m_set = false, cell_set = false;
+  std::optional<uint32_t> k, m;
+  std::string cell;  // "" = default
 };
 
 void AddGeometryFlags(CLI::App* c, GeometryFlags* g) {
   c->add_option("--k", g->k, "data chunks per stripe (default 4)")
-      ->each([g](const std::string&) { g->k_set = true; });
+      ->check(InRange(fs::kDataChunksRange));
   c->add_option("--m", g->m, "parity chunks per stripe (default 2)")
-      ->each([g](const std::string&) { g->m_set = true; });
+      ->check(InRange(fs::kParityChunksRange));
   c->add_option("--cell-size", g->cell,
-                "bytes per chunk, e.g. 256K (default), 1M")
-      ->each([g](const std::string&) { g->cell_set = true; });
+                "bytes per chunk, a multiple of 4K up to 64M: 256K (default), "
+                "1M");
 }
 
-Result<Geometry> ToGeometry(const GeometryFlags& f) {
-  auto cell = ParseBytes(f.cell);
-  if (!cell || *cell == 0 || *cell % 4096 != 0 || *cell > (64u << 20)) {
-    return Status::InvalidArgument(
-        "--cell-size '" + f.cell +
-        "': give a multiple of 4K up to 64M, e.g. 256K");
-  }
-  if (f.k < 1 || f.m < 1 || f.k + f.m > 32) {
-    return Status::InvalidArgument("--k/--m: need k >= 1, m >= 1, k + m <= 32");
-  }
-  Geometry g;
+Result<fs::GeometryChoice> ToGeometry(const GeometryFlags& f) {
+  fs::GeometryChoice g;
   g.k = f.k;
   g.m = f.m;
-  g.cell_size = static_cast<uint32_t>(*cell);
+  if (!f.cell.empty()) {
+    auto cell = ParseBytes(f.cell);
+    if (!cell || *cell > uint64_t(fs::kCellSizeRange.max)) {
+      return Status::InvalidArgument(
+          "--cell-size '" + f.cell +
+          "': give a multiple of 4K in [4K, 64M], e.g. 256K");
+    }
+    g.cell_size = static_cast<uint32_t>(*cell);
+  }
+  STRIPEFS_RETURN_IF_ERROR(fs::ValidateGeometryChoice(g));
   return g;
 }
 
@@ -128,14 +125,15 @@ int RunMkfs(const std::string& dir, const GeometryFlags& gf) {
                 dir + " MNT`, or pick an empty directory");
   }
   EmbeddedVolumeOptions o;
-  o.geometry = *g;
+  o.geometry = g->Resolve();
   o.root_uid = ::getuid();
   o.root_gid = ::getgid();
   auto v = Volume::OpenEmbedded(dir, o);
   if (!v.ok()) return Fail("mkfs " + dir + ": " + v.status().ToString());
+  const Geometry& have = (*v)->geometry();
   std::printf("created stripefs volume in %s: %u+%u, cell %s, stripe %s\n",
-              dir.c_str(), g->k, g->m, Human(g->cell_size).c_str(),
-              Human(g->stripe_size()).c_str());
+              dir.c_str(), have.k, have.m, Human(have.cell_size).c_str(),
+              Human(have.stripe_size()).c_str());
   return 0;
 }
 
@@ -150,9 +148,9 @@ struct MountArgs {
   std::string transport = "auto";
   int max_ratio = -1;
   std::vector<std::string> options;  // -o
-  uint64_t idle_flush_ms = 2000;
-  uint64_t frontier_hold_ms = 30000;
-  uint64_t memory_cap_mib = 256;
+  int64_t idle_flush_ms = 2000;
+  int64_t frontier_hold_ms = 30000;
+  int64_t memory_cap_mib = 256;
   std::string writeback_cache = "on";
   int dev_threads = 4;
   bool no_align = false;
@@ -191,100 +189,6 @@ class Reporter {
   int fd_;
 };
 
-Status CheckMountpoint(const std::string& mnt) {
-  struct stat st {};
-  if (::stat(mnt.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
-      return Status(ENOTCONN,
-                    mnt +
-                        " is a dead FUSE mount (its daemon died): run "
-                        "`stripefs umount --lazy " +
-                        mnt + "` first");
-    }
-    return Status(errno, "mountpoint " + mnt + ": " + std::strerror(errno) +
-                             " (create it with `mkdir -p " + mnt + "`)");
-  }
-  if (!S_ISDIR(st.st_mode))
-    return Status(ENOTDIR, "mountpoint " + mnt + " is not a directory");
-  if (fuse::IsFuseMountPoint(mnt)) {
-    return Status(
-        EBUSY,
-        mnt + " is already a FUSE mount: unmount it with `stripefs umount " +
-            mnt + "` or pick another mountpoint");
-  }
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
-    return Status(ENODEV,
-                  "no usable /dev/fuse (" + std::string(std::strerror(errno)) +
-                      "): load the module (`modprobe fuse`) or give the "
-                      "container the device (--device /dev/fuse)");
-  }
-  if (::geteuid() != 0 && ::access("/usr/bin/fusermount3", X_OK) != 0 &&
-      ::access("/bin/fusermount3", X_OK) != 0) {
-    return Status(EPERM,
-                  "not root and fusermount3 is missing: run as root or "
-                  "install fuse3 (apt-get install fuse3)");
-  }
-  return Status::Ok();
-}
-
-Result<std::unique_ptr<Volume>> OpenVolume(const MountArgs& a,
-                                           const std::string& dir) {
-  if (!a.meta_address.empty()) {
-    if (a.key_file.empty()) {
-      return Status::InvalidArgument(
-          "cluster mode needs the cluster key: --key FILE "
-          "(the file `stripefs cluster up` wrote)");
-    }
-    if (a.geometry.k_set || a.geometry.m_set || a.geometry.cell_set) {
-      return Status::InvalidArgument(
-          "--k/--m/--cell-size apply to embedded volumes only; "
-          "a cluster's geometry is fixed by its metad");
-    }
-    auto v = Volume::ConnectCluster(a.meta_address, a.key_file);
-    if (!v.ok()) return v.status().Annotate("cluster " + a.meta_address);
-    return v;
-  }
-  auto g = ToGeometry(a.geometry);
-  if (!g.ok()) return g.status();
-  EmbeddedVolumeOptions o;
-  o.geometry = *g;
-  o.root_uid = ::getuid();
-  o.root_gid = ::getgid();
-  auto v = Volume::OpenEmbedded(dir, o);
-  if (!v.ok()) return v.status().Annotate("volume " + dir);
-  const Geometry& have = (*v)->geometry();
-  if ((a.geometry.k_set && have.k != g->k) ||
-      (a.geometry.m_set && have.m != g->m) ||
-      (a.geometry.cell_set && have.cell_size != g->cell_size)) {
-    return Status::InvalidArgument(dir + " holds a " + std::to_string(have.k) +
-                                   "+" + std::to_string(have.m) +
-                                   " volume with " + Human(have.cell_size) +
-                                   " cells; the geometry flags differ: drop "
-                                   "them (geometry is fixed at mkfs)");
-  }
-  return v;
-}
-
-Status SetBdiMaxRatio(const std::string& mnt, int ratio) {
-  struct stat st {};
-  if (::stat(mnt.c_str(), &st) != 0)
-    return Status::FromErrno(errno, "stat " + mnt);
-  const std::string path = "/sys/class/bdi/" +
-                           std::to_string(major(st.st_dev)) + ":" +
-                           std::to_string(minor(st.st_dev)) + "/max_ratio";
-  std::ofstream f(path);
-  if (!f) {
-    return Status(EACCES, "cannot open " + path + " (needs root): run `echo " +
-                              std::to_string(ratio) + " | sudo tee " + path +
-                              "`");
-  }
-  f << ratio << "\n";
-  f.flush();
-  if (!f)
-    return Status::IoError("writing " + std::to_string(ratio) + " to " + path);
-  return Status::Ok();
-}
-
 sigset_t StopSignals() {
   sigset_t s;
   sigemptyset(&s);
@@ -294,194 +198,90 @@ sigset_t StopSignals() {
   return s;
 }
 
-int Serve(const MountArgs& a, const std::string& dir, const std::string& mnt,
-          Reporter& rep) {
+Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
+                                                 const std::string& dir,
+                                                 const std::string& mnt) {
+  fs::MountServiceOptions o;
+  o.mountpoint = mnt;
+  o.volume_dir = dir;
+  o.meta_address = a.meta_address;
+  o.key_file = a.key_file;
+  STRIPEFS_ASSIGN_OR_RETURN(o.geometry, ToGeometry(a.geometry));
+  o.root_uid = ::getuid();
+  o.root_gid = ::getgid();
+  o.fs.coalesce = a.coalesce != "off";
+  o.fs.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
+  o.fs.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
+  o.fs.memory_cap = static_cast<uint64_t>(a.memory_cap_mib) << 20;
+  STRIPEFS_ASSIGN_OR_RETURN(o.transport,
+                            fuse::ParseTransportChoice(a.transport));
+  o.dev_threads = a.dev_threads;
+  o.writeback_cache = a.writeback_cache != "off";
+  o.align = !a.no_align;
+  o.enable_uring = a.enable_uring;
+  o.max_ratio = a.max_ratio;
+  o.mount_options = a.options;
+  STRIPEFS_RETURN_IF_ERROR(fs::ValidateMountOptions(o));
+  return o;
+}
+
+// Mounts, reports, serves until unmounted. With a `log` path (the daemon),
+// stdout and stderr move to it once the mount is reported.
+int Serve(const fs::MountServiceOptions& o, Reporter& rep,
+          const std::string& log) {
   // Signals go to one thread (sigwait), so block them before any thread.
   sigset_t stop = StopSignals();
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
-  auto transport = fuse::ParseTransportChoice(a.transport);
-  if (!transport.ok())
-    return rep.Error("--transport: " + transport.status().message());
-
-  auto volume = OpenVolume(a, dir);
-  if (!volume.ok()) return rep.Error(volume.status().ToString());
-  const Geometry geo = (*volume)->geometry();
-  const uint64_t S = geo.stripe_size();
-
-  // Requests as large as a stripe need max_pages = S / 4 KiB.
-  uint32_t pages = static_cast<uint32_t>(std::min<uint64_t>(S / 4096, 65535));
-  std::string pages_note;
-  if (pages > 256) {
-    std::optional<uint32_t> prev;
-    Status st = fuse::EnsureMaxPagesLimit(pages, &prev);
-    if (!st.ok()) {
-      pages_note = "could not raise max_pages_limit to " +
-                   std::to_string(pages) + " (" + st.message() +
-                   "); requests stay at 1 MiB, below the " + Human(S) +
-                   " stripe: coalescing is what keeps backend writes whole";
-      pages = 256;
-    } else if (prev) {
-      pages_note = "raised /proc/sys/fs/fuse/max_pages_limit from " +
-                   std::to_string(*prev) + " to " + std::to_string(pages);
+  auto service = fs::MountService::Start(o);
+  if (!service.ok()) return rep.Error(service.status().ToString());
+  for (const auto& line : (*service)->Describe()) rep.Say(line);
+  std::fflush(nullptr);
+  if (!log.empty()) {
+    std::error_code ec;
+    sfs::create_directories(sfs::path(log).parent_path(), ec);
+    int fd =
+        ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
     }
   }
-  if (pages < 256) pages = 256;
-
-  // --enable-uring: the kernel offers io-uring at INIT only while the fuse
-  // module's enable_uring is Y; set it for the life of this mount.
-  std::unique_ptr<fuse::ScopedKnob> uring_knob;
-  std::string uring_note;
-  if (a.enable_uring) {
-    auto knob = fuse::EnableUring();
-    if (!knob.ok())
-      return rep.Error("--enable-uring: " + knob.status().message());
-    uring_knob = std::move(knob).value();
-    if (uring_knob) {
-      uring_note = std::string(fuse::kEnableUringPath) + ": " +
-                   uring_knob->previous() + " -> Y (restored at unmount)";
-    }
-  }
-
-  fs::StripeFsOptions fo;
-  fo.coalesce = a.coalesce != "off";
-  fo.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
-  fo.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
-  fo.memory_cap = a.memory_cap_mib << 20;
-  fo.mountpoint = mnt;
-  fs::StripeFs stripefs(volume->get(), fo);
-
-  fuse::SessionOptions so;
-  so.transport = *transport;
-  so.dev_threads = a.dev_threads;
-  so.init.max_pages = pages;
-  so.init.max_write = pages * 4096;
-  so.init.max_readahead =
-      static_cast<uint32_t>(std::min<uint64_t>(S, 1u << 20));
-  so.init.writeback_cache = a.writeback_cache != "off";
-  if (!a.no_align && (S & (S - 1)) == 0) {
-    so.init.align_page_order = static_cast<uint8_t>(__builtin_ctzll(S));
-  }
-  fuse::MountOptions mo;
-  mo.fsname = (*volume)->description();
-  for (const auto& opt : a.options) {
-    std::string rest;
-    size_t start = 0;
-    while (start <= opt.size()) {
-      size_t comma = opt.find(',', start);
-      std::string o =
-          opt.substr(start, comma == std::string::npos ? std::string::npos
-                                                       : comma - start);
-      if (o == "allow_other")
-        mo.allow_other = true;
-      else if (o == "ro")
-        mo.read_only = true;
-      else if (o == "no_default_permissions")
-        mo.default_permissions = false;
-      else if (o == "auto_unmount")
-        mo.auto_unmount = true;
-      else if (!o.empty())
-        rest += (rest.empty() ? "" : ",") + o;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    if (!rest.empty())
-      mo.extra_options += (mo.extra_options.empty() ? "" : ",") + rest;
-  }
-
-  fuse::Session session(&stripefs, so);
-  stripefs.AttachSession(&session);
-  auto mount = fuse::FuseMount::Mount(mnt, mo);
-  if (!mount.ok())
-    return rep.Error("mounting " + mnt + ": " + mount.status().ToString());
-  Status st = session.Start((*mount)->fd());
-  if (!st.ok()) return rep.Error("starting the FUSE session: " + st.ToString());
-  if (!session.WaitForInit(std::chrono::seconds(10))) {
-    session.Stop();
-    (void)session.Wait();
-    return rep.Error("the kernel did not send FUSE INIT within 10 s on " + mnt);
-  }
-
-  std::string ratio_note;
-  if (a.max_ratio >= 0) {
-    Status rs = SetBdiMaxRatio(mnt, a.max_ratio);
-    ratio_note = rs.ok() ? "bdi max_ratio set to " + std::to_string(a.max_ratio)
-                         : "could not set bdi max_ratio: " + rs.message();
-  }
-
-  const fs::RuntimePaths rp = fs::RuntimePathsFor(mnt);
-  auto stats = fs::StatsServer::Start(
-      rp.socket, [&stripefs] { return stripefs.StatsJson().dump(); });
-  std::string stats_note =
-      stats.ok() ? "stripefs stat " + mnt + "  (socket " + rp.socket + ")"
-                 : "unavailable: " + stats.status().ToString();
-  {
-    std::ofstream pf(rp.pidfile);
-    pf << ::getpid() << "\n";
-  }
-
-  const fuse::NegotiatedInit n = session.negotiated();
-  rep.Say("stripefs: mounted " + (*volume)->description() + " at " + mnt +
-          " (pid " + std::to_string(::getpid()) + ")");
-  rep.Say("  geometry: " + std::to_string(geo.k) + "+" + std::to_string(geo.m) +
-          ", cell " + Human(geo.cell_size) + ", stripe " + Human(S));
-  rep.Say("  protocol 7." + std::to_string(n.minor) + " (kernel 7." +
-          std::to_string(n.kernel_minor) +
-          "), transport: " + session.active_transport() +
-          (n.uring_offered ? "" : " (kernel did not offer io-uring)"));
-  rep.Say("  max_pages: " + std::to_string(n.max_pages) +
-          ", max_write: " + Human(n.max_write) +
-          ", writeback cache: " + (n.writeback_cache() ? "yes" : "no"));
-  if (!pages_note.empty()) rep.Say("  " + pages_note);
-  if (!uring_note.empty()) rep.Say("  " + uring_note);
-  rep.Say(std::string("  alignment requested: ") +
-          (n.align_requested
-               ? "yes (" + Human(uint64_t{1} << n.align_page_order) + ")"
-               : "no") +
-          ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
-  rep.Say(std::string("  coalescing: ") +
-          (fo.coalesce ? "on (idle flush " + std::to_string(a.idle_flush_ms) +
-                             " ms, memory cap " +
-                             std::to_string(a.memory_cap_mib) + " MiB)"
-                       : "off (every WRITE goes to the backend at once)"));
-  if (!ratio_note.empty()) rep.Say("  " + ratio_note);
-  rep.Say("  stats: " + stats_note);
-  rep.Say("  unmount: stripefs umount " + mnt);
   rep.Close();
-
-  // Clean unmount on SIGINT/SIGTERM/SIGHUP: flush, unmount while still
-  // serving (the kernel writes dirty pages back), then the session ends.
-  std::atomic<bool> done{false};
-  std::thread sig([&] {
-    timespec ts{0, 200 * 1000 * 1000};
-    while (!done.load()) {
-      int s = sigtimedwait(&stop, nullptr, &ts);
-      if (s <= 0) continue;
-      std::fprintf(stderr, "stripefs: signal %d: unmounting %s\n", s,
-                   mnt.c_str());
-      (void)stripefs.FlushAll(fs::FlushReason::kDestroy);
-      Status us = fuse::UnmountPath(mnt, false);
-      if (!us.ok()) {
-        std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
-                     us.ToString().c_str());
-        (void)fuse::UnmountPath(mnt, true);
-      }
-      session.Stop();
-      return;
-    }
-  });
-  Status why = session.Wait();
-  done.store(true);
-  sig.join();
-  if (stats.ok()) (*stats)->Stop();
-  Status fl = stripefs.FlushAll(fs::FlushReason::kDestroy);
-  if (!fl.ok())
-    std::fprintf(stderr, "stripefs: final flush: %s\n", fl.ToString().c_str());
-  ::unlink(rp.pidfile.c_str());
+  Status why = (*service)->ServeUntilUnmounted(stop);
+  Status fin = (*service)->Stop();
   if (!why.ok())
     std::fprintf(stderr, "stripefs: session ended: %s\n",
                  why.ToString().c_str());
-  return why.ok() && fl.ok() ? 0 : 1;
+  if (!fin.ok()) std::fprintf(stderr, "stripefs: %s\n", fin.ToString().c_str());
+  std::fflush(nullptr);
+  return why.ok() && fin.ok() ? 0 : 1;
+}
+
+// Prints the daemon's report; false when it reported a failure (or none).
+bool RelayReport(const std::string& all, const std::string& log) {
+  bool failed = all.empty();
+  size_t pos = 0;
+  while (pos < all.size()) {
+    size_t nl = all.find('\n', pos);
+    std::string line =
+        all.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    if (!line.empty() && line[0] == 'E') {
+      std::fprintf(stderr, "stripefs: %s\n", line.c_str() + 1);
+      failed = true;
+    } else {
+      std::printf("%s\n", line.c_str());
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  if (all.empty()) {
+    std::fprintf(stderr,
+                 "stripefs: the mount daemon exited without a report (see "
+                 "%s)\n",
+                 log.c_str());
+  }
+  return !failed;
 }
 
 int RunMount(const MountArgs& a) {
@@ -500,48 +300,36 @@ int RunMount(const MountArgs& a) {
     dir = a.positional[0];
     mnt = a.positional[1];
   }
-  if (a.coalesce != "on" && a.coalesce != "off")
-    return Fail("--coalesce takes on or off");
-  if (a.max_ratio > 100) return Fail("--max-ratio takes 0..100");
   char abs[PATH_MAX];
   if (::realpath(mnt.c_str(), abs)) mnt = abs;
-  Status st = CheckMountpoint(mnt);
-  if (!st.ok()) return Fail(st.message());
-  if (!dir.empty()) {
-    std::error_code ec;
-    dir = sfs::absolute(dir, ec).lexically_normal().string();
-  }
+  std::error_code ec;
+  mnt = sfs::absolute(mnt, ec).lexically_normal().string();
+  if (!dir.empty()) dir = sfs::absolute(dir, ec).lexically_normal().string();
+  auto o = ToServiceOptions(a, dir, mnt);
+  if (!o.ok()) return Fail(o.status().message());
 
   if (a.foreground) {
     Reporter rep(-1);
-    return Serve(a, dir, mnt, rep);
+    return Serve(*o, rep, "");
   }
   // Daemon: the child mounts and reports through a pipe; the parent prints
-  // the report and exits once the mount is live (or failed).
+  // the report and exits once the mount is live (or failed). Until then the
+  // child's stderr is still the terminal, so what libfuse prints about a
+  // rejected -o option is seen there; afterwards it goes to the log.
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0)
     return Fail(std::string("pipe: ") + std::strerror(errno));
+  const fs::RuntimePaths rp = fs::RuntimePathsFor(mnt);
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::close(p[0]);
     ::setsid();
-    const fs::RuntimePaths rp = fs::RuntimePathsFor(mnt);
-    std::error_code ec;
-    sfs::create_directories(rp.dir, ec);
     int devnull = ::open("/dev/null", O_RDWR);
-    int log = ::open(rp.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (devnull >= 0) ::dup2(devnull, 0);
-    if (log >= 0) {
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-    }
     Reporter rep(p[1]);
-    int rc = Serve(a, dir, mnt, rep);
-    rep.Close();
-    std::fflush(nullptr);
-    ::_exit(rc);
+    ::_exit(Serve(*o, rep, rp.log));
   }
   ::close(p[1]);
   std::string all;
@@ -553,29 +341,10 @@ int RunMount(const MountArgs& a) {
     all.append(buf, static_cast<size_t>(n));
   }
   ::close(p[0]);
-  bool failed = all.empty();
-  size_t pos = 0;
-  while (pos < all.size()) {
-    size_t nl = all.find('\n', pos);
-    std::string line =
-        all.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    if (!line.empty() && line[0] == 'E') {
-      std::fprintf(stderr, "stripefs: %s\n", line.c_str() + 1);
-      failed = true;
-    } else {
-      std::printf("%s\n", line.c_str());
-    }
-    if (nl == std::string::npos) break;
-    pos = nl + 1;
-  }
-  if (failed) {
+  if (!RelayReport(all, rp.log)) {
     int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (all.empty())
-      std::fprintf(
-          stderr,
-          "stripefs: the mount daemon exited without a report (see %s)\n",
-          fs::RuntimePathsFor(mnt).log.c_str());
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     return 1;
   }
   return 0;
@@ -653,25 +422,35 @@ const CommandRegistration kRegister([](CLI::App& app) {
     AddGeometryFlags(c, &a.geometry);
     c->add_flag("--foreground,-f", a.foreground,
                 "stay in the foreground (log to stderr)");
+    const auto on_off = CLI::IsMember({"on", "off"});
     c->add_option("--coalesce", a.coalesce,
-                  "stripe coalescing: on (default) | off");
-    c->add_option("--transport", a.transport, "auto (default) | dev | uring");
+                  "stripe coalescing: on (default) | off")
+        ->check(on_off);
+    c->add_option("--transport", a.transport, "auto (default) | dev | uring")
+        ->check(CLI::IsMember({"auto", "dev", "uring"}));
     c->add_option("--max-ratio", a.max_ratio,
-                  "set the mount's bdi max_ratio (0..100) once mounted (root)");
+                  "set the mount's bdi max_ratio once mounted (root)")
+        ->check(InRange(fs::kMaxRatioRange));
     c->add_option("-o", a.options,
-                  "mount options: allow_other, ro, auto_unmount, ...");
+                  "mount options: allow_other, ro, auto_unmount, ...")
+        ->allow_extra_args(false);  // one value per -o
     c->add_option(
-        "--idle-flush-ms", a.idle_flush_ms,
-        "write buffered partial stripes after this idle time (default 2000)");
+         "--idle-flush-ms", a.idle_flush_ms,
+         "write buffered partial stripes after this idle time (default 2000)")
+        ->check(InRange(fs::kIdleFlushMsRange));
     c->add_option("--frontier-hold-ms", a.frontier_hold_ms,
                   "but give the partial stripe at a file's write frontier this "
-                  "long to be completed by its writer (default 30000)");
+                  "long to be completed by its writer (default 30000)")
+        ->check(InRange(fs::kFrontierHoldMsRange));
     c->add_option("--memory-cap-mib", a.memory_cap_mib,
                   "total stripe buffer memory before the oldest are written "
-                  "(default 256)");
-    c->add_option("--writeback-cache", a.writeback_cache, "on (default) | off");
+                  "(default 256)")
+        ->check(InRange(fs::kMemoryCapMibRange));
+    c->add_option("--writeback-cache", a.writeback_cache, "on (default) | off")
+        ->check(on_off);
     c->add_option("--dev-threads", a.dev_threads,
-                  "/dev/fuse worker threads (default 4)");
+                  "/dev/fuse worker threads (default 4)")
+        ->check(InRange(fs::kDevThreadsRange));
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
     c->add_flag("--enable-uring", a.enable_uring,
                 "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
@@ -687,7 +466,8 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("MNT", mnt, "mountpoint")->required();
     c->add_flag("--lazy,-l", lazy, "detach now even if busy (umount -l)");
     c->add_option("--wait", wait_s,
-                  "seconds to wait for the daemon to finish (default 120)");
+                  "seconds to wait for the daemon to finish (default 120)")
+        ->check(InRange(kTimeoutSecondsRange));
     c->callback([] { ExitWith(RunUmount(mnt, lazy, wait_s)); });
   }
 });

@@ -1,11 +1,17 @@
 // `stripefs repair` and `stripefs scrub`: restore full redundancy of a
 // volume (embedded directory or cluster), with a progress bar and summary.
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "backend/client/repairer.h"
+#include "backend/meta/meta_store.h"
 #include "tools/command.h"
+#include "tools/option_ranges.h"
 #include "tools/volume_flags.h"
 
 namespace stripefs::tools {
@@ -73,7 +79,56 @@ int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
   return 0;
 }
 
+// `stripefs meta-repair DIR`: salvage a corrupted metadata store with
+// RocksDB's repairer (rebuilds the MANIFEST from the tables and logs found;
+// mutations in damaged files are lost), then check that it opens.
+int RunMetaRepair(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    std::fprintf(stderr,
+                 "stripefs: %s is not a directory: give the metadata store "
+                 "(VOLUME/meta, or metad's --dir)\n",
+                 dir.c_str());
+    return 1;
+  }
+  rocksdb::Options o;
+  o.paranoid_checks = true;
+  rocksdb::Status s = rocksdb::RepairDB(dir, o);
+  if (!s.ok()) {
+    std::fprintf(stderr,
+                 "stripefs: repairing %s failed: %s; restore it from a "
+                 "backup\n",
+                 dir.c_str(), s.ToString().c_str());
+    return 1;
+  }
+  auto store = MetaStore::Open(dir, {});
+  if (!store.ok()) {
+    std::fprintf(stderr,
+                 "stripefs: %s was repaired but still does not open: %s; "
+                 "restore it from a backup\n",
+                 dir.c_str(), store.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "repaired metadata store %s; run `stripefs scrub` on the volume to "
+      "check its data\n",
+      dir.c_str());
+  return 0;
+}
+
 CommandRegistration repair_commands([](CLI::App& app) {
+  {
+    auto* cmd = app.add_subcommand(
+        "meta-repair",
+        "salvage a corrupted metadata store (RocksDB repair; stop its metad "
+        "or mount first)");
+    auto dir = std::make_shared<std::string>();
+    cmd->add_option("DIR", *dir,
+                    "the metadata store: VOLUME/meta or metad's "
+                    "--dir")
+        ->required();
+    cmd->callback([dir] { ExitWith(RunMetaRepair(*dir)); });
+  }
   for (bool scrub : {false, true}) {
     auto* cmd = app.add_subcommand(
         scrub ? "scrub" : "repair",
@@ -85,7 +140,8 @@ CommandRegistration repair_commands([](CLI::App& app) {
     options->scrub = scrub;
     flags->AddTo(cmd);
     cmd->add_option("--parallel", options->parallel, "stripes repaired at once")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(InRange(kRepairParallelRange));
     if (scrub) {
       cmd->add_flag("--delete-orphans", options->delete_orphans,
                     "delete chunk versions no stripe references (only while "

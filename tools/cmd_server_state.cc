@@ -9,6 +9,7 @@
 
 #include "backend/client/volume.h"
 #include "tools/command.h"
+#include "tools/option_ranges.h"
 #include "tools/volume_flags.h"
 
 namespace stripefs::tools {
@@ -51,7 +52,9 @@ CommandRegistration server_state_commands([](CLI::App& app) {
   auto id = std::make_shared<uint32_t>(0);
   auto state = std::make_shared<std::string>();
   flags->AddTo(cmd);
-  cmd->add_option("--id", *id, "chunk server id")->required();
+  cmd->add_option("--id", *id, "chunk server id")
+      ->required()
+      ->check(InRange(kServerIdRange));
   cmd->add_option("--state", *state, "up, down or out")->required();
   cmd->callback(
       [flags, id, state] { ExitWith(RunServerState(*flags, *id, *state)); });

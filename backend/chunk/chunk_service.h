@@ -40,6 +40,12 @@ struct ChunkStoreStats {
   uint64_t chunks = 0;
   uint64_t bytes_stored = 0;
   uint64_t bytes_free = 0;  // free space on the store's file system
+  // Size of that file system, the part of bytes_free the store keeps in
+  // reserve (writes get ENOSPC below it), and the file system's id (statvfs
+  // f_fsid): stores with the same (host, fs_id) share their free space.
+  uint64_t bytes_capacity = 0;
+  uint64_t bytes_reserved = 0;
+  uint64_t fs_id = 0;
   uint64_t crc_errors = 0;  // reads that failed verification since start
   uint64_t writes = 0;
   uint64_t reads = 0;

@@ -328,6 +328,15 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
     STRIPEFS_RETURN_IF_ERROR(FsyncDir(dir));
   }
 
+  store->reserve_bytes_ = options.reserve_bytes;
+  if (options.reserve_bytes == kScaledReserve) {
+    struct statvfs vfs;
+    if (::statvfs(dir.c_str(), &vfs) != 0)
+      return Status::FromErrno(errno, "statvfs " + dir);
+    store->reserve_bytes_ =
+        ScaledChunkReserve(static_cast<uint64_t>(vfs.f_blocks) *
+                           static_cast<uint64_t>(vfs.f_frsize));
+  }
   store->io_ = std::make_unique<UringFileIo>(options.use_io_uring, dir);
 
   if (options.sweep_on_open) {
@@ -428,6 +437,10 @@ std::string ChunkStore::DataPath(const ChunkId& id, uint64_t version) const {
          "." + std::to_string(id.index) + "." + Hex16(version);
 }
 
+uint64_t ScaledChunkReserve(uint64_t capacity_bytes) {
+  return kChunkReserveFloorBytes + capacity_bytes / 100 * kChunkReservePercent;
+}
+
 Status ChunkStore::NoSpaceStatus(const std::string& what) {
   nospace_.fetch_add(1, std::memory_order_relaxed);
   struct statvfs vfs;
@@ -438,20 +451,20 @@ Status ChunkStore::NoSpaceStatus(const std::string& what) {
   }
   return Status::NoSpace(
       "chunk store " + dir_ + " is full (" + avail + " bytes available, " +
-      std::to_string(options_.reserve_bytes) + " reserved) while " + what +
+      std::to_string(reserve_bytes_) + " reserved) while " + what +
       "; free space on that file system, add capacity, or mark this chunk "
       "server out so repair places its chunks elsewhere");
 }
 
 Status ChunkStore::CheckSpace(size_t len) {
-  if (options_.reserve_bytes == 0) return Status::Ok();  // real ENOSPC only
+  if (reserve_bytes_ == 0) return Status::Ok();  // real ENOSPC only
   struct statvfs vfs;
   if (::statvfs(dir_.c_str(), &vfs) != 0) {
     return Status::FromErrno(errno, "statvfs " + dir_);
   }
   uint64_t avail =
       static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
-  if (avail < options_.reserve_bytes || avail - options_.reserve_bytes < len) {
+  if (avail < reserve_bytes_ || avail - reserve_bytes_ < len) {
     return NoSpaceStatus("writing a chunk of " + std::to_string(len) +
                          " bytes");
   }
@@ -1031,8 +1044,11 @@ Result<ChunkStoreStats> ChunkStore::Stats() {
   if (::statvfs(dir_.c_str(), &vfs) != 0) {
     return Status::FromErrno(errno, "statvfs " + dir_);
   }
-  s.bytes_free =
-      static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+  const uint64_t frsize = vfs.f_frsize;
+  s.bytes_free = static_cast<uint64_t>(vfs.f_bavail) * frsize;
+  s.bytes_capacity = static_cast<uint64_t>(vfs.f_blocks) * frsize;
+  s.bytes_reserved = reserve_bytes_;
+  s.fs_id = static_cast<uint64_t>(vfs.f_fsid);
   return s;
 }
 

@@ -43,11 +43,22 @@ namespace stripefs {
 class UringFileIo;
 struct ChunkIndexValue;
 
+// The space a chunk store keeps free on its file system for the indexes
+// and metadata that share it: a small fixed floor plus a share of the file
+// system's size, so small volumes stay usable and large ones keep room for
+// RocksDB compactions. 64 MiB file system -> 4.6 MiB; 1 TiB -> ~10 GiB.
+inline constexpr uint64_t kChunkReserveFloorBytes = uint64_t{4} << 20;
+inline constexpr uint64_t kChunkReservePercent = 1;
+uint64_t ScaledChunkReserve(uint64_t capacity_bytes);
+// ChunkStoreOptions::reserve_bytes: use ScaledChunkReserve(capacity).
+inline constexpr uint64_t kScaledReserve = ~uint64_t{0};
+
 struct ChunkStoreOptions {
   // Writes are refused with ENOSPC (before anything is written) when the
   // file system would have fewer than this many bytes available after the
-  // write. 0 = no check: rely on real ENOSPC from the file system only.
-  uint64_t reserve_bytes = uint64_t{64} << 20;
+  // write. kScaledReserve (default): ScaledChunkReserve of the capacity of
+  // the file system at Open(). 0 = no check: rely on real ENOSPC only.
+  uint64_t reserve_bytes = kScaledReserve;
   // Largest chunk accepted by WriteChunk (EINVAL above).
   uint32_t max_chunk_bytes = 64u << 20;
   // Use io_uring for chunk data I/O (falls back to pread/pwrite by itself
@@ -119,6 +130,8 @@ class ChunkStore final : public ChunkService {
   std::string DataPath(const ChunkId& id, uint64_t version) const;
   const std::string& dir() const { return dir_; }
   bool using_io_uring() const;
+  // The reserve in force (bytes; fixed at Open()).
+  uint64_t reserve_bytes() const { return reserve_bytes_; }
 
  private:
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
@@ -172,6 +185,7 @@ class ChunkStore final : public ChunkService {
   const std::string data_dir_;
   const std::string tmp_dir_;
   const ChunkStoreOptions options_;
+  uint64_t reserve_bytes_ = 0;  // options_.reserve_bytes resolved at Open()
   // Temp files of this instance start with it ("<pid>-<random>."); Sweep
   // removes every other file in tmp/.
   std::string tmp_prefix_;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/chunk/chunk_store.h"
 #include "backend/client/chunk_server_set.h"
 #include "backend/client/stripe_client.h"
 #include "backend/meta/meta_service.h"
@@ -26,7 +27,8 @@ struct EmbeddedVolumeOptions {
   bool create_if_missing = true;
   uint32_t root_uid = 0;  // owner of a new volume's root directory
   uint32_t root_gid = 0;
-  uint64_t chunk_reserve_bytes = uint64_t{64} << 20;  // ENOSPC margin
+  // ENOSPC margin of each chunk store (ChunkStoreOptions::reserve_bytes).
+  uint64_t chunk_reserve_bytes = kScaledReserve;
   bool sync_metadata = true;  // sync the metadata WAL on every mutation
   StripeClientOptions client;
 };

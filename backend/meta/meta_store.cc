@@ -224,6 +224,10 @@ Result<std::unique_ptr<rocksdb::DB>> MetaStore::OpenDb(const std::string& dir,
   opts.keep_log_file_num = 4;
   opts.max_background_jobs = 2;
   opts.paranoid_checks = true;
+  // No preallocation: the WAL would otherwise reserve ~1.1 x the 64 MiB
+  // write buffer up front, more than a small volume's whole file system.
+  opts.allow_fallocate = false;
+  opts.manifest_preallocation_size = 64 << 10;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status st = rocksdb::DB::Open(opts, dir, &raw);
   if (!st.ok()) {
@@ -235,6 +239,9 @@ Result<std::unique_ptr<rocksdb::DB>> MetaStore::OpenDb(const std::string& dir,
                                "mount still running?): " +
                                msg);
     }
+    if (st.IsCorruption())
+      return Status::Corruption("metadata store " + dir +
+                                " is corrupted: " + msg);
     return Status::IoError("cannot open metadata store " + dir + ": " + msg);
   }
   return std::unique_ptr<rocksdb::DB>(raw);

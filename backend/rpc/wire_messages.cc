@@ -189,11 +189,15 @@ void Put(Encoder& e, const ChunkStoreStats& v) {
   e.U64(v.crc_errors);
   e.U64(v.writes);
   e.U64(v.reads);
+  e.U64(v.bytes_capacity);
+  e.U64(v.bytes_reserved);
+  e.U64(v.fs_id);
 }
 bool Get(Decoder& d, ChunkStoreStats* v) {
   return d.U64(&v->chunks) && d.U64(&v->bytes_stored) &&
          d.U64(&v->bytes_free) && d.U64(&v->crc_errors) && d.U64(&v->writes) &&
-         d.U64(&v->reads);
+         d.U64(&v->reads) && d.U64(&v->bytes_capacity) &&
+         d.U64(&v->bytes_reserved) && d.U64(&v->fs_id);
 }
 
 void PutStatus(Encoder& e, const Status& s) {

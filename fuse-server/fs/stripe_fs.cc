@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -531,43 +530,40 @@ void StripeFs::Write(Replier r, uint64_t nodeid, const fuse::WriteRequest& w) {
   r.Written(w.size());
 }
 
+// The volume's own space: for each file system holding chunk stores
+// (counted once however many stores share it: same host and fs id), its
+// size and free space less the stores' reserve; times k/(k+m), the data
+// share of every stripe. Servers that are not up, or do not answer, count
+// nothing.
 void StripeFs::StatFs(Replier r, uint64_t) {
   const Geometry& g = volume_->geometry();
-  const double data_share = static_cast<double>(g.k) / (g.k + g.m);
   fuse_kstatfs st{};
   st.bsize = 4096;
   st.frsize = 4096;
   st.namelen = 255;
   uint64_t raw_total = 0, raw_free = 0;
-  const std::string& desc = volume_->description();
-  if (desc.rfind("embedded:", 0) == 0) {
-    // Every chunk store of an embedded volume lives in one file system.
-    struct statvfs v {};
-    if (::statvfs(desc.substr(9).c_str(), &v) == 0) {
-      raw_total = uint64_t{v.f_blocks} * v.f_frsize;
-      raw_free = uint64_t{v.f_bavail} * v.f_frsize;
-    }
-  } else {
-    auto map = meta_.GetClusterMap();
-    if (map.ok()) {
-      for (const auto& s : map->servers) {
-        if (s.state != ServerState::kUp) continue;
-        ChunkService* svc = volume_->servers().Get(s);
-        if (!svc) continue;
-        auto cs = svc->Stats();
-        if (!cs.ok()) continue;
-        raw_free += cs->bytes_free;
-        raw_total += cs->bytes_free + cs->bytes_stored;
-      }
+  std::set<std::pair<std::string, uint64_t>> seen;  // (host, fs id)
+  auto map = meta_.GetClusterMap();
+  if (map.ok()) {
+    for (const auto& s : map->servers) {
+      if (s.state != ServerState::kUp) continue;
+      ChunkService* svc = volume_->servers().Get(s);
+      if (!svc) continue;
+      auto cs = svc->Stats();
+      if (!cs.ok()) continue;
+      const std::string host = s.address.substr(0, s.address.rfind(':'));
+      if (!seen.emplace(host, cs->fs_id).second) continue;
+      const uint64_t reserve = std::min(cs->bytes_reserved, cs->bytes_capacity);
+      raw_total += cs->bytes_capacity - reserve;
+      raw_free += cs->bytes_free > reserve ? cs->bytes_free - reserve : 0;
     }
   }
   auto fsst = meta_.StatFs();
-  const uint64_t used = fsst.ok() ? fsst->bytes_used : 0;
-  const uint64_t free_bytes = static_cast<uint64_t>(raw_free * data_share);
-  const uint64_t total = std::max<uint64_t>(
-      static_cast<uint64_t>(raw_total * data_share), used + free_bytes);
-  st.blocks = total / st.frsize;
-  st.bfree = free_bytes / st.frsize;
+  const uint64_t data_free = raw_free / (g.k + g.m) * g.k;
+  const uint64_t data_total =
+      std::max(raw_total / (g.k + g.m) * g.k, data_free);
+  st.blocks = data_total / st.frsize;
+  st.bfree = data_free / st.frsize;
   st.bavail = st.bfree;
   st.files = (fsst.ok() ? fsst->inodes : 0) + (uint64_t{1} << 32);
   st.ffree = uint64_t{1} << 32;

@@ -1,6 +1,8 @@
 // The `stripefs` binary end to end: mount (daemon) / stat --json / umount,
 // persistence across remounts, and a crash (kill -9 after fsync, lazy
-// unmount of the dead mount, remount: fsync'd data intact).
+// unmount of the dead mount, remount: fsync'd data intact); its errors:
+// out-of-range values, unknown commands, rejected -o options, a corrupted
+// metadata store -- each one line or naming the fix, and leaving nothing.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -165,6 +167,132 @@ TEST_F(CliTest, ErrorsNameTheFix) {
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("not empty"), std::string::npos) << out;
   EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_));
+}
+
+// Lines of `out` that are not empty.
+std::vector<std::string> Lines(const std::string& out) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t nl = out.find('\n', pos);
+    if (nl == std::string::npos) nl = out.size();
+    if (nl > pos) lines.push_back(out.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+// A failed mount leaves nothing behind: no mount, no daemon (its pid file),
+// and no volume directory it created.
+void ExpectNothingLeft(const std::string& vol, const std::string& mnt) {
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt)) << mnt;
+  EXPECT_FALSE(std::filesystem::exists(vol)) << vol;
+  EXPECT_FALSE(std::filesystem::exists(RuntimePathsFor(mnt).pidfile));
+}
+
+TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--dev-threads 100000", "1 to 64"},
+      {"--dev-threads 0", "1 to 64"},
+      {"--memory-cap-mib -5", "1 to 1048576"},
+      {"--idle-flush-ms -1", "1 to 3600000"},
+      {"--frontier-hold-ms -1", "0 to 3600000"},
+      {"--max-ratio 101", "0 to 100"},
+      {"--k 0", "1 to 31"},
+      {"--m 40", "1 to 31"},
+  };
+  for (const auto& [flag, range] : cases) {
+    int rc = 0;
+    std::string out =
+        Sh("timeout 60 " + Bin() + " mount " + flag + " " + vol_ + " " + mnt_,
+           &rc);
+    EXPECT_NE(rc, 0) << flag;
+    auto lines = Lines(out);
+    ASSERT_EQ(lines.size(), 1u) << flag << ":\n" << out;
+    EXPECT_NE(lines[0].find(flag.substr(0, flag.find(' '))), std::string::npos)
+        << out;
+    EXPECT_NE(lines[0].find(range), std::string::npos) << out;
+    EXPECT_NE(lines[0].find("--help"), std::string::npos) << out;
+    ExpectNothingLeft(vol_, mnt_);
+  }
+  // Geometry beyond the stripe width, and a bad cell size: the same.
+  int rc = 0;
+  std::string out = Sh(Bin() + " mount --k 30 --m 5 " + vol_ + " " + mnt_, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(Lines(out).size(), 1u) << out;
+  EXPECT_NE(out.find("at most 32"), std::string::npos) << out;
+  out = Sh(Bin() + " mount --cell-size 5000 " + vol_ + " " + mnt_, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(Lines(out).size(), 1u) << out;
+  EXPECT_NE(out.find("multiple of 4K"), std::string::npos) << out;
+  ExpectNothingLeft(vol_, mnt_);
+}
+
+TEST_F(CliTest, UnknownCommandIsNamedWithWhereTheHelpIs) {
+  int rc = 0;
+  std::string out = Sh(Bin() + " frobnicate", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(Lines(out).size(), 1u) << out;
+  EXPECT_NE(out.find("unknown command 'frobnicate'"), std::string::npos) << out;
+  EXPECT_NE(out.find("stripefs --help"), std::string::npos) << out;
+  out = Sh(Bin() + " cluster frobnicate", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("unknown command 'frobnicate'"), std::string::npos) << out;
+  EXPECT_NE(out.find("stripefs cluster --help"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, RejectedMountOptionShowsTheReasonAndLeavesNothing) {
+  int rc = 0;
+  std::string out = Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_ +
+                           " -o ro,no_such_option",
+                       &rc);
+  EXPECT_NE(rc, 0);
+  // libfuse's own reason reaches the terminal, not only the daemon log.
+  EXPECT_NE(out.find("unknown option"), std::string::npos) << out;
+  EXPECT_NE(out.find("no_such_option"), std::string::npos) << out;
+  ExpectNothingLeft(vol_, mnt_);
+  // An existing empty volume directory stays, and stays empty.
+  std::filesystem::create_directories(vol_);
+  out = Sh(
+      "timeout 60 " + Bin() + " mount -o no_such_option " + vol_ + " " + mnt_,
+      &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(std::filesystem::is_directory(vol_));
+  EXPECT_TRUE(std::filesystem::is_empty(vol_)) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_));
+}
+
+TEST_F(CliTest, CorruptedMetadataNamesTheRepairAndRepairWorks) {
+  int rc = 0;
+  std::string out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  Put(mnt_ + "/kept", 1500000, 'k', true);
+  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  // Overwrite the RocksDB MANIFEST of the metadata store with garbage.
+  int manifests = 0;
+  for (const auto& e : std::filesystem::directory_iterator(vol_ + "/meta")) {
+    if (e.path().filename().string().rfind("MANIFEST-", 0) != 0) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f << std::string(std::filesystem::file_size(e.path()), '\xa5');
+    ++manifests;
+  }
+  ASSERT_GT(manifests, 0);
+  out = Mount(&rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("stripefs meta-repair " + vol_ + "/meta"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("backup"), std::string::npos) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_));
+  // The named repair works: the volume mounts again with its file.
+  out = Sh("timeout 120 " + Bin() + " meta-repair " + vol_ + "/meta", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(Get(mnt_ + "/kept"), std::string(1500000, 'k'));
+  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  EXPECT_EQ(rc, 0) << out;
 }
 
 }  // namespace

@@ -323,7 +323,6 @@ void RunFsx(bool coalesce, FsBackend backend = FsBackend::kEmbedded,
   o.geometry.k = 4;
   o.geometry.m = 2;
   o.geometry.cell_size = 16 * 1024;
-  o.session.init.align_page_order = 16;
   o.fs.coalesce = coalesce;
   o.fs.idle_flush = std::chrono::milliseconds(50);
   o.fs.memory_cap = 4 * 64 * 1024;

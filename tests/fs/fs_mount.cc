@@ -1,10 +1,12 @@
 #include "tests/fs/fs_mount.h"
 
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,9 +101,23 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
   if (!::mkdtemp(tmpl)) return Status::FromErrno(errno, "mkdtemp");
   m->root_ = tmpl;
   m->mnt_ = m->root_ + "/mnt";
-  m->vol_dir_ = m->root_ +
-                (m->opts_.backend == FsBackend::kCluster ? "/cluster" : "/vol");
+  std::string parent = m->root_;
   std::filesystem::create_directories(m->mnt_);
+  if (m->opts_.space_limit_mib > 0) {
+    m->space_dir_ = m->root_ + "/space";
+    std::filesystem::create_directories(m->space_dir_);
+    const std::string size =
+        "size=" + std::to_string(m->opts_.space_limit_mib) + "m";
+    if (::mount("tmpfs", m->space_dir_.c_str(), "tmpfs", 0, size.c_str()) !=
+        0) {
+      Status st = Status::FromErrno(errno, "mount -t tmpfs -o " + size);
+      m->space_dir_.clear();
+      return st;
+    }
+    parent = m->space_dir_;
+  }
+  m->vol_dir_ =
+      parent + (m->opts_.backend == FsBackend::kCluster ? "/cluster" : "/vol");
   if (m->opts_.backend == FsBackend::kCluster) {
     STRIPEFS_RETURN_IF_ERROR(m->ClusterUp());
   }
@@ -110,49 +126,31 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
 }
 
 Status FsMount::Up() {
+  MountServiceOptions o;
+  o.mountpoint = mnt_;
   if (opts_.backend == FsBackend::kCluster) {
-    auto v = Volume::ConnectCluster(meta_address_, vol_dir_ + "/cluster.key");
-    if (!v.ok()) return v.status();
-    volume_ = std::move(*v);
+    o.meta_address = meta_address_;
+    o.key_file = vol_dir_ + "/cluster.key";
   } else {
-    EmbeddedVolumeOptions vo;
-    vo.geometry = opts_.geometry;
-    auto v = Volume::OpenEmbedded(vol_dir_, vo);
-    if (!v.ok()) return v.status();
-    volume_ = std::move(*v);
+    o.volume_dir = vol_dir_;
+    o.geometry.k = opts_.geometry.k;
+    o.geometry.m = opts_.geometry.m;
+    o.geometry.cell_size = opts_.geometry.cell_size;
   }
-  StripeFsOptions fo = opts_.fs;
-  fo.mountpoint = mnt_;
-  fs_ = std::make_unique<StripeFs>(volume_.get(), fo);
-  session_ = std::make_unique<fuse::Session>(fs_.get(), opts_.session);
-  fs_->AttachSession(session_.get());
-  auto mount = fuse::FuseMount::Mount(mnt_, opts_.mount);
-  if (!mount.ok()) return mount.status();
-  mount_ = std::move(*mount);
-  STRIPEFS_RETURN_IF_ERROR(session_->Start(mount_->fd()));
-  if (!session_->WaitForInit(std::chrono::seconds(10))) {
-    return Status::IoError("kernel INIT did not arrive within 10 s");
-  }
+  o.fs = opts_.fs;
+  o.transport = opts_.transport;
+  o.publish_runtime_files = false;  // no `stripefs stat` socket in tests
+  auto s = MountService::Start(std::move(o));
+  if (!s.ok()) return s.status();
+  service_ = std::move(s).value();
   return Status::Ok();
 }
 
 void FsMount::Teardown() {
-  if (mount_) {
-    Status st = fuse::UnmountPath(mnt_, false);
-    if (!st.ok()) {
-      std::fprintf(stderr, "teardown: %s; detaching lazily\n",
-                   st.ToString().c_str());
-      (void)fuse::UnmountPath(mnt_, true);
-    }
-  }
-  if (session_) {
-    session_->Stop();
-    (void)session_->Wait();
-  }
-  mount_.reset();
-  session_.reset();
-  fs_.reset();  // flushes what is still buffered
-  volume_.reset();
+  if (!service_) return;
+  Status st = service_->Stop();
+  if (!st.ok()) std::fprintf(stderr, "teardown: %s\n", st.ToString().c_str());
+  service_.reset();
 }
 
 Status FsMount::Remount() {
@@ -163,6 +161,9 @@ Status FsMount::Remount() {
 FsMount::~FsMount() {
   Teardown();
   ClusterDown();
+  if (!space_dir_.empty() && ::umount2(space_dir_.c_str(), MNT_DETACH) != 0)
+    std::fprintf(stderr, "teardown: umount %s: %s\n", space_dir_.c_str(),
+                 std::strerror(errno));
   if (!root_.empty()) RemoveTree(root_);
 }
 

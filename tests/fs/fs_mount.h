@@ -1,13 +1,16 @@
-// FsMount: test fixture helper that serves a stripefs volume through
-// StripeFs + our FUSE engine on a fresh temporary mountpoint, in this
-// process. The volume is either embedded (a fresh volume directory) or a
-// fresh local cluster: metad + N chunkd on loopback started with the real
-// `stripefs cluster up` and reached with Volume::ConnectCluster, exactly
-// as `stripefs mount --meta --key` does. The destructor always unmounts
+// FsMount: test fixture helper that serves a stripefs volume on a fresh
+// temporary mountpoint, in this process, through MountService -- the same
+// code and FUSE configuration as `stripefs mount` (geometry-derived
+// max_pages and alignment). The volume is either embedded (a fresh volume
+// directory) or a fresh local cluster: metad + N chunkd on loopback started
+// with the real `stripefs cluster up` and reached as `stripefs mount --meta
+// --key` does. With `space_limit_mib` the volume (or cluster) directory is
+// a tmpfs of that size, for full-disk tests. The destructor always unmounts
 // (lazily if busy), stops the session, takes the cluster down (`stripefs
-// cluster down`, SIGKILL after a grace period) and removes the temporary
-// directories, also when a test failed or Start() failed half way.
-// Remount() keeps the volume (directory or running cluster).
+// cluster down`, SIGKILL after a grace period), unmounts the tmpfs and
+// removes the temporary directories, also when a test failed or Start()
+// failed half way. Remount() keeps the volume (directory or running
+// cluster).
 #pragma once
 
 #include <memory>
@@ -15,8 +18,8 @@
 
 #include "backend/client/volume.h"
 #include "common/status.h"
+#include "fuse-server/fs/mount_service.h"
 #include "fuse-server/fs/stripe_fs.h"
-#include "fuse-server/fuse_mount.h"
 #include "fuse-server/session.h"
 
 namespace stripefs::fs::testing {
@@ -34,14 +37,11 @@ struct FsMountOptions {
   FsBackend backend = FsBackend::kEmbedded;
   int cluster_servers = 6;  // chunkd processes (cluster backend)
   Geometry geometry;        // 4+2, 256 KiB cells by default
-  StripeFsOptions fs;
-  fuse::SessionOptions session;
-  fuse::MountOptions mount;
-  FsMountOptions() {
-    session.transport = fuse::TransportChoice::kDev;
-    session.dev_threads = 4;
-    session.init.align_page_order = 20;
-  }
+  StripeFsOptions fs;       // mountpoint is set by FsMount
+  // The /dev/fuse transport (io-uring depends on a module knob).
+  fuse::TransportChoice transport = fuse::TransportChoice::kDev;
+  // > 0: the volume lives in a tmpfs of this many MiB (root).
+  uint64_t space_limit_mib = 0;
 };
 
 class FsMount {
@@ -54,9 +54,9 @@ class FsMount {
   const std::string& volume_dir() const { return vol_dir_; }
   FsBackend backend() const { return opts_.backend; }
   std::string Path(const std::string& rel) const { return mnt_ + "/" + rel; }
-  StripeFs& fs() { return *fs_; }
-  fuse::Session& session() { return *session_; }
-  Volume& volume() { return *volume_; }
+  StripeFs& fs() { return service_->fs(); }
+  fuse::Session& session() { return service_->session(); }
+  Volume& volume() { return service_->volume(); }
   // Unmount + close the volume, then open and mount it again.
   Status Remount();
   void Teardown();  // unmount and close (idempotent)
@@ -68,12 +68,10 @@ class FsMount {
   void ClusterDown();
   FsMountOptions opts_;
   std::string root_, mnt_, vol_dir_;
+  std::string space_dir_;     // the tmpfs, when space_limit_mib > 0
   std::string meta_address_;  // cluster backend
   bool cluster_started_ = false;
-  std::unique_ptr<Volume> volume_;
-  std::unique_ptr<StripeFs> fs_;
-  std::unique_ptr<fuse::Session> session_;
-  std::unique_ptr<fuse::FuseMount> mount_;
+  std::unique_ptr<MountService> service_;
 };
 
 // Recursively removes `path` (best effort).

@@ -58,6 +58,7 @@ struct Sampler {
   void Fill(ChunkStoreStats& v) {
     Fill(v.chunks), Fill(v.bytes_stored), Fill(v.bytes_free);
     Fill(v.crc_errors), Fill(v.writes), Fill(v.reads);
+    Fill(v.bytes_capacity), Fill(v.bytes_reserved), Fill(v.fs_id);
   }
   template <typename T>
   void Fill(std::vector<T>& v) {
