@@ -33,6 +33,8 @@ struct ChunkStore::CommitOp {
   std::span<const uint8_t> data;
   ChunkIndexValue value;
   std::vector<Freed> freed;
+  // Where the bytes went (set by Submit; segment 0: no extent).
+  SegmentExtent extent;
   // A compaction move: the old extents are not punched (their segment goes).
   bool relocation = false;
 

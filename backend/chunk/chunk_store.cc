@@ -143,6 +143,7 @@ ChunkStore::~ChunkStore() {
   queue_cv_.notify_all();
   if (compactor_.joinable()) compactor_.join();
   if (committer_.joinable()) committer_.join();
+  if (indexer_.joinable()) indexer_.join();
   if (db_) {
     (void)db_->Close();
     db_.reset();
@@ -255,6 +256,7 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
   STRIPEFS_RETURN_IF_ERROR(store->RecountFromIndex(&usage));
   ChunkStore* self = store.get();
   store->committer_ = std::thread([self] { self->CommitLoop(); });
+  store->indexer_ = std::thread([self] { self->IndexLoop(); });
   if (options.compact_bytes_per_sec > 0) {
     store->compactor_ = std::thread([self] { self->CompactLoop(); });
   }

@@ -3,12 +3,13 @@
 //
 // Chunks are appended to preallocated segment files (segment_set.h; the
 // layout is in chunk_paths.h) and found through a RocksDB index that maps
-// (chunk id, version) to (segment, offset, length, per-4 KiB CRC32Cs). One
-// commit thread group-commits: it takes every write and delete that arrived
-// while the previous batch was syncing, writes their bytes with io_uring
-// (O_DIRECT when the file system takes it), fdatasyncs each touched segment
-// once, applies one synced RocksDB WriteBatch for the whole batch, and only
-// then acknowledges them all. No temp file, rename or directory fsync per
+// (chunk id, version) to (segment, offset, length, per-4 KiB CRC32Cs). A
+// writer appends its bytes itself (io_uring, O_DIRECT when the file system
+// takes it), so writers keep the disk busy in parallel. Then one commit
+// thread group-commits: it takes every write and delete that arrived while
+// the previous batch was syncing, fdatasyncs each touched segment once,
+// applies one synced RocksDB WriteBatch for the whole batch, and only then
+// acknowledges them all. No temp file, rename or directory fsync per
 // chunk.
 //
 // Crash rules: the index is the truth. Bytes in a segment that no committed
@@ -217,12 +218,20 @@ class ChunkStore final : public ChunkService {
 
   // The group commit (chunk_store_commit.cc).
   Status Submit(CommitOp* op);
+  // Two stages, each batching what queued up while it was busy: the commit
+  // thread fdatasyncs the segments of a batch, the index thread then
+  // commits its entries (so batch N's index sync overlaps batch N+1's data
+  // sync; an entry is never written before its own bytes are synced).
   void CommitLoop();
+  void IndexLoop();
   void CommitBatch(const std::vector<CommitOp*>& batch);
   // Stages and writes the bytes of every op that has some; fails the ops
   // whose bytes did not reach the disk.
-  void WriteBatchData(const std::vector<CommitOp*>& batch,
-                      std::vector<SegmentExtent>* extents);
+  // Appends op's bytes to a fresh extent (submitting thread).
+  Status WriteData(CommitOp* op);
+  // fdatasyncs every segment the batch wrote to, once; fails the ops whose
+  // segment did not sync.
+  void SyncBatchData(const std::vector<CommitOp*>& batch);
   // After a commit: the extents an op let go of (punched unless shared).
   void Release(const CommitOp& op);
   // The index reserve file: given up when the index is full, taken again
@@ -259,8 +268,12 @@ class ChunkStore final : public ChunkService {
   std::condition_variable done_cv_;   // a batch was acknowledged
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_;
+  std::condition_variable synced_cv_;  // work for the index thread
+  std::vector<CommitOp*> synced_;      // data synced, entries not yet
   bool stop_ = false;
+  bool syncer_done_ = false;
   std::thread committer_;
+  std::thread indexer_;
   std::mutex compact_mu_;  // one compaction at a time
   std::thread compactor_;
 

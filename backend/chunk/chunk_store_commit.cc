@@ -48,6 +48,18 @@ Status ChunkStore::Submit(CommitOp* op) {
   if (stop_) return Status::Unavailable("chunk store " + dir_ + " is closing");
   op->done = false;
   op->status = Status::Ok();
+  op->extent = {};
+  if (op->has_data) {
+    // The bytes go down on the submitting thread, so writers keep the disk
+    // busy in parallel while the commit thread syncs.
+    lock.unlock();
+    STRIPEFS_RETURN_IF_ERROR(WriteData(op));
+    lock.lock();
+    if (stop_) {
+      segments_->Settle(op->extent);
+      return Status::Unavailable("chunk store " + dir_ + " is closing");
+    }
+  }
   queue_.push_back(op);
   queue_cv_.notify_one();
   done_cv_.wait(lock, [op] { return op->done; });
@@ -58,10 +70,30 @@ void ChunkStore::CommitLoop() {
   std::unique_lock<std::mutex> lock(queue_mu_);
   for (;;) {
     queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, nothing left
+    if (queue_.empty()) {  // stopping, nothing left
+      syncer_done_ = true;
+      synced_cv_.notify_all();
+      return;
+    }
     // Everything that arrived while the previous batch was syncing.
     std::vector<CommitOp*> batch;
     batch.swap(queue_);
+    lock.unlock();
+    SyncBatchData(batch);
+    lock.lock();
+    synced_.insert(synced_.end(), batch.begin(), batch.end());
+    synced_cv_.notify_one();
+  }
+}
+
+void ChunkStore::IndexLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  for (;;) {
+    synced_cv_.wait(lock, [this] { return syncer_done_ || !synced_.empty(); });
+    if (synced_.empty()) return;
+    // Every batch whose data synced meanwhile: one WriteBatch for them all.
+    std::vector<CommitOp*> batch;
+    batch.swap(synced_);
     lock.unlock();
     CommitBatch(batch);
     lock.lock();
@@ -70,53 +102,46 @@ void ChunkStore::CommitLoop() {
   }
 }
 
-void ChunkStore::WriteBatchData(const std::vector<CommitOp*>& batch,
-                                std::vector<SegmentExtent>* extents) {
-  std::vector<UringFileIo::WriteOp> writes;
-  std::vector<size_t> write_op;  // batch index of each write
-  std::vector<AlignedBuf> bufs;
-  std::map<uint64_t, std::shared_ptr<SegmentFile>> touched;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    CommitOp* op = batch[i];
-    if (!op->has_data) continue;
-    const uint64_t bytes = SegmentExtentBytes(op->data.size());
-    auto e = segments_->Allocate(bytes);
-    if (!e.ok()) {
-      op->status = e.status();
-      continue;
-    }
-    (*extents)[i] = *e;
-    op->value.in_segment = true;
-    op->value.segment = e->segment;
-    op->value.offset = e->offset;
-    if (bytes == 0) continue;
-    std::shared_ptr<SegmentFile> f = segments_->Get(e->segment);
-    bufs.push_back(Stage(op->data, bytes));
-    writes.push_back({f->write_fd.get(), bufs.back().get(), bytes, e->offset});
-    write_op.push_back(i);
-    touched.emplace(e->segment, std::move(f));
+Status ChunkStore::WriteData(CommitOp* op) {
+  const uint64_t bytes = SegmentExtentBytes(op->data.size());
+  STRIPEFS_ASSIGN_OR_RETURN(op->extent, segments_->Allocate(bytes));
+  op->value.in_segment = true;
+  op->value.segment = op->extent.segment;
+  op->value.offset = op->extent.offset;
+  if (bytes == 0) return Status::Ok();
+  std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
+  AlignedBuf buf = Stage(op->data, bytes);
+  Status st =
+      io_->Write(f->write_fd.get(), buf.get(), bytes, op->extent.offset);
+  if (!st.ok()) {
+    segments_->Settle(op->extent);
+    op->extent = {};
+    return st.Annotate("writing segment " + f->path);
   }
-  std::vector<Status> res = io_->WriteMany(writes);
-  for (size_t w = 0; w < writes.size(); ++w) {
-    if (!res[w].ok()) batch[write_op[w]]->status = res[w];
+  return Status::Ok();
+}
+
+void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
+  std::map<uint64_t, std::shared_ptr<SegmentFile>> touched;
+  for (const CommitOp* op : batch) {
+    if (op->extent.bytes > 0) {
+      touched.emplace(op->extent.segment, segments_->Get(op->extent.segment));
+    }
   }
   // One fdatasync per touched segment, before any entry points into it.
   for (const auto& [seq, f] : touched) {
     Status st = io_->DataSync(f->write_fd.get());
     data_syncs_.fetch_add(1, std::memory_order_relaxed);
     if (st.ok()) continue;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i]->has_data && (*extents)[i].segment == seq &&
-          batch[i]->status.ok()) {
-        batch[i]->status = st.Annotate("syncing segment " + f->path);
+    for (CommitOp* op : batch) {
+      if (op->extent.bytes > 0 && op->extent.segment == seq) {
+        op->status = st.Annotate("syncing segment " + f->path);
       }
     }
   }
 }
 
 void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
-  std::vector<SegmentExtent> extents(batch.size());
-  WriteBatchData(batch, &extents);
   rocksdb::WriteBatch wb;
   size_t ready = 0;
   for (CommitOp* op : batch) {
@@ -149,10 +174,8 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
     }
     Release(op);
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i]->has_data && extents[i].segment != 0) {
-      segments_->Settle(extents[i]);
-    }
+  for (const CommitOp* op : batch) {
+    if (op->extent.segment != 0) segments_->Settle(op->extent);
   }
   bool freed = false;
   for (const CommitOp* op : batch) {

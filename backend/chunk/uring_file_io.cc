@@ -10,7 +10,7 @@
 namespace stripefs {
 namespace {
 
-constexpr unsigned kQueueDepth = 16;
+constexpr unsigned kQueueDepth = 4;
 // Per-operation cap: io_uring read/write take an unsigned length, and a
 // kernel may transfer at most MAX_RW_COUNT (~2 GiB) at once anyway.
 constexpr size_t kMaxOp = size_t{1} << 30;
@@ -155,65 +155,6 @@ Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,
       Transfer(Direction::kWrite, fd, const_cast<uint8_t*>(buf), len, offset);
   if (!r.ok()) return r.status();
   return Status::Ok();
-}
-
-std::vector<Status> UringFileIo::WriteMany(std::span<const WriteOp> ops) {
-  std::vector<Status> out(ops.size());
-  RingPtr ring = Acquire();
-  size_t next = 0;
-  while (ring && next < ops.size()) {
-    io_uring* r = ring.get();
-    const size_t first = next;
-    while (next < ops.size() && next - first < kQueueDepth &&
-           ops[next].len <= kMaxOp) {
-      io_uring_sqe* sqe = io_uring_get_sqe(r);
-      io_uring_prep_write(sqe, ops[next].fd, ops[next].buf,
-                          static_cast<unsigned>(ops[next].len),
-                          ops[next].offset);
-      io_uring_sqe_set_data64(sqe, next);
-      ++next;
-    }
-    if (next == first) break;  // an op too large for one sqe: plain path
-    int rc;
-    do {
-      rc = io_uring_submit(r);
-    } while (rc == -EINTR);
-    if (rc != static_cast<int>(next - first)) {
-      ring.reset();  // state unknown: redo this window the plain way
-      next = first;
-      break;
-    }
-    for (size_t i = first; i < next; ++i) {
-      io_uring_cqe* cqe = nullptr;
-      do {
-        rc = io_uring_wait_cqe(r, &cqe);
-      } while (rc == -EINTR);
-      if (rc < 0) {
-        ring.reset();  // completions still owed: never reuse this ring
-        for (size_t j = first; j < next; ++j) {
-          out[j] = Status::FromErrno(-rc, "io_uring wait");
-        }
-        return out;
-      }
-      const size_t at = io_uring_cqe_get_data64(cqe);
-      const int res = cqe->res;
-      io_uring_cqe_seen(r, cqe);
-      if (res < 0) {
-        out[at] = Status::FromErrno(-res, "write");
-      } else if (static_cast<size_t>(res) < ops[at].len) {
-        // Short write: finish it plainly.
-        const auto done = static_cast<size_t>(res);
-        out[at] = Write(ops[at].fd, ops[at].buf + done, ops[at].len - done,
-                        ops[at].offset + done);
-      }
-    }
-  }
-  if (ring) Release(std::move(ring));
-  for (; next < ops.size(); ++next) {
-    out[next] =
-        Write(ops[next].fd, ops[next].buf, ops[next].len, ops[next].offset);
-  }
-  return out;
 }
 
 Status UringFileIo::DataSync(int fd) {

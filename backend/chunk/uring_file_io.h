@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -44,17 +43,6 @@ class UringFileIo {
   Status Write(int fd, const uint8_t* buf, size_t len, uint64_t offset);
   // fdatasync(fd).
   Status DataSync(int fd);
-  // One write of WriteMany.
-  struct WriteOp {
-    int fd = -1;
-    const uint8_t* buf = nullptr;
-    size_t len = 0;
-    uint64_t offset = 0;
-  };
-  // Writes every op, many in flight at once (one submission per window of
-  // ring entries); returns one Status per op, in order. No ordering between
-  // the ops; nothing is synced.
-  std::vector<Status> WriteMany(std::span<const WriteOp> ops);
   // Write(fd, buf, len, 0) then DataSync(fd); with io_uring both go in one
   // submission (the fdatasync linked behind the write).
   Status WriteAndSync(int fd, const uint8_t* buf, size_t len);
