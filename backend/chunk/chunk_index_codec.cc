@@ -70,14 +70,22 @@ std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
 
 std::string EncodeChunkValue(const ChunkIndexValue& v) {
   std::string s;
-  s.reserve(kChunkValueSize + 1 + 4 * v.block_crcs.size());
-  s.push_back(static_cast<char>(v.block_shift == 0 ? kChunkValueFormatWhole
-                                                   : kChunkValueFormatBlocks));
+  s.reserve(kChunkValueSize + 1 + kChunkSegmentRefSize +
+            4 * v.block_crcs.size());
+  // Format 3 needs block CRCs (the encoder's callers always compute them).
+  const uint8_t format = v.in_segment         ? kChunkValueFormatSegment
+                         : v.block_shift == 0 ? kChunkValueFormatWhole
+                                              : kChunkValueFormatBlocks;
+  s.push_back(static_cast<char>(format));
   PutBe32(&s, v.length);
   PutBe32(&s, v.crc32c);
   PutBe32(&s, v.flags);
-  if (v.block_shift != 0) {
+  if (format != kChunkValueFormatWhole) {
     s.push_back(static_cast<char>(v.block_shift));
+    if (v.in_segment) {
+      PutBe64(&s, v.segment);
+      PutBe64(&s, v.offset);
+    }
     for (uint32_t c : v.block_crcs) PutBe32(&s, c);
   }
   return s;
@@ -91,10 +99,11 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
                               std::to_string(kChunkValueSize) + " expected)");
   }
   const auto format = static_cast<uint8_t>(value[0]);
-  if (format != kChunkValueFormatWhole && format != kChunkValueFormatBlocks) {
+  if (format != kChunkValueFormatWhole && format != kChunkValueFormatBlocks &&
+      format != kChunkValueFormatSegment) {
     return Status::Corruption(
         "chunk index value has unknown format " + std::to_string(format) +
-        " (this build reads formats 1 and 2; was the store written by a newer "
+        " (this build reads formats 1 to 3; was the store written by a newer "
         "stripefs?)");
   }
   ChunkIndexValue v;
@@ -110,8 +119,12 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
     }
     return v;
   }
-  if (value.size() < kChunkValueSize + 1) {
-    return Status::Corruption("chunk index value (format 2) is truncated");
+  const size_t head =
+      kChunkValueSize + 1 +
+      (format == kChunkValueFormatSegment ? kChunkSegmentRefSize : 0);
+  const std::string fmt = "(format " + std::to_string(format) + ")";
+  if (value.size() < head) {
+    return Status::Corruption("chunk index value " + fmt + " is truncated");
   }
   v.block_shift = static_cast<uint8_t>(value[kChunkValueSize]);
   if (v.block_shift < kChunkCrcBlockShiftMin ||
@@ -123,14 +136,25 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   }
   const uint64_t block = uint64_t{1} << v.block_shift;
   const uint64_t blocks = (uint64_t{v.length} + block - 1) / block;
-  if (value.size() - kChunkValueSize - 1 != 4 * blocks) {
+  if (format == kChunkValueFormatSegment) {
+    v.in_segment = true;
+    v.segment = GetBe64(value.data() + kChunkValueSize + 1);
+    v.offset = GetBe64(value.data() + kChunkValueSize + 9);
+    if (v.offset % kSegmentAlign != 0 ||
+        v.offset > UINT64_MAX - SegmentExtentBytes(v.length)) {
+      return Status::Corruption("chunk index value " + fmt +
+                                " has a misaligned or overflowing offset " +
+                                std::to_string(v.offset));
+    }
+  }
+  if (value.size() - head != 4 * blocks) {
     return Status::Corruption(
-        "chunk index value (format 2) of " + std::to_string(value.size()) +
+        "chunk index value " + fmt + " of " + std::to_string(value.size()) +
         " bytes does not hold the " + std::to_string(blocks) +
         " block CRCs of a " + std::to_string(v.length) + "-byte chunk");
   }
   v.block_crcs.resize(blocks);
-  const char* p = value.data() + kChunkValueSize + 1;
+  const char* p = value.data() + head;
   for (uint64_t i = 0; i < blocks; ++i) v.block_crcs[i] = GetBe32(p + 4 * i);
   return v;
 }

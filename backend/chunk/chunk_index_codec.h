@@ -8,6 +8,12 @@
 //         format 2: block_shift u8 | one crc32c u32 per 2^block_shift-byte
 //                   block of the data (the last one may be short), so a range
 //                   read verifies only the blocks it covers.
+//         Formats 1 and 2 describe a chunk in its own file (the layout of
+//         stores written before segments, still read).
+//         format 3: block_shift u8 | segment u64 | offset u64 | block CRCs
+//                   as in format 2: the chunk's bytes are at `offset` of
+//                   segment file `segment` (offset a multiple of
+//                   kSegmentAlign; the extent is `length` rounded up to it).
 // Decoders are bounds-checked and return Corruption for anything malformed.
 // Pure functions; thread-safe.
 #pragma once
@@ -28,11 +34,16 @@ inline constexpr size_t kChunkKeySize = 1 + 8 + 8 + 4 + 8;
 inline constexpr size_t kChunkIdPrefixSize = 1 + 8 + 8 + 4;
 inline constexpr uint8_t kChunkValueFormatWhole = 1;
 inline constexpr uint8_t kChunkValueFormatBlocks = 2;
+inline constexpr uint8_t kChunkValueFormatSegment = 3;
 inline constexpr size_t kChunkValueSize = 1 + 4 + 4 + 4;  // format 1
+inline constexpr size_t kChunkSegmentRefSize = 8 + 8;     // format 3
 // Block CRCs cover 4 KiB each (a page: the unit of small reads).
 inline constexpr uint8_t kChunkCrcBlockShift = 12;
 inline constexpr uint8_t kChunkCrcBlockShiftMin = 9;
 inline constexpr uint8_t kChunkCrcBlockShiftMax = 24;
+// Extents in segment files start on (and are padded to) this boundary, the
+// O_DIRECT unit.
+inline constexpr uint64_t kSegmentAlign = 4096;
 
 struct ChunkIndexValue {
   uint32_t length = 0;
@@ -42,7 +53,16 @@ struct ChunkIndexValue {
   // block_crcs holds ceil(length / 2^block_shift) CRCs (format 2).
   uint8_t block_shift = 0;
   std::vector<uint32_t> block_crcs;
+  // Format 3: where the bytes are (else the chunk has its own file).
+  bool in_segment = false;
+  uint64_t segment = 0;
+  uint64_t offset = 0;
 };
+
+// Bytes a chunk of `length` occupies in a segment.
+inline uint64_t SegmentExtentBytes(uint64_t length) {
+  return (length + kSegmentAlign - 1) / kSegmentAlign * kSegmentAlign;
+}
 
 // The block CRCs of `data` for ChunkIndexValue::block_crcs.
 std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,

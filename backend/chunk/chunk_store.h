@@ -1,37 +1,56 @@
 // ChunkStore: the ChunkService over a local directory (chunkd's storage
 // engine, also used in process by the embedded volume).
 //
-// Layout under `dir`:
-//   CHUNKSTORE           marker file ("stripefs chunk store 1")
-//   chunkstore.lock      flock()ed while open; holds the owner's pid
-//   index/               RocksDB: (inode, stripe, index, version) ->
-//                        (length, crc32c, flags); the source of truth
-//   data/<inode %016x>/<stripe>>12 %x>/<stripe %016x>.<index>.<version %016x>
-//                        one file per chunk version, exactly `length` bytes
-//   tmp/                 chunk files being written (removed at open)
-// A write goes tmp file -> fdatasync -> rename into data/ -> fsync dir ->
-// index put (sync). A data file without an index entry is an orphan (removed
-// by Sweep(), which Open() runs); an index entry without its file is a missing
-// chunk (ENOENT on read, counted, entry dropped).
+// Chunks are appended to preallocated segment files (segment_set.h; the
+// layout is in chunk_paths.h) and found through a RocksDB index that maps
+// (chunk id, version) to (segment, offset, length, per-4 KiB CRC32Cs). A
+// writer appends its bytes itself (io_uring, O_DIRECT when the file system
+// takes it), so writers keep the disk busy in parallel. Then one commit
+// thread group-commits: it takes every write and delete that arrived while
+// the previous batch was syncing, fdatasyncs each touched segment once,
+// applies one synced RocksDB WriteBatch for the whole batch, and only then
+// acknowledges them all. No temp file, rename or directory fsync per
+// chunk.
+//
+// Crash rules: the index is the truth. Bytes in a segment that no committed
+// entry points to are garbage (cut off or removed at open); a batch that did
+// not commit its WriteBatch leaves nothing visible; an acknowledged write
+// has its bytes synced before its entry.
+//
+// Space: deleted and superseded versions stop counting as live in their
+// segment; their extent is punched out (fallocate PUNCH_HOLE) unless another
+// version (a clone) shares it. A background compactor, held to an I/O
+// budget, copies the live chunks out of mostly-dead sealed segments and
+// removes them, with reads running concurrently; a write that finds the
+// disk full first compacts everything it can and retries once.
+//
+// Stores written by the one-file-per-version release (marker "... 1") open
+// as they are: their chunks are read, deleted and swept where they are
+// (chunk_sweep.cc); new versions go to segments.
 //
 // Thread-safety: all methods may be called concurrently from many threads.
 // Operations on the same ChunkId are serialized by a striped lock (reads
-// share it). Owns the RocksDB handle, the lock file and the io_uring pool.
+// share it). Owns the RocksDB handle, the lock file, the segment files, the
+// io_uring pool, the commit thread and the compactor thread.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <unordered_set>
+#include <thread>
 #include <vector>
 
 #include "backend/chunk/chunk_service.h"
+#include "backend/chunk/segment_set.h"
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace rocksdb {
 class DB;
@@ -68,25 +87,59 @@ struct ChunkStoreOptions {
   bool sweep_on_open = true;
   // Create the layout when `dir` is missing or empty.
   bool create_if_missing = true;
+  // Size each segment file is preallocated to.
+  uint64_t segment_bytes = uint64_t{64} << 20;
+  // Write segments with O_DIRECT where the file system allows it.
+  bool use_direct_io = true;
+  // Punch the extent of a deleted version out of its segment at once.
+  bool punch_holes = true;
+  // Background compaction: a sealed segment whose live bytes fall below this
+  // fraction is rewritten, at most `compact_bytes_per_sec` (0: no background
+  // compactor; Compact() still works).
+  double compact_live_fraction = 0.5;
+  uint64_t compact_bytes_per_sec = uint64_t{32} << 20;
 };
 
 // Counters beyond ChunkStoreStats (since Open unless said otherwise).
 struct ChunkStoreCounters {
-  uint64_t missing_chunks = 0;      // index entries whose file was gone
+  uint64_t missing_chunks = 0;      // index entries whose data was gone
   uint64_t malformed_entries = 0;   // index keys/values that failed decoding
   uint64_t nospace_refusals = 0;    // writes refused or failed with ENOSPC
-  uint64_t orphans_removed = 0;     // data files without index entry
-  uint64_t temp_files_removed = 0;  // leftovers in tmp/
-  uint64_t clones_linked = 0;       // CloneChunk calls served by a hard link
+  uint64_t orphans_removed = 0;     // legacy data files without index entry
+  uint64_t temp_files_removed = 0;  // leftovers in the legacy tmp/
+  uint64_t clones_shared = 0;       // CloneChunk calls served by sharing
+  uint64_t commit_batches = 0;      // group commits (one WriteBatch each)
+  uint64_t committed_ops = 0;       // writes and deletes in them
+  uint64_t data_syncs = 0;          // segment fdatasyncs
+  uint64_t index_syncs = 0;         // synced RocksDB writes
+  uint64_t holes_punched = 0;
+  uint64_t chunks_relocated = 0;  // by compaction
+  uint64_t segments_removed = 0;
 };
 
 // What one Sweep() found and did.
 struct SweepReport {
   uint64_t temp_files_removed = 0;
-  uint64_t orphans_removed = 0;  // data files with no index entry
-  uint64_t missing_dropped = 0;  // index entries with no data file
+  uint64_t orphans_removed = 0;  // legacy data files with no index entry
+  uint64_t missing_dropped = 0;  // index entries with no data
   uint64_t unknown_files = 0;    // names in data/ we do not own (left)
   uint64_t empty_dirs_removed = 0;
+  uint64_t segments_removed = 0;  // segments without live entries
+};
+
+struct CompactionReport {
+  uint64_t segments_compacted = 0;
+  uint64_t chunks_moved = 0;
+  uint64_t bytes_moved = 0;
+  uint64_t unreadable = 0;  // chunks left behind (corrupt): segment stays
+};
+
+// Where a chunk's bytes are: `length` bytes at `offset` of `path`.
+struct ChunkLocation {
+  std::string path;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  bool in_segment = false;
 };
 
 class ChunkStore final : public ChunkService {
@@ -111,47 +164,54 @@ class ChunkStore final : public ChunkService {
   Result<ChunkStoreStats> Stats() override;
   // Deletes exactly (id, version) (absent is OK).
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
-  // A hard link when `length` is the whole chunk (the source is CRC-verified
-  // first; versions are immutable and rewrites replace files by rename, so
-  // sharing the inode is safe); otherwise, or when the file system refuses
-  // links, the read+write default.
+  // Whole chunk in a segment: a new index entry sharing the source's extent
+  // (CRC-verified first; versions are immutable, and the extent is freed
+  // when its last entry goes). A prefix, or a legacy source file: the
+  // read+write default.
   Status CloneChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length) override;
 
-  // Removes tmp/ leftovers and orphan data files, drops index entries whose
-  // data file is gone, and removes empty data directories. Safe to run
-  // concurrently with other operations.
+  // Removes legacy tmp/ leftovers and orphan data files, drops index entries
+  // whose data is gone, removes empty legacy directories and unused
+  // segments. Safe to run concurrently with other operations.
   Result<SweepReport> Sweep();
+  // Rewrites the live chunks of sealed segments below the live fraction
+  // (every sealed segment with dead bytes when `everything`, after sealing
+  // the active one) and removes them. Runs at full speed; the background
+  // compactor calls it with its budget.
+  Result<CompactionReport> Compact(bool everything);
 
   ChunkStoreCounters Counters() const;
+  std::vector<SegmentInfo> Segments();
 
-  // Where chunk (id, version) lives (whether or not it exists). For tests
-  // and tools (e.g. to flip bits in a stored chunk).
-  std::string DataPath(const ChunkId& id, uint64_t version) const;
+  // Where chunk (id, version) is stored. For tests and tools (e.g. to flip
+  // bits in a stored chunk).
+  Result<ChunkLocation> Locate(const ChunkId& id, uint64_t version);
   const std::string& dir() const { return dir_; }
   bool using_io_uring() const;
   // The reserve in force (bytes; fixed at Open()).
   uint64_t reserve_bytes() const { return reserve_bytes_; }
 
  private:
+  struct CommitOp;
+  struct Freed;
+
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
 
   Status OpenIndex();
-  Status RecountFromIndex();
+  // Counts chunks and bytes, and what each segment holds.
+  Status RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage);
+  Status OpenSegments();
   std::shared_mutex& LockFor(const ChunkId& id);
   Status CheckSpace(size_t len);
-  // mkdir -p of the chunk's directories, each made durable (parent fsynced)
-  // once per process.
-  Status EnsureDataDirs(const ChunkId& id);
-  Status EnsureDurableDir(const std::string& path, const std::string& parent);
   void NoteMissing(const ChunkId& id, uint64_t version);
   Status NoSpaceStatus(const std::string& what);
   // Drops the index entry of a missing chunk (caller holds the chunk lock
   // exclusively).
   Status DropEntry(const ChunkId& id, uint64_t version);
-  // Reads and CRC-verifies the data file of (id, version) described by `v`
-  // (caller holds the chunk lock). ENOENT only when the file is missing;
-  // EBADMSG (counted) on any mismatch.
+  // Reads and CRC-verifies chunk (id, version) described by `v` (caller
+  // holds the chunk lock). ENOENT only when its data is missing; EBADMSG
+  // (counted) on any mismatch.
   Status ReadVerified(const ChunkId& id, uint64_t version,
                       const ChunkIndexValue& v, std::vector<uint8_t>* out);
   // Bytes [offset, offset + length) of it (in range, checked by the caller):
@@ -159,48 +219,77 @@ class ChunkStore final : public ChunkService {
   Status ReadVerifiedRange(const ChunkId& id, uint64_t version,
                            const ChunkIndexValue& v, uint32_t offset,
                            uint32_t length, std::vector<uint8_t>* out);
-  // CloneChunk of a whole chunk by hard link (caller holds the chunk lock
-  // exclusively). *linked false with OK: links unsupported, copy instead.
-  Status CloneByLinkLocked(const ChunkId& id, uint64_t from_version,
-                           uint64_t to_version, const ChunkIndexValue& v,
-                           bool* linked);
-  // Renames a synced temp file to `final_path` (directories created, the
-  // parent fsynced). On failure nothing new is left behind; `what` names the
-  // operation in errors ("storing chunk ...").
-  Status MoveIntoPlace(const ChunkId& id, const std::string& tmp,
-                       const std::string& final_path, bool existed,
-                       const std::string& what);
-  // Writes the synced index entry that makes a placed file a chunk and
-  // counts it; removes the file again if the entry cannot be written.
-  Status IndexPlaced(const std::string& key, const ChunkIndexValue& v,
-                     const std::string& final_path, bool existed,
-                     const std::string& name);
   Status DeleteMatching(const ChunkId& id,
                         const std::function<bool(uint64_t)>& doomed);
-  // Applies a batch to the index with a synced WAL, resuming RocksDB once
-  // after a failed write (e.g. after the disk was full).
+  // Looks up (id, version): *found false when absent; Corruption (counted)
+  // when malformed.
+  Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
+                  ChunkIndexValue* v);
+  // A synced write of one batch outside the commit thread (dropping entries
+  // of missing chunks).
   Status IndexWrite(const std::function<void(rocksdb::WriteBatch*)>& fill);
+
+  // The group commit (chunk_store_commit.cc).
+  Status Submit(CommitOp* op);
+  // Two stages, each batching what queued up while it was busy: the commit
+  // thread fdatasyncs the segments of a batch, the index thread then
+  // commits its entries (so batch N's index sync overlaps batch N+1's data
+  // sync; an entry is never written before its own bytes are synced).
+  void CommitLoop();
+  void IndexLoop();
+  void CommitBatch(const std::vector<CommitOp*>& batch);
+  // Stages and writes the bytes of every op that has some; fails the ops
+  // whose bytes did not reach the disk.
+  // Appends op's bytes to a fresh extent (submitting thread).
+  Status WriteData(CommitOp* op);
+  // fdatasyncs every segment the batch wrote to, once; fails the ops whose
+  // segment did not sync.
+  void SyncBatchData(const std::vector<CommitOp*>& batch);
+  // After a commit: the extents an op let go of (punched unless shared).
+  void Release(const CommitOp& op);
+  // The index reserve file: given up when the index is full, taken again
+  // (best effort) once space was freed.
+  bool ReleaseIndexReserve();
+  void RestoreIndexReserve();
+  void CompactLoop();
+  // Moves the live chunks out of segment `seq`, at most `bytes_per_sec`
+  // (0: no limit).
+  void CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
+                      CompactionReport* rep);
+  // Moves one extent of segment `seq` (every entry of `id` at `offset`).
+  void RelocateExtent(const ChunkId& id, uint64_t seq, uint64_t offset,
+                      const std::vector<uint64_t>& versions,
+                      CompactionReport* rep);
+  bool stopping();
 
   const std::string dir_;
   const std::string data_dir_;
   const std::string tmp_dir_;
   const ChunkStoreOptions options_;
   uint64_t reserve_bytes_ = 0;  // options_.reserve_bytes resolved at Open()
-  // Temp files of this instance start with it ("<pid>-<random>."); Sweep
-  // removes every other file in tmp/.
-  std::string tmp_prefix_;
   int lock_fd_ = -1;
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<UringFileIo> io_;
+  std::unique_ptr<SegmentSet> segments_;
+  UniqueFd reserve_fd_;
+  bool reserve_held_ = false;  // commit thread (and Open) only
 
   static constexpr size_t kLockStripes = 256;
   std::array<std::shared_mutex, kLockStripes> chunk_locks_;
-  // Writers hold it shared from mkdir to rename; Sweep holds it exclusively
-  // to remove empty directories.
-  std::shared_mutex dirs_mu_;
-  std::mutex durable_mu_;
-  std::unordered_set<std::string> durable_dirs_;
-  std::atomic<uint64_t> tmp_seq_{0};
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;  // work for the commit thread
+  std::condition_variable done_cv_;   // a batch was acknowledged
+  std::condition_variable stop_cv_;   // the compactor's sleep ends early
+  std::vector<CommitOp*> queue_;
+  std::condition_variable synced_cv_;  // work for the index thread
+  std::vector<CommitOp*> synced_;      // data synced, entries not yet
+  bool stop_ = false;
+  bool syncer_done_ = false;
+  std::thread committer_;
+  std::thread indexer_;
+  std::mutex compact_mu_;  // one compaction at a time
+  std::thread compactor_;
 
   std::atomic<uint64_t> chunks_{0};
   std::atomic<uint64_t> bytes_{0};
@@ -213,6 +302,12 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> orphans_{0};
   std::atomic<uint64_t> temps_{0};
   std::atomic<uint64_t> clones_{0};
+  std::atomic<uint64_t> batches_{0};
+  std::atomic<uint64_t> ops_{0};
+  std::atomic<uint64_t> data_syncs_{0};
+  std::atomic<uint64_t> index_syncs_{0};
+  std::atomic<uint64_t> holes_{0};
+  std::atomic<uint64_t> relocated_{0};
 };
 
 }  // namespace stripefs

@@ -14,6 +14,8 @@
 #include <limits>
 #include <optional>
 
+#include "common/rocks_glue.h"
+
 namespace stripefs {
 
 using namespace meta_schema;  // NOLINT(google-build-using-namespace)
@@ -224,10 +226,7 @@ Result<std::unique_ptr<rocksdb::DB>> MetaStore::OpenDb(const std::string& dir,
   opts.keep_log_file_num = 4;
   opts.max_background_jobs = 2;
   opts.paranoid_checks = true;
-  // No preallocation: the WAL would otherwise reserve ~1.1 x the 64 MiB
-  // write buffer up front, more than a small volume's whole file system.
-  opts.allow_fallocate = false;
-  opts.manifest_preallocation_size = 64 << 10;
+  ApplyRocksGlue(&opts, "metadata store " + dir);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status st = rocksdb::DB::Open(opts, dir, &raw);
   if (!st.ok()) {

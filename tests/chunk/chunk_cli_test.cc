@@ -37,6 +37,7 @@ TEST(ChunkStoreCli, StatVerifySweep) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/store";
   std::string corrupt_path;
+  uint64_t corrupt_offset = 0;
   {
     ChunkStoreOptions o;
     o.reserve_bytes = 0;
@@ -45,7 +46,10 @@ TEST(ChunkStoreCli, StatVerifySweep) {
     for (uint64_t i = 0; i < 20; ++i) {
       ASSERT_TRUE((*s)->WriteChunk({9, i, 1}, 3, Payload(5000, i)).ok());
     }
-    corrupt_path = (*s)->DataPath({9, 7, 1}, 3);
+    auto loc = (*s)->Locate({9, 7, 1}, 3);
+    ASSERT_TRUE(loc.ok()) << loc.status().ToString();
+    corrupt_path = loc->path;
+    corrupt_offset = loc->offset;
     // Busy while open: the tool says who holds it.
     CliRun busy = Cli("chunkstore stat " + dir);
     EXPECT_EQ(busy.rc, 1);
@@ -59,7 +63,7 @@ TEST(ChunkStoreCli, StatVerifySweep) {
   EXPECT_EQ(good.rc, 0) << good.out;
   EXPECT_NE(good.out.find("20 good, 0 corrupt"), std::string::npos) << good.out;
 
-  FlipBits(corrupt_path, 4999, 0x01);
+  FlipBits(corrupt_path, static_cast<off_t>(corrupt_offset + 4999), 0x01);
   CliRun bad = Cli("chunkstore verify " + dir);
   EXPECT_EQ(bad.rc, 1) << bad.out;
   EXPECT_NE(bad.out.find("19 good, 1 corrupt"), std::string::npos) << bad.out;

@@ -1,11 +1,16 @@
 // The writer process of ChunkStoreCrashTest: writes chunks (and deletes some)
 // in a loop and reports each acknowledged operation as an 9-byte record
 // ('W'|'D', n as u64) on a file descriptor, until it is killed.
-// Usage: chunk_crash_child DIR FIRST FD
+// Usage: chunk_crash_child DIR FIRST FD THREADS
+// With THREADS > 1, writer t writes FIRST + t, FIRST + t + THREADS, ... (no
+// deletes), so that group commits carry many writes. Records are smaller
+// than PIPE_BUF, so concurrent reports never interleave.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend/chunk/chunk_store.h"
 #include "tests/chunk/chunk_crash_workload.h"
@@ -13,12 +18,14 @@
 
 int main(int argc, char** argv) {
   using namespace stripefs;
-  if (argc != 4) return 2;
+  if (argc != 5) return 2;
   const std::string dir = argv[1];
   const uint64_t first = std::strtoull(argv[2], nullptr, 10);
   const int fd = std::atoi(argv[3]);
+  const int threads = std::atoi(argv[4]);
   ChunkStoreOptions o;
   o.reserve_bytes = 0;
+  o.segment_bytes = 1 << 20;  // kills land around segment rolls too
   auto s = ChunkStore::Open(dir, o);
   if (!s.ok()) return 3;
   auto& store = *s;
@@ -28,6 +35,21 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 8; ++i) rec[1 + i] = static_cast<uint8_t>(n >> (8 * i));
     if (::write(fd, rec, sizeof(rec)) != sizeof(rec)) std::_Exit(5);
   };
+  if (threads > 1) {
+    std::vector<std::thread> writers;
+    for (int t = 0; t < threads; ++t) {
+      writers.emplace_back([&, t] {
+        for (uint64_t n = first + static_cast<uint64_t>(t); n < first + 100000;
+             n += static_cast<uint64_t>(threads)) {
+          auto data = stripefs::testing::Payload(crash::SizeOf(n), n);
+          if (!store->WriteChunk(crash::IdOf(n), 1, data).ok()) std::_Exit(4);
+          report('W', n);
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    return 0;
+  }
   for (uint64_t n = first; n < first + 100000; ++n) {
     auto data = stripefs::testing::Payload(crash::SizeOf(n), n);
     if (!store->WriteChunk(crash::IdOf(n), 1, data).ok()) return 4;

@@ -69,6 +69,41 @@ TEST(ChunkIndexCodec, BlockCrcValueRoundTripAndFormat1StillReads) {
   EXPECT_TRUE(old->block_crcs.empty());
 }
 
+TEST(ChunkIndexCodec, SegmentValueRoundTripAndBounds) {
+  std::vector<uint8_t> data(10000, 7);
+  ChunkIndexValue v{10000, 0x99, 0, 12, {}};
+  v.block_crcs = ComputeBlockCrcs(data.data(), data.size(), 12);
+  v.in_segment = true;
+  v.segment = 0x1122334455667788ull;
+  v.offset = 123 * kSegmentAlign;
+  std::string enc = EncodeChunkValue(v);
+  EXPECT_EQ(enc.size(), kChunkValueSize + 1 + kChunkSegmentRefSize + 3 * 4);
+  EXPECT_EQ(static_cast<uint8_t>(enc[0]), kChunkValueFormatSegment);
+  auto got = DecodeChunkValue(enc);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->in_segment);
+  EXPECT_EQ(got->segment, v.segment);
+  EXPECT_EQ(got->offset, v.offset);
+  EXPECT_EQ(got->block_crcs, v.block_crcs);
+  EXPECT_EQ(EncodeChunkValue(*got), enc);
+  EXPECT_EQ(SegmentExtentBytes(10000), 3 * kSegmentAlign);
+  EXPECT_EQ(SegmentExtentBytes(0), 0u);
+  for (size_t n = 0; n < enc.size(); ++n) {
+    EXPECT_EQ(DecodeChunkValue(enc.substr(0, n)).status().code(), EBADMSG);
+  }
+  EXPECT_EQ(DecodeChunkValue(enc + "x").status().code(), EBADMSG);
+  // A misaligned offset, or one whose extent would wrap, is refused.
+  ChunkIndexValue m = v;
+  m.offset = 100;
+  EXPECT_EQ(DecodeChunkValue(EncodeChunkValue(m)).status().code(), EBADMSG);
+  m.offset = UINT64_MAX / kSegmentAlign * kSegmentAlign;
+  EXPECT_EQ(DecodeChunkValue(EncodeChunkValue(m)).status().code(), EBADMSG);
+  // Format 3 always carries block CRCs.
+  std::string no_shift = enc;
+  no_shift[kChunkValueSize] = 0;
+  EXPECT_EQ(DecodeChunkValue(no_shift).status().code(), EBADMSG);
+}
+
 TEST(ChunkIndexCodec, MalformedIsCorruption) {
   std::string good = EncodeChunkValue({1, 2, 0, 0, {}});
   for (size_t n = 0; n < good.size(); ++n) {

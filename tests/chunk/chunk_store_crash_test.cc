@@ -48,6 +48,42 @@ bool ReadAck(int fd, Ack* a) {
   return true;
 }
 
+// After a reopen: every segment left holds live entries, together exactly
+// the chunks present, and no other file is in segments/.
+void ExpectNoGarbage(ChunkStore* store, const std::string& dir,
+                     size_t present) {
+  size_t live = 0;
+  for (const auto& seg : store->Segments()) {
+    EXPECT_GT(seg.usage.live_entries, 0u) << "segment " << seg.seq;
+    EXPECT_LE(seg.usage.live_bytes, seg.usage.end) << "segment " << seg.seq;
+    live += seg.usage.live_entries;
+  }
+  EXPECT_EQ(live, present);
+  EXPECT_EQ(CountFiles(dir + "/segments"), store->Segments().size());
+  EXPECT_EQ(CountFiles(dir + "/tmp"), 0u);
+}
+
+// Starts chunk_crash_child writing from `first` with `threads` writers;
+// returns its pid and the read end of its ack pipe.
+pid_t Spawn(const std::string& dir, uint64_t first, int threads, int* ack_fd) {
+  int p[2];
+  if (::pipe(p) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // exec a fresh process: this one may have RocksDB threads whose locks
+    // a forked child would inherit in an unknown state.
+    ::close(p[0]);
+    std::string f = std::to_string(first), fd = std::to_string(p[1]),
+                t = std::to_string(threads);
+    ::execl(CHUNK_CRASH_CHILD, CHUNK_CRASH_CHILD, dir.c_str(), f.c_str(),
+            fd.c_str(), t.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ::close(p[1]);
+  *ack_fd = p[0];
+  return pid;
+}
+
 TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/store";
@@ -60,19 +96,8 @@ TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
   uint64_t next = 0;
   for (int round = 0; round < 10; ++round) {
     int p[2];
-    ASSERT_EQ(::pipe(p), 0);
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // exec a fresh process: this one may have RocksDB threads whose locks
-      // a forked child would inherit in an unknown state.
-      ::close(p[0]);
-      std::string first = std::to_string(next), fd = std::to_string(p[1]);
-      ::execl(CHUNK_CRASH_CHILD, CHUNK_CRASH_CHILD, dir.c_str(), first.c_str(),
-              fd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(p[1]);
+    pid_t pid = Spawn(dir, next, 1, &p[0]);
+    ASSERT_GT(pid, 0);
     const size_t want = 3 + rng() % 25;
     size_t got = 0;
     uint64_t last_written = next;
@@ -152,12 +177,81 @@ TEST(ChunkStoreCrashTest, KillNineNeverExposesHalfWrittenChunks) {
     } else {
       EXPECT_EQ(r.status().code(), ENOENT) << r.status().ToString();
     }
-    EXPECT_EQ(CountFiles(dir + "/tmp"), 0u) << "round " << round;
-    EXPECT_EQ(CountFiles(dir + "/data"), present) << "round " << round;
+    ExpectNoGarbage(store.get(), dir, present);
     EXPECT_EQ(store->Stats()->chunks, present) << "round " << round;
     next = in_flight + 1;
   }
   EXPECT_GE(acked.size(), 30u);
+}
+
+// Eight writers share each group commit; a kill lands mid-batch. Every
+// acknowledged chunk survives intact, every other one of the batch in
+// flight is all or nothing, and no garbage outlives the reopen.
+TEST(ChunkStoreCrashTest, KillNineMidGroupCommitIsAllOrNothingPerChunk) {
+  constexpr int kThreads = 8;
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::map<uint64_t, bool> acked;  // n -> acknowledged
+  uint64_t first = 0;
+  for (int round = 0; round < 6; ++round) {
+    int fd = -1;
+    pid_t pid = Spawn(dir, first, kThreads, &fd);
+    ASSERT_GT(pid, 0);
+    const size_t want = 8 + rng() % 40;
+    uint64_t top = first;
+    for (size_t got = 0; got < want; ++got) {
+      pollfd pfd{fd, POLLIN, 0};
+      ASSERT_GT(::poll(&pfd, 1, 20000), 0)
+          << "writer child made no progress for 20 s";
+      Ack a;
+      ASSERT_TRUE(ReadAck(fd, &a)) << "writer child exited early";
+      acked[a.n] = true;
+      top = std::max(top, a.n);
+    }
+    ::usleep(static_cast<useconds_t>(rng() % 4000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "child exit status " << status;
+    Ack a;
+    while (ReadAck(fd, &a)) {
+      acked[a.n] = true;
+      top = std::max(top, a.n);
+    }
+    ::close(fd);
+
+    ChunkStoreOptions o;
+    o.reserve_bytes = 0;
+    auto s = ChunkStore::Open(dir, o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto& store = *s;
+    // Writer t writes first + t, first + t + kThreads, ...: nothing beyond
+    // top + kThreads was started.
+    const uint64_t end = top + kThreads + 1;
+    size_t present = 0;
+    for (uint64_t n = 0; n < end; ++n) {
+      auto r =
+          store->ReadChunk(IdOf(n), 1, 0, static_cast<uint32_t>(SizeOf(n)));
+      if (acked.count(n)) {
+        ASSERT_TRUE(r.ok()) << "round " << round << " chunk " << n << ": "
+                            << r.status().ToString();
+      }
+      if (r.ok()) {
+        ASSERT_EQ(*r, Payload(SizeOf(n), n)) << n;
+        acked[n] = true;
+        ++present;
+      } else {
+        ASSERT_EQ(r.status().code(), ENOENT) << r.status().ToString();
+      }
+    }
+    ExpectNoGarbage(store.get(), dir, present);
+    EXPECT_EQ(store->Stats()->chunks, present);
+    first = end;
+  }
+  EXPECT_GE(acked.size(), 48u);
 }
 
 }  // namespace

@@ -13,13 +13,14 @@
 #include <thread>
 
 #include "backend/chunk/chunk_index_codec.h"
+#include "backend/chunk/chunk_paths.h"
 #include "tests/chunk/chunk_store_test_util.h"
 
 namespace stripefs {
 namespace {
 
 using testing::CountFiles;
-using testing::FlipBits;
+using testing::FlipChunkBits;
 using testing::Payload;
 using testing::TempDir;
 
@@ -161,7 +162,7 @@ TEST_P(ChunkStoreTest, BitFlipIsEbadmsgCountedAndRepairable) {
   ChunkId id{5, 6, 1};
   auto data = Payload(262144, 4);
   ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
-  FlipBits(store_->DataPath(id, 3), 200000, 0x04);
+  FlipChunkBits(*store_, id, 3, 200000, 0x04);
   auto got = store_->ReadChunk(id, 3, 0, 262144);
   EXPECT_EQ(got.status().code(), EBADMSG);
   EXPECT_NE(got.status().message().find("CRC32C"), std::string::npos)
@@ -201,30 +202,39 @@ TEST_P(ChunkStoreTest, RangeReadsAreByteExactAtEveryBlockEdge) {
     }
   }
   // A flip in the short last block is caught by a read of just that block.
-  FlipBits(store_->DataPath(id, 3), 3 * 4096 + 100, 0x01);
+  FlipChunkBits(*store_, id, 3, 3 * 4096 + 100, 0x01);
   EXPECT_EQ(store_->ReadChunk(id, 3, 3 * 4096 + 120, 3).status().code(),
             EBADMSG);
   EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 3 * 4096).ok());
 }
 
-TEST_P(ChunkStoreTest, TruncatedOrExtendedFileIsCorruption) {
+TEST_P(ChunkStoreTest, TruncatedSegmentIsCorruption) {
   ChunkId id{5, 6, 1};
   ASSERT_TRUE(store_->WriteChunk(id, 3, Payload(8192, 4)).ok());
-  ASSERT_EQ(::truncate(store_->DataPath(id, 3).c_str(), 8191), 0);
-  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 10).status().code(), EBADMSG);
-  ASSERT_EQ(::truncate(store_->DataPath(id, 3).c_str(), 8193), 0);
-  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 10).status().code(), EBADMSG);
+  auto loc = store_->Locate(id, 3);
+  ASSERT_TRUE(loc.ok() && loc->in_segment);
+  store_.reset();  // an open store would keep writing past the cut
+  ASSERT_EQ(
+      ::truncate(loc->path.c_str(), static_cast<off_t>(loc->offset + 8191)), 0);
+  Reopen();
+  EXPECT_EQ(store_->ReadChunk(id, 3, 0, 8192).status().code(), EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id, 3, 4096, 10).status().code(), EBADMSG);
+  EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 4096).ok());
   EXPECT_EQ(store_->Stats()->crc_errors, 2u);
 }
 
-TEST_P(ChunkStoreTest, MissingDataFileIsEnoentCountedAndDropped) {
+TEST_P(ChunkStoreTest, MissingSegmentIsEnoentCountedAndDropped) {
   ChunkId id{5, 6, 1};
   ASSERT_TRUE(store_->WriteChunk(id, 3, Payload(100, 4)).ok());
+  Reopen();  // seals the segment: v4 goes to a new one
   ASSERT_TRUE(store_->WriteChunk(id, 4, Payload(100, 5)).ok());
-  ASSERT_EQ(::unlink(store_->DataPath(id, 3).c_str()), 0);
+  const std::string seg = store_->Locate(id, 3)->path;
+  ASSERT_NE(seg, store_->Locate(id, 4)->path);
+  store_.reset();
+  ASSERT_EQ(::unlink(seg.c_str()), 0);
+  Reopen();
   auto got = store_->ReadChunk(id, 3, 0, 100);
   EXPECT_EQ(got.status().code(), ENOENT);
-  EXPECT_NE(got.status().message().find("missing"), std::string::npos);
   EXPECT_EQ(store_->Counters().missing_chunks, 1u);
   auto list = store_->ListChunks({}, 10);
   ASSERT_TRUE(list.ok());
@@ -247,8 +257,8 @@ TEST_P(ChunkStoreTest, DeleteKeepsOnlyKeepVersion) {
   EXPECT_EQ(store_->ReadChunk(id, 1, 0, 1).status().code(), ENOENT);
   EXPECT_EQ(store_->ReadChunk(id, 3, 0, 1).status().code(), ENOENT);
   EXPECT_EQ(*store_->ReadChunk(id, 2, 0, 1000), Payload(1000, 2));
-  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 1)));
-  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 3)));
+  EXPECT_EQ(store_->Locate(id, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->Locate(id, 3).status().code(), ENOENT);
   EXPECT_EQ(store_->Stats()->chunks, 2u);
   // keep_version 0 deletes everything of `id`, nothing else.
   ASSERT_TRUE(store_->DeleteChunk(id, 0).ok());
@@ -259,13 +269,11 @@ TEST_P(ChunkStoreTest, DeleteKeepsOnlyKeepVersion) {
   // Deleting what is absent is OK.
   EXPECT_TRUE(store_->DeleteChunk(id, 0).ok());
   EXPECT_TRUE(store_->DeleteChunk({99, 99, 99}, 5).ok());
-  // Sweep then removes the empty directories of `id`? No: `other` shares
-  // them; after deleting it too they go.
+  // With everything deleted, compaction leaves no segment behind.
   ASSERT_TRUE(store_->DeleteChunk(other, 0).ok());
-  auto rep = store_->Sweep();
-  ASSERT_TRUE(rep.ok());
-  EXPECT_EQ(rep->empty_dirs_removed, 2u);
-  EXPECT_EQ(CountFiles(StorePath() + "/data"), 0u);
+  ASSERT_TRUE(store_->Compact(true).ok());
+  EXPECT_EQ(CountFiles(StorePath() + "/segments"), 0u);
+  EXPECT_TRUE(store_->Segments().empty());
 }
 
 TEST_P(ChunkStoreTest, DeleteChunkVersionDropsExactlyThatVersion) {
@@ -275,32 +283,42 @@ TEST_P(ChunkStoreTest, DeleteChunkVersionDropsExactlyThatVersion) {
   }
   ASSERT_TRUE(store_->DeleteChunkVersion(id, 2).ok());
   EXPECT_EQ(store_->ReadChunk(id, 2, 0, 1).status().code(), ENOENT);
-  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 2)));
+  EXPECT_EQ(store_->Locate(id, 2).status().code(), ENOENT);
   EXPECT_TRUE(store_->ReadChunk(id, 1, 0, 100).ok());
   EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 100).ok());
   EXPECT_TRUE(store_->DeleteChunkVersion(id, 2).ok());  // absent is OK
   EXPECT_EQ(store_->Stats()->chunks, 2u);
 }
 
-TEST_P(ChunkStoreTest, CloneWholeChunkIsAVerifiedHardLink) {
+TEST_P(ChunkStoreTest, CloneWholeChunkSharesTheVerifiedExtent) {
   ChunkId id{4, 2, 5};
   auto data = Payload(70000, 3);
   ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
   Status st = store_->CloneChunk(id, 10, 11, 70000);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(store_->Counters().clones_linked, 1u);
-  struct stat a, b;
-  ASSERT_EQ(::stat(store_->DataPath(id, 10).c_str(), &a), 0);
-  ASSERT_EQ(::stat(store_->DataPath(id, 11).c_str(), &b), 0);
-  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(store_->Counters().clones_shared, 1u);
+  auto a = store_->Locate(id, 10), b = store_->Locate(id, 11);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->path, b->path);
+  EXPECT_EQ(a->offset, b->offset);
   EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), data);
-  // Versions are independent names: dropping the source keeps the clone,
-  // also across a reopen.
+  // Versions are independent names: dropping the source keeps the clone
+  // (its extent is not punched while shared), also across a reopen.
   ASSERT_TRUE(store_->DeleteChunkVersion(id, 10).ok());
+  EXPECT_EQ(store_->Counters().holes_punched, 0u);
   Reopen();
   EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), data);
   EXPECT_EQ(store_->Stats()->chunks, 1u);
   EXPECT_EQ(store_->Stats()->bytes_stored, 70000u);
+  // In the active segment: the extent is punched out once its last
+  // reference goes (a sealed segment would simply be removed).
+  ASSERT_TRUE(store_->WriteChunk(id, 20, data).ok());
+  ASSERT_TRUE(store_->CloneChunk(id, 20, 21, 70000).ok());
+  ASSERT_TRUE(store_->DeleteChunkVersion(id, 20).ok());
+  EXPECT_EQ(store_->Counters().holes_punched, 0u);
+  ASSERT_TRUE(store_->DeleteChunkVersion(id, 21).ok());
+  EXPECT_EQ(store_->Counters().holes_punched, 1u);
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, 70000), data);
 }
 
 TEST_P(ChunkStoreTest, ClonePrefixCopiesAndErrorsAreClear) {
@@ -308,7 +326,7 @@ TEST_P(ChunkStoreTest, ClonePrefixCopiesAndErrorsAreClear) {
   auto data = Payload(5000, 3);
   ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
   ASSERT_TRUE(store_->CloneChunk(id, 10, 12, 4000).ok());
-  EXPECT_EQ(store_->Counters().clones_linked, 0u);
+  EXPECT_EQ(store_->Counters().clones_shared, 0u);
   EXPECT_EQ(*store_->ReadChunk(id, 12, 0, 4000),
             std::vector<uint8_t>(data.begin(), data.begin() + 4000));
   EXPECT_EQ(store_->CloneChunk(id, 10, 13, 5001).code(), EINVAL);
@@ -341,21 +359,21 @@ TEST_P(ChunkStoreTest, PatchErrorsAreClearAndLeaveNothingBehind) {
   auto patch = Payload(100, 9);
   EXPECT_EQ(store_->PatchChunk(id, 10, 11, 5000, 4901, patch).code(), EINVAL);
   EXPECT_EQ(store_->PatchChunk(id, 99, 100, 5000, 0, patch).code(), ENOENT);
-  FlipBits(store_->DataPath(id, 10), 17, 0x80);
+  FlipChunkBits(*store_, id, 10, 17, 0x80);
   EXPECT_EQ(store_->PatchChunk(id, 10, 11, 5000, 0, patch).code(), EBADMSG);
   for (uint64_t v : {11, 100}) {
     EXPECT_EQ(store_->ReadChunk(id, v, 0, 1).status().code(), ENOENT);
-    EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, v)));
+    EXPECT_EQ(store_->Locate(id, v).status().code(), ENOENT);
   }
 }
 
 TEST_P(ChunkStoreTest, CloneOfCorruptSourceIsRefused) {
   ChunkId id{4, 2, 5};
   ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
-  FlipBits(store_->DataPath(id, 10), 17, 0x80);
+  FlipChunkBits(*store_, id, 10, 17, 0x80);
   EXPECT_EQ(store_->CloneChunk(id, 10, 11, 5000).code(), EBADMSG);
   EXPECT_EQ(store_->ReadChunk(id, 11, 0, 1).status().code(), ENOENT);
-  EXPECT_FALSE(std::filesystem::exists(store_->DataPath(id, 11)));
+  EXPECT_EQ(store_->Locate(id, 11).status().code(), ENOENT);
   EXPECT_EQ(store_->Stats()->crc_errors, 1u);
 }
 
@@ -428,12 +446,17 @@ TEST_P(ChunkStoreTest, ReopenKeepsChunksAndRecountsStats) {
 TEST_P(ChunkStoreTest, ReopenRemovesOrphansAndTempFiles) {
   ChunkId kept{1, 1, 1}, orphan{2, 8192, 4};
   ASSERT_TRUE(store_->WriteChunk(kept, 1, Payload(100, 1)).ok());
-  std::string orphan_path = store_->DataPath(orphan, 3);
+  std::string orphan_path =
+      chunk_paths::LegacyChunkPath(StorePath() + "/data", orphan, 3);
   store_.reset();
-  // A crash after rename but before the index put leaves an unindexed file;
-  // a crash mid-write leaves a temp file.
+  // Leftovers of the legacy layout: a crash after rename but before the
+  // index put left an unindexed file, one mid-write a temp file. And a
+  // segment of a batch that never committed.
   std::filesystem::create_directories(
       std::filesystem::path(orphan_path).parent_path());
+  std::filesystem::create_directories(StorePath() + "/tmp");
+  const std::string torn_seg = StorePath() + "/segments/00000000000000ff.seg";
+  std::ofstream(torn_seg) << "uncommitted";
   std::ofstream(orphan_path) << "half a chunk";
   std::ofstream(StorePath() + "/tmp/123-abc.7.tmp") << "torn";
   std::ofstream(StorePath() + "/data/README") << "not ours";
@@ -441,6 +464,7 @@ TEST_P(ChunkStoreTest, ReopenRemovesOrphansAndTempFiles) {
   EXPECT_FALSE(std::filesystem::exists(orphan_path));
   EXPECT_FALSE(std::filesystem::exists(StorePath() + "/tmp/123-abc.7.tmp"));
   EXPECT_TRUE(std::filesystem::exists(StorePath() + "/data/README"));
+  EXPECT_FALSE(std::filesystem::exists(torn_seg));
   auto c = store_->Counters();
   EXPECT_EQ(c.orphans_removed, 1u);
   EXPECT_EQ(c.temp_files_removed, 1u);
@@ -449,11 +473,12 @@ TEST_P(ChunkStoreTest, ReopenRemovesOrphansAndTempFiles) {
   EXPECT_EQ(store_->Stats()->chunks, 1u);
 }
 
-TEST_P(ChunkStoreTest, ReopenDropsEntriesWithoutFiles) {
+TEST_P(ChunkStoreTest, ReopenDropsEntriesWithoutData) {
   ChunkId a{1, 1, 1}, b{1, 1, 2};
   ASSERT_TRUE(store_->WriteChunk(a, 1, Payload(100, 1)).ok());
+  Reopen();
   ASSERT_TRUE(store_->WriteChunk(b, 1, Payload(200, 2)).ok());
-  std::string pa = store_->DataPath(a, 1);
+  std::string pa = store_->Locate(a, 1)->path;
   store_.reset();
   ASSERT_EQ(::unlink(pa.c_str()), 0);
   Reopen();
@@ -495,7 +520,7 @@ TEST_P(ChunkStoreTest, MalformedIndexValueIsCorruptionNotData) {
 TEST_P(ChunkStoreTest, LostIndexIsRefusedNotSwept) {
   ChunkId id{1, 1, 1};
   ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(100, 1)).ok());
-  std::string path = store_->DataPath(id, 1);
+  std::string path = store_->Locate(id, 1)->path;
   store_.reset();
   std::filesystem::remove_all(StorePath() + "/index");
   auto s = ChunkStore::Open(StorePath(), TestOptions(GetParam()));
@@ -535,7 +560,7 @@ TEST_P(ChunkStoreTest, ConcurrentWritersReadersAndDeleters) {
         if (!store_->WriteChunk(id, 2, data).ok()) ++failures;
         auto got = store_->ReadChunk(id, 1, 0, data.size());
         if (!got.ok() || *got != data) ++failures;
-        // Carry v2 over to v3 (a hard link), keep only v3.
+        // Carry v2 over to v3 (a shared extent), keep only v3.
         if (!store_->CloneChunk(id, 2, 3, static_cast<uint32_t>(data.size()))
                  .ok()) {
           ++failures;
@@ -567,10 +592,7 @@ TEST_P(ChunkStoreTest, ConcurrentWritersReadersAndDeleters) {
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->orphans_removed, 0u);
   EXPECT_EQ(rep->missing_dropped, 0u);
-  EXPECT_EQ(CountFiles(StorePath() + "/data"),
-            static_cast<size_t>(kThreads * kPerThread));
-  EXPECT_EQ(CountFiles(StorePath() + "/tmp"), 0u);
-  EXPECT_EQ(store_->Counters().clones_linked,
+  EXPECT_EQ(store_->Counters().clones_shared,
             static_cast<uint64_t>(kThreads * kPerThread));
 }
 
@@ -624,8 +646,7 @@ TEST(ChunkStoreOpen, ReserveRefusesWritesCleanly) {
   EXPECT_NE(st.message().find("full"), std::string::npos) << st.message();
   EXPECT_EQ((*s)->ReadChunk({1, 1, 1}, 1, 0, 1).status().code(), ENOENT);
   EXPECT_EQ((*s)->Counters().nospace_refusals, 1u);
-  EXPECT_EQ(CountFiles(dir.path() + "/tmp"), 0u);
-  EXPECT_EQ(CountFiles(dir.path() + "/data"), 0u);
+  EXPECT_EQ(CountFiles(dir.path() + "/segments"), 0u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/chunk/chunk_store.h"
 #include "tests/chunk/chunk_payload.h"
 
 namespace stripefs::testing {
@@ -47,6 +48,14 @@ inline void FlipBits(const std::string& path, off_t offset, uint8_t mask) {
   b ^= mask;
   ASSERT_EQ(::pwrite(fd, &b, 1, offset), 1);
   ::close(fd);
+}
+
+// XORs `mask` into byte `offset` of stored chunk (id, version).
+inline void FlipChunkBits(ChunkStore& store, const ChunkId& id,
+                          uint64_t version, uint64_t offset, uint8_t mask) {
+  auto loc = store.Locate(id, version);
+  ASSERT_TRUE(loc.ok()) << loc.status().ToString();
+  FlipBits(loc->path, static_cast<off_t>(loc->offset + offset), mask);
 }
 
 inline size_t CountFiles(const std::string& dir) {

@@ -1,6 +1,6 @@
 // libFuzzer target for the chunk index decoders (keys and values read back
 // from RocksDB): no crash on any input, and whatever decodes re-encodes to
-// exactly the same bytes.
+// exactly the same bytes, with the bounds the engine relies on.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -20,6 +20,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)DescribeChunk(id, version);
   }
   auto value = DecodeChunkValue(in);
-  if (value.ok() && EncodeChunkValue(*value) != in) std::abort();
+  if (value.ok()) {
+    if (EncodeChunkValue(*value) != in) std::abort();
+    // What the engine relies on without checking again: an aligned extent
+    // that does not wrap, and one CRC per block.
+    if (value->in_segment &&
+        (value->offset % kSegmentAlign != 0 || value->block_shift == 0 ||
+         value->offset + SegmentExtentBytes(value->length) < value->offset)) {
+      std::abort();
+    }
+    if (value->block_shift != 0 &&
+        value->block_crcs.size() != (uint64_t{value->length} +
+                                     (uint64_t{1} << value->block_shift) - 1) >>
+                                        value->block_shift) {
+      std::abort();
+    }
+  }
   return 0;
 }

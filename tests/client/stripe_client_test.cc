@@ -331,16 +331,18 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   auto sv = meta().GetStripes(ino, 0, 1)->front();
   auto servers = ServersOf(ino, 0);
-  // Flip a bit in data chunk 1's file.
-  std::string path = stores_[servers[1]]->DataPath({ino, 0, 1}, sv.version);
+  // Flip a bit in data chunk 1's bytes.
+  auto loc = stores_[servers[1]]->Locate({ino, 0, 1}, sv.version);
+  ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << path;
-    f.seekg(17);
+    const auto at = static_cast<std::streamoff>(loc->offset + 17);
+    std::fstream f(loc->path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << loc->path;
+    f.seekg(at);
     char b;
     f.read(&b, 1);
     b = static_cast<char>(b ^ 0x10);
-    f.seekp(17);
+    f.seekp(at);
     f.write(&b, 1);
   }
   EXPECT_EQ(ReadAll(ino), data);

@@ -1,0 +1,45 @@
+// ChunkStore::CommitOp: one index mutation waiting for the group commit
+// (private to the chunk store's .cc files).
+//
+// The submitting thread owns the op and holds the chunk lock of `id`
+// exclusively until the op is done; the commit thread fills in the location
+// of new bytes and the status, then sets `done` under the queue mutex.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/chunk/chunk_index_codec.h"
+#include "backend/chunk/chunk_store.h"
+
+namespace stripefs {
+
+// A value an op lets go of once it is committed.
+struct ChunkStore::Freed {
+  uint64_t version = 0;
+  ChunkIndexValue value;
+};
+
+struct ChunkStore::CommitOp {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  ChunkId id;
+  // kPut: every key gets `value`; kDelete: every key is removed.
+  std::vector<std::string> keys;
+  // kPut with new bytes: they go to a fresh extent, whose place the commit
+  // thread writes into `value`. Without: `value` is stored as it is.
+  bool has_data = false;
+  std::span<const uint8_t> data;
+  ChunkIndexValue value;
+  std::vector<Freed> freed;
+  // Where the bytes went (set by Submit; segment 0: no extent).
+  SegmentExtent extent;
+  // A compaction move: the old extents are not punched (their segment goes).
+  bool relocation = false;
+
+  Status status;
+  bool done = false;
+};
+
+}  // namespace stripefs

@@ -1,0 +1,251 @@
+#include "backend/chunk/segment_set.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "backend/chunk/chunk_index_codec.h"
+#include "backend/chunk/chunk_paths.h"
+
+namespace stripefs {
+
+using chunk_paths::FsyncDir;
+using chunk_paths::IsNoSpace;
+
+SegmentSet::SegmentSet(std::string dir, const Options& options)
+    : dir_(std::move(dir)), options_(options) {}
+
+Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
+                                                          bool create) {
+  auto f = std::make_shared<SegmentFile>();
+  f->seq = seq;
+  f->path = dir_ + "/" + chunk_paths::SegmentFileName(seq);
+  const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+  if (options_.use_direct_io) {
+    f->write_fd.Reset(::open(f->path.c_str(), flags | O_DIRECT, 0644));
+    f->direct = f->write_fd.valid();
+  }
+  if (!f->write_fd.valid()) {
+    // No O_DIRECT here (EINVAL, e.g. some tmpfs): buffered writes.
+    f->write_fd.Reset(::open(f->path.c_str(), flags, 0644));
+  }
+  if (!f->write_fd.valid()) {
+    return Status::FromErrno(errno, "open segment " + f->path);
+  }
+  f->read_fd.Reset(::open(f->path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f->read_fd.valid()) {
+    return Status::FromErrno(errno, "open segment " + f->path);
+  }
+  return f;
+}
+
+Result<std::vector<uint64_t>> SegmentSet::Load(
+    const std::map<uint64_t, SegmentUsage>& usage, uint64_t* removed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *removed = 0;
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                            chunk_paths::ListDir(dir_));
+  for (const auto& n : names) {
+    uint64_t seq;
+    if (!chunk_paths::ParseSegmentFileName(n, &seq)) continue;
+    next_seq_ = std::max(next_seq_, seq + 1);
+    const std::string path = dir_ + "/" + n;
+    auto u = usage.find(seq);
+    if (u == usage.end() || u->second.live_entries == 0) {
+      // Written by a batch that never committed, or emptied before a crash.
+      if (::unlink(path.c_str()) == 0) ++*removed;
+      continue;
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(std::shared_ptr<SegmentFile> f,
+                              OpenFile(seq, false));
+    struct stat st;
+    if (::fstat(f->read_fd.get(), &st) != 0) {
+      return Status::FromErrno(errno, "fstat " + path);
+    }
+    // Past the last committed entry is garbage (and preallocation).
+    if (static_cast<uint64_t>(st.st_size) > u->second.end &&
+        ::ftruncate(f->write_fd.get(), static_cast<off_t>(u->second.end)) !=
+            0) {
+      return Status::FromErrno(errno, "truncate " + path);
+    }
+    Segment s;
+    s.file = std::move(f);
+    s.usage = u->second;
+    s.capacity = u->second.end;
+    s.sealed = true;
+    segments_.emplace(seq, std::move(s));
+  }
+  std::vector<uint64_t> missing;
+  for (const auto& [seq, u] : usage) {
+    if (u.live_entries > 0 && !segments_.count(seq)) missing.push_back(seq);
+    next_seq_ = std::max(next_seq_, seq + 1);
+  }
+  removed_ += *removed;
+  return missing;
+}
+
+void SegmentSet::SealActiveLocked() {
+  if (active_ == 0) return;
+  Segment& s = segments_[active_];
+  s.sealed = true;
+  // Give back the preallocated tail (pending extents all lie below end).
+  if (s.capacity > s.usage.end && s.capacity != UINT64_MAX) {
+    if (::ftruncate(s.file->write_fd.get(), static_cast<off_t>(s.usage.end)) ==
+        0) {
+      s.capacity = s.usage.end;
+    }
+  }
+  const uint64_t was = active_;
+  active_ = 0;
+  MaybeRemoveLocked(was);
+}
+
+Status SegmentSet::Roll(uint64_t at_least) {
+  SealActiveLocked();
+  at_least = std::max<uint64_t>(at_least, kSegmentAlign);
+  const uint64_t seq = next_seq_++;
+  STRIPEFS_ASSIGN_OR_RETURN(std::shared_ptr<SegmentFile> f,
+                            OpenFile(seq, true));
+  auto fail = [&](int err, const std::string& what) {
+    ::unlink(f->path.c_str());
+    return Status::FromErrno(err, what + " " + f->path);
+  };
+  uint64_t capacity = std::max(options_.segment_bytes, at_least);
+  if (::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(capacity)) != 0) {
+    int err = errno;
+    // Nearly full: a segment just big enough for this write.
+    if (IsNoSpace(err) && capacity > at_least &&
+        ::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(at_least)) ==
+            0) {
+      capacity = at_least;
+    } else if (err == EOPNOTSUPP) {
+      capacity = UINT64_MAX;  // no preallocation: the file grows as written
+    } else {
+      return fail(err, "preallocate segment");
+    }
+  }
+  // The segment's name must survive a crash before any entry points into it.
+  Status st = FsyncDir(dir_);
+  if (!st.ok()) return fail(st.code(), "fsync directory of");
+  Segment s;
+  s.file = std::move(f);
+  s.capacity = capacity;
+  segments_.emplace(seq, std::move(s));
+  active_ = seq;
+  return Status::Ok();
+}
+
+Result<SegmentExtent> SegmentSet::Allocate(uint64_t bytes) {
+  if (bytes == 0) return SegmentExtent{};  // nothing to store anywhere
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ == 0 ||
+      segments_[active_].capacity - segments_[active_].usage.end < bytes) {
+    STRIPEFS_RETURN_IF_ERROR(Roll(bytes));
+  }
+  Segment& s = segments_[active_];
+  SegmentExtent e{active_, s.usage.end, bytes};
+  s.usage.end += bytes;
+  ++s.pending;
+  return e;
+}
+
+void SegmentSet::Settle(const SegmentExtent& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(e.segment);
+  if (it == segments_.end()) return;
+  --it->second.pending;
+  MaybeRemoveLocked(e.segment);
+}
+
+void SegmentSet::AddLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(seq);
+  if (it == segments_.end()) return;
+  it->second.usage.live_bytes += bytes;
+  it->second.usage.live_entries += entries;
+}
+
+void SegmentSet::RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(seq);
+  if (it == segments_.end()) return;
+  SegmentUsage& u = it->second.usage;
+  u.live_bytes -= std::min(u.live_bytes, bytes);
+  u.live_entries -= std::min(u.live_entries, entries);
+  MaybeRemoveLocked(seq);
+}
+
+void SegmentSet::NotePunched(uint64_t seq, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(seq);
+  if (it != segments_.end()) it->second.usage.punched += bytes;
+}
+
+void SegmentSet::SealActive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SealActiveLocked();
+}
+
+void SegmentSet::MaybeRemoveLocked(uint64_t seq) {
+  auto it = segments_.find(seq);
+  if (it == segments_.end()) return;
+  const Segment& s = it->second;
+  if (!s.sealed || s.pending > 0 || s.usage.live_entries > 0) return;
+  // Readers that still hold the file keep reading it; the name goes now (a
+  // crash before the unlink is durable leaves a file Load removes).
+  ::unlink(s.file->path.c_str());
+  segments_.erase(it);
+  ++removed_;
+}
+
+std::shared_ptr<SegmentFile> SegmentSet::Get(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = segments_.find(seq);
+  return it == segments_.end() ? nullptr : it->second.file;
+}
+
+std::vector<SegmentInfo> SegmentSet::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SegmentInfo> out;
+  for (const auto& [seq, s] : segments_) {
+    out.push_back({seq, s.usage, s.pending, s.sealed});
+  }
+  return out;
+}
+
+std::vector<uint64_t> SegmentSet::CompactionCandidates(
+    double max_live_fraction) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<double, uint64_t>> c;
+  for (const auto& [seq, s] : segments_) {
+    const uint64_t occupied =
+        s.usage.end - std::min(s.usage.end, s.usage.punched);
+    if (!s.sealed || occupied == 0 || s.usage.live_bytes >= occupied) continue;
+    const double live =
+        static_cast<double>(s.usage.live_bytes) / static_cast<double>(occupied);
+    if (live < max_live_fraction) c.emplace_back(live, seq);
+  }
+  std::sort(c.begin(), c.end());
+  std::vector<uint64_t> out;
+  for (const auto& p : c) out.push_back(p.second);
+  return out;
+}
+
+uint64_t SegmentSet::RemoveDead() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t before = removed_;
+  std::vector<uint64_t> seqs;
+  for (const auto& [seq, s] : segments_) seqs.push_back(seq);
+  for (uint64_t seq : seqs) MaybeRemoveLocked(seq);
+  return removed_ - before;
+}
+
+uint64_t SegmentSet::removed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return removed_;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,126 @@
+// SegmentSet: the append-only segment files of one chunk store, and what
+// each of them holds.
+//
+// Chunks are appended to the one active segment at kSegmentAlign-aligned
+// offsets; a segment is preallocated (fallocate) to `segment_bytes` when it
+// is created, and its directory entry is made durable then, once per
+// segment, never per chunk. A segment that is not active is sealed: nothing
+// is appended to it again (every segment found at open is sealed, so bytes
+// past the last committed entry are never reused, only cut off).
+//
+// Accounting: `live` counts the bytes and entries of index entries that
+// point into a segment (an extent shared by clones counts once per entry),
+// `end` is how far it has been written. A sealed segment with no live entry
+// and no write in flight is unlinked. The owner (ChunkStore) keeps the
+// counts in step with the index: AddLive after an entry is committed,
+// RemoveLive after it is deleted or moved.
+//
+// Thread-safety: all methods may be called concurrently (one mutex).
+// Allocate is meant for the store's single commit thread. Files are shared
+// with readers through shared_ptr, so a reader keeps a segment readable
+// while it is being unlinked.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace stripefs {
+
+struct SegmentFile {
+  uint64_t seq = 0;
+  std::string path;
+  UniqueFd write_fd;  // O_DIRECT when the file system takes it
+  UniqueFd read_fd;   // buffered
+  bool direct = false;
+};
+
+struct SegmentUsage {
+  uint64_t live_bytes = 0;  // extents of live entries (aligned sizes)
+  uint64_t live_entries = 0;
+  uint64_t end = 0;      // bytes written (or, at open, the last entry's end)
+  uint64_t punched = 0;  // dead bytes already given back (PUNCH_HOLE)
+};
+
+struct SegmentInfo {
+  uint64_t seq = 0;
+  SegmentUsage usage;
+  uint64_t pending = 0;  // allocated extents not yet settled
+  bool sealed = false;
+};
+
+struct SegmentExtent {
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+class SegmentSet {
+ public:
+  struct Options {
+    uint64_t segment_bytes = uint64_t{64} << 20;
+    bool use_direct_io = true;
+  };
+  SegmentSet(std::string dir, const Options& options);
+
+  // Opens every segment file in the directory, sealed, with `usage` (from
+  // the index scan). Files no entry points to are removed, tails past the
+  // last entry are cut off. Returns the segments the index names that have
+  // no file (their entries are missing chunks).
+  Result<std::vector<uint64_t>> Load(
+      const std::map<uint64_t, SegmentUsage>& usage, uint64_t* removed);
+
+  // Reserves `bytes` (a multiple of kSegmentAlign) in the active segment,
+  // first rolling to a new, preallocated one when it does not fit. The
+  // extent stays pending until Settle. ENOSPC when no segment can be made.
+  // An empty chunk gets segment 0, which names no file.
+  Result<SegmentExtent> Allocate(uint64_t bytes);
+  // Ends the pending state of an extent from Allocate.
+  void Settle(const SegmentExtent& e);
+  void AddLive(uint64_t seq, uint64_t bytes, uint64_t entries);
+  void RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries);
+  void NotePunched(uint64_t seq, uint64_t bytes);
+  // The next Allocate starts a new segment (so the active one can be
+  // compacted).
+  void SealActive();
+
+  // Null when there is no such segment.
+  std::shared_ptr<SegmentFile> Get(uint64_t seq);
+  std::vector<SegmentInfo> List();
+  // Sealed segments whose live bytes are below `max_live_fraction` of what
+  // they still occupy (end minus punched holes), most dead first.
+  std::vector<uint64_t> CompactionCandidates(double max_live_fraction);
+  // Unlinks every sealed, unused segment; returns how many.
+  uint64_t RemoveDead();
+  uint64_t removed() const;
+
+ private:
+  struct Segment {
+    std::shared_ptr<SegmentFile> file;
+    SegmentUsage usage;
+    uint64_t capacity = 0;  // preallocated size
+    uint64_t pending = 0;
+    bool sealed = false;
+  };
+  Result<std::shared_ptr<SegmentFile>> OpenFile(uint64_t seq, bool create);
+  Status Roll(uint64_t at_least);
+  void SealActiveLocked();
+  // Unlinks `seq` when sealed and unused (mu_ held).
+  void MaybeRemoveLocked(uint64_t seq);
+
+  const std::string dir_;
+  const Options options_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Segment> segments_;
+  uint64_t active_ = 0;  // 0: none
+  uint64_t next_seq_ = 1;
+  uint64_t removed_ = 0;
+};
+
+}  // namespace stripefs

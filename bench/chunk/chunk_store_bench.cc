@@ -1,0 +1,176 @@
+// chunk_store_bench: durable chunk writes of the chunk store alone, next to
+// the disk's reference measured in the same run on the same directory.
+//
+//   chunk_store_bench DIR [--mib N] [--writers W] [--chunk-kib K]
+//
+// Runs fio (O_DIRECT, libaio, QD = W, K KiB blocks, N MiB, end_fsync) in
+// DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
+// DIR/store (each WriteChunk durable before it returns), then fio again;
+// the reference is the mean of the two fio runs. Prints one row with
+// ratio=store/reference, the syncs per MiB, and the load average before and
+// after. Removes what it wrote.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/chunk/chunk_store.h"
+
+namespace {
+
+using stripefs::ChunkStore;
+
+std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// fio's write bandwidth in MiB/s, or < 0 (with a message) when fio fails.
+double RunFio(const std::string& dir, uint64_t mib, int qd, int chunk_kib) {
+  std::filesystem::create_directories(dir);
+  const std::string cmd = "fio --name=disk_ref --directory=" + dir +
+                          " --rw=write --ioengine=libaio --direct=1 --bs=" +
+                          std::to_string(chunk_kib) +
+                          "k --iodepth=" + std::to_string(qd) +
+                          " --size=" + std::to_string(mib) +
+                          "m --end_fsync=1 --output-format=json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  std::filesystem::remove_all(dir);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (rc != 0 || j.is_discarded() || !j.contains("jobs")) {
+    std::fprintf(stderr,
+                 "chunk_store_bench: fio failed (rc %d); is fio "
+                 "installed and does %s take O_DIRECT?\n",
+                 rc, dir.c_str());
+    return -1;
+  }
+  const double bw = j["jobs"][0]["write"]["bw_bytes"].get<double>();
+  return bw / (1 << 20);
+}
+
+struct StoreRun {
+  double mib_per_s = 0;
+  stripefs::ChunkStoreCounters counters;
+};
+
+bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
+              StoreRun* out) {
+  std::filesystem::remove_all(dir);
+  stripefs::ChunkStoreOptions o;
+  o.compact_bytes_per_sec = 0;  // nothing to compact: only new chunks
+  auto s = ChunkStore::Open(dir, o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "chunk_store_bench: %s\n",
+                 s.status().ToString().c_str());
+    return false;
+  }
+  auto& store = *s;
+  const size_t chunk = static_cast<size_t>(chunk_kib) << 10;
+  const uint64_t total = (mib << 20) / chunk;
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < writers; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> data(chunk);
+      for (size_t i = 0; i < chunk; ++i) {
+        data[i] = static_cast<uint8_t>(i * 131 + static_cast<size_t>(t));
+      }
+      for (uint64_t n = next++; n < total && !failed; n = next++) {
+        data[0] = static_cast<uint8_t>(n);
+        stripefs::Status st = store->WriteChunk({1, n, 0}, 1, data);
+        if (!st.ok()) {
+          std::fprintf(stderr, "chunk_store_bench: %s\n",
+                       st.ToString().c_str());
+          failed = true;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  out->counters = store->Counters();
+  out->mib_per_s = static_cast<double>(total * chunk) / (1 << 20) / secs;
+  store.reset();
+  std::filesystem::remove_all(dir);
+  return !failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: chunk_store_bench DIR [--mib N] [--writers W] "
+                 "[--chunk-kib K]\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  uint64_t mib = 1024;
+  int writers = 8, chunk_kib = 1024;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long v = std::atol(argv[i + 1]);
+    if (v <= 0) {
+      std::fprintf(stderr, "chunk_store_bench: %s needs a positive number\n",
+                   flag.c_str());
+      return 2;
+    }
+    if (flag == "--mib") {
+      mib = static_cast<uint64_t>(v);
+    } else if (flag == "--writers") {
+      writers = static_cast<int>(v);
+    } else if (flag == "--chunk-kib") {
+      chunk_kib = static_cast<int>(v);
+    } else {
+      std::fprintf(stderr, "chunk_store_bench: unknown flag %s\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  const std::string load_before = LoadAverage();
+  const double fio1 = RunFio(dir + "/fio", mib, writers, chunk_kib);
+  StoreRun run;
+  const bool ok = RunStore(dir + "/store", mib, writers, chunk_kib, &run);
+  const double fio2 = RunFio(dir + "/fio", mib, writers, chunk_kib);
+  const std::string load_after = LoadAverage();
+  if (!ok || fio1 < 0 || fio2 < 0) return 1;
+  const double ref = (fio1 + fio2) / 2;
+  const auto& c = run.counters;
+  const double syncs = static_cast<double>(c.data_syncs + c.index_syncs);
+  std::printf(
+      "chunk-store durable %d KiB chunks, %d writers, %" PRIu64
+      " MiB: store=%.1f MiB/s disk_ref(fio O_DIRECT libaio QD%d)=%.1f MiB/s "
+      "(%.1f, %.1f) ratio=%.2f syncs_per_MiB=%.2f (segment %" PRIu64
+      ", index %" PRIu64
+      ") writes_per_commit=%.2f load_before=%s "
+      "load_after=%s\n",
+      chunk_kib, writers, mib, run.mib_per_s, writers, ref, fio1, fio2,
+      run.mib_per_s / ref, syncs / static_cast<double>(mib), c.data_syncs,
+      c.index_syncs,
+      static_cast<double>(c.committed_ops) /
+          static_cast<double>(std::max<uint64_t>(c.commit_batches, 1)),
+      load_before.c_str(), load_after.c_str());
+  return 0;
+}

@@ -1,0 +1,254 @@
+// The segment engine: group commit, compaction with concurrent reads, and
+// stores written by the one-file-per-version release.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "backend/chunk/chunk_index_codec.h"
+#include "backend/chunk/chunk_store.h"
+#include "ec/crc32c.h"
+#include "tests/chunk/chunk_store_test_util.h"
+
+namespace stripefs {
+namespace {
+
+using testing::CountFiles;
+using testing::Payload;
+using testing::TempDir;
+
+ChunkStoreOptions EngineOptions() {
+  ChunkStoreOptions o;
+  o.reserve_bytes = 0;
+  o.segment_bytes = 256 << 10;
+  o.compact_bytes_per_sec = 0;  // tests compact explicitly
+  return o;
+}
+
+Result<std::unique_ptr<ChunkStore>> OpenStore(
+    const std::string& dir, const ChunkStoreOptions& o = EngineOptions()) {
+  return ChunkStore::Open(dir, o);
+}
+
+TEST(ChunkEngine, GroupCommitSharesSyncsAcrossWriters) {
+  TempDir tmp;
+  auto s = OpenStore(tmp.path() + "/store");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& store = *s;
+  constexpr int kThreads = 8, kPerThread = 25;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t n = static_cast<uint64_t>(t * kPerThread + i);
+        if (!store->WriteChunk({1, n, 0}, 1, Payload(30000 + n, n)).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (uint64_t n = 0; n < kThreads * kPerThread; ++n) {
+    auto got = store->ReadChunk({1, n, 0}, 1, 0, 30000 + n);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(*got, Payload(30000 + n, n));
+  }
+  const auto c = store->Counters();
+  std::printf("%" PRIu64 " writes in %" PRIu64 " group commits, %" PRIu64
+              " segment syncs, %" PRIu64 " index syncs\n",
+              c.committed_ops, c.commit_batches, c.data_syncs, c.index_syncs);
+  EXPECT_EQ(c.committed_ops, uint64_t{kThreads * kPerThread});
+  // One synced WriteBatch per batch, at most one fdatasync per segment a
+  // batch touched (so never more than one per write).
+  EXPECT_EQ(c.index_syncs, c.commit_batches);
+  EXPECT_LE(c.data_syncs, c.committed_ops);
+  EXPECT_LE(c.commit_batches, c.committed_ops);
+}
+
+TEST(ChunkEngine, CompactionMovesLiveChunksWhileReadsRun) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  ChunkStoreOptions o = EngineOptions();
+  o.punch_holes = false;  // all space comes back through compaction
+  auto s = OpenStore(dir, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto store = std::move(s).value();
+  constexpr uint64_t kChunks = 48;
+  constexpr size_t kSize = 20000;  // 12 per 256 KiB segment
+  for (uint64_t n = 0; n < kChunks; ++n) {
+    ASSERT_TRUE(store->WriteChunk({2, n, 1}, 5, Payload(kSize, n)).ok());
+  }
+  std::vector<uint64_t> live;
+  for (uint64_t n = 0; n < kChunks; ++n) {
+    if (n % 4 == 0) {
+      live.push_back(n);
+    } else {
+      ASSERT_TRUE(store->DeleteChunk({2, n, 1}, 0).ok());
+    }
+  }
+  // A clone shares its source's extent; compaction must move both together.
+  ASSERT_TRUE(store->CloneChunk({2, 0, 1}, 5, 6, kSize).ok());
+  const size_t segments_before = store->Segments().size();
+  ASSERT_GE(segments_before, 4u);
+
+  std::atomic<bool> done{false};
+  std::atomic<int> read_errors{0};
+  std::atomic<uint64_t> reads{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, r] {
+      for (size_t i = static_cast<size_t>(r); !done.load(); ++i) {
+        const uint64_t n = live[i % live.size()];
+        auto got = store->ReadChunk({2, n, 1}, 5, 0, kSize);
+        if (!got.ok() || *got != Payload(kSize, n)) ++read_errors;
+        ++reads;
+      }
+    });
+  }
+  auto rep = store->Compact(false);
+  done = true;
+  for (auto& t : readers) t.join();
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(read_errors.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_GE(rep->segments_compacted, 3u);
+  EXPECT_GE(rep->chunks_moved, 9u);
+  EXPECT_EQ(rep->unreadable, 0u);
+  EXPECT_LT(store->Segments().size(), segments_before);
+  auto a = store->Locate({2, 0, 1}, 5), b = store->Locate({2, 0, 1}, 6);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->path, b->path);
+  EXPECT_EQ(a->offset, b->offset);
+  // Everything still there, also after a reopen; nothing dead left behind in
+  // the compacted segments.
+  store.reset();
+  s = OpenStore(dir, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store = std::move(s).value();
+  for (uint64_t n : live) {
+    auto got = store->ReadChunk({2, n, 1}, 5, 0, kSize);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Payload(kSize, n));
+  }
+  EXPECT_EQ(*store->ReadChunk({2, 0, 1}, 6, 0, kSize), Payload(kSize, 0));
+  EXPECT_EQ(store->Stats()->chunks, live.size() + 1);
+}
+
+// Writes a store the way the one-file-per-version release did: marker 1, a
+// RocksDB index of format-2 values, and one file per chunk version under
+// data/ (names spelled here, independently of the engine's code).
+void WriteLegacyStore(const std::string& dir,
+                      const std::vector<std::pair<ChunkId, size_t>>& chunks) {
+  std::filesystem::create_directories(dir + "/data");
+  std::filesystem::create_directories(dir + "/tmp");
+  std::ofstream(dir + "/CHUNKSTORE") << "stripefs chunk store 1\n";
+  rocksdb::Options opts;
+  opts.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(opts, dir + "/index", &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  for (const auto& [id, size] : chunks) {
+    auto data = Payload(size, id.stripe);
+    char sub[128], name[128];
+    std::snprintf(sub, sizeof(sub), "/data/%016" PRIx64 "/%" PRIx64, id.inode,
+                  id.stripe >> 12);
+    std::snprintf(name, sizeof(name), "/%016" PRIx64 ".%u.%016" PRIx64,
+                  id.stripe, id.index, uint64_t{1});
+    std::filesystem::create_directories(dir + sub);
+    std::ofstream(dir + sub + name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()),
+               static_cast<std::streamsize>(data.size()));
+    ChunkIndexValue v;
+    v.length = static_cast<uint32_t>(size);
+    v.crc32c = ec::Crc32c(data.data(), size);
+    v.block_shift = kChunkCrcBlockShift;
+    v.block_crcs = ComputeBlockCrcs(data.data(), size, kChunkCrcBlockShift);
+    ASSERT_TRUE(db->Put({}, EncodeChunkKey(id, 1), EncodeChunkValue(v)).ok());
+  }
+  ASSERT_TRUE(db->Close().ok());
+}
+
+TEST(ChunkEngine, LegacyStoreOpensAndServesItsChunks) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/old";
+  std::vector<std::pair<ChunkId, size_t>> chunks;
+  for (uint64_t n = 0; n < 6; ++n) {
+    chunks.push_back(
+        {{7, n * 5000, static_cast<uint32_t>(n)}, 1000 + n * 9000});
+  }
+  WriteLegacyStore(dir, chunks);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto s = OpenStore(dir);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto store = std::move(s).value();
+  EXPECT_EQ(store->Stats()->chunks, chunks.size());
+  for (const auto& [id, size] : chunks) {
+    auto got = store->ReadChunk(id, 1, 0, static_cast<uint32_t>(size));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Payload(size, id.stripe));
+    auto loc = store->Locate(id, 1);
+    ASSERT_TRUE(loc.ok());
+    EXPECT_FALSE(loc->in_segment);
+  }
+  // The marker now keeps older builds out (they would misread segments).
+  std::string marker;
+  std::getline(std::ifstream(dir + "/CHUNKSTORE"), marker);
+  EXPECT_EQ(marker, "stripefs chunk store 2");
+
+  const ChunkId rewrite = chunks[0].first, gone = chunks[1].first,
+                cloned = chunks[2].first;
+  const std::string old_file = store->Locate(rewrite, 1)->path;
+  const std::string gone_file = store->Locate(gone, 1)->path;
+  // A repair rewrite moves the version into a segment, its file goes.
+  ASSERT_TRUE(
+      store->WriteChunk(rewrite, 1, Payload(chunks[0].second, rewrite.stripe))
+          .ok());
+  EXPECT_TRUE(store->Locate(rewrite, 1)->in_segment);
+  EXPECT_FALSE(std::filesystem::exists(old_file));
+  ASSERT_TRUE(store->DeleteChunk(gone, 0).ok());
+  EXPECT_FALSE(std::filesystem::exists(gone_file));
+  // A clone of a legacy file is a copy into a segment.
+  const auto csize = static_cast<uint32_t>(chunks[2].second);
+  ASSERT_TRUE(store->CloneChunk(cloned, 1, 2, csize).ok());
+  EXPECT_TRUE(store->Locate(cloned, 2)->in_segment);
+  EXPECT_EQ(store->Counters().clones_shared, 0u);
+  // New chunks go to segments next to the old files.
+  ASSERT_TRUE(store->WriteChunk({8, 1, 1}, 3, Payload(5000, 8)).ok());
+
+  store.reset();
+  s = OpenStore(dir);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  store = std::move(s).value();
+  EXPECT_EQ(store->Counters().orphans_removed, 0u);
+  EXPECT_EQ(store->Counters().missing_chunks, 0u);
+  EXPECT_EQ(store->Stats()->chunks, chunks.size() + 1);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto& [id, size] = chunks[i];
+    auto got = store->ReadChunk(id, 1, 0, static_cast<uint32_t>(size));
+    if (id == gone) {
+      EXPECT_EQ(got.status().code(), ENOENT);
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Payload(size, id.stripe));
+  }
+  EXPECT_EQ(*store->ReadChunk(cloned, 2, 0, csize),
+            Payload(csize, cloned.stripe));
+  EXPECT_EQ(*store->ReadChunk({8, 1, 1}, 3, 0, 5000), Payload(5000, 8));
+  // Range reads of a legacy file verify its block CRCs too.
+  const auto& [last, last_size] = chunks.back();
+  testing::FlipBits(store->Locate(last, 1)->path, 5000, 0x02);
+  EXPECT_EQ(store->ReadChunk(last, 1, 4096, 100).status().code(), EBADMSG);
+  EXPECT_TRUE(store->ReadChunk(last, 1, 8192, 100).ok());
+}
+
+}  // namespace
+}  // namespace stripefs
