@@ -28,7 +28,7 @@ class FsKillprivTest : public ::testing::Test {
     std::string why = testing::MountSkipReason();
     if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
     FsMountOptions o;
-    o.mount.allow_other = true;  // the unprivileged writer
+    o.mount_options = {"allow_other"};  // the unprivileged writer
     auto m = FsMount::Start(o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     m_ = std::move(*m);

@@ -139,6 +139,7 @@ Status FsMount::Up() {
   }
   o.fs = opts_.fs;
   o.transport = opts_.transport;
+  o.mount_options = opts_.mount_options;
   o.publish_runtime_files = false;  // no `stripefs stat` socket in tests
   auto s = MountService::Start(std::move(o));
   if (!s.ok()) return s.status();

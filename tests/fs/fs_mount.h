@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/client/volume.h"
 #include "common/status.h"
@@ -42,6 +43,8 @@ struct FsMountOptions {
   fuse::TransportChoice transport = fuse::TransportChoice::kDev;
   // > 0: the volume lives in a tmpfs of this many MiB (root).
   uint64_t space_limit_mib = 0;
+  // -o values passed to MountService (e.g. "allow_other").
+  std::vector<std::string> mount_options;
 };
 
 class FsMount {
