@@ -126,6 +126,11 @@ bool PollServerLoop::Admit(const std::string& ip, const std::string& peer) {
   }
 }
 
+bool PollServerLoop::Evicted(Connection* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return c->evicted;  // dropped for a newer connection: already logged
+}
+
 void PollServerLoop::Serve(Connection* c) {
   int fd = c->fd.get();
   const ClusterKey& key = *core_->key;
@@ -140,7 +145,7 @@ void PollServerLoop::Serve(Connection* c) {
       c->pending = false;
       --core_->n_pending;
     }
-  } else if (!stopping_.load()) {
+  } else if (!stopping_.load() && !Evicted(c)) {
     FrameError e = FrameErrorOf(s.status());
     if (s.status().code() == ETIMEDOUT) {
       core_->LogTimeout(c->peer,

@@ -50,6 +50,7 @@ class PollServerLoop : public ServerLoop {
   void AcceptLoop();
   void Serve(Connection* c);
   void ServeFrames(Connection* c, Session* session);
+  bool Evicted(Connection* c);
   // Applies the limits to a new connection from `ip` (mu_ held).
   bool Admit(const std::string& ip, const std::string& peer);
   void Reap(bool all);
