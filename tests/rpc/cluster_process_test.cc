@@ -239,6 +239,8 @@ TEST_F(ClusterProcessTest, UnauthenticatedPeersCannotMakeChunkdAllocate) {
     peak = std::max(peak, VmRssKb(chunkd));
     ::usleep(50 * 1000);
   }
+  std::printf("chunkd VmRSS %ld kB before, peak %ld kB with 200 claims\n",
+              before, peak);
   EXPECT_LT(peak - before, 32 * 1024)
       << "chunkd RSS grew from " << before << " kB to " << peak
       << " kB for 200 unauthenticated connections";
