@@ -4,6 +4,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
@@ -131,6 +132,27 @@ Mac ClusterKey::Compute(std::span<const std::span<const uint8_t>> parts) const {
   EVP_MAC_CTX_free(ctx);
   if (!ok || len != kMacSize) std::abort();  // cannot happen with SHA256
   return out;
+}
+
+void ClusterKey::Derive(std::span<const uint8_t> salt, std::string_view info,
+                        std::span<uint8_t> out) const {
+  static EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* ctx = kdf ? EVP_KDF_CTX_new(kdf) : nullptr;
+  if (ctx == nullptr) std::abort();  // OpenSSL without HKDF: unusable build
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY,
+                                        const_cast<uint8_t*>(bytes_.data()),
+                                        bytes_.size()),
+      OSSL_PARAM_construct_octet_string(
+          OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()), salt.size()),
+      OSSL_PARAM_construct_octet_string(
+          OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()), info.size()),
+      OSSL_PARAM_construct_end()};
+  bool ok = EVP_KDF_derive(ctx, out.data(), out.size(), params) == 1;
+  EVP_KDF_CTX_free(ctx);
+  if (!ok) std::abort();  // cannot happen for sizes we use
 }
 
 bool MacEqual(std::span<const uint8_t> a, std::span<const uint8_t> b) {

@@ -1,9 +1,10 @@
 // ClusterKey: the 32-byte secret shared by every stripefs process of a
 // cluster, loaded from a key file made by `stripefs keygen FILE`.
 //
-// Every wire frame carries an HMAC-SHA256 over its header and payload keyed
-// with this secret ("no key, no access"). A ClusterKey is immutable after
-// Load/FromBytes and safe to share between threads (hold it in a
+// Every connection starts with a handshake in which both ends prove they
+// hold this secret (HMAC-SHA256) and derive per-connection keys from it
+// (HKDF-SHA256): "no key, no access" (session.h). A ClusterKey is immutable
+// after Load/FromBytes and safe to share between threads (hold it in a
 // shared_ptr<const ClusterKey>).
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -34,6 +36,10 @@ class ClusterKey {
 
   // HMAC-SHA256 with this key over the concatenation of `parts`.
   Mac Compute(std::span<const std::span<const uint8_t>> parts) const;
+  // HKDF-SHA256 (RFC 5869) with this key as input keying material: fills
+  // `out` (at most 255 * 32 bytes).
+  void Derive(std::span<const uint8_t> salt, std::string_view info,
+              std::span<uint8_t> out) const;
 
  private:
   std::array<uint8_t, kClusterKeySize> bytes_{};

@@ -1,6 +1,5 @@
 #include "backend/rpc/frame.h"
 
-#include <isa-l/crc.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -37,23 +36,6 @@ uint64_t GetLe64(const uint8_t* p) {
   return v;
 }
 
-// CRC32C over header (crc field zeroed) + payload + bulk.
-uint32_t FrameCrc(const uint8_t header[kFrameHeaderSize],
-                  std::span<const uint8_t> payload,
-                  std::span<const uint8_t> bulk) {
-  uint8_t h[kFrameHeaderSize];
-  std::memcpy(h, header, kFrameHeaderSize);
-  PutLe32(h + 24, 0);
-  uint32_t c = crc32_iscsi(h, kFrameHeaderSize, 0xFFFFFFFFu);
-  if (!payload.empty())
-    c = crc32_iscsi(const_cast<uint8_t*>(payload.data()),
-                    static_cast<int>(payload.size()), c);
-  if (!bulk.empty())
-    c = crc32_iscsi(const_cast<uint8_t*>(bulk.data()),
-                    static_cast<int>(bulk.size()), c);
-  return c ^ 0xFFFFFFFFu;
-}
-
 Status Err(FrameError e, std::string msg);
 
 int CodeOf(FrameError e) {
@@ -68,10 +50,10 @@ int CodeOf(FrameError e) {
       return EMSGSIZE;
     case FrameError::kTruncated:
       return ECONNRESET;
-    case FrameError::kBadCrc:
-      return EBADMSG;
     case FrameError::kBadMac:
       return EACCES;
+    case FrameError::kBadHandshake:
+      return EKEYREJECTED;
   }
   return EPROTO;
 }
@@ -103,6 +85,24 @@ Status WaitFd(int fd, short events, Deadline d) {
   }
 }
 
+// Reads `len` bytes into *out. Up to kEagerBytes the buffer is sized at
+// once (received in place, no copy); beyond that it grows as data arrives,
+// so an unauthenticated peer cannot make us allocate more than it sends.
+constexpr size_t kEagerBytes = 4u << 20;
+Status ReadGrowing(int fd, std::vector<uint8_t>* out, size_t len, Deadline d) {
+  size_t have = 0;
+  out->resize(std::min(len, kEagerBytes));
+  while (have < len) {
+    if (have == out->size()) out->resize(std::min(len, out->size() * 2));
+    STRIPEFS_RETURN_IF_ERROR(
+        ReadFull(fd, out->data() + have, out->size() - have, d, true));
+    have = out->size();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 // Reads exactly len bytes. `started` says whether part of the frame was
 // already read (EOF then means truncation rather than a clean close).
 Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
@@ -125,22 +125,6 @@ Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
       continue;
     }
     return Status::FromErrno(errno, "recv");
-  }
-  return Status::Ok();
-}
-
-// Reads `len` bytes into *out. Up to kEagerBytes the buffer is sized at
-// once (received in place, no copy); beyond that it grows as data arrives,
-// so an unauthenticated peer cannot make us allocate more than it sends.
-constexpr size_t kEagerBytes = 4u << 20;
-Status ReadGrowing(int fd, std::vector<uint8_t>* out, size_t len, Deadline d) {
-  size_t have = 0;
-  out->resize(std::min(len, kEagerBytes));
-  while (have < len) {
-    if (have == out->size()) out->resize(std::min(len, out->size() * 2));
-    STRIPEFS_RETURN_IF_ERROR(
-        ReadFull(fd, out->data() + have, out->size() - have, d, true));
-    have = out->size();
   }
   return Status::Ok();
 }
@@ -173,37 +157,25 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status VerifyFrame(const ClusterKey& key,
-                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
+Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
                    std::span<const uint8_t> payload,
                    std::span<const uint8_t> bulk,
-                   std::span<const uint8_t> mac) {
-  uint32_t crc = FrameCrc(header, payload, bulk);
-  if (crc != h.crc) return Err(FrameError::kBadCrc, "frame CRC32C mismatch");
+                   std::span<const uint8_t> tag) {
   std::span<const uint8_t> parts[] = {
       std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
-  Mac want = key.Compute(parts);
-  if (!MacEqual(want, mac))
-    return Err(FrameError::kBadMac,
-               "frame HMAC mismatch (peer uses a different cluster key?)");
-  return Status::Ok();
+  return cipher.Verify(parts, tag);
 }
 
-FrameSeal SealFrame(const ClusterKey& key, FrameHeader h,
+FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
                     std::span<const uint8_t> bulk) {
   FrameSeal seal;
   h.payload_len = static_cast<uint32_t>(payload.size());
   h.bulk_len = static_cast<uint32_t>(bulk.size());
-  h.crc = 0;
-  EncodeHeader(h, seal.header);
-  h.crc = FrameCrc(seal.header, payload, bulk);
   EncodeHeader(h, seal.header);
   std::span<const uint8_t> parts[] = {
       std::span<const uint8_t>(seal.header, kFrameHeaderSize), payload, bulk};
-  seal.mac = key.Compute(parts);
+  seal.tag = cipher.Seal(parts);
   return seal;
 }
 
@@ -219,10 +191,11 @@ const char* FrameErrorName(FrameError e) {
       return "length over limit";
     case FrameError::kTruncated:
       return "truncated frame";
-    case FrameError::kBadCrc:
-      return "bad CRC";
     case FrameError::kBadMac:
-      return "bad HMAC (wrong cluster key?)";
+      return "frame authentication failed (replayed frame or wrong cluster "
+             "key?)";
+    case FrameError::kBadHandshake:
+      return "handshake proof mismatch (wrong cluster key?)";
   }
   return "unknown";
 }
@@ -237,10 +210,10 @@ FrameError FrameErrorOf(const Status& s) {
       return FrameError::kOversize;
     case ECONNRESET:
       return FrameError::kTruncated;
-    case EBADMSG:
-      return FrameError::kBadCrc;
     case EACCES:
       return FrameError::kBadMac;
+    case EKEYREJECTED:
+      return FrameError::kBadHandshake;
     default:
       return FrameError::kNone;
   }
@@ -254,8 +227,7 @@ void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
   PutLe64(out + 8, h.request_id);
   PutLe32(out + 16, h.payload_len);
   PutLe32(out + 20, h.bulk_len);
-  PutLe32(out + 24, h.crc);
-  PutLe32(out + 28, 0);
+  PutLe64(out + 24, 0);
 }
 
 Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
@@ -273,14 +245,13 @@ Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
                    std::to_string(kProtocolVersion) +
                    "); run the same stripefs version everywhere");
   h->flags = p[5];
-  if ((h->flags & ~kKnownFlags) != 0 || GetLe32(p + 28) != 0)
+  if ((h->flags & ~kKnownFlags) != 0 || GetLe64(p + 24) != 0)
     return Err(FrameError::kBadMagic,
                "unknown frame flags or reserved bits set");
   h->type = GetLe16(p + 6);
   h->request_id = GetLe64(p + 8);
   h->payload_len = GetLe32(p + 16);
   h->bulk_len = GetLe32(p + 20);
-  h->crc = GetLe32(p + 24);
   if (h->payload_len > kMaxPayload || h->bulk_len > kMaxBulk)
     return Err(FrameError::kOversize, "frame length over the limit (payload " +
                                           std::to_string(h->payload_len) +
@@ -291,31 +262,22 @@ Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
   return Status::Ok();
 }
 
-std::vector<uint8_t> EncodeFrame(const ClusterKey& key, FrameHeader h,
+std::vector<uint8_t> EncodeFrame(FrameCipher& cipher, FrameHeader h,
                                  std::span<const uint8_t> payload,
                                  std::span<const uint8_t> bulk) {
-  h.payload_len = static_cast<uint32_t>(payload.size());
-  h.bulk_len = static_cast<uint32_t>(bulk.size());
-  h.crc = 0;
-  std::vector<uint8_t> out(kFrameHeaderSize);
-  EncodeHeader(h, out.data());
-  h.crc = FrameCrc(out.data(), payload, bulk);
-  EncodeHeader(h, out.data());
+  FrameSeal seal = SealFrame(cipher, h, payload, bulk);
+  std::vector<uint8_t> out(seal.header, seal.header + kFrameHeaderSize);
   out.insert(out.end(), payload.begin(), payload.end());
   out.insert(out.end(), bulk.begin(), bulk.end());
-  std::span<const uint8_t> parts[] = {
-      std::span<const uint8_t>(out.data(), kFrameHeaderSize), payload, bulk};
-  Mac mac = key.Compute(parts);
-  out.insert(out.end(), mac.begin(), mac.end());
+  out.insert(out.end(), seal.tag.begin(), seal.tag.end());
   return out;
 }
 
-Result<Frame> DecodeFrame(const ClusterKey& key,
-                          std::span<const uint8_t> bytes) {
+Result<Frame> DecodeFrame(FrameCipher& cipher, std::span<const uint8_t> bytes) {
   Frame f;
   STRIPEFS_RETURN_IF_ERROR(ParseHeader(bytes, &f.header));
   size_t body = size_t{f.header.payload_len} + f.header.bulk_len;
-  size_t total = kFrameHeaderSize + body + kMacSize;
+  size_t total = kFrameHeaderSize + body + kTagSize;
   if (bytes.size() < total)
     return Err(FrameError::kTruncated,
                "truncated frame: " + std::to_string(bytes.size()) + " of " +
@@ -329,22 +291,22 @@ Result<Frame> DecodeFrame(const ClusterKey& key,
   auto payload = bytes.subspan(kFrameHeaderSize, f.header.payload_len);
   auto bulk =
       bytes.subspan(kFrameHeaderSize + f.header.payload_len, f.header.bulk_len);
-  auto mac = bytes.subspan(kFrameHeaderSize + body, kMacSize);
+  auto tag = bytes.subspan(kFrameHeaderSize + body, kTagSize);
   STRIPEFS_RETURN_IF_ERROR(
-      VerifyFrame(key, bytes.data(), f.header, payload, bulk, mac));
+      VerifyFrame(cipher, bytes.data(), payload, bulk, tag));
   f.payload.assign(payload.begin(), payload.end());
   f.bulk.assign(bulk.begin(), bulk.end());
   return f;
 }
 
-Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
+Status WriteFrame(int fd, FrameCipher& cipher, FrameHeader h,
                   std::span<const uint8_t> payload,
                   std::span<const uint8_t> bulk, Deadline deadline) {
   if (payload.size() > kMaxPayload || bulk.size() > kMaxBulk)
     return Status(EMSGSIZE, "message too large for one frame (payload " +
                                 std::to_string(payload.size()) + ", bulk " +
                                 std::to_string(bulk.size()) + " bytes)");
-  FrameSeal seal = SealFrame(key, h, payload, bulk);
+  FrameSeal seal = SealFrame(cipher, h, payload, bulk);
   iovec iov[4];
   int n = 0;
   iov[n++] = {seal.header, kFrameHeaderSize};
@@ -352,43 +314,89 @@ Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
     iov[n++] = {const_cast<uint8_t*>(payload.data()), payload.size()};
   if (!bulk.empty())
     iov[n++] = {const_cast<uint8_t*>(bulk.data()), bulk.size()};
-  iov[n++] = {seal.mac.data(), seal.mac.size()};
+  iov[n++] = {seal.tag.data(), seal.tag.size()};
   return SendAll(fd, iov, n, deadline);
 }
 
-void WriteRejectFrame(int fd, FrameError why) {
+void EncodeRejectFrame(FrameError why, uint8_t out[kRejectFrameSize]) {
   FrameHeader h;
   h.flags = kFlagReject;
   h.type = static_cast<uint16_t>(why);
-  uint8_t buf[kFrameHeaderSize + kMacSize] = {};
-  EncodeHeader(h, buf);
+  std::memset(out, 0, kRejectFrameSize);
+  EncodeHeader(h, out);
+}
+
+void WriteRejectFrame(int fd, FrameError why) {
+  uint8_t buf[kRejectFrameSize];
+  EncodeRejectFrame(why, buf);
   iovec iov{buf, sizeof(buf)};
   (void)SendAll(fd, &iov, 1, Clock::now() + std::chrono::milliseconds(100));
 }
 
-Result<Frame> ReadFrame(int fd, const ClusterKey& key, Deadline deadline) {
+Result<Frame> ReadFrame(int fd, FrameCipher& cipher, Deadline deadline,
+                        Clock::duration header_timeout) {
   uint8_t header[kFrameHeaderSize];
-  STRIPEFS_RETURN_IF_ERROR(
-      ReadFull(fd, header, kFrameHeaderSize, deadline, false));
+  STRIPEFS_RETURN_IF_ERROR(ReadFull(fd, header, 1, deadline, false));
+  Deadline hd = deadline;
+  if (header_timeout != Clock::duration::max())
+    hd = std::min(deadline, Clock::now() + header_timeout);
+  Status hs = ReadFull(fd, header + 1, kFrameHeaderSize - 1, hd, true);
+  if (hs.code() == ETIMEDOUT && hd != deadline)
+    return Status(ETIMEDOUT,
+                  "frame header not complete within the header "
+                  "timeout");
+  STRIPEFS_RETURN_IF_ERROR(hs);
   Frame f;
   STRIPEFS_RETURN_IF_ERROR(ParseHeader(header, &f.header));
   if (f.header.flags & kFlagReject) {
-    uint8_t mac[kMacSize];
-    (void)ReadFull(fd, mac, kMacSize, deadline, true);
+    uint8_t tag[kTagSize];
+    (void)ReadFull(fd, tag, kTagSize, deadline, true);
     return Status(EACCES,
                   std::string("peer rejected our frame: ") +
                       FrameErrorName(static_cast<FrameError>(f.header.type)));
   }
-  Mac mac;
+  Tag tag;
   STRIPEFS_RETURN_IF_ERROR(
       ReadGrowing(fd, &f.payload, f.header.payload_len, deadline));
   STRIPEFS_RETURN_IF_ERROR(
       ReadGrowing(fd, &f.bulk, f.header.bulk_len, deadline));
   STRIPEFS_RETURN_IF_ERROR(
-      ReadFull(fd, mac.data(), mac.size(), deadline, true));
-  STRIPEFS_RETURN_IF_ERROR(
-      VerifyFrame(key, header, f.header, f.payload, f.bulk, mac));
+      ReadFull(fd, tag.data(), tag.size(), deadline, true));
+  STRIPEFS_RETURN_IF_ERROR(VerifyFrame(cipher, header, f.payload, f.bulk, tag));
   return f;
+}
+
+void EncodeHandshakePrefix(HandshakeKind kind,
+                           uint8_t out[kHandshakePrefixSize]) {
+  PutLe32(out, kFrameMagic);
+  out[4] = kProtocolVersion;
+  out[5] = static_cast<uint8_t>(kind);
+  PutLe16(out + 6, 0);
+}
+
+Status ParseHandshakePrefix(std::span<const uint8_t> b, HandshakeKind want) {
+  if (b.size() < kHandshakePrefixSize)
+    return Err(FrameError::kTruncated, "handshake message too short");
+  const uint8_t* p = b.data();
+  if (GetLe32(p) != kFrameMagic)
+    return Err(FrameError::kBadMagic,
+               "bad handshake magic (not a stripefs peer)");
+  if (p[4] != kProtocolVersion)
+    return Err(FrameError::kBadVersion,
+               "peer speaks protocol version " + std::to_string(p[4]) +
+                   ", this build speaks " + std::to_string(kProtocolVersion) +
+                   "; run the same stripefs version everywhere");
+  if (want == HandshakeKind::kServerHello && p[5] == kFlagReject) {
+    FrameError why = static_cast<FrameError>(GetLe16(p + 6));
+    return Status(EACCES, std::string("peer rejected our handshake: ") +
+                              FrameErrorName(why));
+  }
+  if (p[5] != static_cast<uint8_t>(want) || GetLe16(p + 6) != 0)
+    return Err(FrameError::kBadMagic,
+               "unexpected handshake message (kind " + std::to_string(p[5]) +
+                   ", expected " + std::to_string(static_cast<int>(want)) +
+                   ")");
+  return Status::Ok();
 }
 
 }  // namespace stripefs::rpc

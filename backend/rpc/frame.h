@@ -1,24 +1,39 @@
-// Wire frames of the stripefs protocol: a fixed 32-byte header, a small
-// encoded payload, an optional raw bulk section (chunk data), and a
-// 32-byte HMAC-SHA256 trailer.
+// Wire layouts of the stripefs protocol (version 2): the session handshake
+// that opens every connection, and the frames that follow it.
 //
-// Layout (little-endian):
+// Handshake (fixed sizes, no lengths from the peer; see session.h for the
+// cryptography). Every message starts with an 8-byte prefix
+//   @0 u32 magic 'SFS1'  @4 u8 version (2)  @5 u8 kind  @6 u16 reserved (0)
+//   ClientHello  (kind 0x41): prefix, @8 32-byte client nonce          = 40
+//   ServerHello  (kind 0x42): prefix, @8 server nonce, @40 server proof = 72
+//   ClientProof  (kind 0x43): prefix, @8 32-byte client proof           = 40
+// The prefix shares magic and version with a frame header, so a version-1
+// peer reports "protocol version 2 not supported" and we report its version.
+// The kinds have bits outside kKnownFlags set, so a frame header is never
+// mistaken for a handshake message or the reverse.
+//
+// Frame (after the handshake; little-endian):
 //   @0  u32 magic 'SFS1'   @4  u8 version   @5 u8 flags   @6 u16 type
 //   @8  u64 request id     @16 u32 payload length   @20 u32 bulk length
-//   @24 u32 CRC32C over header (this field zero) + payload + bulk
-//   @28 u32 reserved (0)
-//   then payload, bulk, HMAC-SHA256(cluster key, header + payload + bulk).
-// Lengths are checked against kMaxPayload/kMaxBulk before anything is
-// allocated. A "reject" frame (flag kFlagReject, no payload, MAC not
-// checked) is what a server sends before closing a connection whose frame
-// failed authentication, so the client can say why; it carries no data.
+//   @24 u64 reserved (0)
+//   then payload, bulk, and a 16-byte AES-256-GMAC tag over header +
+//   payload + bulk under the connection's per-direction key and frame
+//   sequence number (FrameCipher, session.h). Lengths are checked against
+//   kMaxPayload/kMaxBulk before anything is allocated. A "reject" frame
+//   (flag kFlagReject, no body, zero tag, not authenticated) is what a
+//   server sends before closing a connection whose handshake or frame
+//   failed, so the client can say why; it carries no data.
 //
-// Free functions, no state; thread-safe. Errors (Status codes):
+// Free functions, no shared state; thread-safe except that a FrameCipher
+// may be used by one thread at a time. Errors (Status codes):
 //   EPROTO bad magic / reserved bits, EPROTONOSUPPORT other version,
 //   EMSGSIZE length over the limit, ECONNRESET truncated (peer closed
-//   mid-frame), ENOTCONN clean close between frames, EBADMSG CRC mismatch,
-//   EACCES HMAC mismatch (wrong key) or a reject frame, ETIMEDOUT deadline.
+//   mid-frame), ENOTCONN clean close between frames, EACCES tag mismatch
+//   (replayed, reordered, other connection, wrong key) or a reject frame,
+//   EKEYREJECTED handshake proof mismatch, ETIMEDOUT deadline.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
@@ -26,32 +41,50 @@
 #include <string>
 #include <vector>
 
-#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/session.h"
 #include "common/status.h"
 
 namespace stripefs::rpc {
 
 inline constexpr uint32_t kFrameMagic = 0x31534653;  // "SFS1"
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kFrameHeaderSize = 32;
 inline constexpr uint32_t kMaxPayload = 16u << 20;  // encoded fields
 inline constexpr uint32_t kMaxBulk = 64u << 20;     // raw chunk bytes
+
+// Handshake layout (see the top of this file).
+inline constexpr size_t kHandshakePrefixSize = 8;
+inline constexpr size_t kClientHelloSize = kHandshakePrefixSize + kNonceSize;
+inline constexpr size_t kServerHelloSize =
+    kHandshakePrefixSize + kNonceSize + kProofSize;
+inline constexpr size_t kClientProofSize = kHandshakePrefixSize + kProofSize;
+inline constexpr size_t kRejectFrameSize = kFrameHeaderSize + kTagSize;
+enum class HandshakeKind : uint8_t {
+  kClientHello = 0x41,
+  kServerHello = 0x42,
+  kClientProof = 0x43,
+};
+static_assert(kClientHelloSize == 40 && kServerHelloSize == 72 &&
+              kClientProofSize == 40);
+static_assert(kHandshakePrefixSize <= kFrameHeaderSize);
 
 enum FrameFlags : uint8_t {
   kFlagResponse = 1u << 0,
   kFlagReject = 1u << 1,
 };
 inline constexpr uint8_t kKnownFlags = kFlagResponse | kFlagReject;
+static_assert((static_cast<uint8_t>(HandshakeKind::kClientHello) &
+               ~kKnownFlags) != 0);
 
-// Why a frame was refused; also the `type` of a reject frame.
+// Why a frame or handshake was refused; also the `type` of a reject frame.
 enum class FrameError : uint16_t {
   kNone = 0,
   kBadMagic,
   kBadVersion,
   kOversize,
   kTruncated,
-  kBadCrc,
-  kBadMac,
+  kBadMac,        // frame tag mismatch
+  kBadHandshake,  // handshake proof mismatch
 };
 const char* FrameErrorName(FrameError e);
 // Classifies a Status returned by the decode/read functions below.
@@ -64,7 +97,6 @@ struct FrameHeader {
   uint64_t request_id = 0;
   uint32_t payload_len = 0;
   uint32_t bulk_len = 0;
-  uint32_t crc = 0;
 };
 
 struct Frame {
@@ -78,47 +110,65 @@ using Deadline = Clock::time_point;
 inline Deadline NoDeadline() { return Deadline::max(); }
 
 void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]);
-// Checks magic, version, flags, reserved and length limits. No CRC/MAC.
+// Checks magic, version, flags, reserved and length limits. No tag.
 Status ParseHeader(std::span<const uint8_t> bytes, FrameHeader* h);
 
-// Serialises a whole frame into one buffer (tests, fuzz seeds). The CRC and
-// length fields of `h` are filled in.
-std::vector<uint8_t> EncodeFrame(const ClusterKey& key, FrameHeader h,
+// Handshake messages. Parse* check magic, version, kind and reserved bits
+// of exactly-sized input (EPROTO / EPROTONOSUPPORT; EACCES for a reject
+// frame where a ServerHello was expected).
+void EncodeHandshakePrefix(HandshakeKind kind,
+                           uint8_t out[kHandshakePrefixSize]);
+Status ParseHandshakePrefix(std::span<const uint8_t> bytes, HandshakeKind want);
+
+// Serialises a whole frame into one buffer (tests, fuzz seeds), sealed with
+// the next sequence number of `cipher`. Length fields of `h` are filled in.
+std::vector<uint8_t> EncodeFrame(FrameCipher& cipher, FrameHeader h,
                                  std::span<const uint8_t> payload,
                                  std::span<const uint8_t> bulk);
 // Parses one complete frame from `bytes` (exactly one frame, nothing
-// after it), verifying lengths, CRC and HMAC.
-Result<Frame> DecodeFrame(const ClusterKey& key,
-                          std::span<const uint8_t> bytes);
+// after it), verifying lengths and the tag with the next sequence number of
+// `cipher` (which advances whether or not the tag matches).
+Result<Frame> DecodeFrame(FrameCipher& cipher, std::span<const uint8_t> bytes);
 
-// Header bytes (CRC and lengths filled in) and MAC of a frame about to be
-// sent; the caller sends header, payload, bulk, mac in that order (an event
-// loop that sends with io_uring instead of WriteFrame).
+// Header bytes (lengths filled in) and tag of a frame about to be sent; the
+// caller sends header, payload, bulk, tag in that order (an event loop that
+// sends with io_uring instead of WriteFrame).
 struct FrameSeal {
   uint8_t header[kFrameHeaderSize];
-  Mac mac;
+  Tag tag;
 };
-FrameSeal SealFrame(const ClusterKey& key, FrameHeader h,
+FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
                     std::span<const uint8_t> bulk);
-// Checks CRC and HMAC of a frame received in parts (`header` are the raw
-// header bytes, `h` their parsed form). EBADMSG / EACCES as above.
-Status VerifyFrame(const ClusterKey& key,
-                   const uint8_t header[kFrameHeaderSize], const FrameHeader& h,
+// Checks the tag of a frame received in parts (`header` the raw header
+// bytes). EACCES on mismatch.
+Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
                    std::span<const uint8_t> payload,
-                   std::span<const uint8_t> bulk, std::span<const uint8_t> mac);
+                   std::span<const uint8_t> bulk, std::span<const uint8_t> tag);
 
 // Writes one frame to a socket with a single sendmsg gather list
-// (header, payload, bulk from the caller's buffer, MAC): no copy of the bulk.
-Status WriteFrame(int fd, const ClusterKey& key, FrameHeader h,
+// (header, payload, bulk from the caller's buffer, tag): no copy of the bulk.
+Status WriteFrame(int fd, FrameCipher& cipher, FrameHeader h,
                   std::span<const uint8_t> payload,
                   std::span<const uint8_t> bulk, Deadline deadline);
 // Writes a reject frame (best effort, short deadline).
 void WriteRejectFrame(int fd, FrameError why);
+// Reject frame bytes (for event loops that send them themselves).
+void EncodeRejectFrame(FrameError why, uint8_t out[kRejectFrameSize]);
 // Reads one frame; the bulk is received straight into Frame::bulk (frames
 // over 4 MiB are received in growing steps, so memory follows the bytes
-// that actually arrived, not the length a peer claims).
+// that actually arrived, not the length a peer claims). Once the first
+// byte of the frame is in, its header must be complete within
+// `header_timeout` (and everything by `deadline`).
 // `fd` must be non-blocking (poll is used for the deadline).
-Result<Frame> ReadFrame(int fd, const ClusterKey& key, Deadline deadline);
+Result<Frame> ReadFrame(
+    int fd, FrameCipher& cipher, Deadline deadline,
+    Clock::duration header_timeout = Clock::duration::max());
+
+// Low-level socket helpers shared with the handshake (non-blocking fd,
+// poll for the deadline). ReadFull: exactly `len` bytes; `started` says a
+// message was already under way (EOF is then ECONNRESET, else ENOTCONN).
+Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started);
+Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d);
 
 }  // namespace stripefs::rpc

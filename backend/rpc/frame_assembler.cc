@@ -12,9 +12,9 @@ constexpr size_t kEagerBytes = 4u << 20;
 
 }  // namespace
 
-Result<Frame> RawFrame::Verify(const ClusterKey& key) && {
+Result<Frame> RawFrame::Verify(FrameCipher& cipher) && {
   STRIPEFS_RETURN_IF_ERROR(
-      VerifyFrame(key, header_bytes, header, payload, bulk, mac));
+      VerifyFrame(cipher, header_bytes, payload, bulk, tag));
   Frame f;
   f.header = header;
   f.payload = std::move(payload);
@@ -34,8 +34,8 @@ uint8_t* FrameAssembler::PartData() {
       return cur_.payload.data();
     case Part::kBulk:
       return cur_.bulk.data();
-    case Part::kMac:
-      return cur_.mac.data();
+    case Part::kTag:
+      return cur_.tag.data();
     case Part::kHeader:
       return cur_.header_bytes;
   }
@@ -48,8 +48,8 @@ size_t FrameAssembler::PartAllocated() const {
       return cur_.payload.size();
     case Part::kBulk:
       return cur_.bulk.size();
-    case Part::kMac:
-      return kMacSize;
+    case Part::kTag:
+      return kTagSize;
     case Part::kHeader:
       return kFrameHeaderSize;
   }
@@ -62,8 +62,8 @@ size_t FrameAssembler::PartLength() const {
       return cur_.header.payload_len;
     case Part::kBulk:
       return cur_.header.bulk_len;
-    case Part::kMac:
-      return kMacSize;
+    case Part::kTag:
+      return kTagSize;
     case Part::kHeader:
       return kFrameHeaderSize;
   }
@@ -91,9 +91,9 @@ void FrameAssembler::NextPart(std::vector<RawFrame>* out) {
         part_ = Part::kBulk;
         break;
       case Part::kBulk:
-        part_ = Part::kMac;
+        part_ = Part::kTag;
         break;
-      case Part::kMac:
+      case Part::kTag:
         out->push_back(std::move(cur_));
         cur_ = RawFrame();
         part_ = Part::kHeader;

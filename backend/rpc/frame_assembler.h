@@ -12,9 +12,11 @@
 // allocated in doubling steps as their bytes arrive, so a peer claiming
 // 64 MiB costs memory only for what it really sends.
 //
-// CRC32C and HMAC are NOT checked here: a completed frame is a RawFrame that
-// the caller verifies with VerifyFrame (on a worker thread, so hashing does
-// not run on the loop thread).
+// The tag is NOT checked here: a completed frame is a RawFrame that the
+// caller verifies, in stream order, with the connection's receive
+// FrameCipher (on a worker thread, so hashing does not run on the loop
+// thread). The server creates an assembler only after the handshake
+// (handshake.h), so no buffer is ever sized from an unauthenticated header.
 //
 // Thread-safety: none. One assembler per connection, used by one thread.
 // Owns its staging buffer and the frame being assembled.
@@ -24,23 +26,23 @@
 #include <span>
 #include <vector>
 
-#include "backend/rpc/cluster_key.h"
 #include "backend/rpc/frame.h"
 #include "common/status.h"
 
 namespace stripefs::rpc {
 
-// A frame whose lengths and header fields are valid but whose CRC and MAC
-// have not been checked yet.
+// A frame whose lengths and header fields are valid but whose tag has not
+// been checked yet.
 struct RawFrame {
   uint8_t header_bytes[kFrameHeaderSize] = {};
   FrameHeader header;
   std::vector<uint8_t> payload;
   std::vector<uint8_t> bulk;
-  Mac mac{};
+  Tag tag{};
 
-  // CRC32C + HMAC check (EBADMSG / EACCES), then the decoded Frame.
-  Result<Frame> Verify(const ClusterKey& key) &&;
+  // Tag check with the next sequence number of `cipher` (EACCES), then the
+  // decoded Frame.
+  Result<Frame> Verify(FrameCipher& cipher) &&;
 };
 
 class FrameAssembler {
@@ -66,9 +68,11 @@ class FrameAssembler {
 
   // True when part of a frame has arrived (EOF now means truncation).
   bool mid_frame() const;
+  // True when part, but not all, of a frame header has arrived.
+  bool mid_header() const { return part_ == Part::kHeader && have_ > 0; }
 
  private:
-  enum class Part { kHeader, kPayload, kBulk, kMac };
+  enum class Part { kHeader, kPayload, kBulk, kTag };
   // The destination of the current body part and its final length.
   uint8_t* PartData();
   size_t PartAllocated() const;

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "backend/rpc/handshake.h"
+
 namespace stripefs::rpc {
 
 Result<std::unique_ptr<PollServerLoop>> PollServerLoop::Start(ServerCore* core,
@@ -55,6 +57,9 @@ void PollServerLoop::Reap(bool all) {
     if (c->thread.joinable()) c->thread.join();
     c->fd.Reset();
     --core_->n_open;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!c->evicted) limits_.Closed(c->ip, c->pending);
+    if (c->pending && !c->evicted) --core_->n_pending;
   }
 }
 
@@ -78,42 +83,115 @@ void PollServerLoop::AcceptLoop() {
     auto c = std::make_unique<Connection>();
     c->fd.Reset(fd);
     c->peer = PeerAddress(fd);
+    c->ip = IpOf(c->peer);
+    c->accepted = Clock::now();
     std::lock_guard<std::mutex> lock(mu_);
-    if (conns_.size() >= core_->options.max_connections) {
-      core_->LogRefused(c->peer, conns_.size());
-      continue;  // c closes the fd
-    }
+    if (!Admit(c->ip, c->peer)) continue;  // c closes the fd
+    limits_.Opened(c->ip);
     ++core_->n_connections;
     ++core_->n_open;
+    ++core_->n_pending;
     Connection* raw = c.get();
     conns_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] { Serve(raw); });
   }
 }
 
+bool PollServerLoop::Admit(const std::string& ip, const std::string& peer) {
+  for (;;) {
+    ConnectionLimits::Verdict v = limits_.Check(ip);
+    if (v == ConnectionLimits::Verdict::kAdmit) return true;
+    Connection* victim = nullptr;
+    for (auto& c : conns_) {
+      if (c->pending && !c->evicted &&
+          (v == ConnectionLimits::Verdict::kEvictPendingAny || c->ip == ip)) {
+        victim = c.get();
+        break;
+      }
+    }
+    if (v == ConnectionLimits::Verdict::kRefuse || victim == nullptr) {
+      core_->LogRefused(peer, limits_.Describe(ip));
+      return false;
+    }
+    core_->LogRefused(victim->peer,
+                      "dropping the oldest unauthenticated connection for a "
+                      "new one (" +
+                          std::to_string(limits_.pending()) +
+                          " handshakes pending: RpcServerOptions::max_pending"
+                          "[_per_ip])");
+    victim->evicted = true;
+    limits_.Closed(victim->ip, true);
+    --core_->n_pending;
+    ::shutdown(victim->fd.get(), SHUT_RDWR);  // its thread ends
+  }
+}
+
+bool PollServerLoop::Evicted(Connection* c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return c->evicted;  // dropped for a newer connection: already logged
+}
+
 void PollServerLoop::Serve(Connection* c) {
   int fd = c->fd.get();
   const ClusterKey& key = *core_->key;
+  Result<Session> s = RunServerHandshake(
+      fd, key, c->accepted + core_->options.handshake_timeout);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (c->evicted) {
+      s = Status(ECONNABORTED, "evicted");
+    } else {
+      limits_.Authenticated(c->ip);
+      c->pending = false;
+      --core_->n_pending;
+    }
+  } else if (!stopping_.load() && !Evicted(c)) {
+    FrameError e = FrameErrorOf(s.status());
+    if (s.status().code() == ETIMEDOUT) {
+      core_->LogTimeout(c->peer,
+                        "no handshake within the handshake timeout "
+                        "(RpcServerOptions::handshake_timeout)");
+    } else if (e != FrameError::kNone) {
+      core_->CountReject(s.status(), c->peer);
+      if (e != FrameError::kTruncated) WriteRejectFrame(fd, e);
+    }
+  }
+  if (s.ok()) ServeFrames(c, &*s);
+  ::shutdown(fd, SHUT_RDWR);
+  c->done = true;
+}
+
+void PollServerLoop::ServeFrames(Connection* c, Session* session) {
+  int fd = c->fd.get();
+  const RpcServerOptions& o = core_->options;
   while (!stopping_.load()) {
-    Result<Frame> f = ReadFrame(fd, key, NoDeadline());
+    Result<Frame> f = ReadFrame(
+        fd, session->recv, Clock::now() + o.idle_timeout, o.header_timeout);
     if (!f.ok()) {
       Status s = f.status();
       FrameError e = FrameErrorOf(s);
-      if (e != FrameError::kNone && !stopping_.load()) {
+      if (stopping_.load()) break;
+      if (s.code() == ETIMEDOUT) {
+        if (s.message().find("header") != std::string::npos)
+          core_->LogTimeout(c->peer,
+                            "frame header not complete within the "
+                            "header timeout "
+                            "(RpcServerOptions::header_timeout)");
+        else
+          ++core_->n_timed_out;  // idle: normal for pooled connections
+      } else if (e != FrameError::kNone) {
         core_->CountReject(s, c->peer);
         if (e != FrameError::kTruncated) WriteRejectFrame(fd, e);
       }
-      break;  // clean close, I/O error or bad frame: drop the connection
+      break;  // clean close, I/O error, timeout or bad frame: drop it
     }
     FrameHeader rh;
     RpcReply reply;
     if (!core_->Answer(*f, c->peer, &rh, &reply)) break;
-    Status ws = WriteFrame(fd, key, rh, reply.payload, reply.bulk,
+    Status ws = WriteFrame(fd, session->send, rh, reply.payload, reply.bulk,
                            Clock::now() + std::chrono::seconds(60));
     if (!ws.ok()) break;
   }
-  ::shutdown(fd, SHUT_RDWR);
-  c->done = true;
 }
 
 }  // namespace stripefs::rpc

@@ -2,9 +2,12 @@
 // cannot be set up (kernel without io_uring, io_uring_disabled sysctl,
 // seccomp) or RpcServerOptions::use_io_uring is false.
 //
-// One accept thread polls the listener (and a wake pipe for Stop); every
-// connection gets its own thread that reads a frame (blocking via poll),
-// runs the handler and writes the reply, so blocking handlers are fine.
+// One accept thread polls the listener (and a wake pipe for Stop) and
+// applies the connection limits (evicting the oldest pending connection
+// when needed); every connection gets its own thread that runs the
+// handshake, then reads a frame (blocking via poll, with the idle and
+// header timeouts), runs the handler and writes the reply, so blocking
+// handlers are fine.
 //
 // Ownership: borrows the ServerCore and the listening fd (both outlive the
 // loop); owns the connection fds and threads. Thread-safety: Stop() may be
@@ -34,14 +37,22 @@ class PollServerLoop : public ServerLoop {
   struct Connection {
     UniqueFd fd;
     std::string peer;
+    std::string ip;
+    Clock::time_point accepted;
     std::thread thread;
     std::atomic<bool> done{false};
+    bool pending = true;   // guarded by mu_
+    bool evicted = false;  // guarded by mu_; already out of the limits
   };
 
   PollServerLoop(ServerCore* core, int listen_fd)
       : core_(core), listen_fd_(listen_fd) {}
   void AcceptLoop();
   void Serve(Connection* c);
+  void ServeFrames(Connection* c, Session* session);
+  bool Evicted(Connection* c);
+  // Applies the limits to a new connection from `ip` (mu_ held).
+  bool Admit(const std::string& ip, const std::string& peer);
   void Reap(bool all);
 
   ServerCore* core_;
@@ -51,8 +62,9 @@ class PollServerLoop : public ServerLoop {
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
 
-  std::mutex mu_;  // guards conns_
-  std::list<std::unique_ptr<Connection>> conns_;
+  std::mutex mu_;  // guards conns_, limits_, the Connection flags
+  std::list<std::unique_ptr<Connection>> conns_;  // oldest first
+  ConnectionLimits limits_{core_->options};
 };
 
 }  // namespace stripefs::rpc

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "backend/rpc/handshake.h"
 #include "backend/rpc/wire_messages.h"
 
 namespace stripefs::rpc {
@@ -27,6 +28,38 @@ Status RpcClient::Unreachable(const Status& cause) const {
       "chunkd, and `stripefs cluster status`");
 }
 
+Status RpcClient::AuthFailed(const std::string& what, const Status& s) const {
+  return Status(EACCES, what + " failed authentication: " + s.message() +
+                            "; every process must use the same cluster key "
+                            "file (--key)");
+}
+
+Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
+    Deadline deadline, const std::string& what) {
+  Deadline cd = std::min(deadline, Clock::now() + options_.connect_timeout);
+  Result<UniqueFd> fd = ConnectTcp(address_, cd);
+  if (!fd.ok()) {
+    if (fd.status().code() == EINVAL) return fd.status();  // bad address
+    return Unreachable(fd.status());
+  }
+  Result<Session> s = ClientHandshake(fd->get(), *key_, deadline);
+  if (!s.ok()) {
+    const Status& e = s.status();
+    if (e.code() == ETIMEDOUT)
+      return Status(ETIMEDOUT, what +
+                                   ": handshake timed out (server "
+                                   "overloaded or stalled?)");
+    if (e.code() == EACCES) return AuthFailed(what, e);
+    if (e.code() == EPROTONOSUPPORT || e.code() == EPROTO)
+      return Status(EPROTO, what + ": handshake failed: " + e.message());
+    return Unreachable(e);
+  }
+  auto c = std::make_unique<Connection>();
+  c->fd = std::move(fd).value();
+  c->session = std::move(s).value();
+  return c;
+}
+
 bool IsTransportError(const Status& s) {
   switch (s.code()) {
     case EHOSTDOWN:
@@ -45,31 +78,30 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
   if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
   if (timeout.count() <= 0) timeout = options_.call_timeout;
   Deadline deadline = Clock::now() + timeout;
+  const char* name = MsgTypeName(type);
+  std::string what = std::string(name ? name : "request") + " to " +
+                     options_.peer_role + " at " + address_;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    UniqueFd fd;
+    std::unique_ptr<Connection> conn;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      auto now = Clock::now();
       while (!idle_.empty()) {
-        UniqueFd c = std::move(idle_.back());
+        std::unique_ptr<Connection> c = std::move(idle_.back());
         idle_.pop_back();
-        if (!IdleConnectionBroken(c.get())) {
-          fd = std::move(c);
+        if (now - c->idle_since < options_.max_idle_time &&
+            !IdleConnectionBroken(c->fd.get())) {
+          conn = std::move(c);
           break;
         }
       }
     }
-    bool reused = fd.valid();
+    bool reused = conn != nullptr;
     if (!reused) {
-      Deadline cd = std::min(deadline, Clock::now() + options_.connect_timeout);
-      Result<UniqueFd> c = ConnectTcp(address_, cd);
-      if (!c.ok()) {
-        if (c.status().code() == EINVAL) return c.status();  // bad address
-        return Unreachable(c.status());
-      }
-      fd = std::move(c).value();
+      STRIPEFS_ASSIGN_OR_RETURN(conn, Connect(deadline, what));
     }
     Result<RpcResponse> r =
-        CallOnce(type, payload, bulk, std::move(fd), deadline, timeout);
+        CallOnce(type, payload, bulk, std::move(conn), deadline, timeout);
     if (r.ok() || !reused || r.status().code() != EHOSTDOWN ||
         !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
       return r;
@@ -82,7 +114,8 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
 Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
                                         std::span<const uint8_t> payload,
                                         std::span<const uint8_t> bulk,
-                                        UniqueFd fd, Deadline deadline,
+                                        std::unique_ptr<Connection> conn,
+                                        Deadline deadline,
                                         std::chrono::milliseconds timeout) {
   const char* name = MsgTypeName(type);
   std::string what = std::string(name ? name : "request") + " to " +
@@ -95,21 +128,18 @@ Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
   FrameHeader h;
   h.type = type;
   h.request_id = next_request_id_.fetch_add(1);
-  Status ws = WriteFrame(fd.get(), *key_, h, payload, bulk, deadline);
+  int fd = conn->fd.get();
+  Status ws = WriteFrame(fd, conn->session.send, h, payload, bulk, deadline);
   if (!ws.ok()) {
     if (ws.code() == ETIMEDOUT) return timeout_status();
     if (ws.code() == EMSGSIZE) return ws;
     return Unreachable(ws);
   }
-  Result<Frame> f = ReadFrame(fd.get(), *key_, deadline);
+  Result<Frame> f = ReadFrame(fd, conn->session.recv, deadline);
   if (!f.ok()) {
     const Status& s = f.status();
     if (s.code() == ETIMEDOUT) return timeout_status();
-    if (s.code() == EACCES) {
-      return Status(EACCES, what + " failed authentication: " + s.message() +
-                                "; every process must use the same cluster "
-                                "key file (--key)");
-    }
+    if (s.code() == EACCES) return AuthFailed(what, s);
     if (FrameErrorOf(s) != FrameError::kNone && s.code() != ECONNRESET)
       return Status(EPROTO, what + ": bad response frame: " + s.message());
     return Unreachable(s);
@@ -123,8 +153,10 @@ Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < options_.max_idle_connections)
-      idle_.push_back(std::move(fd));
+    if (idle_.size() < options_.max_idle_connections) {
+      conn->idle_since = Clock::now();
+      idle_.push_back(std::move(conn));
+    }
   }
   RpcResponse out;
   out.payload = std::move(f->payload);

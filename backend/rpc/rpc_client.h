@@ -1,19 +1,24 @@
 // RpcClient: calls one RPC server (metad or a chunkd) at a fixed address.
 //
-// Keeps a pool of idle TCP connections; each call takes one (or opens a new
-// one), so calls from many threads run in parallel on separate connections
-// (no multiplexing). Every call has a deadline (options.call_timeout): a
-// server that does not answer in time yields ETIMEDOUT and its connection
-// is dropped, so a caller such as the stripe client can reconstruct from
-// other chunks instead of waiting. Connections broken while idle (server
-// restart) are detected before reuse and replaced; idempotent calls are
-// retried once on a fresh connection if a reused one fails. Responses are
-// matched to requests by request id.
+// Keeps a pool of idle TCP connections, each with its session (handshake.h:
+// a new connection proves the cluster key both ways before its first
+// request and gets its own frame keys); each call takes one (or opens a
+// new one), so calls from many threads run in parallel on separate
+// connections (no multiplexing). Connections idle for longer than
+// options.max_idle_time are closed rather than reused (servers close idle
+// connections after their idle timeout, 5 min by default). Every call has a
+// deadline (options.call_timeout): a server that does not answer in time yields
+// ETIMEDOUT and its connection is dropped, so a caller such as the stripe
+// client can reconstruct from other chunks instead of waiting. Connections
+// broken while idle (server restart) are detected before reuse and replaced;
+// idempotent calls are retried once on a fresh connection if a reused one
+// fails. Responses are matched to requests by request id.
 //
 // Errors: EHOSTDOWN (Status::Unavailable) when the server cannot be reached
 // or the connection breaks, with the address and a hint in the message;
-// ETIMEDOUT past the deadline; EACCES when the server rejects our frames
-// (cluster key mismatch); EPROTO for a malformed response. Use
+// ETIMEDOUT past the deadline; EACCES when the handshake fails or the server
+// rejects our frames (cluster key mismatch); EPROTO for a malformed
+// response or a server speaking another protocol version. Use
 // IsTransportError() to tell these apart from errors the server returned.
 //
 // Thread-safety: all methods may be called concurrently. Connecting is lazy:
@@ -31,6 +36,7 @@
 
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/frame.h"
+#include "backend/rpc/session.h"
 #include "backend/rpc/tcp_socket.h"
 #include "common/status.h"
 
@@ -40,6 +46,9 @@ struct RpcClientOptions {
   std::chrono::milliseconds call_timeout{10000};
   std::chrono::milliseconds connect_timeout{2000};
   size_t max_idle_connections = 16;
+  // Well below the servers' idle timeout, so a pooled connection is not
+  // reused just as the server closes it.
+  std::chrono::milliseconds max_idle_time{60000};
   // Names the peer in error messages: "chunkd", "metad".
   std::string peer_role = "server";
 };
@@ -72,18 +81,27 @@ class RpcClient {
   void CloseIdle();
 
  private:
+  struct Connection {
+    UniqueFd fd;
+    Session session;
+    Clock::time_point idle_since;
+  };
+  Result<std::unique_ptr<Connection>> Connect(Deadline deadline,
+                                              const std::string& what);
   Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
-                               std::span<const uint8_t> bulk, UniqueFd fd,
+                               std::span<const uint8_t> bulk,
+                               std::unique_ptr<Connection> conn,
                                Deadline deadline,
                                std::chrono::milliseconds timeout);
   Status Unreachable(const Status& cause) const;
+  Status AuthFailed(const std::string& what, const Status& s) const;
 
   const std::string address_;
   const std::shared_ptr<const ClusterKey> key_;
   const RpcClientOptions options_;
   std::atomic<uint64_t> next_request_id_{1};
   std::mutex mu_;
-  std::vector<UniqueFd> idle_;
+  std::vector<std::unique_ptr<Connection>> idle_;
 };
 
 // True for errors made by the transport (unreachable, timeout, rejected,

@@ -9,11 +9,22 @@
 // old kernel) or options.use_io_uring is false, the server logs one line and
 // uses PollServerLoop (poll + a thread per connection) instead.
 //
-// Every incoming frame is checked (magic, version, lengths, CRC32C, HMAC)
-// before the handler sees it; a bad frame is counted, logged with one line on
-// stderr, answered with a reject frame (so the client can report why) and
-// its connection closed. The server never crashes on input. Ping requests
-// are answered by the server itself.
+// Every connection starts with the session handshake (handshake.h); until
+// the client has proven it holds the cluster key the server keeps only a
+// small fixed state for it (no buffer sized from anything the peer sent),
+// and such "pending" connections are limited in number, per peer IP and in
+// total, and in time (handshake_timeout); when a limit is reached the
+// oldest pending connection is dropped, so a flood of idle or half-open
+// connections cannot lock a legitimate client out. Authenticated
+// connections are closed after idle_timeout without a request, or when a
+// started frame header does not complete within header_timeout.
+//
+// Every frame is checked (magic, version, lengths, then its GMAC tag under
+// the connection's key and sequence number, so replayed or reordered frames
+// fail) before the handler sees it; a bad frame or handshake is counted,
+// logged with one line on stderr, answered with a reject frame (so the
+// client can report why) and its connection closed. The server never
+// crashes on input. Ping requests are answered by the server itself.
 //
 // Ownership: the server does not own the handler; it must outlive Stop().
 // Thread-safety: Start/Stop/address/counters may be called from any thread.
@@ -21,6 +32,7 @@
 // threads; a handler call in progress is waited for.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -57,7 +69,17 @@ class RpcHandler {
 
 struct RpcServerOptions {
   std::string listen = "127.0.0.1:0";  // "HOST:PORT" or "PORT"
+  // Open connections, total and per peer IP (pending ones included).
   size_t max_connections = 1024;
+  size_t max_connections_per_ip = 1024;
+  // Connections that have not finished the handshake, total and per IP.
+  size_t max_pending = 256;
+  size_t max_pending_per_ip = 64;
+  // Accept -> handshake done; first byte of a frame -> its whole header;
+  // authenticated connection with nothing in flight -> closed.
+  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds idle_timeout{300000};
   // io_uring event loop (false: poll + a thread per connection).
   bool use_io_uring = true;
   // Threads running handler calls in the io_uring loop (at most this many
@@ -71,13 +93,16 @@ struct RpcServerCounters {
   uint64_t connections = 0;       // accepted since Start
   uint64_t open_connections = 0;  // open right now
   uint64_t requests = 0;
-  uint64_t rejected_bad_mac = 0;
-  uint64_t rejected_bad_crc = 0;
-  uint64_t rejected_bad_header = 0;  // magic, flags, version
+  uint64_t rejected_bad_mac = 0;        // frame tag (replay, wrong key)
+  uint64_t rejected_bad_handshake = 0;  // client proof mismatch
+  uint64_t rejected_bad_header = 0;     // magic, flags, version
   uint64_t rejected_oversize = 0;
   uint64_t rejected_truncated = 0;
+  uint64_t pending_connections = 0;    // open, handshake not done, right now
+  uint64_t refused_connections = 0;    // over a limit (refused or evicted)
+  uint64_t timed_out_connections = 0;  // handshake/header/idle timeout
   uint64_t rejected_total() const {
-    return rejected_bad_mac + rejected_bad_crc + rejected_bad_header +
+    return rejected_bad_mac + rejected_bad_handshake + rejected_bad_header +
            rejected_oversize + rejected_truncated;
   }
 };

@@ -3,11 +3,15 @@
 //
 // ServerCore holds the options, cluster key, handler and counters, and knows
 // how to answer one verified request frame (Ping itself, everything else
-// through the RpcHandler) and how to count and log a rejected frame. A
-// ServerLoop owns the threads and connections of one running server.
+// through the RpcHandler) and how to count and log a rejected frame.
+// ConnectionLimits decides whether a new connection may open (per IP and
+// total, pending and authenticated). A ServerLoop owns the threads and
+// connections of one running server.
 //
 // Thread-safety: ServerCore's methods may be called from any thread (the
 // counters are atomics, options/key/handler are read-only after Start).
+// ConnectionLimits is not thread-safe (the loop calls it from its accept
+// thread or under its own lock).
 // Internal to backend/rpc; users see RpcServer only.
 #pragma once
 
@@ -16,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/rpc/cluster_key.h"
@@ -35,15 +40,18 @@ struct ServerCore {
   RpcHandler* const handler;
 
   std::atomic<uint64_t> n_connections{0}, n_open{0}, n_requests{0},
-      n_bad_mac{0}, n_bad_crc{0}, n_bad_header{0}, n_oversize{0},
-      n_truncated{0};
+      n_bad_mac{0}, n_bad_handshake{0}, n_bad_header{0}, n_oversize{0},
+      n_truncated{0}, n_pending{0}, n_refused{0}, n_timed_out{0};
 
   RpcServerCounters Counters() const;
   // Counts a frame error (FrameErrorOf(s) != kNone) by class and logs one
   // line naming the peer. Other statuses are ignored.
   void CountReject(const Status& s, const std::string& peer);
-  // Logs that a connection was refused because `open` connections are open.
-  void LogRefused(const std::string& peer, size_t open) const;
+  // Logs (and counts) that a connection was refused or dropped: `why`
+  // names the limit.
+  void LogRefused(const std::string& peer, const std::string& why);
+  // Logs (and counts) a connection closed by a timeout; `what` says which.
+  void LogTimeout(const std::string& peer, const char* what);
   // Answers one verified frame: fills the response header and reply.
   // A response frame sent to the server is refused: the frame error is
   // counted and logged here, and the caller must close the connection
@@ -51,6 +59,40 @@ struct ServerCore {
   bool Answer(Frame& request, const std::string& peer, FrameHeader* rh,
               RpcReply* reply);
 };
+
+// Counts open connections per peer IP and in total, pending (handshake not
+// done) and all, against the RpcServerOptions limits.
+class ConnectionLimits {
+ public:
+  explicit ConnectionLimits(const RpcServerOptions& o) : o_(o) {}
+  enum class Verdict {
+    kAdmit,
+    kEvictPendingSameIp,  // drop the oldest pending connection of this IP
+    kEvictPendingAny,     // drop the oldest pending connection
+    kRefuse,
+  };
+  // For a new connection from `ip`. After an eviction, ask again.
+  Verdict Check(const std::string& ip) const;
+  // "N connections open (limit)" for the log line of a refusal.
+  std::string Describe(const std::string& ip) const;
+  void Opened(const std::string& ip);  // a new pending connection
+  void Authenticated(const std::string& ip);
+  void Closed(const std::string& ip, bool pending);
+  size_t pending() const { return pending_; }
+
+ private:
+  struct PerIp {
+    size_t open = 0;
+    size_t pending = 0;
+  };
+  const RpcServerOptions& o_;
+  std::unordered_map<std::string, PerIp> ips_;
+  size_t open_ = 0;
+  size_t pending_ = 0;
+};
+
+// "1.2.3.4" of "1.2.3.4:5678".
+std::string IpOf(const std::string& peer);
 
 class ServerLoop {
  public:

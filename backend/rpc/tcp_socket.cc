@@ -122,7 +122,9 @@ Result<UniqueFd> ListenTcp(const std::string& address, std::string* bound) {
                                       "another --listen port or stop it)"
                                     : ""));
   }
-  if (::listen(fd.get(), 128) != 0)
+  // A deep accept queue: a burst of connections (or a flood) must not make
+  // the kernel drop a legitimate client's SYN while the loop catches up.
+  if (::listen(fd.get(), SOMAXCONN) != 0)
     return Status::FromErrno(errno, "listen on " + address);
   if (bound) *bound = LocalAddress(fd.get());
   return fd;

@@ -14,12 +14,14 @@
 #include <deque>
 #include <exception>
 #include <future>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "backend/rpc/frame_assembler.h"
+#include "backend/rpc/handshake.h"
 #include "backend/rpc/tcp_socket.h"
 
 namespace stripefs::rpc {
@@ -46,6 +48,7 @@ enum Op : uint64_t {
   kRecv = 4,
   kSend = 5,
   kIgnore = 6,  // link timeouts, cancel requests
+  kTick = 7,    // periodic check of connection timeouts
 };
 constexpr uint64_t kOpMask = 7;
 
@@ -54,6 +57,7 @@ constexpr uint64_t kOpMask = 7;
 struct OutMsg {
   FrameSeal seal{};
   RpcReply reply;
+  bool raw = false;  // handshake message: reply.payload only
   iovec iov[4];
   int iovcnt = 0;
   int first = 0;  // first iovec not fully sent
@@ -61,13 +65,17 @@ struct OutMsg {
 
   void BuildIov() {
     iovcnt = 0;
+    if (raw) {
+      iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
+      return;
+    }
     iov[iovcnt++] = {seal.header, kFrameHeaderSize};
     if (!reply.payload.empty())
       iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
     if (!reply.bulk.empty())
       iov[iovcnt++] = {const_cast<uint8_t*>(reply.bulk.data()),
                        reply.bulk.size()};
-    iov[iovcnt++] = {seal.mac.data(), seal.mac.size()};
+    iov[iovcnt++] = {seal.tag.data(), seal.tag.size()};
   }
   // Consumes `n` sent bytes; true when everything is sent.
   bool Advance(size_t n) {
@@ -87,7 +95,15 @@ std::unique_ptr<OutMsg> RejectMsg(FrameError why) {
   FrameHeader h;
   h.flags = kFlagReject;
   h.type = static_cast<uint16_t>(why);
-  EncodeHeader(h, m->seal.header);  // MAC of a reject frame is not checked
+  EncodeHeader(h, m->seal.header);  // tag of a reject frame: zero, unchecked
+  m->BuildIov();
+  return m;
+}
+
+std::unique_ptr<OutMsg> RawMsg(std::span<const uint8_t> bytes) {
+  auto m = std::make_unique<OutMsg>();
+  m->raw = true;
+  m->reply.payload.assign(bytes.begin(), bytes.end());
   m->BuildIov();
   return m;
 }
@@ -95,7 +111,17 @@ std::unique_ptr<OutMsg> RejectMsg(FrameError why) {
 struct Conn {
   UniqueFd fd;
   std::string peer;  // immutable after accept; read by workers
-  FrameAssembler in;
+  std::string ip;
+  // Until the handshake is done: a fixed-size state, nothing else.
+  ServerHandshake hs;
+  bool pending = true;    // counted as pending in the limits
+  bool detached = false;  // already taken out of the limits
+  std::list<Conn*>::iterator pending_pos;
+  // After it: the session (used only by the worker holding this
+  // connection's request) and the frame assembler.
+  std::unique_ptr<Session> session;
+  std::unique_ptr<FrameAssembler> in;
+  Clock::time_point accepted, last_active, header_started;
   std::deque<RawFrame> ready;  // complete frames, in order, not yet handled
   Status frame_error;          // stream error after `ready`: reject + close
   std::deque<std::unique_ptr<OutMsg>> out;  // replies in request order
@@ -118,7 +144,7 @@ struct Done {
   bool close = false;           // answer nothing more on this connection
 };
 
-uint64_t Tag(Conn* c, Op op) { return reinterpret_cast<uint64_t>(c) | op; }
+uint64_t UserData(Conn* c, Op op) { return reinterpret_cast<uint64_t>(c) | op; }
 
 }  // namespace
 
@@ -144,6 +170,10 @@ struct UringServerLoop::Impl {
 
   // Ring-thread state.
   std::unordered_set<Conn*> conns;
+  ConnectionLimits limits{core->options};
+  std::list<Conn*> pending_conns;  // handshake not done, oldest first
+  __kernel_timespec tick{};
+  bool tick_armed = false;
   bool multishot = true;
   bool accepted_any = false;
   bool accept_armed = false;
@@ -164,6 +194,13 @@ struct UringServerLoop::Impl {
   void OnRecv(Conn* c, int res);
   void OnSend(Conn* c, int res);
   void OnWake();
+  void OnTick();
+  void ArmTick();
+  // Makes room for a connection from `ip` (evicting pending ones); false
+  // when it must be refused.
+  bool Admit(const std::string& ip, const std::string& peer);
+  void Detach(Conn* c);
+  void OnHandshakeBytes(Conn* c, size_t n);
   void Pump(Conn* c);
   void BeginStop();
 
@@ -209,23 +246,24 @@ void UringServerLoop::Impl::ArmAccept() {
     io_uring_prep_accept(s, listen_fd, nullptr, nullptr,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
   }
-  io_uring_sqe_set_data64(s, Tag(nullptr, kAccept));
+  io_uring_sqe_set_data64(s, UserData(nullptr, kAccept));
   accept_armed = true;
 }
 
 void UringServerLoop::Impl::ArmWake() {
   io_uring_sqe* s = Sqe();
   io_uring_prep_read(s, wake_fd.get(), &wake_buf, sizeof(wake_buf), 0);
-  io_uring_sqe_set_data64(s, Tag(nullptr, kWake));
+  io_uring_sqe_set_data64(s, UserData(nullptr, kWake));
 }
 
 void UringServerLoop::Impl::ArmRecv(Conn* c) {
   bool exact = false;
-  std::span<uint8_t> buf = c->in.RecvBuffer(&exact);
+  std::span<uint8_t> buf =
+      c->in ? c->in->RecvBuffer(&exact) : c->hs.RecvBuffer();
   io_uring_sqe* s = Sqe();
   io_uring_prep_recv(s, c->fd.get(), buf.data(), buf.size(),
                      exact ? MSG_WAITALL : 0);
-  io_uring_sqe_set_data64(s, Tag(c, kRecv));
+  io_uring_sqe_set_data64(s, UserData(c, kRecv));
   c->recv_armed = true;
 }
 
@@ -238,18 +276,18 @@ void UringServerLoop::Impl::ArmSend(Conn* c) {
   if (io_uring_sq_space_left(&ring) < 2) io_uring_submit(&ring);
   io_uring_sqe* s = Sqe();
   io_uring_prep_sendmsg(s, c->fd.get(), &m.msg, MSG_NOSIGNAL);
-  io_uring_sqe_set_data64(s, Tag(c, kSend));
+  io_uring_sqe_set_data64(s, UserData(c, kSend));
   s->flags |= IOSQE_IO_LINK;
   io_uring_sqe* t = Sqe();
   io_uring_prep_link_timeout(t, &send_timeout, 0);
-  io_uring_sqe_set_data64(t, Tag(nullptr, kIgnore));
+  io_uring_sqe_set_data64(t, UserData(nullptr, kIgnore));
   c->send_armed = true;
 }
 
 void UringServerLoop::Impl::Cancel(uint64_t tag) {
   io_uring_sqe* s = Sqe();
   io_uring_prep_cancel64(s, tag, 0);
-  io_uring_sqe_set_data64(s, Tag(nullptr, kIgnore));
+  io_uring_sqe_set_data64(s, UserData(nullptr, kIgnore));
 }
 
 void UringServerLoop::Impl::RingMain(std::promise<int>* ready) {
@@ -258,6 +296,7 @@ void UringServerLoop::Impl::RingMain(std::promise<int>* ready) {
   if (rc < 0) return;
   ArmAccept();
   ArmWake();
+  ArmTick();
   for (;;) {
     rc = io_uring_submit_and_wait(&ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY &&
@@ -278,7 +317,8 @@ void UringServerLoop::Impl::RingMain(std::promise<int>* ready) {
     }
     io_uring_cq_advance(&ring, n);
     if (stopping.load() && !stop_seen) BeginStop();
-    if (stop_seen && conns.empty() && !accept_armed && !accept_retry_armed)
+    if (stop_seen && conns.empty() && !accept_armed && !accept_retry_armed &&
+        !tick_armed)
       break;
   }
   // Cancels what is still pending (the eventfd read) and frees the ring.
@@ -305,8 +345,104 @@ void UringServerLoop::Impl::OnCqe(const io_uring_cqe* cqe) {
     case kSend:
       OnSend(c, cqe->res);
       break;
+    case kTick:
+      tick_armed = false;
+      if (!stop_seen) OnTick();
+      break;
     case kIgnore:
       break;
+  }
+}
+
+void UringServerLoop::Impl::ArmTick() {
+  const RpcServerOptions& o = core->options;
+  auto shortest =
+      std::min({o.handshake_timeout, o.header_timeout, o.idle_timeout});
+  auto step = std::clamp<std::chrono::milliseconds>(
+      shortest / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
+  tick.tv_sec = step.count() / 1000;
+  tick.tv_nsec = (step.count() % 1000) * 1000000;
+  io_uring_sqe* s = Sqe();
+  io_uring_prep_timeout(s, &tick, 0, 0);
+  io_uring_sqe_set_data64(s, UserData(nullptr, kTick));
+  tick_armed = true;
+}
+
+void UringServerLoop::Impl::OnTick() {
+  const RpcServerOptions& o = core->options;
+  auto now = Clock::now();
+  std::vector<Conn*> expired;
+  for (Conn* c : conns) {
+    if (c->closing) continue;
+    if (!c->session) {
+      if (now - c->accepted >= o.handshake_timeout) {
+        core->LogTimeout(c->peer,
+                         "no handshake within the handshake timeout "
+                         "(RpcServerOptions::handshake_timeout)");
+        expired.push_back(c);
+      }
+      continue;
+    }
+    bool busy = c->in_worker || c->send_armed || !c->out.empty() ||
+                !c->ready.empty() || !c->frame_error.ok();
+    if (busy) continue;
+    if (c->in->mid_header() && now - c->header_started >= o.header_timeout) {
+      core->LogTimeout(c->peer,
+                       "frame header not complete within the header "
+                       "timeout (RpcServerOptions::header_timeout)");
+      expired.push_back(c);
+    } else if (now - c->last_active >= o.idle_timeout) {
+      ++core->n_timed_out;  // normal for pooled client connections: no log
+      expired.push_back(c);
+    }
+  }
+  for (Conn* c : expired) {
+    c->closing = true;
+    Pump(c);
+  }
+  ArmTick();
+}
+
+void UringServerLoop::Impl::Detach(Conn* c) {
+  if (c->detached) return;
+  c->detached = true;
+  limits.Closed(c->ip, c->pending);
+  if (c->pending) {
+    pending_conns.erase(c->pending_pos);
+    --core->n_pending;
+  }
+}
+
+bool UringServerLoop::Impl::Admit(const std::string& ip,
+                                  const std::string& peer) {
+  for (;;) {
+    ConnectionLimits::Verdict v = limits.Check(ip);
+    if (v == ConnectionLimits::Verdict::kAdmit) return true;
+    Conn* victim = nullptr;
+    if (v == ConnectionLimits::Verdict::kEvictPendingAny &&
+        !pending_conns.empty()) {
+      victim = pending_conns.front();
+    } else if (v == ConnectionLimits::Verdict::kEvictPendingSameIp) {
+      for (Conn* p : pending_conns) {
+        if (p->ip == ip) {
+          victim = p;
+          break;
+        }
+      }
+    }
+    if (victim == nullptr) {
+      core->LogRefused(peer, limits.Describe(ip));
+      return false;
+    }
+    core->LogRefused(victim->peer,
+                     "dropping the oldest unauthenticated connection for a "
+                     "new one (" +
+                         std::to_string(limits.pending()) +
+                         " handshakes pending: RpcServerOptions::max_pending"
+                         "[_per_ip])");
+    Detach(victim);
+    victim->closing = true;
+    Pump(victim);
   }
 }
 
@@ -317,15 +453,21 @@ void UringServerLoop::Impl::OnAccept(int res, unsigned flags) {
     UniqueFd fd(res);
     std::string peer = PeerAddress(fd.get());
     if (stop_seen) return;
-    if (conns.size() >= core->options.max_connections) {
-      core->LogRefused(peer, conns.size());
+    std::string ip = IpOf(peer);
+    if (!Admit(ip, peer)) {
+      if (!accept_armed && !accept_retry_armed) ArmAccept();
       return;  // fd closes here
     }
     ++core->n_connections;
     ++core->n_open;
+    ++core->n_pending;
     auto* c = new Conn;
     c->fd = std::move(fd);
     c->peer = std::move(peer);
+    c->ip = std::move(ip);
+    c->accepted = Clock::now();
+    limits.Opened(c->ip);
+    c->pending_pos = pending_conns.insert(pending_conns.end(), c);
     conns.insert(c);
     Pump(c);
   } else if (res == -EINVAL && multishot && !accepted_any) {
@@ -337,7 +479,7 @@ void UringServerLoop::Impl::OnAccept(int res, unsigned flags) {
     if (!accept_armed && !stop_seen && !accept_retry_armed) {
       io_uring_sqe* s = Sqe();
       io_uring_prep_timeout(s, &accept_retry, 0, 0);
-      io_uring_sqe_set_data64(s, Tag(nullptr, kAcceptRetry));
+      io_uring_sqe_set_data64(s, UserData(nullptr, kAcceptRetry));
       accept_retry_armed = true;
     }
     return;
@@ -352,10 +494,15 @@ void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
     Pump(c);
     return;
   }
-  if (res > 0) {
+  if (res > 0 && !c->in) {
+    OnHandshakeBytes(c, static_cast<size_t>(res));
+  } else if (res > 0) {
     std::vector<RawFrame> frames;
-    Status s = c->in.Commit(static_cast<size_t>(res), &frames);
+    bool was_mid_header = c->in->mid_header();
+    Status s = c->in->Commit(static_cast<size_t>(res), &frames);
     for (auto& f : frames) c->ready.push_back(std::move(f));
+    c->last_active = Clock::now();
+    if (!was_mid_header || !frames.empty()) c->header_started = c->last_active;
     if (!s.ok()) {
       c->read_closed = true;
       core->CountReject(s, c->peer);
@@ -363,7 +510,7 @@ void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
     }
   } else if (res == 0) {
     c->read_closed = true;
-    if (c->in.mid_frame()) {
+    if (c->in ? c->in->mid_frame() : c->hs.started()) {
       core->CountReject(
           Status(ECONNRESET, "connection closed mid-frame (truncated frame)"),
           c->peer);
@@ -372,6 +519,28 @@ void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
     c->closing = true;  // ECONNRESET, ECANCELED ...
   }
   Pump(c);
+}
+
+void UringServerLoop::Impl::OnHandshakeBytes(Conn* c, size_t n) {
+  const ClusterKey& key = *core->key;
+  bool had_hello = c->hs.hello_ready();
+  Status s = c->hs.Commit(n, key);
+  if (!s.ok()) {
+    c->read_closed = true;
+    core->CountReject(s, c->peer);
+    c->frame_error = s;
+    return;
+  }
+  if (!had_hello && c->hs.hello_ready())
+    c->out.push_back(RawMsg(c->hs.server_hello()));
+  if (!c->hs.done()) return;
+  c->session = std::make_unique<Session>(c->hs.TakeSession(key));
+  c->in = std::make_unique<FrameAssembler>();
+  c->last_active = Clock::now();
+  limits.Authenticated(c->ip);
+  pending_conns.erase(c->pending_pos);
+  c->pending = false;
+  --core->n_pending;
 }
 
 void UringServerLoop::Impl::OnSend(Conn* c, int res) {
@@ -386,6 +555,7 @@ void UringServerLoop::Impl::OnSend(Conn* c, int res) {
     c->closing = true;  // EPIPE, ECONNRESET, ECANCELED (60 s timeout) ...
   } else if (c->out.front()->Advance(static_cast<size_t>(res))) {
     c->out.pop_front();
+    c->last_active = Clock::now();
   }
   Pump(c);
 }
@@ -451,6 +621,7 @@ void UringServerLoop::Impl::Pump(Conn* c) {
   }
   if (c->recv_armed || c->send_armed || c->in_worker) return;
   ::shutdown(c->fd.get(), SHUT_RDWR);
+  Detach(c);
   conns.erase(c);
   delete c;  // closes the fd
   --core->n_open;
@@ -458,7 +629,8 @@ void UringServerLoop::Impl::Pump(Conn* c) {
 
 void UringServerLoop::Impl::BeginStop() {
   stop_seen = true;
-  if (accept_armed) Cancel(Tag(nullptr, kAccept));
+  if (accept_armed) Cancel(UserData(nullptr, kAccept));
+  if (tick_armed) Cancel(UserData(nullptr, kTick));
   std::vector<Conn*> all(conns.begin(), conns.end());
   for (Conn* c : all) Pump(c);
 }
@@ -496,8 +668,7 @@ Done UringServerLoop::Impl::RunJob(Job& job) {
     d.close = true;
     return d;
   }
-  const ClusterKey& key = *core->key;
-  Result<Frame> f = std::move(job.frame).Verify(key);
+  Result<Frame> f = std::move(job.frame).Verify(c->session->recv);
   if (!f.ok()) {
     core->CountReject(f.status(), c->peer);
     d.msg = RejectMsg(FrameErrorOf(f.status()));
@@ -533,7 +704,7 @@ Done UringServerLoop::Impl::RunJob(Job& job) {
     d.close = true;
     return d;
   }
-  m->seal = SealFrame(key, rh, m->reply.payload, m->reply.bulk);
+  m->seal = SealFrame(c->session->send, rh, m->reply.payload, m->reply.bulk);
   m->BuildIov();
   d.msg = std::move(m);
   return d;

@@ -1,15 +1,21 @@
 // UringServerLoop: the default RpcServer loop. One thread owns an io_uring
 // and does all socket I/O of the server; a bounded pool of worker threads
-// verifies frames (CRC32C + HMAC), runs the handler and seals the reply
-// (CRC + HMAC), so neither hashing nor blocking handlers run on the ring.
+// verifies frames (GMAC tag with the connection's receive cipher), runs the
+// handler and seals the reply (send cipher), so neither hashing nor blocking
+// handlers run on the ring. The session handshake runs on the ring thread
+// with a fixed-size state per connection; nothing else is allocated for a
+// connection until its client has proven the cluster key.
 //
 // Ring thread: multishot accept on the listener (re-armed single accepts if
 // the kernel refuses multishot); per connection one recv at a time into a
 // FrameAssembler (header bounds-checked before any allocation, bulk received
 // straight into its vector), one sendmsg at a time with a gather list
-// (header, payload, the handler's bulk buffer, MAC: no copy of chunk data),
+// (header, payload, the handler's bulk buffer, tag: no copy of chunk data),
 // partial sends continued, each send linked to a 60 s timeout; an eventfd
-// read wakes it for finished handler calls and Stop().
+// read wakes it for finished handler calls and Stop(); a periodic timeout
+// closes connections past their handshake, header or idle timeout, and
+// accept applies the per-IP / pending limits (ConnectionLimits), evicting the
+// oldest pending connection rather than refusing a new one.
 //
 // Per connection at most one request is in the worker pool and at most a few
 // frames are read ahead, so replies leave in request order and a client that

@@ -5,6 +5,7 @@
 // failure), leaving no processes behind.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/wire_messages.h"
 
 #ifndef STRIPEFS_BINARY
 #error "STRIPEFS_BINARY must name the stripefs executable"
@@ -55,7 +59,8 @@ bool Alive(pid_t pid) {
   if (pid <= 1 || ::kill(pid, 0) != 0) return false;
   std::string stat = FirstLine("/proc/" + std::to_string(pid) + "/stat");
   auto rp = stat.rfind(')');
-  return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
+  return !(rp != std::string::npos && rp + 2 < stat.size() &&
+           stat[rp + 2] == 'Z');
 }
 
 class ClusterProcessTest : public ::testing::Test {
@@ -179,6 +184,68 @@ TEST_F(ClusterProcessTest, UpServeKillRestartDown) {
     log2.assign(std::istreambuf_iterator<char>(f), {});
   }
   EXPECT_NE(log2.find("rejected frame"), std::string::npos) << log2;
+}
+
+// Resident memory of a process, from /proc/PID/status (kB), or -1.
+long VmRssKb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+// What an unauthenticated peer sends to make a server allocate: a valid
+// ClientHello (anyone can send one), then a frame header that claims a
+// 4 MiB payload instead of the proof.
+std::vector<uint8_t> PreAuthClaim() {
+  std::vector<uint8_t> b(kClientHelloSize + kFrameHeaderSize, 0x33);
+  EncodeHandshakePrefix(HandshakeKind::kClientHello, b.data());
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kWriteChunk);
+  h.payload_len = 4u << 20;
+  EncodeHeader(h, b.data() + kClientHelloSize);
+  return b;
+}
+
+TEST_F(ClusterProcessTest, UnauthenticatedPeersCannotMakeChunkdAllocate) {
+  auto up = RunCli(
+      "cluster up --servers 3 --k 2 --m 1 --cell-size 65536 --dir " + dir_);
+  ASSERT_EQ(up.rc, 0) << up.out;
+  for (auto n : {"metad", "chunkd.1", "chunkd.2", "chunkd.3"})
+    pids_.push_back(Pid(n));
+  pid_t chunkd = Pid("chunkd.1");
+  std::string addr = FirstLine(dir_ + "/chunkd.1.addr");
+  auto key = ClusterKey::Load(dir_ + "/cluster.key");
+  ASSERT_TRUE(key.ok());
+  RemoteChunkService legit(addr, *key);
+  ASSERT_TRUE(legit.Stats().ok());
+  long before = VmRssKb(chunkd);
+  ASSERT_GT(before, 0);
+  // 200 connections claiming 4 MiB each (the issue: 26 MB -> 846 MB).
+  std::vector<UniqueFd> conns;
+  const std::vector<uint8_t> claim = PreAuthClaim();
+  for (int i = 0; i < 200; ++i) {
+    auto fd = ConnectTcp(addr, Clock::now() + std::chrono::seconds(20));
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    ASSERT_EQ(::send(fd->get(), claim.data(), claim.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(claim.size()));
+    conns.push_back(std::move(fd).value());
+  }
+  ASSERT_TRUE(legit.Stats().ok());  // served throughout, and all claims seen
+  long peak = 0;
+  for (int i = 0; i < 20; ++i) {  // the largest of a few samples
+    peak = std::max(peak, VmRssKb(chunkd));
+    ::usleep(50 * 1000);
+  }
+  std::printf("chunkd VmRSS %ld kB before, peak %ld kB with 200 claims\n",
+              before, peak);
+  EXPECT_LT(peak - before, 32 * 1024)
+      << "chunkd RSS grew from " << before << " kB to " << peak
+      << " kB for 200 unauthenticated connections";
+  conns.clear();
+  ASSERT_TRUE(legit.Stats().ok());
 }
 
 TEST_F(ClusterProcessTest, DaemonsExplainAMissingKey) {

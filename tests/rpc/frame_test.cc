@@ -1,5 +1,7 @@
-// Unit tests of the frame codec: round trips, and every class of malformed
-// input rejected with its own error, both from bytes and from a socket.
+// Unit tests of the frame codec and the session handshake: round trips,
+// every class of malformed input rejected with its own error (from bytes and
+// from a socket), replayed / reordered / foreign frames rejected, and the
+// handshake between matching and mismatching keys and versions.
 #include "backend/rpc/frame.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +11,15 @@
 #include <cstring>
 #include <thread>
 
+#include "backend/rpc/handshake.h"
 #include "backend/rpc/tcp_socket.h"
+#include "tests/rpc/test_sessions.h"
 
 namespace stripefs::rpc {
 namespace {
+
+using testing::Link;
+using testing::MakeLink;
 
 std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
   std::array<uint8_t, kClusterKeySize> b;
@@ -35,12 +42,12 @@ FrameHeader Hdr() {
 }
 
 TEST(FrameTest, RoundTripsHeaderPayloadAndBulk) {
-  auto key = Key(1);
+  Link l = MakeLink(*Key(1));
   auto payload = Bytes(100, 3);
   auto bulk = Bytes(70000, 9);
-  auto wire = EncodeFrame(*key, Hdr(), payload, bulk);
-  EXPECT_EQ(wire.size(), kFrameHeaderSize + 100 + 70000 + kMacSize);
-  auto f = DecodeFrame(*key, wire);
+  auto wire = EncodeFrame(l.tx, Hdr(), payload, bulk);
+  EXPECT_EQ(wire.size(), kFrameHeaderSize + 100 + 70000 + kTagSize);
+  auto f = DecodeFrame(l.rx, wire);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->header.type, 65);
   EXPECT_EQ(f->header.flags, kFlagResponse);
@@ -52,18 +59,18 @@ TEST(FrameTest, RoundTripsHeaderPayloadAndBulk) {
 }
 
 TEST(FrameTest, EmptyFrameRoundTrips) {
-  auto key = Key(2);
-  auto f = DecodeFrame(*key, EncodeFrame(*key, Hdr(), {}, {}));
+  Link l = MakeLink(*Key(2));
+  auto f = DecodeFrame(l.rx, EncodeFrame(l.tx, Hdr(), {}, {}));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_TRUE(f->payload.empty());
   EXPECT_TRUE(f->bulk.empty());
 }
 
 TEST(FrameTest, EveryTruncationIsRejectedAsTruncated) {
-  auto key = Key(1);
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(40, 1), Bytes(20, 2));
+  Link l = MakeLink(*Key(1));
+  auto wire = EncodeFrame(l.tx, Hdr(), Bytes(40, 1), Bytes(20, 2));
   for (size_t n = 0; n < wire.size(); ++n) {
-    auto f = DecodeFrame(*key, std::span<const uint8_t>(wire.data(), n));
+    auto f = DecodeFrame(l.rx, std::span<const uint8_t>(wire.data(), n));
     ASSERT_FALSE(f.ok()) << "prefix of " << n << " bytes accepted";
     EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kTruncated) << n;
   }
@@ -71,66 +78,94 @@ TEST(FrameTest, EveryTruncationIsRejectedAsTruncated) {
 
 TEST(FrameTest, EveryFlippedBitIsRejected) {
   auto key = Key(1);
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(16, 1), Bytes(16, 2));
+  Link sender = MakeLink(*key);
+  auto wire = EncodeFrame(sender.tx, Hdr(), Bytes(16, 1), Bytes(16, 2));
   for (size_t i = 0; i < wire.size() * 8; ++i) {
     auto bad = wire;
     bad[i / 8] ^= static_cast<uint8_t>(1u << (i % 8));
-    auto f = DecodeFrame(*key, bad);
+    Link l = MakeLink(*key);  // each try is the first frame of a connection
+    auto f = DecodeFrame(l.rx, bad);
     ASSERT_FALSE(f.ok()) << "bit " << i << " flip accepted";
     EXPECT_NE(FrameErrorOf(f.status()), FrameError::kNone)
         << f.status().ToString();
   }
 }
 
-TEST(FrameTest, BadCrcIsRejectedAsBadCrc) {
-  auto key = Key(1);
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(16, 1), {});
-  wire[kFrameHeaderSize + 3] ^= 0x40;  // payload byte
-  auto f = DecodeFrame(*key, wire);
-  ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().code(), EBADMSG);
-  EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kBadCrc);
-}
-
 TEST(FrameTest, WrongKeyIsRejectedAsBadMac) {
-  auto wire = EncodeFrame(*Key(1), Hdr(), Bytes(16, 1), Bytes(8, 1));
-  auto f = DecodeFrame(*Key(2), wire);
+  Link sender = MakeLink(*Key(1));
+  auto wire = EncodeFrame(sender.tx, Hdr(), Bytes(16, 1), Bytes(8, 1));
+  Link other = MakeLink(*Key(2));
+  auto f = DecodeFrame(other.rx, wire);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), EACCES);
   EXPECT_NE(f.status().message().find("cluster key"), std::string::npos);
 }
 
-TEST(FrameTest, TamperedMacIsRejected) {
+TEST(FrameTest, ReplayedFrameInTheSameConnectionIsRejected) {
+  Link l = MakeLink(*Key(1));
+  auto wire = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
+  ASSERT_TRUE(DecodeFrame(l.rx, wire).ok());
+  auto again = DecodeFrame(l.rx, wire);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(FrameErrorOf(again.status()), FrameError::kBadMac);
+  EXPECT_NE(again.status().message().find("replayed"), std::string::npos);
+}
+
+TEST(FrameTest, ReorderedFramesAreRejected) {
+  Link l = MakeLink(*Key(1));
+  auto first = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
+  auto second = EncodeFrame(l.tx, Hdr(), Bytes(16, 2), {});
+  EXPECT_EQ(FrameErrorOf(DecodeFrame(l.rx, second).status()),
+            FrameError::kBadMac);
+  Link l2 = MakeLink(*Key(1));
+  auto a = EncodeFrame(l2.tx, Hdr(), Bytes(16, 1), {});
+  auto b = EncodeFrame(l2.tx, Hdr(), Bytes(16, 2), {});
+  EXPECT_TRUE(DecodeFrame(l2.rx, a).ok());
+  EXPECT_TRUE(DecodeFrame(l2.rx, b).ok());
+}
+
+TEST(FrameTest, FrameFromAnotherConnectionIsRejected) {
   auto key = Key(1);
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(16, 1), {});
+  Link one = MakeLink(*key, 1), two = MakeLink(*key, 2);
+  auto wire = EncodeFrame(one.tx, Hdr(), Bytes(16, 1), {});
+  EXPECT_EQ(FrameErrorOf(DecodeFrame(two.rx, wire).status()),
+            FrameError::kBadMac);
+  EXPECT_TRUE(DecodeFrame(one.rx, wire).ok());
+}
+
+TEST(FrameTest, TamperedMacIsRejected) {
+  Link l = MakeLink(*Key(1));
+  auto wire = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
   wire.back() ^= 1;
-  auto f = DecodeFrame(*key, wire);
+  auto f = DecodeFrame(l.rx, wire);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kBadMac);
 }
 
 TEST(FrameTest, BadMagicVersionAndFlagsAreRejected) {
-  auto key = Key(1);
-  auto good = EncodeFrame(*key, Hdr(), Bytes(4, 1), {});
+  Link l = MakeLink(*Key(1));
+  auto good = EncodeFrame(l.tx, Hdr(), Bytes(4, 1), {});
   auto bad = good;
   bad[0] = 'X';
-  EXPECT_EQ(FrameErrorOf(DecodeFrame(*key, bad).status()),
+  EXPECT_EQ(FrameErrorOf(DecodeFrame(l.rx, bad).status()),
             FrameError::kBadMagic);
   FrameHeader h = Hdr();
-  h.version = 2;
-  auto v2 = EncodeFrame(*key, h, Bytes(4, 1), {});
-  auto f = DecodeFrame(*key, v2);
+  h.version = 1;  // the HMAC-per-frame protocol before sessions
+  auto v1 = EncodeFrame(l.tx, h, Bytes(4, 1), {});
+  auto f = DecodeFrame(l.rx, v1);
   EXPECT_EQ(f.status().code(), EPROTONOSUPPORT);
   EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kBadVersion);
+  EXPECT_NE(f.status().message().find("same stripefs version"),
+            std::string::npos);
   h = Hdr();
   h.flags = 0x80;
   EXPECT_EQ(
-      FrameErrorOf(DecodeFrame(*key, EncodeFrame(*key, h, {}, {})).status()),
+      FrameErrorOf(DecodeFrame(l.rx, EncodeFrame(l.tx, h, {}, {})).status()),
       FrameError::kBadMagic);
 }
 
 TEST(FrameTest, OversizeLengthIsRejectedBeforeAllocating) {
-  auto key = Key(1);
+  Link l = MakeLink(*Key(1));
   FrameHeader h = Hdr();
   h.payload_len = kMaxPayload + 1;
   uint8_t hdr[kFrameHeaderSize];
@@ -143,15 +178,15 @@ TEST(FrameTest, OversizeLengthIsRejectedBeforeAllocating) {
   EncodeHeader(h, hdr);
   EXPECT_EQ(FrameErrorOf(ParseHeader(hdr, &parsed)), FrameError::kOversize);
   // Only the header arrives: the decoder must refuse without reading on.
-  auto f = DecodeFrame(*key, std::span<const uint8_t>(hdr, kFrameHeaderSize));
+  auto f = DecodeFrame(l.rx, std::span<const uint8_t>(hdr, kFrameHeaderSize));
   EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kOversize);
 }
 
 TEST(FrameTest, TrailingBytesAreRejected) {
-  auto key = Key(1);
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(4, 1), {});
+  Link l = MakeLink(*Key(1));
+  auto wire = EncodeFrame(l.tx, Hdr(), Bytes(4, 1), {});
   wire.push_back(0);
-  EXPECT_FALSE(DecodeFrame(*key, wire).ok());
+  EXPECT_FALSE(DecodeFrame(l.rx, wire).ok());
 }
 
 // Socket path: WriteFrame (gather write) -> ReadFrame.
@@ -167,16 +202,16 @@ class SocketPair {
 };
 
 TEST(FrameSocketTest, WriteThenReadLargeBulk) {
-  auto key = Key(5);
+  Link l = MakeLink(*Key(5));
   SocketPair sp;
   auto payload = Bytes(33, 4);
   auto bulk = Bytes(3 << 20, 8);  // larger than the socket buffer
   Status ws;
   std::thread writer([&] {
-    ws = WriteFrame(sp.a.get(), *key, Hdr(), payload, bulk,
+    ws = WriteFrame(sp.a.get(), l.tx, Hdr(), payload, bulk,
                     Clock::now() + std::chrono::seconds(30));
   });
-  auto f = ReadFrame(sp.b.get(), *key, Clock::now() + std::chrono::seconds(30));
+  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(30));
   writer.join();
   ASSERT_TRUE(ws.ok()) << ws.ToString();
   ASSERT_TRUE(f.ok()) << f.status().ToString();
@@ -185,40 +220,159 @@ TEST(FrameSocketTest, WriteThenReadLargeBulk) {
 }
 
 TEST(FrameSocketTest, CleanCloseIsNotConnAndMidFrameCloseIsTruncated) {
-  auto key = Key(5);
+  Link l = MakeLink(*Key(5));
   {
     SocketPair sp;
     sp.a.Reset();
-    auto f = ReadFrame(sp.b.get(), *key, NoDeadline());
+    auto f = ReadFrame(sp.b.get(), l.rx, NoDeadline());
     EXPECT_EQ(f.status().code(), ENOTCONN);
   }
   {
     SocketPair sp;
-    auto wire = EncodeFrame(*key, Hdr(), Bytes(100, 1), {});
+    auto wire = EncodeFrame(l.tx, Hdr(), Bytes(100, 1), {});
     ASSERT_EQ(::write(sp.a.get(), wire.data(), 50), 50);
     sp.a.Reset();
-    auto f = ReadFrame(sp.b.get(), *key, NoDeadline());
+    auto f = ReadFrame(sp.b.get(), l.rx, NoDeadline());
     EXPECT_EQ(FrameErrorOf(f.status()), FrameError::kTruncated);
   }
 }
 
 TEST(FrameSocketTest, ReadTimesOutAtDeadline) {
-  auto key = Key(5);
+  Link l = MakeLink(*Key(5));
   SocketPair sp;
-  auto wire = EncodeFrame(*key, Hdr(), Bytes(100, 1), {});
+  auto wire = EncodeFrame(l.tx, Hdr(), Bytes(100, 1), {});
   ASSERT_EQ(::write(sp.a.get(), wire.data(), 10), 10);  // stalls mid-frame
   auto f =
-      ReadFrame(sp.b.get(), *key, Clock::now() + std::chrono::milliseconds(50));
+      ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::milliseconds(50));
   EXPECT_EQ(f.status().code(), ETIMEDOUT);
+  // A started header must complete within the header timeout even when the
+  // overall deadline is far away.
+  SocketPair sp2;
+  ASSERT_EQ(::write(sp2.a.get(), wire.data(), 10), 10);
+  auto h =
+      ReadFrame(sp2.b.get(), l.rx, NoDeadline(), std::chrono::milliseconds(50));
+  EXPECT_EQ(h.status().code(), ETIMEDOUT);
+  EXPECT_NE(h.status().message().find("header timeout"), std::string::npos);
 }
 
 TEST(FrameSocketTest, RejectFrameReportsTheReason) {
-  auto key = Key(5);
+  Link l = MakeLink(*Key(5));
   SocketPair sp;
   WriteRejectFrame(sp.a.get(), FrameError::kBadMac);
-  auto f = ReadFrame(sp.b.get(), *key, Clock::now() + std::chrono::seconds(5));
+  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(f.status().code(), EACCES);
-  EXPECT_NE(f.status().message().find("HMAC"), std::string::npos);
+  EXPECT_NE(f.status().message().find("cluster key"), std::string::npos);
+}
+
+// Handshake over a socketpair: client in this thread, server in another.
+struct HandshakeRun {
+  Result<Session> client = Status(EIO, "not run");
+  Result<Session> server = Status(EIO, "not run");
+};
+HandshakeRun RunHandshake(const ClusterKey& ck, const ClusterKey& sk) {
+  SocketPair sp;
+  HandshakeRun r;
+  Deadline d = Clock::now() + std::chrono::seconds(20);
+  std::thread t([&] {
+    r.server = RunServerHandshake(sp.b.get(), sk, d);
+    if (!r.server.ok())
+      WriteRejectFrame(sp.b.get(), FrameErrorOf(r.server.status()));
+    sp.b.Reset();
+  });
+  r.client = ClientHandshake(sp.a.get(), ck, d);
+  if (!r.client.ok()) sp.a.Reset();  // as RpcClient does: drop the socket
+  t.join();
+  return r;
+}
+
+TEST(HandshakeTest, SameKeyGivesMatchingSessionsBothWays) {
+  auto key = Key(3);
+  HandshakeRun r = RunHandshake(*key, *key);
+  ASSERT_TRUE(r.client.ok()) << r.client.status().ToString();
+  ASSERT_TRUE(r.server.ok()) << r.server.status().ToString();
+  auto up = EncodeFrame(r.client->send, Hdr(), Bytes(10, 1), Bytes(5, 2));
+  EXPECT_TRUE(DecodeFrame(r.server->recv, up).ok());
+  auto down = EncodeFrame(r.server->send, Hdr(), Bytes(10, 3), {});
+  EXPECT_TRUE(DecodeFrame(r.client->recv, down).ok());
+  // Directions have different keys: a client frame reflected back fails.
+  auto reflected = EncodeFrame(r.client->send, Hdr(), Bytes(10, 1), {});
+  EXPECT_FALSE(DecodeFrame(r.client->recv, reflected).ok());
+}
+
+TEST(HandshakeTest, TwoHandshakesGiveDifferentKeys) {
+  auto key = Key(3);
+  HandshakeRun a = RunHandshake(*key, *key), b = RunHandshake(*key, *key);
+  ASSERT_TRUE(a.client.ok() && b.server.ok());
+  auto wire = EncodeFrame(a.client->send, Hdr(), Bytes(10, 1), {});
+  EXPECT_EQ(FrameErrorOf(DecodeFrame(b.server->recv, wire).status()),
+            FrameError::kBadMac);
+}
+
+TEST(HandshakeTest, WrongKeyFailsOnBothSidesNamingTheKey) {
+  HandshakeRun r = RunHandshake(*Key(3), *Key(4));
+  ASSERT_FALSE(r.client.ok());
+  EXPECT_EQ(r.client.status().code(), EACCES);
+  EXPECT_NE(r.client.status().message().find("cluster key"), std::string::npos)
+      << r.client.status().ToString();
+  // The client refuses the server's proof, so the server never completes.
+  EXPECT_FALSE(r.server.ok());
+}
+
+TEST(HandshakeTest, ClientWithWrongProofIsRejected) {
+  auto key = Key(3);
+  ServerHandshake hs;
+  uint8_t hello[kClientHelloSize];
+  EncodeHandshakePrefix(HandshakeKind::kClientHello, hello);
+  std::memset(hello + kHandshakePrefixSize, 7, kNonceSize);
+  auto buf = hs.RecvBuffer();
+  ASSERT_EQ(buf.size(), kClientHelloSize);
+  std::memcpy(buf.data(), hello, sizeof(hello));
+  ASSERT_TRUE(hs.Commit(sizeof(hello), *key).ok());
+  ASSERT_TRUE(hs.hello_ready());
+  EXPECT_EQ(hs.server_hello().size(), kServerHelloSize);
+  // A proof captured from another handshake (other server nonce) fails.
+  uint8_t proof[kClientProofSize];
+  EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
+  Nonce c, other;
+  c.fill(7);
+  other.fill(8);
+  Proof p = HandshakeProof(*key, Role::kClient, c, other);
+  std::memcpy(proof + kHandshakePrefixSize, p.data(), kProofSize);
+  buf = hs.RecvBuffer();
+  ASSERT_EQ(buf.size(), kClientProofSize);
+  std::memcpy(buf.data(), proof, sizeof(proof));
+  Status s = hs.Commit(sizeof(proof), *key);
+  EXPECT_EQ(FrameErrorOf(s), FrameError::kBadHandshake) << s.ToString();
+  EXPECT_FALSE(hs.done());
+}
+
+TEST(HandshakeTest, VersionOnePeersGetAClearError) {
+  auto key = Key(3);
+  // A version-1 client's first frame header, as the server sees it.
+  ServerHandshake hs;
+  FrameHeader h;
+  h.version = 1;
+  uint8_t v1[kFrameHeaderSize + kMacSize] = {};
+  EncodeHeader(h, v1);
+  auto buf = hs.RecvBuffer();
+  std::memcpy(buf.data(), v1, buf.size());
+  Status s = hs.Commit(buf.size(), *key);
+  EXPECT_EQ(s.code(), EPROTONOSUPPORT);
+  EXPECT_NE(s.message().find("version 1"), std::string::npos) << s.ToString();
+  // A version-1 server answers our hello with a v1 reject frame.
+  SocketPair sp;
+  uint8_t reject[kFrameHeaderSize + kMacSize] = {};
+  h.flags = kFlagReject;
+  h.type = 2;  // kBadVersion in version 1
+  EncodeHeader(h, reject);
+  ASSERT_EQ(::write(sp.b.get(), reject, sizeof(reject)),
+            static_cast<ssize_t>(sizeof(reject)));
+  auto c =
+      ClientHandshake(sp.a.get(), *key, Clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(c.status().code(), EPROTONOSUPPORT);
+  EXPECT_NE(c.status().message().find("same stripefs version"),
+            std::string::npos)
+      << c.status().ToString();
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
+#include "tests/rpc/raw_session.h"
+#include "tests/rpc/test_sessions.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -106,14 +108,8 @@ bool Eventually(F pred) {
 
 Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
 
-Status SendFrame(int fd, const ClusterKey& key, uint16_t type, uint64_t id,
-                 std::span<const uint8_t> payload,
-                 std::span<const uint8_t> bulk) {
-  FrameHeader h;
-  h.type = type;
-  h.request_id = id;
-  return WriteFrame(fd, key, h, payload, bulk, Soon());
-}
+using testing::RawSession;
+using testing::SendRequest;
 
 // Reads until EOF or error; true if the peer closed the connection.
 bool ClosedByPeer(int fd) {
@@ -157,17 +153,24 @@ class RpcServerLoopTest : public ::testing::TestWithParam<Loop> {
     }
     ASSERT_EQ(server_->using_io_uring(), GetParam() == Loop::kUring);
   }
-  UniqueFd Connect() {
+  // A TCP connection without the handshake.
+  UniqueFd ConnectRaw() {
     auto fd = ConnectTcp(server_->address(), Soon());
     EXPECT_TRUE(fd.ok()) << fd.status().ToString();
     return fd.ok() ? std::move(fd).value() : UniqueFd();
   }
+  // A connection after the handshake.
+  RawSession Connect() {
+    auto c = testing::OpenRawSession(server_->address(), *key_);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : RawSession();
+  }
   // One echo round trip on a raw connection; true if byte-exact.
-  bool EchoOn(int fd, uint64_t id, size_t payload_len, size_t bulk_len) {
+  bool EchoOn(RawSession& c, uint64_t id, size_t payload_len, size_t bulk_len) {
     auto p = Bytes(payload_len, static_cast<uint32_t>(id));
     auto b = Bytes(bulk_len, static_cast<uint32_t>(id) + 7);
-    if (!SendFrame(fd, *key_, kEcho, id, p, b).ok()) return false;
-    auto r = ReadFrame(fd, *key_, Soon());
+    if (!SendRequest(c, kEcho, id, p, b).ok()) return false;
+    auto r = ReadFrame(c.get(), c.s.recv, Soon());
     return r.ok() && r->header.request_id == id && r->header.type == kEcho &&
            (r->header.flags & kFlagResponse) && r->payload == p && r->bulk == b;
   }
@@ -210,7 +213,7 @@ TEST_P(RpcServerLoopTest, SixtyFourClientsTimesHundredCallsByteExact) {
 }
 
 TEST_P(RpcServerLoopTest, PipelinedRequestsAreAnsweredInOrder) {
-  UniqueFd fd = Connect();
+  RawSession fd = Connect();
   constexpr int kFrames = 40;
   std::vector<std::vector<uint8_t>> payloads, bulks;
   // Written back to back without reading: the server reads ahead, handles
@@ -219,11 +222,11 @@ TEST_P(RpcServerLoopTest, PipelinedRequestsAreAnsweredInOrder) {
     for (int i = 0; i < kFrames; ++i) {
       auto p = Bytes(i * 13, i);
       auto b = Bytes(i % 3 == 0 ? 100000 : i, i + 100);
-      EXPECT_TRUE(SendFrame(fd.get(), *key_, kEcho, 1000 + i, p, b).ok());
+      EXPECT_TRUE(SendRequest(fd, kEcho, 1000 + i, p, b).ok());
     }
   });
   for (int i = 0; i < kFrames; ++i) {
-    auto r = ReadFrame(fd.get(), *key_, Soon());
+    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->header.request_id, uint64_t(1000 + i));
     EXPECT_EQ(r->payload, Bytes(i * 13, i));
@@ -233,16 +236,16 @@ TEST_P(RpcServerLoopTest, PipelinedRequestsAreAnsweredInOrder) {
 }
 
 TEST_P(RpcServerLoopTest, FrameDribbledByteByByteIsAnswered) {
-  UniqueFd fd = Connect();
+  RawSession fd = Connect();
   FrameHeader h;
   h.type = kEcho;
   h.request_id = 77;
   auto p = Bytes(300, 1);
-  auto wire = EncodeFrame(*key_, h, p, {});
+  auto wire = EncodeFrame(fd.s.send, h, p, {});
   for (uint8_t byte : wire) {
     ASSERT_EQ(::send(fd.get(), &byte, 1, MSG_NOSIGNAL), 1);
   }
-  auto r = ReadFrame(fd.get(), *key_, Soon());
+  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->header.request_id, 77u);
   EXPECT_EQ(r->payload, p);
@@ -250,9 +253,9 @@ TEST_P(RpcServerLoopTest, FrameDribbledByteByByteIsAnswered) {
 
 TEST_P(RpcServerLoopTest, HalfAFrameThenDisconnectIsCountedAndClosed) {
   {
-    UniqueFd fd = Connect();
-    ASSERT_TRUE(EchoOn(fd.get(), 1, 10, 10));  // connection is live
-    auto wire = EncodeFrame(*key_, FrameHeader{}, Bytes(5000, 2), {});
+    RawSession fd = Connect();
+    ASSERT_TRUE(EchoOn(fd, 1, 10, 10));  // connection is live
+    auto wire = EncodeFrame(fd.s.send, FrameHeader{}, Bytes(5000, 2), {});
     wire.resize(wire.size() / 2);
     ASSERT_EQ(::send(fd.get(), wire.data(), wire.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(wire.size()));
@@ -261,13 +264,13 @@ TEST_P(RpcServerLoopTest, HalfAFrameThenDisconnectIsCountedAndClosed) {
     return server_->counters().rejected_truncated == 1 &&
            server_->counters().open_connections == 0;
   }));
-  UniqueFd fd = Connect();
-  EXPECT_TRUE(EchoOn(fd.get(), 2, 10, 10));  // the server lives on
+  RawSession fd = Connect();
+  EXPECT_TRUE(EchoOn(fd, 2, 10, 10));  // the server lives on
   EXPECT_EQ(server_->counters().rejected_total(), 1u);
 }
 
 TEST_P(RpcServerLoopTest, FrameOverTheLimitIsRejectedBeforeItsBody) {
-  UniqueFd fd = Connect();
+  RawSession fd = Connect();
   FrameHeader h;
   h.type = kEcho;
   h.payload_len = kMaxPayload + 1;
@@ -276,37 +279,38 @@ TEST_P(RpcServerLoopTest, FrameOverTheLimitIsRejectedBeforeItsBody) {
   ASSERT_EQ(::send(fd.get(), hdr, sizeof(hdr), MSG_NOSIGNAL),
             static_cast<ssize_t>(sizeof(hdr)));
   // The reject frame comes back without the server waiting for a body.
-  auto r = ReadFrame(fd.get(), *key_, Soon());
+  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), EACCES);
   EXPECT_NE(r.status().message().find("length over limit"), std::string::npos)
       << r.status().message();
   EXPECT_TRUE(ClosedByPeer(fd.get()));
   EXPECT_EQ(server_->counters().rejected_oversize, 1u);
-  UniqueFd other = Connect();
-  EXPECT_TRUE(EchoOn(other.get(), 3, 10, 10));
+  RawSession other = Connect();
+  EXPECT_TRUE(EchoOn(other, 3, 10, 10));
 }
 
 TEST_P(RpcServerLoopTest, BadMacAfterGoodFramesAnswersThemThenRejects) {
-  UniqueFd fd = Connect();
+  RawSession fd = Connect();
   std::vector<uint8_t> stream;
   for (uint64_t id = 1; id <= 3; ++id) {
     FrameHeader h;
     h.type = kEcho;
     h.request_id = id;
-    auto w = EncodeFrame(*key_, h, Bytes(20, id), {});
+    auto w = EncodeFrame(fd.s.send, h, Bytes(20, id), {});
     stream.insert(stream.end(), w.begin(), w.end());
   }
-  auto bad = EncodeFrame(*Key(9), FrameHeader{}, Bytes(20, 9), {});
+  testing::Link wrong = testing::MakeLink(*Key(9));
+  auto bad = EncodeFrame(wrong.tx, FrameHeader{}, Bytes(20, 9), {});
   stream.insert(stream.end(), bad.begin(), bad.end());
   ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(stream.size()));
   for (uint64_t id = 1; id <= 3; ++id) {
-    auto r = ReadFrame(fd.get(), *key_, Soon());
+    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->header.request_id, id);
   }
-  auto r = ReadFrame(fd.get(), *key_, Soon());
+  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), EACCES);
   EXPECT_TRUE(ClosedByPeer(fd.get()));
@@ -314,7 +318,7 @@ TEST_P(RpcServerLoopTest, BadMacAfterGoodFramesAnswersThemThenRejects) {
 }
 
 TEST_P(RpcServerLoopTest, ClientThatNeverReadsDoesNotBlockOthers) {
-  UniqueFd hog = Connect();
+  RawSession hog = Connect();
   // Requests with 1 MiB bulk, echoed back: the replies fill the socket
   // buffers because the hog never reads. Send until the server stops
   // taking more (it stops reading a connection whose replies are stuck).
@@ -324,7 +328,7 @@ TEST_P(RpcServerLoopTest, ClientThatNeverReadsDoesNotBlockOthers) {
   int sent = 0;
   for (int i = 0; i < 64; ++i) {
     h.request_id = i;
-    Status s = WriteFrame(hog.get(), *key_, h, {}, big,
+    Status s = WriteFrame(hog.get(), hog.s.send, h, {}, big,
                           Clock::now() + std::chrono::milliseconds(500));
     if (!s.ok()) break;  // ETIMEDOUT: the server no longer reads from us
     ++sent;
@@ -347,7 +351,7 @@ TEST_P(RpcServerLoopTest, ClientThatNeverReadsDoesNotBlockOthers) {
   EXPECT_EQ(bad.load(), 0);
   // The hog's replies are still there, in order, when it finally reads.
   for (int i = 0; i < std::min(sent, 3); ++i) {
-    auto r = ReadFrame(hog.get(), *key_, Soon());
+    auto r = ReadFrame(hog.get(), hog.s.recv, Soon());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->header.request_id, uint64_t(i));
     EXPECT_TRUE(r->bulk == big);
@@ -359,29 +363,30 @@ TEST_P(RpcServerLoopTest, ConnectionCapRefusesExtraConnections) {
   server_.reset();
   Start(/*max_connections=*/3);
   if (IsSkipped()) return;
-  std::vector<UniqueFd> fds;
+  std::vector<RawSession> fds;
   for (int i = 0; i < 3; ++i) {
     fds.push_back(Connect());
-    ASSERT_TRUE(EchoOn(fds.back().get(), i, 5, 5));
+    ASSERT_TRUE(EchoOn(fds.back(), i, 5, 5));
   }
-  UniqueFd extra = Connect();
+  UniqueFd extra = ConnectRaw();
   EXPECT_TRUE(ClosedByPeer(extra.get()));
   EXPECT_EQ(server_->counters().open_connections, 3u);
   fds.pop_back();  // one leaves: a new one gets in
   EXPECT_TRUE(
       Eventually([&] { return server_->counters().open_connections == 2; }));
-  UniqueFd next = Connect();
-  EXPECT_TRUE(EchoOn(next.get(), 9, 5, 5));
+  RawSession next = Connect();
+  EXPECT_TRUE(EchoOn(next, 9, 5, 5));
 }
 
 TEST_P(RpcServerLoopTest, StopWithConnectionsOpenLeaksNothing) {
-  std::vector<UniqueFd> clients;
+  std::vector<RawSession> clients;
   for (int i = 0; i < 8; ++i) {  // idle, after one call each
     clients.push_back(Connect());
-    ASSERT_TRUE(EchoOn(clients.back().get(), i, 10, 10));
+    ASSERT_TRUE(EchoOn(clients.back(), i, 10, 10));
   }
   clients.push_back(Connect());  // mid-frame
-  auto wire = EncodeFrame(*key_, FrameHeader{}, Bytes(9000, 1), {});
+  auto wire =
+      EncodeFrame(clients.back().s.send, FrameHeader{}, Bytes(9000, 1), {});
   ASSERT_GT(::send(clients.back().get(), wire.data(), 100, MSG_NOSIGNAL), 0);
   clients.push_back(Connect());  // a hog whose reply cannot be sent
   auto big = Bytes(4 << 20, 2);
@@ -389,13 +394,13 @@ TEST_P(RpcServerLoopTest, StopWithConnectionsOpenLeaksNothing) {
   h.type = kEcho;
   for (int i = 0; i < 16; ++i) {
     h.request_id = i;
-    if (!WriteFrame(clients.back().get(), *key_, h, {}, big,
+    if (!WriteFrame(clients.back().get(), clients.back().s.send, h, {}, big,
                     Clock::now() + std::chrono::milliseconds(500))
              .ok())
       break;  // the server stopped reading from us
   }
   clients.push_back(Connect());  // a handler call in progress
-  ASSERT_TRUE(SendFrame(clients.back().get(), *key_, kBlock, 1, {}, {}).ok());
+  ASSERT_TRUE(SendRequest(clients.back(), kBlock, 1, {}, {}).ok());
   ASSERT_TRUE(handler_.WaitBlocked(1));
   std::thread releaser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -420,8 +425,8 @@ TEST_P(RpcServerLoopTest, RestartOnTheSamePortWorks) {
   auto s = RpcServer::Start(o, key_, &handler_);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   server_ = std::move(s).value();
-  UniqueFd fd = Connect();
-  EXPECT_TRUE(EchoOn(fd.get(), 1, 1, 1));
+  RawSession fd = Connect();
+  EXPECT_TRUE(EchoOn(fd, 1, 1, 1));
 }
 
 INSTANTIATE_TEST_SUITE_P(Loops, RpcServerLoopTest,

@@ -13,6 +13,7 @@
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/fake_services.h"
+#include "tests/rpc/raw_session.h"
 #include "tests/rpc/sample_values.h"
 
 namespace stripefs::rpc {
@@ -496,29 +497,31 @@ TEST_F(ChunkRpcTest, WrongKeyIsRejectedCountedAndExplained) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), EACCES);
   EXPECT_NE(r.status().message().find("cluster key"), std::string::npos);
-  EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
+  // The server sees the intruder's proof fail (after the client gave up).
+  for (int i = 0; i < 2000 && server_->counters().rejected_bad_handshake == 0;
+       ++i)
+    ::usleep(10000);
+  EXPECT_EQ(server_->counters().rejected_bad_handshake, 1u);
+  EXPECT_EQ(server_->counters().rejected_total(), 1u);
   EXPECT_TRUE(remote_->Stats().ok());  // the server lives on
 }
 
-// Sends raw bytes to the server and returns what it answered before closing.
-std::vector<uint8_t> SendRaw(const std::string& addr,
-                             const std::vector<uint8_t>& bytes,
-                             bool close_write) {
-  auto fd = ConnectTcp(addr, Clock::now() + std::chrono::seconds(5));
-  EXPECT_TRUE(fd.ok());
-  if (!fd.ok()) return {};
+// Sends raw bytes on `fd` and returns what the server answered before
+// closing.
+std::vector<uint8_t> SendRawOn(int fd, const std::vector<uint8_t>& bytes,
+                               bool close_write) {
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n =
-        ::send(fd->get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+        ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
-  if (close_write) ::shutdown(fd->get(), SHUT_WR);
+  if (close_write) ::shutdown(fd, SHUT_WR);
   std::vector<uint8_t> got;
   for (int i = 0; i < 500; ++i) {  // bounded: at most ~5 s
     uint8_t buf[256];
-    ssize_t n = ::recv(fd->get(), buf, sizeof(buf), 0);
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n > 0) {
       got.insert(got.end(), buf, buf + n);
       continue;
@@ -533,6 +536,16 @@ std::vector<uint8_t> SendRaw(const std::string& addr,
   return got;
 }
 
+// Before the handshake.
+std::vector<uint8_t> SendRaw(const std::string& addr,
+                             const std::vector<uint8_t>& bytes,
+                             bool close_write) {
+  auto fd = ConnectTcp(addr, Clock::now() + std::chrono::seconds(5));
+  EXPECT_TRUE(fd.ok());
+  return fd.ok() ? SendRawOn(fd->get(), bytes, close_write)
+                 : std::vector<uint8_t>();
+}
+
 TEST_F(ChunkRpcTest, MalformedFramesAreRejectedAndCounted) {
   std::string addr = server_->address();
   // Garbage: bad magic.
@@ -540,36 +553,48 @@ TEST_F(ChunkRpcTest, MalformedFramesAreRejectedAndCounted) {
   ASSERT_GE(got.size(), kFrameHeaderSize);
   EXPECT_EQ(got[5], kFlagReject);
   EXPECT_EQ(server_->counters().rejected_bad_header, 1u);
-  // Oversize length.
+  // Oversize length (after the handshake).
   FrameHeader h;
   h.type = static_cast<uint16_t>(MsgType::kChunkStats);
   h.bulk_len = kMaxBulk + 1;
   std::vector<uint8_t> hdr(kFrameHeaderSize);
   EncodeHeader(h, hdr.data());
-  SendRaw(addr, hdr, false);
+  auto c = testing::OpenRawSession(addr, *key_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  SendRawOn(c->get(), hdr, false);
   EXPECT_EQ(server_->counters().rejected_oversize, 1u);
-  // Bad CRC.
-  auto frame = EncodeFrame(*key_, h = FrameHeader{}, {}, {});
+  // Tampered frame: the tag fails.
+  c = testing::OpenRawSession(addr, *key_);
+  ASSERT_TRUE(c.ok());
+  auto frame = EncodeFrame(c->s.send, h = FrameHeader{}, {}, {});
   frame[8] ^= 1;  // request id byte
-  SendRaw(addr, frame, false);
-  EXPECT_EQ(server_->counters().rejected_bad_crc, 1u);
+  SendRawOn(c->get(), frame, false);
+  EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
   // Truncated: half a frame, then the client closes.
-  frame = EncodeFrame(*key_, FrameHeader{}, std::vector<uint8_t>(40, 1), {});
+  c = testing::OpenRawSession(addr, *key_);
+  ASSERT_TRUE(c.ok());
+  frame =
+      EncodeFrame(c->s.send, FrameHeader{}, std::vector<uint8_t>(40, 1), {});
   frame.resize(50);
-  SendRaw(addr, frame, true);
+  SendRawOn(c->get(), frame, true);
   EXPECT_EQ(server_->counters().rejected_truncated, 1u);
-  // Bad version.
+  // Bad version: a version-1 client's first frame.
   h = FrameHeader{};
-  h.version = 9;
-  SendRaw(addr, EncodeFrame(*key_, h, {}, {}), false);
+  h.version = 1;
+  std::vector<uint8_t> v1(kFrameHeaderSize + kMacSize);
+  EncodeHeader(h, v1.data());
+  got = SendRaw(addr, v1, false);
   EXPECT_EQ(server_->counters().rejected_bad_header, 2u);
   // A valid frame with a malformed payload gets an EPROTO answer.
+  c = testing::OpenRawSession(addr, *key_);
+  ASSERT_TRUE(c.ok());
   h = FrameHeader{};
   h.type = static_cast<uint16_t>(MsgType::kReadChunk);
   h.request_id = 5;
-  got = SendRaw(addr, EncodeFrame(*key_, h, std::vector<uint8_t>{1, 2, 3}, {}),
-                true);
-  auto resp = DecodeFrame(*key_, got);
+  got = SendRawOn(c->get(),
+                  EncodeFrame(c->s.send, h, std::vector<uint8_t>{1, 2, 3}, {}),
+                  true);
+  auto resp = DecodeFrame(c->s.recv, got);
   ASSERT_TRUE(resp.ok()) << resp.status().ToString();
   EXPECT_EQ(resp->header.request_id, 5u);
   Status remote;

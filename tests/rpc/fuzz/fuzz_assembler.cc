@@ -2,7 +2,8 @@
 // reader). The first input byte picks the receive sizes, the rest is the
 // byte stream. Must never crash; every frame it emits must be exactly the
 // next bytes of the stream, and its Verify() must agree with DecodeFrame on
-// those bytes; an error must agree with ParseHeader on the failing header.
+// those bytes (two ciphers at the same sequence number); an error must agree
+// with ParseHeader on the failing header.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +16,7 @@ using stripefs::Status;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const ClusterKey& key = *FuzzKey();
+  stripefs::testing::Link by_decode = FuzzLink(), by_verify = FuzzLink();
   const size_t step_choices[] = {1, 3, 31, 32, 33, 100, 4096, 70000};
   size_t step = step_choices[data[0] % 8];
   std::span<const uint8_t> stream(data + 1, size - 1);
@@ -35,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (RawFrame& f : frames) {
     size_t len =
-        kFrameHeaderSize + f.header.payload_len + f.header.bulk_len + kMacSize;
+        kFrameHeaderSize + f.header.payload_len + f.header.bulk_len + kTagSize;
     if (checked + len > stream.size()) std::abort();
     auto slice = stream.subspan(checked, len);
     if (std::memcmp(slice.data(), f.header_bytes, kFrameHeaderSize) != 0 ||
@@ -45,10 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     slice.begin() + kFrameHeaderSize) ||
         !std::equal(f.bulk.begin(), f.bulk.end(),
                     slice.begin() + kFrameHeaderSize + f.payload.size()) ||
-        std::memcmp(f.mac.data(), slice.data() + len - kMacSize, kMacSize))
+        std::memcmp(f.tag.data(), slice.data() + len - kTagSize, kTagSize))
       std::abort();
-    bool decoded = DecodeFrame(key, slice).ok();
-    bool verified = std::move(f).Verify(key).ok();
+    bool decoded = DecodeFrame(by_decode.rx, slice).ok();
+    bool verified = std::move(f).Verify(by_verify.rx).ok();
     if (decoded != verified) std::abort();
     checked += len;
   }

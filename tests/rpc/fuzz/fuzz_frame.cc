@@ -1,7 +1,8 @@
 // libFuzzer target: the frame decoder, from bytes (DecodeFrame) and from a
-// socket stream (ReadFrame), plus an encode/decode round trip of frames whose
-// header fields and body come from the input. Must never crash, and a frame
-// that decodes must re-encode to the same bytes.
+// socket stream (ReadFrame, consecutive frames verified with consecutive
+// sequence numbers), plus an encode/decode round trip of frames whose header
+// fields and body come from the input. Must never crash, and a frame that
+// decodes must re-encode to the same bytes.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,13 +16,13 @@
 using namespace stripefs::rpc;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const ClusterKey& key = *FuzzKey();
   std::span<const uint8_t> in(data, size);
 
-  // 1. Whole frame from bytes.
-  auto f = DecodeFrame(key, in);
+  // 1. Whole frame from bytes (the first frame of a connection).
+  stripefs::testing::Link one = FuzzLink();
+  auto f = DecodeFrame(one.rx, in);
   if (f.ok()) {
-    auto again = EncodeFrame(key, f->header, f->payload, f->bulk);
+    auto again = EncodeFrame(one.tx, f->header, f->payload, f->bulk);
     if (again.size() != size || std::memcmp(again.data(), data, size) != 0)
       std::abort();
   }
@@ -34,9 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ssize_t n = size ? ::send(a.get(), data, size, MSG_NOSIGNAL) : 0;
       if (n == static_cast<ssize_t>(size)) {
         a.Reset();
+        stripefs::testing::Link stream = FuzzLink();
         for (int i = 0; i < 4; ++i) {  // consecutive frames in the stream
-          auto r =
-              ReadFrame(b.get(), key, Clock::now() + std::chrono::seconds(1));
+          auto r = ReadFrame(b.get(), stream.rx,
+                             Clock::now() + std::chrono::seconds(1));
           if (!r.ok()) break;
         }
       }
@@ -52,8 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t split = data[11] % (size - 11);
     auto payload = in.subspan(12, split > size - 12 ? size - 12 : split);
     auto bulk = in.subspan(12 + payload.size());
-    auto wire = EncodeFrame(key, h, payload, bulk);
-    auto r = DecodeFrame(key, wire);
+    stripefs::testing::Link trip = FuzzLink();
+    auto wire = EncodeFrame(trip.tx, h, payload, bulk);
+    auto r = DecodeFrame(trip.rx, wire);
     if (!r.ok() || r->header.type != h.type ||
         r->header.request_id != h.request_id ||
         r->payload.size() != payload.size() || r->bulk.size() != bulk.size() ||

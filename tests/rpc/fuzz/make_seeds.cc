@@ -1,13 +1,17 @@
 // Writes the seed corpora of the RPC fuzz targets (tests/rpc/corpus/):
 // one request and one response payload of every message type with sample
-// values, and a few valid frames under the fuzz key. Run by hand when the
+// values, a few valid frames under the fuzz link (frame 0 of a session),
+// the assembler's seeds (a receive-size byte, then one frame or frames 0
+// and 1 of a session), and handshake messages. Run by hand when the
 // messages change:  rpc_fuzz_seeds tests/rpc/corpus
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "backend/rpc/frame.h"
+#include "backend/rpc/handshake.h"
 #include "tests/rpc/fuzz/fuzz_key.h"
 #include "tests/rpc/sample_values.h"
 
@@ -41,7 +45,8 @@ void Seeds(const std::string& dir, const std::string& frame_dir) {
   FrameHeader h;
   h.type = t;
   h.request_id = t;
-  Write(frame_dir + "/" + name + ".frame", EncodeFrame(*FuzzKey(), h, req, {}));
+  stripefs::testing::Link link = FuzzLink();
+  Write(frame_dir + "/" + name + ".frame", EncodeFrame(link.tx, h, req, {}));
 }
 
 }  // namespace
@@ -64,10 +69,58 @@ int main(int argc, char** argv) {
   h.flags = kFlagResponse;
   std::vector<uint8_t> bulk(300, 0xab);
   auto ok = EncodeResponse<MsgType::kReadChunk>(Status::Ok(), {});
-  Write(frame_dir + "/readchunk_bulk.frame",
-        EncodeFrame(*FuzzKey(), h, ok, bulk));
   auto err = EncodeResponse<MsgType::kReadChunk>(Status(ENOENT, "absent"), {});
-  Write(frame_dir + "/error.frame", EncodeFrame(*FuzzKey(), h, err, {}));
+  {
+    stripefs::testing::Link a = FuzzLink(), b = FuzzLink();
+    Write(frame_dir + "/readchunk_bulk.frame", EncodeFrame(a.tx, h, ok, bulk));
+    Write(frame_dir + "/error.frame", EncodeFrame(b.tx, h, err, {}));
+  }
+  // Assembler: step byte + frame 0, and step byte + frames 0 and 1.
+  std::string asm_dir = std::string(argv[1]) + "/assembler";
+  std::filesystem::create_directories(asm_dir);
+  const std::vector<uint8_t> bodies[] = {{}, {1, 2, 3}, bulk};
+  for (int i = 0; i < 12; ++i) {
+    stripefs::testing::Link link = FuzzLink();
+    FrameHeader fh;
+    fh.type = static_cast<uint16_t>(MsgType::kWriteChunk);
+    fh.request_id = static_cast<uint64_t>(i);
+    auto f0 = EncodeFrame(link.tx, fh, bodies[i % 3], bodies[(i + 1) % 3]);
+    auto f1 = EncodeFrame(link.tx, fh, bodies[(i + 2) % 3], {});
+    std::vector<uint8_t> one = {static_cast<uint8_t>(i)};
+    one.insert(one.end(), f0.begin(), f0.end());
+    std::vector<uint8_t> two = one;
+    two.insert(two.end(), f1.begin(), f1.end());
+    char name[32];
+    std::snprintf(name, sizeof(name), "/seed_%02d", i);
+    Write(asm_dir + name, one);
+    Write(asm_dir + name + "_twice", two);
+  }
+  // Handshake: step byte + ClientHello + ClientProof (the proof cannot match
+  // the server's random nonce), and a ServerHello valid for the fixed
+  // client nonce.
+  std::string hs_dir = std::string(argv[1]) + "/handshake";
+  std::filesystem::create_directories(hs_dir);
+  Nonce client = FuzzClientNonce(), server;
+  server.fill(0x5e);
+  std::vector<uint8_t> c(1 + kClientHelloSize + kClientProofSize, 0);
+  c[0] = 5;
+  EncodeHandshakePrefix(HandshakeKind::kClientHello, c.data() + 1);
+  std::memcpy(c.data() + 1 + kHandshakePrefixSize, client.data(), kNonceSize);
+  uint8_t* proof = c.data() + 1 + kClientHelloSize;
+  EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
+  Proof cp = HandshakeProof(*FuzzKey(), Role::kClient, client, server);
+  std::memcpy(proof + kHandshakePrefixSize, cp.data(), kProofSize);
+  Write(hs_dir + "/client_messages", c);
+  std::vector<uint8_t> sh(1 + kServerHelloSize, 0);
+  EncodeHandshakePrefix(HandshakeKind::kServerHello, sh.data() + 1);
+  std::memcpy(sh.data() + 1 + kHandshakePrefixSize, server.data(), kNonceSize);
+  Proof sp = HandshakeProof(*FuzzKey(), Role::kServer, client, server);
+  std::memcpy(sh.data() + 1 + kHandshakePrefixSize + kNonceSize, sp.data(),
+              kProofSize);
+  Write(hs_dir + "/server_hello", sh);
+  std::vector<uint8_t> rej(1 + kRejectFrameSize);
+  EncodeRejectFrame(FrameError::kBadHandshake, rej.data() + 1);
+  Write(hs_dir + "/reject", rej);
   std::printf("wrote seeds to %s\n", argv[1]);
   return 0;
 }

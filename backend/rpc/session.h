@@ -1,0 +1,84 @@
+// Session keys of one connection: what the handshake (handshake.h) derives
+// and what authenticates every frame after it (frame.h).
+//
+// Both ends know the 32-byte cluster key K and exchange random 32-byte
+// nonces Nc (client) and Ns (server). Each proves knowledge of K with
+//   proof = HMAC-SHA256(K, label || Nc || Ns)
+// (labels differ for client and server, so one proof cannot be reflected
+// as the other), and each direction gets its own key
+//   HKDF-SHA256(ikm = K, salt = Nc || Ns, info = "stripefs v2 c2s" / "s2c").
+// A frame is authenticated with AES-256-GCM used as a MAC (GMAC: header,
+// payload and bulk are additional data, nothing is encrypted, so bulk data
+// is still sent from and received into the caller's buffers) with a 96-bit
+// nonce of 32 zero bits + the direction's 64-bit frame counter. The counter
+// is implicit (never on the wire): a frame replayed or reordered within its
+// connection is checked against another counter value, and a frame from
+// another connection against another key; either way its tag fails.
+//
+// Known limit: no confidentiality (frames are not encrypted; loopback or
+// trusted networks only). docs/wire-protocol.md says why and what it costs.
+//
+// Thread-safety: a FrameCipher is used by one thread at a time (it holds an
+// OpenSSL context and the counter); a Session is two of them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "backend/rpc/cluster_key.h"
+#include "common/status.h"
+
+namespace stripefs::rpc {
+
+inline constexpr size_t kNonceSize = 32;
+inline constexpr size_t kProofSize = kMacSize;  // HMAC-SHA256
+inline constexpr size_t kTagSize = 16;          // GMAC
+inline constexpr size_t kSessionKeySize = 32;   // AES-256
+
+using Nonce = std::array<uint8_t, kNonceSize>;
+using Proof = Mac;
+using Tag = std::array<uint8_t, kTagSize>;
+
+// One direction of a session: a key and the number of the next frame.
+class FrameCipher {
+ public:
+  FrameCipher();  // keyless: Seal/Verify abort; assign a keyed one first
+  explicit FrameCipher(std::span<const uint8_t, kSessionKeySize> key);
+  FrameCipher(FrameCipher&&) noexcept;
+  FrameCipher& operator=(FrameCipher&&) noexcept;
+  ~FrameCipher();
+
+  // Tag of the next frame (the concatenation of `parts`); advances.
+  Tag Seal(std::span<const std::span<const uint8_t>> parts);
+  // Checks `tag` against the next frame; advances either way (a failed
+  // frame ends the connection). EACCES on mismatch.
+  Status Verify(std::span<const std::span<const uint8_t>> parts,
+                std::span<const uint8_t> tag);
+  uint64_t next_sequence() const { return seq_; }
+
+ private:
+  Tag Compute(std::span<const std::span<const uint8_t>> parts);
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+  uint64_t seq_ = 0;
+};
+
+struct Session {
+  FrameCipher send;
+  FrameCipher recv;
+};
+
+enum class Role { kClient, kServer };
+
+// Random nonce from OpenSSL's CSPRNG (aborts if it fails: unusable build).
+Nonce RandomNonce();
+// The proof `role` sends for the nonces of one handshake.
+Proof HandshakeProof(const ClusterKey& key, Role role, const Nonce& client,
+                     const Nonce& server);
+// The session keys of `role` (send = its own direction).
+Session DeriveSession(const ClusterKey& key, Role role, const Nonce& client,
+                      const Nonce& server);
+
+}  // namespace stripefs::rpc

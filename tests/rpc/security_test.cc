@@ -1,0 +1,396 @@
+// Regression tests of issue 11 items 1-3, against an in-process RpcServer
+// serving an in-memory ChunkService (both server loops):
+//  - a DeleteChunk captured from a real RpcClient connection (through a
+//    recording proxy) and sent verbatim on a fresh connection is refused
+//    and changes nothing; its frame is refused on another session too;
+//  - a frame replayed or reordered within its own connection is refused;
+//  - 2,000 idle connections do not lock a legitimate client out, and idle
+//    connections are closed after the handshake / idle timeout.
+// The pre-auth memory bound is tested against a real chunkd process in
+// cluster_process_test.cc.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/rpc_server.h"
+#include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/wire_messages.h"
+#include "tests/rpc/fake_services.h"
+#include "tests/rpc/raw_session.h"
+
+namespace stripefs::rpc {
+namespace {
+
+using testing::MemoryChunkService;
+using testing::OpenRawSession;
+using testing::RawSession;
+
+std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
+  std::array<uint8_t, kClusterKeySize> b;
+  b.fill(fill);
+  return ClusterKey::FromBytes(b);
+}
+
+Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
+
+template <typename F>
+bool Eventually(F pred) {  // polls for at most ~60 s; never a timing check
+  for (int i = 0; i < 6000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+// Everything the peer sends until it closes (bounded by ~20 s).
+std::vector<uint8_t> ReadUntilClosed(int fd) {
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 2000; ++i) {
+    uint8_t buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      got.insert(got.end(), buf, buf + n);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) break;
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, 10);
+  }
+  return got;
+}
+
+bool ClosedByPeer(int fd) {
+  ReadUntilClosed(fd);
+  uint8_t b;
+  ssize_t n = ::recv(fd, &b, 1, 0);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+void SendAllBytes(int fd, std::span<const uint8_t> bytes) {
+  size_t off = 0;
+  for (int i = 0; off < bytes.size() && i < 100000; ++i) {
+    ssize_t n =
+        ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n > 0) off += static_cast<size_t>(n);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) break;
+    if (n < 0) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 10);
+    }
+  }
+  ASSERT_EQ(off, bytes.size());
+}
+
+// A TCP proxy for one connection at a time that records every byte the
+// client sends (what an eavesdropper on the wire would capture).
+class RecordingProxy {
+ public:
+  explicit RecordingProxy(std::string target) : target_(std::move(target)) {
+    auto l = ListenTcp("127.0.0.1:0", &address_);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (l.ok()) listen_ = std::move(l).value();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RecordingProxy() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& address() const { return address_; }
+  std::vector<uint8_t> captured() {
+    std::lock_guard<std::mutex> l(mu_);
+    return up_;
+  }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      pollfd p{listen_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      UniqueFd client(::accept4(listen_.get(), nullptr, nullptr,
+                                SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!client.valid()) continue;
+      auto server = ConnectTcp(target_, Soon());
+      if (!server.ok()) continue;
+      Pipe(client.get(), server->get());
+    }
+  }
+  // Copies both ways until either side closes or the proxy stops.
+  void Pipe(int c, int s) {
+    while (!stop_) {
+      pollfd p[2] = {{c, POLLIN, 0}, {s, POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        uint8_t buf[65536];
+        ssize_t n = ::recv(p[i].fd, buf, sizeof(buf), 0);
+        if (n <= 0) return;
+        if (i == 0) {
+          std::lock_guard<std::mutex> l(mu_);
+          up_.insert(up_.end(), buf, buf + n);
+        }
+        SendAllBytes(i == 0 ? s : c, std::span<const uint8_t>(buf, n));
+      }
+    }
+  }
+
+  std::string target_, address_;
+  UniqueFd listen_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<uint8_t> up_;
+};
+
+enum class Loop { kUring, kPoll };
+
+class SecurityTest : public ::testing::TestWithParam<Loop> {
+ protected:
+  void SetUp() override { key_ = Key(11); }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  void Start(RpcServerOptions o = {}) {
+    o.log_name = "security-test";
+    o.use_io_uring = GetParam() == Loop::kUring;
+    handler_ = std::make_unique<ChunkServiceServer>(&store_);
+    auto s = RpcServer::Start(o, key_, handler_.get());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    if (GetParam() == Loop::kUring && !server_->using_io_uring())
+      GTEST_SKIP() << "io_uring is not usable here; only poll was tested";
+  }
+  bool Present(const ChunkId& id, uint64_t version) {
+    return store_.ReadChunk(id, version, 0, 4).ok();
+  }
+
+  MemoryChunkService store_;
+  std::unique_ptr<ChunkServiceServer> handler_;
+  std::shared_ptr<const ClusterKey> key_;
+  std::unique_ptr<RpcServer> server_;
+  const std::vector<uint8_t> data_ = std::vector<uint8_t>(4096, 0x42);
+};
+
+std::vector<uint8_t> DeleteRequest(const ChunkId& id, uint64_t keep) {
+  return EncodeRequest<MsgType::kDeleteChunk>({id, keep});
+}
+
+TEST_P(SecurityTest, CapturedDeleteReplayedOnAFreshConnectionChangesNothing) {
+  Start();
+  if (IsSkipped()) return;
+  RemoteChunkService direct(server_->address(), key_);
+  const ChunkId a{7, 0, 1};
+  ASSERT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+  std::vector<uint8_t> captured;
+  {
+    RecordingProxy proxy(server_->address());
+    RemoteChunkService via(proxy.address(), key_);
+    ASSERT_TRUE(via.DeleteChunk(a, /*keep_version=*/2).ok());
+    ASSERT_FALSE(Present(a, 1));
+    captured = proxy.captured();
+  }
+  ASSERT_FALSE(captured.empty());
+  // The file is rewritten; then the attacker replays what it captured.
+  ASSERT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+  auto before = server_->counters();
+  auto fd = ConnectTcp(server_->address(), Soon());
+  ASSERT_TRUE(fd.ok());
+  SendAllBytes(fd->get(), captured);
+  std::vector<uint8_t> answer = ReadUntilClosed(fd->get());
+  // The server answered with its hello and then a reject, nothing else.
+  ASSERT_EQ(answer.size(), kServerHelloSize + kRejectFrameSize);
+  FrameHeader rh;
+  ASSERT_TRUE(ParseHeader(std::span<const uint8_t>(answer).subspan(
+                              kServerHelloSize, kFrameHeaderSize),
+                          &rh)
+                  .ok());
+  EXPECT_TRUE(rh.flags & kFlagReject);
+  EXPECT_EQ(rh.type, static_cast<uint16_t>(FrameError::kBadHandshake));
+  EXPECT_TRUE(Present(a, 1)) << "the replayed DeleteChunk was executed";
+  EXPECT_TRUE(Eventually([&] {
+    return server_->counters().rejected_bad_handshake ==
+           before.rejected_bad_handshake + 1;
+  }));
+  EXPECT_EQ(server_->counters().requests, before.requests);
+
+  // The captured frame alone, on another (legitimate) session: its tag is
+  // under the other connection's key, so it fails too.
+  size_t frame_at = kClientHelloSize + kClientProofSize;
+  ASSERT_GT(captured.size(), frame_at);
+  auto other = OpenRawSession(server_->address(), *key_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  SendAllBytes(other->get(),
+               std::span<const uint8_t>(captured).subspan(frame_at));
+  auto r = ReadFrame(other->get(), other->s.recv, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);  // the server's reject frame
+  EXPECT_TRUE(ClosedByPeer(other->get()));
+  EXPECT_TRUE(Present(a, 1));
+  EXPECT_EQ(server_->counters().rejected_bad_mac, before.rejected_bad_mac + 1);
+}
+
+TEST_P(SecurityTest, FrameReplayedWithinItsConnectionIsRefused) {
+  Start();
+  if (IsSkipped()) return;
+  RemoteChunkService direct(server_->address(), key_);
+  const ChunkId a{8, 0, 2};
+  ASSERT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+  auto c = OpenRawSession(server_->address(), *key_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kDeleteChunk);
+  h.request_id = 1;
+  auto wire = EncodeFrame(c->s.send, h, DeleteRequest(a, 2), {});
+  SendAllBytes(c->get(), wire);
+  auto ok = ReadFrame(c->get(), c->s.recv, Soon());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_FALSE(Present(a, 1));
+  ASSERT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+  // The same bytes again on the same connection.
+  SendAllBytes(c->get(), wire);
+  auto again = ReadFrame(c->get(), c->s.recv, Soon());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), EACCES);
+  EXPECT_TRUE(ClosedByPeer(c->get()));
+  EXPECT_TRUE(Present(a, 1)) << "the replayed DeleteChunk was executed";
+  EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
+}
+
+TEST_P(SecurityTest, ReorderedFramesAreRefusedAndNeitherRuns) {
+  Start();
+  if (IsSkipped()) return;
+  RemoteChunkService direct(server_->address(), key_);
+  const ChunkId b{9, 0, 0}, c2{9, 0, 1};
+  ASSERT_TRUE(direct.WriteChunk(b, 1, data_).ok());
+  ASSERT_TRUE(direct.WriteChunk(c2, 1, data_).ok());
+  auto c = OpenRawSession(server_->address(), *key_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  FrameHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kDeleteChunk);
+  h.request_id = 1;
+  auto first = EncodeFrame(c->s.send, h, DeleteRequest(b, 2), {});
+  h.request_id = 2;
+  auto second = EncodeFrame(c->s.send, h, DeleteRequest(c2, 2), {});
+  SendAllBytes(c->get(), second);
+  SendAllBytes(c->get(), first);
+  auto r = ReadFrame(c->get(), c->s.recv, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_TRUE(ClosedByPeer(c->get()));
+  EXPECT_TRUE(Present(b, 1));
+  EXPECT_TRUE(Present(c2, 1));
+  EXPECT_EQ(server_->counters().requests, 2u);  // the two direct writes
+}
+
+// Soft RLIMIT_NOFILE up to `want` (client and server ends of every
+// connection live in this process); false when the hard limit is lower.
+bool RaiseFdLimit(rlim_t want) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return false;
+  if (rl.rlim_cur >= want) return true;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) return false;
+  rl.rlim_cur = want;
+  return ::setrlimit(RLIMIT_NOFILE, &rl) == 0;
+}
+
+constexpr int kHostile = 2000;
+
+std::vector<UniqueFd> OpenIdle(const std::string& addr, int n) {
+  std::vector<UniqueFd> fds;
+  for (int i = 0; i < n; ++i) {
+    auto fd = ConnectTcp(addr, Soon());
+    EXPECT_TRUE(fd.ok()) << i << ": " << fd.status().ToString();
+    if (!fd.ok()) break;
+    fds.push_back(std::move(fd).value());
+  }
+  return fds;
+}
+
+TEST_P(SecurityTest,
+       LegitClientIsServedWhileTwoThousandIdleConnectionsAreOpen) {
+  if (!RaiseFdLimit(2 * kHostile + 512))
+    GTEST_SKIP() << "RLIMIT_NOFILE hard limit below " << 2 * kHostile + 512
+                 << ": cannot open the flood here (raise ulimit -Hn)";
+  RpcServerOptions o;
+  o.log_rejects = false;
+  Start(o);  // default limits and timeouts
+  if (IsSkipped()) return;
+  // From the same IP as the legitimate client: the hardest case.
+  std::vector<UniqueFd> idle = OpenIdle(server_->address(), kHostile);
+  ASSERT_EQ(idle.size(), size_t{kHostile});
+  EXPECT_TRUE(Eventually(
+      [&] { return server_->counters().connections >= uint64_t{kHostile}; }));
+  RpcServerOptions defaults;
+  EXPECT_EQ(server_->counters().pending_connections,
+            defaults.max_pending_per_ip);  // the server holds its share
+  RemoteChunkService legit(server_->address(), key_);
+  ASSERT_TRUE(legit.WriteChunk({1, 2, 3}, 1, data_).ok());
+  auto st = legit.Stats();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->chunks, 1u);
+  EXPECT_GE(server_->counters().refused_connections,
+            uint64_t{kHostile} - defaults.max_pending_per_ip);
+}
+
+TEST_P(SecurityTest, IdleConnectionsAreClosedAfterTheTimeouts) {
+  if (!RaiseFdLimit(2 * kHostile + 512))
+    GTEST_SKIP() << "RLIMIT_NOFILE hard limit below " << 2 * kHostile + 512
+                 << ": cannot open the flood here (raise ulimit -Hn)";
+  RpcServerOptions o;
+  o.log_rejects = false;
+  o.max_connections = o.max_connections_per_ip = 4 * kHostile;
+  o.max_pending = o.max_pending_per_ip = 4 * kHostile;  // hold every one
+  o.handshake_timeout = std::chrono::milliseconds(1500);
+  o.idle_timeout = std::chrono::milliseconds(1500);
+  Start(o);
+  if (IsSkipped()) return;
+  std::vector<UniqueFd> idle = OpenIdle(server_->address(), kHostile);
+  ASSERT_EQ(idle.size(), size_t{kHostile});
+  auto authed = OpenRawSession(server_->address(), *key_);  // idle after auth
+  ASSERT_TRUE(authed.ok()) << authed.status().ToString();
+  RemoteChunkService legit(server_->address(), key_);
+  ASSERT_TRUE(legit.WriteChunk({1, 2, 3}, 1, data_).ok());
+  // Every idle connection is closed by the server: the unauthenticated ones
+  // after the handshake timeout, the authenticated one after the idle one.
+  EXPECT_TRUE(Eventually([&] {
+    return server_->counters().open_connections == 0;
+  })) << server_->counters().open_connections
+      << " still open";
+  EXPECT_EQ(server_->counters().pending_connections, 0u);
+  EXPECT_GE(server_->counters().timed_out_connections, uint64_t{kHostile} + 2);
+  for (int i : {0, kHostile / 2, kHostile - 1})
+    EXPECT_TRUE(ClosedByPeer(idle[i].get())) << i;
+  EXPECT_TRUE(ClosedByPeer(authed->get()));
+  // The pooled client connection was closed too; the client reconnects.
+  auto st = legit.Stats();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->chunks, 1u);
+}
+
+TEST_P(SecurityTest, StartedFrameHeaderMustCompleteWithinTheHeaderTimeout) {
+  RpcServerOptions o;
+  o.header_timeout = std::chrono::milliseconds(300);
+  Start(o);
+  if (IsSkipped()) return;
+  auto c = OpenRawSession(server_->address(), *key_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  uint8_t part[10] = {0x46, 0x53};  // the start of a header, never finished
+  SendAllBytes(c->get(), part);
+  EXPECT_TRUE(ClosedByPeer(c->get()));
+  EXPECT_EQ(server_->counters().timed_out_connections, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loops, SecurityTest,
+                         ::testing::Values(Loop::kUring, Loop::kPoll),
+                         [](const auto& p) {
+                           return p.param == Loop::kUring ? "uring" : "poll";
+                         });
+
+}  // namespace
+}  // namespace stripefs::rpc

@@ -1,0 +1,30 @@
+// Test-only: matched frame ciphers without a socket. A Link is one
+// direction of a session: `tx` seals what `rx` verifies (client send and
+// server receive of the same derived session).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/rpc/session.h"
+
+namespace stripefs::testing {
+
+using namespace ::stripefs::rpc;  // test helpers of the rpc layer
+
+struct Link {
+  FrameCipher tx;
+  FrameCipher rx;
+};
+
+// Deterministic nonces from `seed`: the same seed gives the same keys, a
+// different seed stands for another connection.
+inline Link MakeLink(const ClusterKey& key, uint8_t seed = 1) {
+  Nonce c, s;
+  c.fill(seed);
+  s.fill(static_cast<uint8_t>(seed ^ 0xA5));
+  Session client = DeriveSession(key, Role::kClient, c, s);
+  Session server = DeriveSession(key, Role::kServer, c, s);
+  return {std::move(client.send), std::move(server.recv)};
+}
+
+}  // namespace stripefs::testing
