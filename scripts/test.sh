@@ -51,6 +51,14 @@ fi
 "$top/scripts/build.sh" --quiet "${kernel_opt[@]}"
 say "build done"
 
+# A test whose label is not a README group would never run: that is an error too.
+stray=""
+for l in $(cd "$BUILD_DIR" && ctest --print-labels | sed -n 's/^  *//p'); do
+  case " $labels " in *" $l "*) ;; *) stray="$stray $l" ;; esac
+done
+[ -z "$stray" ] ||
+  echo "test.sh: FAIL: tests labelled${stray}, which no group runs (README.md: $labels)" >&2
+
 reports=()
 # group LABEL DIR [ctest args...]: runs one group, keeps its JUnit file for the report.
 group() {
@@ -93,4 +101,7 @@ if wants kernel; then
 fi
 
 say "finished; logs and JUnit files in $logs"
-python3 "$top/scripts/ctest_report.py" "${reports[@]}"
+rc=0
+python3 "$top/scripts/ctest_report.py" "${reports[@]}" || rc=1
+[ -z "$stray" ] || { echo "FAIL: tests labelled${stray} are in no group"; rc=1; }
+exit $rc
