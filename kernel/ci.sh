@@ -5,7 +5,8 @@
 #   --no-tests  only build and checkpatch
 #   --bench     also run the alignment benchmark (kernel/bench-align.sh, ~minutes)
 # Exit status: 0 all passed, 1 a build step or test failed, 77 qemu unavailable (skipped).
-# Runtime: cold (kernel build) ~25-35 min on 2 shared cores; warm ~8-12 min (VM tests).
+# Runtime: cold = the guest kernel build (58 min wall at load 11-23, ~14 min CPU; see
+# docs/kernel.md) + the VM tests (~5 min warm).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run_tests=1 bench=0

@@ -9,17 +9,20 @@ from collections import defaultdict
 
 
 def parse(path):
-    rows, config = [], ""
+    """RESULT rows, the CONFIG line and the guest's STRIPEFS_GUEST line (kernel, cpus)."""
+    rows, config, guest = [], "", {}
     with open(path, errors="replace") as f:
         for line in f:
             line = line.strip().replace("\r", "")
             if line.startswith("CONFIG align"):
                 config = line
+            if line.startswith("STRIPEFS_GUEST"):
+                guest = dict(re.findall(r"(\w+)=([^\s]+)", line))
             if not line.startswith("RESULT align"):
                 continue
             kv = dict(re.findall(r"(\w+)=([^\s]+)", line))
             rows.append(kv)
-    return rows, config
+    return rows, config, guest
 
 
 def main():
@@ -33,10 +36,12 @@ def main():
     a = ap.parse_args()
     data = defaultdict(list)  # (module, writers, ratio) -> rows
     configs = {}
+    guests = {}
     raw_lines = []
     for module, path in (("stock", a.stock), ("patched", a.patched)):
-        rows, cfg = parse(path)
+        rows, cfg, guest = parse(path)
         configs[module] = cfg
+        guests[module] = guest
         for r in rows:
             data[(module, int(r["writers"]), int(r["max_ratio"]))].append(r)
             raw_lines.append(" ".join(f"{k}={v}" for k, v in r.items()))
@@ -63,7 +68,9 @@ def main():
                "`align_page_order=20`). *patched* = the whole series `kernel/patches/` "
                "(opt-alignment is 0001 + 0005).\n")
     cfg = configs.get("stock") or configs.get("patched")
-    out.append(f"Guest setup: `{cfg}`; Linux 7.2.13 guest kernel, QEMU TCG, 2 vCPUs. "
+    guest = guests.get("stock") or guests.get("patched") or {}
+    out.append(f"Guest setup: `{cfg}`; guest kernel {guest.get('kernel', '(unknown)')}, "
+               f"QEMU TCG, {guest.get('cpus', '?')} vCPUs. "
                "Each run: `dd bs=1M` of the stated MiB split over the writers "
                "(1 file per writer), then `sync`; every writeback WRITE logged by the server.\n")
     out.append("- **aligned %**: WRITEs that start on a 1 MiB stripe boundary and do not cross "

@@ -276,12 +276,13 @@ static void handle_init(const struct in_header *h, const void *op,
     o->flags2 |= F2_OVER_IO_URING;
     uring_negotiated = 1;
   }
+  /* From the reply itself, so the log cannot claim a request the reply lacks. */
+  int align_requested = !!(o->flags2 & F2_ALIGN_PG_ORDER);
   logln("INIT_REPLY flags=0x%x flags2=0x%x max_pages=%u max_write=%u "
         "align_requested=%d align_order=%d align_acknowledged=%d uring=%d",
-        o->flags, o->flags2, o->max_pages, o->max_write,
-        opt.align_order >= 0, opt.align_order,
-        opt.align_order >= 0 && align_offered,
-        !!(o->flags2 & F2_OVER_IO_URING));
+        o->flags, o->flags2, o->max_pages, o->max_write, align_requested,
+        align_requested ? o->align_page_order : -1,
+        align_requested && align_offered, !!(o->flags2 & F2_OVER_IO_URING));
   if (opt.uring && !uring_offered)
     logln("URING not offered by the kernel (enable_uring=N?): legacy /dev/fuse");
 }

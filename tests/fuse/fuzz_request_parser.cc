@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> payload;
     if (rest_off < size) {
       size_t take = std::min(fixed, size - rest_off);
-      std::memcpy(op_in.data(), buf.data() + rest_off, take);
+      // An empty vector's data() may be null: memcpy(null, ..., 0) is UB.
+      if (take > 0) std::memcpy(op_in.data(), buf.data() + rest_off, take);
       op_in.resize(take);
       payload.assign(buf.begin() + rest_off + take, buf.end());
     } else {

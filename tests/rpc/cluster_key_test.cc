@@ -2,8 +2,10 @@
 // missing, unreadable and wrong-size files.
 #include "backend/rpc/cluster_key.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -69,14 +71,34 @@ TEST_F(ClusterKeyTest, WrongSizeIsRejected) {
   }
 }
 
+// Load's error code for `path`, as seen by an unprivileged user: root (as in
+// CI) can read a mode-000 file, so a root caller asks a forked child that has
+// dropped to nobody. -1 if the privileges could not be dropped.
+int LoadErrorUnprivileged(const std::string& path) {
+  if (::geteuid() != 0) return ClusterKey::Load(path).status().code();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    constexpr uid_t kNobody = 65534;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 ||
+        ::setuid(kNobody) != 0)
+      ::_exit(255);
+    ::_exit(ClusterKey::Load(path).status().code() & 0x7f);
+  }
+  int st = 0;
+  if (pid < 0 || ::waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+      WEXITSTATUS(st) == 255)
+    return -1;
+  return WEXITSTATUS(st);
+}
+
 TEST_F(ClusterKeyTest, UnreadableFileIsReported) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root can read a mode-000 file";
   std::string path = dir_ + "/k";
   ASSERT_TRUE(ClusterKey::Generate(path).ok());
-  ::chmod(path.c_str(), 0);
-  auto k = ClusterKey::Load(path);
-  ASSERT_FALSE(k.ok());
-  EXPECT_EQ(k.status().code(), EACCES);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // only the file's mode denies
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  int code = LoadErrorUnprivileged(path);
+  ASSERT_NE(code, -1) << "could not drop to uid 65534 to test as non-root";
+  EXPECT_EQ(code, EACCES);
 }
 
 TEST_F(ClusterKeyTest, HmacIsSha256KnownAnswerAndSplitInvariant) {

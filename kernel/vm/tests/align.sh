@@ -5,7 +5,9 @@
 # mid-stripe), then everything is synced. Prints one "RESULT align ..." line per run.
 # On the patched module (which asks for 1 MiB alignment) a run fails if any WRITE crosses a
 # stripe boundary, or if MIN_PCT > 0 and fewer than MIN_PCT % of the WRITEs that are not
-# short file-end WRITEs are aligned (aligned_xeof_pct). Stock is recorded as the baseline.
+# short file-end WRITEs are aligned (aligned_xeof_pct). Stock is the recorded baseline. On
+# both modules a run fails unless every dd succeeds and the writeback WRITEs cover exactly the
+# bytes written, and unless alignment was acknowledged on patched and not on stock.
 . ./lib.sh
 ratios=${1:-1,10,70}
 writers_list=${2:-1,4}
@@ -14,7 +16,6 @@ mib=${4:-64}
 order=${5:-20}
 min_pct=${6:-0}
 extra_kib=${7:-0}
-fail=0
 echo "CONFIG align ratios=$ratios writers=$writers_list runs=$runs mib_per_run=$mib" \
   "extra_kib=$extra_kib min_pct=$min_pct" \
   "mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)" \
@@ -25,7 +26,7 @@ for ratio in $(echo $ratios | tr , ' '); do
     while [ $r -le $runs ]; do
       start_probe --align-order "$order" --no-data
       bdi=$(bdi_dir)
-      echo "$ratio" > "$bdi/max_ratio"
+      set_knob "$bdi/max_ratio" "$ratio"
       strict=$(cat "$bdi/strict_limit" 2>/dev/null || echo "?")
       per=$((mib / w))
       t0=$(date +%s)
@@ -33,23 +34,25 @@ for ratio in $(echo $ratios | tr , ' '); do
       pids=""
       while [ $i -le $w ]; do
         (
-          dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null
+          dd if=/dev/zero of=$MNT/f$i bs=1M count=$per 2>/dev/null || exit 1
           if [ "$extra_kib" -gt 0 ]; then
             dd if=/dev/zero of=$MNT/f$i bs=1K seek=$((per * 1024)) count=$extra_kib \
-              conv=notrunc 2>/dev/null
+              conv=notrunc 2>/dev/null || exit 1
           fi
         ) &
         pids="$pids $!"
         i=$((i + 1))
       done
-      for p in $pids; do wait $p; done
-      sync
+      for p in $pids; do wait $p || { echo "FAIL: writer $p: dd failed"; fail=1; }; done
+      must sync
       t1=$(date +%s)
       stop_probe
       st=$(write_stats)
       echo "RESULT align module=$MODULE max_ratio=$ratio strict_limit=$strict writers=$w run=$r mib=$mib extra_kib=$extra_kib tcg_seconds=$((t1 - t0)) $st"
       crossing=$(echo "$st" | sed -n 's/.*crossing=\([0-9]*\).*/\1/p')
       xpct=$(echo "$st" | sed -n 's/.*aligned_xeof_pct=\([0-9.]*\).*/\1/p')
+      expect_writes $((w * (per * 1048576 + extra_kib * 1024)))
+      if [ "$MODULE" = patched ]; then expect_ack 1; else expect_ack 0; fi
       if [ "$MODULE" = patched ] && [ "$order" -ge 12 ]; then
         if [ "$crossing" != 0 ]; then
           echo "FAIL: $crossing WRITEs cross a stripe boundary on the patched module"
@@ -64,5 +67,4 @@ for ratio in $(echo $ratios | tr , ' '); do
     done
   done
 done
-[ $fail = 0 ] && echo PASS
-exit $fail
+finish

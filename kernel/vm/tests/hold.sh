@@ -8,13 +8,12 @@
 . ./lib.sh
 kib=${1:-5632}
 wait_s=${2:-60}
-fail=0
 old_expire=$(cat /proc/sys/vm/dirty_expire_centisecs)
 old_wb=$(cat /proc/sys/vm/dirty_writeback_centisecs)
-echo 100 > /proc/sys/vm/dirty_expire_centisecs
-echo 50 > /proc/sys/vm/dirty_writeback_centisecs
+set_knob /proc/sys/vm/dirty_expire_centisecs 100
+set_knob /proc/sys/vm/dirty_writeback_centisecs 50
 start_probe --align-order 20 --no-data
-echo 1 > "$(bdi_dir)/max_ratio"
+set_knob "$(bdi_dir)/max_ratio" 1
 write_hold $MNT/f "$kib" $((wait_s + 60)) > /tmp/write_hold.out &
 wpid=$!
 i=0
@@ -38,8 +37,8 @@ kill -0 $wpid 2>/dev/null && still_open=1
 kill $wpid 2>/dev/null
 wait $wpid 2>/dev/null
 stop_probe
-echo "$old_expire" > /proc/sys/vm/dirty_expire_centisecs
-echo "$old_wb" > /proc/sys/vm/dirty_writeback_centisecs
+set_knob /proc/sys/vm/dirty_expire_centisecs "$old_expire"
+set_knob /proc/sys/vm/dirty_writeback_centisecs "$old_wb"
 written=$(awk '/^WRITE / && / cache=1 / { split($3, kv, "="); o = kv[2]; split($4, kv, "=");
   e = o + kv[2]; if (e > m) m = e } END { print m + 0 }' $PROBE_LOG)
 echo "RESULT hold module=$MODULE kib=$kib dirty_left_kib=$left writer_still_open=$still_open" \
@@ -52,5 +51,6 @@ if [ "$written" != $((kib * 1024)) ]; then
   echo "FAIL: the server received WRITEs up to $written, not $((kib * 1024))"
   fail=1
 fi
-[ $fail = 0 ] && echo PASS
-exit $fail
+expect_writes $((kib * 1024))
+if [ "$MODULE" = patched ]; then expect_ack 1; else expect_ack 0; fi
+finish

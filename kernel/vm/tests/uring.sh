@@ -8,12 +8,12 @@
 #           CPU 0 to a slow server (20 ms per WRITE, 1 ring entry per queue),
 #           threshold 2: patched
 #           serves >= 20 % of the WRITEs on each of queues 0 and 1 (stock recorded only).
+# Every phase also fails unless its writer succeeds and the server saw all of its bytes.
 #   local:  needs >= 4 CPUs; patched: an overflowing background burst goes back to the
 #           submitter's queue 0 before farther queues, so queue 0 gets WRITEs and queue 3
 #           (beyond the retry budget after queue 0 and 2) gets none.
 . ./lib.sh
 phases=${1:-bg,spread}
-fail=0
 P=/sys/module/fuse/parameters
 echo Y > $P/enable_uring || { echo "FAIL: cannot enable io-uring"; exit 1; }
 has_params=0
@@ -23,17 +23,19 @@ ncpu=$(grep -c ^processor /proc/cpuinfo)
 echo "CONFIG uring module=$MODULE cpus=$ncpu spread_params=$has_params"
 
 # Keep writeback out of the flusher threads: it must happen in the pinned fsync caller.
-echo 0 > /proc/sys/vm/dirty_writeback_centisecs
-echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+set_knob /proc/sys/vm/dirty_writeback_centisecs 0
+set_knob /proc/sys/vm/dirty_expire_centisecs 360000
+
+BURST=8388608  # bytes of the dio_check --burst runs: 64 async 128 KiB O_DIRECT writes
 
 # qcount Q: number of writeback WRITEs served on queue Q.
 qcount() { grep '^WRITE ' $PROBE_LOG | grep -c " qid=$1 " || true; }
 
 run_writer() { # MiB
   bdi=$(bdi_dir)
-  echo 100 > "$bdi/max_ratio"
+  set_knob "$bdi/max_ratio" 100
   echo 0 > "$bdi/strict_limit" 2>/dev/null || true
-  taskset -c 0 dd if=/dev/zero of=$MNT/q bs=1M count="$1" conv=fsync 2>/dev/null
+  must taskset -c 0 dd if=/dev/zero of=$MNT/q bs=1M count="$1" conv=fsync 2>/dev/null
 }
 
 report() { # phase
@@ -48,15 +50,15 @@ report() { # phase
 for phase in $(echo $phases | tr , ' '); do
   case $phase in
     bg)
-      [ $has_params = 1 ] && echo 0 > $P/uring_queue_threshold
+      [ $has_params = 1 ] && set_knob $P/uring_queue_threshold 0
       start_probe --uring --queue-depth 4 --log-all
       grep -q 'uring=1' $PROBE_LOG || { echo "FAIL: io-uring not negotiated"; fail=1; }
       run_writer 16
       stop_probe
       report bg
+      expect_writes 16777216
       total=$(grep -c '^WRITE ' $PROBE_LOG || true)
       q0=$(qcount 0)
-      [ "$total" -ge 8 ] || { echo "FAIL: only $total WRITEs"; fail=1; }
       if [ "$MODULE" = patched ]; then
         [ $((q0 * 10)) -le "$total" ] || { echo "FAIL: $q0 of $total background WRITEs on the submitter's queue"; fail=1; }
       else
@@ -65,12 +67,15 @@ for phase in $(echo $phases | tr , ' '); do
       [ "$fsync_q" = 0 ] || { echo "FAIL: FSYNC (foreground) served on queue $fsync_q, not 0"; fail=1; }
       ;;
     spread)
-      [ $has_params = 1 ] && { echo 2 > $P/uring_queue_threshold; echo 2 > $P/uring_queue_retries; }
+      [ $has_params = 1 ] && { set_knob $P/uring_queue_threshold 2; set_knob $P/uring_queue_retries 2; }
       start_probe --uring --queue-depth 1 --write-delay-us 20000 --log-all
-      taskset -c 0 dio_check $MNT/burst --burst --size 8388608
+      grep -q 'uring=1' $PROBE_LOG || { echo "FAIL: io-uring not negotiated"; fail=1; }
+      must taskset -c 0 dio_check $MNT/burst --burst --size $BURST
       stop_probe
       report spread
+      expect_writes $BURST '/ cache=0 /'
       total=$(grep -c '^WRITE ' $PROBE_LOG || true)
+      [ "$total" -ge $((BURST / 131072)) ] || { echo "FAIL: $total WRITEs for a burst of $((BURST / 131072))"; fail=1; }
       q0=$(qcount 0); q1=$(qcount 1)
       if [ "$MODULE" = patched ]; then
         [ $((q0 * 5)) -ge "$total" ] && [ $((q1 * 5)) -ge "$total" ] ||
@@ -79,11 +84,13 @@ for phase in $(echo $phases | tr , ' '); do
       ;;
     local)
       [ "$ncpu" -ge 4 ] || { echo "FAIL: phase local needs >= 4 CPUs (run.sh --smp 4)"; fail=1; continue; }
-      [ $has_params = 1 ] && { echo 2 > $P/uring_queue_threshold; echo 2 > $P/uring_queue_retries; }
+      [ $has_params = 1 ] && { set_knob $P/uring_queue_threshold 2; set_knob $P/uring_queue_retries 2; }
       start_probe --uring --queue-depth 1 --write-delay-us 20000 --log-all
-      taskset -c 0 dio_check $MNT/burst --burst --size 8388608
+      grep -q 'uring=1' $PROBE_LOG || { echo "FAIL: io-uring not negotiated"; fail=1; }
+      must taskset -c 0 dio_check $MNT/burst --burst --size $BURST
       stop_probe
       report local
+      expect_writes $BURST '/ cache=0 /'
       q0=$(qcount 0); q3=$(qcount 3)
       if [ "$MODULE" = patched ]; then
         [ "$q0" -gt 0 ] && [ "$q3" = 0 ] ||
@@ -93,5 +100,4 @@ for phase in $(echo $phases | tr , ' '); do
     *) echo "FAIL: unknown phase $phase"; fail=1 ;;
   esac
 done
-[ $fail = 0 ] && echo PASS
-exit $fail
+finish
