@@ -157,6 +157,9 @@ struct MountArgs {
   int dev_threads = 4;
   bool no_align = false;
   bool enable_uring = false;
+  int meta_hold_s = 60;
+  int send_window = 16;
+  int file_send_window = 8;
 };
 
 // Where the daemon tells the waiting parent how the mount went.
@@ -240,7 +243,9 @@ Result<std::unique_ptr<Volume>> OpenVolume(const MountArgs& a,
           "--k/--m/--cell-size apply to embedded volumes only; "
           "a cluster's geometry is fixed by its metad");
     }
-    auto v = Volume::ConnectCluster(a.meta_address, a.key_file);
+    MetaHoldOptions hold;
+    hold.hold = std::chrono::seconds(a.meta_hold_s);
+    auto v = Volume::ConnectCluster(a.meta_address, a.key_file, {}, &hold);
     if (!v.ok()) return v.status().Annotate("cluster " + a.meta_address);
     return v;
   }
@@ -348,6 +353,8 @@ int Serve(const MountArgs& a, const std::string& dir, const std::string& mnt,
   fo.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
   fo.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
   fo.memory_cap = a.memory_cap_mib << 20;
+  fo.send_window = static_cast<size_t>(a.send_window);
+  fo.file_send_window = static_cast<size_t>(a.file_send_window);
   fo.mountpoint = mnt;
   fs::StripeFs stripefs(volume->get(), fo);
 
@@ -673,6 +680,17 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("--dev-threads", a.dev_threads,
                   "/dev/fuse worker threads (default 4)");
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
+    c->add_option("--meta-hold-s", a.meta_hold_s,
+                  "cluster mode: seconds metadata calls wait for an "
+                  "unreachable metad before failing with EIO (default 60)")
+        ->check(CLI::Range(0, 3600));
+    c->add_option("--send-window", a.send_window,
+                  "stripe writes in flight per mount, each holding one "
+                  "stripe buffer; 0 = write inside each WRITE (default 16)")
+        ->check(CLI::Range(0, 256));
+    c->add_option("--file-send-window", a.file_send_window,
+                  "stripe writes in flight per file (default 8)")
+        ->check(CLI::Range(1, 256));
     c->add_flag("--enable-uring", a.enable_uring,
                 "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
                 "(root), so --transport auto|uring can use io-uring");
