@@ -143,15 +143,34 @@ uint64_t StripeWriter::RaiseTarget() const {
   return target > raised_to_ ? target : 0;
 }
 
+void StripeWriter::NoteCommitted(uint64_t start, uint64_t end) {
+  if (start <= contig_end_) {
+    contig_end_ = std::max(contig_end_, end);
+  } else {
+    uint64_t& e = committed_above_[start];
+    e = std::max(e, end);
+  }
+  while (!committed_above_.empty() &&
+         committed_above_.begin()->first <= contig_end_) {
+    contig_end_ = std::max(contig_end_, committed_above_.begin()->second);
+    committed_above_.erase(committed_above_.begin());
+  }
+}
+
 void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
-                          uint64_t committed_end) {
+                          bool committed, uint64_t unsized_end) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!deferred.ok()) {
     Bump(counters_->deferred_errors);
     if (deferred_.ok()) deferred_ = deferred;
   }
-  if (committed_end > raised_to_)
-    unsized_end_ = std::max(unsized_end_, committed_end);
+  if (committed && !buf->valid.empty()) {
+    // Stripe-granular: a hole inside a committed stripe is a real hole.
+    const uint64_t base = buf->stripe * stripe_size_;
+    NoteCommitted(base, base + buf->valid.rbegin()->second);
+  }
+  if (unsized_end > raised_to_)
+    unsized_end_ = std::max(unsized_end_, unsized_end);
   auto it = inflight_.find(buf->stripe);
   if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
   if (buf->async) --sending_;
@@ -171,6 +190,7 @@ Status StripeWriter::RaiseSize(uint64_t target) {
   std::lock_guard<std::mutex> lock(mu_);
   raised_to_ = std::max(raised_to_, target);
   if (unsized_end_ <= target) unsized_end_ = 0;
+  NoteCommitted(0, target);
   return Status::Ok();
 }
 
@@ -178,13 +198,23 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
                                 bool defer) {
   Status st;
   const uint64_t base = buf->stripe * stripe_size_;
-  uint64_t cap;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cap = SizeCap(buf->stripe);
-  }
   const uint64_t data_end =
       buf->valid.empty() ? base : base + buf->valid.rbegin()->second;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!contig_known_) {
+    lock.unlock();
+    auto attr = meta_->GetAttr(ino_);  // once: where the file ended
+    lock.lock();
+    if (attr.ok() && !contig_known_) {
+      contig_known_ = true;
+      NoteCommitted(0, attr->size);
+    }
+  }
+  // Below a pending stripe, or past a gap a later WRITE may still fill
+  // (WRITEs of one stream arrive out of order on several FUSE threads).
+  uint64_t cap = SizeCap(buf->stripe);
+  if (base > contig_end_) cap = std::min(cap, contig_end_);
+  lock.unlock();
   if (cap < data_end) Bump(counters_->capped_commits);
   if (buf->Complete(stripe_size_)) {
     st = client_->Write(ino_, base, buf->bytes.first(stripe_size_), cap);
@@ -203,7 +233,7 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
   // A failed stripe's data is dropped: nothing of it needs a size. EOF over
   // a capped stripe moves with the next commit that has nothing pending
   // below it, or by RaiseSize() (Flush, FlushIdle).
-  Retire(buf, defer ? st : Status::Ok(),
+  Retire(buf, defer ? st : Status::Ok(), st.ok(),
          st.ok() && cap < data_end ? data_end : 0);
   return st;  // `buf` retired: a pipelined send must not touch `this` now
 }
@@ -408,7 +438,8 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff,
   }
   // A writer that stopped without fsync: EOF catches up with its data once
   // nothing is pending below it (a failure is retried by Flush()).
-  const uint64_t raise = inflight_.empty() ? RaiseTarget() : 0;
+  uint64_t raise = inflight_.empty() ? RaiseTarget() : 0;
+  if (raise > contig_end_) raise = contig_end_ > raised_to_ ? contig_end_ : 0;
   lock.unlock();
   if (raise > 0) (void)RaiseSize(raise);
 }
@@ -460,7 +491,14 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
   }
   auto attr = meta_->GetAttr(ino_);
   if (!attr.ok()) return attr.status();
-  return client_->Truncate(ino_, attr->size, new_size);
+  auto resized = client_->Truncate(ino_, attr->size, new_size);
+  if (resized.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    committed_above_.clear();
+    contig_end_ = resized->size;
+    contig_known_ = true;
+  }
+  return resized;
 }
 
 Clock::time_point StripeWriter::OldestWrite() const {
@@ -497,6 +535,7 @@ void StripeWriter::Discard() {
   buffers_.clear();
   cv_.wait(lock, [&] { return inflight_.empty(); });
   unsized_end_ = 0;
+  committed_above_.clear();
   RecomputeEnd();
 }
 

@@ -32,12 +32,16 @@
 //
 // Size follows data (XFS moves the on-disk EOF only at I/O completion): a
 // stripe's commit never raises the committed file size past the start of
-// a lower stripe of this file that is still buffered or in flight, so a
-// crash (of this process or of metad) can never leave a size that covers
-// uncommitted stripes reading as zeros. The end of data committed below
-// such a cap is raised once nothing below it is pending, at the latest by
-// Flush() (SetAttr kSetSizeAtLeast, which never shrinks the file). Until
-// then Read(), BufferedEnd() (and GETATTR through it) include it.
+// a lower stripe of this file that is still buffered or in flight, nor
+// past a gap above the committed data (a WRITE for the gap may still be on
+// its way: the kernel sends one stream's WRITEs on several threads). So a
+// crash (of this process or of metad) never leaves a size that covers
+// uncommitted stripes reading as zeros. Data committed above such a cap is
+// sized by a later commit once the data below it is in, by FlushIdle()
+// over contiguous data, and at the latest by Flush() (SetAttr with
+// kSetSizeAtLeast, which never shrinks the file; a real hole left by a
+// sparse writer is sized there). Until then Read(), BufferedEnd() (and
+// GETATTR through it) include it.
 //
 // Flush() covers what was buffered or in flight when it was called; data
 // written while it runs may go out with it but is not waited for, so a
@@ -260,9 +264,11 @@ class StripeWriter {
   BufferPtr TakeForSend(std::unique_lock<std::mutex>& lock, uint64_t stripe);
   // Removes `buf` from inflight_ and remembers `deferred` (if not OK) and
   // `committed_end` (data committed past its size, 0 if none) in the same
-  // critical section.
-  void Retire(const BufferPtr& buf, const Status& deferred,
-              uint64_t committed_end);
+  // critical section; `committed`: its data is now in the backend.
+  void Retire(const BufferPtr& buf, const Status& deferred, bool committed,
+              uint64_t unsized_end);
+  // Records [start, end) as committed for the contiguity rule. Lock held.
+  void NoteCommitted(uint64_t start, uint64_t end);
   std::chrono::steady_clock::time_point Now() const;
   void RecomputeEnd();  // lock held
 
@@ -283,8 +289,15 @@ class StripeWriter {
   // rule); 0 once the committed size covers it.
   uint64_t unsized_end_ = 0;
   uint64_t raised_to_ = 0;  // highest size RaiseSize() committed
-  size_t sending_ = 0;      // buffers handed to the sender, not yet retired
-  Status deferred_;         // first error of a background send not yet reported
+  // Committed data is contiguous from 0 to contig_end_ (holes included
+  // once the size covered them); committed_above_ holds what this writer
+  // committed past a gap (start -> end). A commit past the gap keeps the
+  // size at contig_end_: the gap may be data still on its way.
+  bool contig_known_ = false;  // contig_end_ seeded from GetAttr
+  uint64_t contig_end_ = 0;
+  std::map<uint64_t, uint64_t> committed_above_;
+  size_t sending_ = 0;  // buffers handed to the sender, not yet retired
+  Status deferred_;     // first error of a background send not yet reported
 };
 
 }  // namespace stripefs::fs
