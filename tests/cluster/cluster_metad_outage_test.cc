@@ -141,7 +141,9 @@ TEST_F(MetadOutageTest, KillDuringPipelinedWritesLeavesNoTornFile) {
   // Kill metad once the stream is well under way.
   std::thread killer([&] {
     for (int i = 0; i < 60000; ++i) {
-      if (counters.full_from_buffer.load() >= kFiles * (kSynced + 16)) break;
+      if (counters.full_from_buffer.load() + counters.full_direct.load() >=
+          kFiles * (kSynced + 16))
+        break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     KillMetad();
@@ -153,9 +155,11 @@ TEST_F(MetadOutageTest, KillDuringPipelinedWritesLeavesNoTornFile) {
   StartMetad();
   Connect();
   int torn = 0;
+  uint64_t total = 0;
   for (int f = 0; f < kFiles; ++f) {
     auto attr = volume_->meta().GetAttr(inos[f]);
     ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+    total += attr->size;
     EXPECT_GE(attr->size, kSynced * S) << "file " << f << " lost fsync'd data";
     EXPECT_EQ(attr->size % S, 0u) << "file " << f;
     std::vector<uint8_t> got(S);
@@ -171,6 +175,8 @@ TEST_F(MetadOutageTest, KillDuringPipelinedWritesLeavesNoTornFile) {
     }
   }
   EXPECT_EQ(torn, 0);
+  EXPECT_LT(total, kFiles * kStripes * S)
+      << "metad died only after the stream ended: nothing was tested";
 }
 
 // Past the hold time a metadata call fails with EIO, never EHOSTDOWN, and
@@ -231,6 +237,7 @@ TEST_F(MetadOutageTest, RestartWithinTheHoldIsNoApplicationError) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   KillMetad();
+  EXPECT_EQ(fio_rc.load(), -1) << "fio ended before the outage began";
   std::this_thread::sleep_for(std::chrono::seconds(3));  // the outage
   StartMetad();
   fio.join();
