@@ -51,7 +51,8 @@
 // what the backend returns, and the file size it uses is
 // max(committed size, end of buffered or not yet sized data).
 //
-// With coalescing off every Write() goes straight to the backend.
+// With coalescing off every Write() goes straight to the backend (and the
+// size rule does not apply: each write raises the size to its own end).
 //
 // Ordering: at most one backend write per stripe is in flight; a later
 // flush of the same stripe waits for it, so the newest data always commits
