@@ -926,9 +926,8 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
         return Status::InvalidArgument("cannot set the size of " + InoStr(ino) +
                                        ": not a regular file");
       }
-      const uint64_t new_size = (req.mask & kSetSizeAtLeast)
-                                    ? std::max(a.size, req.size)
-                                    : req.size;
+      const uint64_t new_size =
+          (req.mask & kSetSizeAtLeast) ? std::max(a.size, req.size) : req.size;
       if (new_size < a.size) {
         const uint64_t s = geometry_.stripe_size();
         const uint64_t first_dropped = new_size / s + (new_size % s ? 1 : 0);
