@@ -155,6 +155,9 @@ struct MountArgs {
   int dev_threads = 4;
   bool no_align = false;
   bool enable_uring = false;
+  int meta_hold_s = 60;
+  int send_window = 16;
+  int file_send_window = 8;
 };
 
 // Where the daemon tells the waiting parent how the mount went.
@@ -213,6 +216,9 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.fs.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
   o.fs.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
   o.fs.memory_cap = static_cast<uint64_t>(a.memory_cap_mib) << 20;
+  o.fs.send_window = static_cast<size_t>(a.send_window);
+  o.fs.file_send_window = static_cast<size_t>(a.file_send_window);
+  o.meta_hold_s = a.meta_hold_s;
   STRIPEFS_ASSIGN_OR_RETURN(o.transport,
                             fuse::ParseTransportChoice(a.transport));
   o.dev_threads = a.dev_threads;
@@ -452,6 +458,17 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "/dev/fuse worker threads (default 4)")
         ->check(InRange(fs::kDevThreadsRange));
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
+    c->add_option("--meta-hold-s", a.meta_hold_s,
+                  "cluster mode: seconds metadata calls wait for an "
+                  "unreachable metad before failing with EIO (default 60)")
+        ->check(InRange(fs::kMetaHoldSRange));
+    c->add_option("--send-window", a.send_window,
+                  "stripe writes in flight per mount, each holding one "
+                  "stripe buffer; 0 = write inside each WRITE (default 16)")
+        ->check(InRange(fs::kSendWindowRange));
+    c->add_option("--file-send-window", a.file_send_window,
+                  "stripe writes in flight per file (default 8)")
+        ->check(InRange(fs::kFileSendWindowRange));
     c->add_flag("--enable-uring", a.enable_uring,
                 "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
                 "(root), so --transport auto|uring can use io-uring");

@@ -537,15 +537,16 @@ void StripeClient::DeleteVersion(uint64_t ino, uint64_t stripe,
 }
 
 Status StripeClient::Write(uint64_t ino, uint64_t offset,
-                           std::span<const uint8_t> data) {
+                           std::span<const uint8_t> data, uint64_t size_cap) {
   const uint64_t S = stripe_size();
   uint64_t pos = 0;
   while (pos < data.size()) {
     const uint64_t abs = offset + pos;
     const uint64_t s = abs / S, off = abs % S;
     const uint64_t n = std::min<uint64_t>(S - off, data.size() - pos);
-    STRIPEFS_RETURN_IF_ERROR(
-        WriteStripe(ino, s, off, data.subspan(pos, n), abs + n, UINT64_MAX));
+    STRIPEFS_RETURN_IF_ERROR(WriteStripe(ino, s, off, data.subspan(pos, n),
+                                         std::min(abs + n, size_cap),
+                                         UINT64_MAX));
     pos += n;
   }
   ClientCounters::Add(counters_.bytes_written, data.size());

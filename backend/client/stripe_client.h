@@ -83,8 +83,11 @@ class StripeClient {
   uint64_t stripe_size() const { return geometry_.stripe_size(); }
 
   // Writes `data` at byte `offset` of file `ino`; returns once every touched
-  // stripe is committed (durable). Raises the file size to offset+size.
-  Status Write(uint64_t ino, uint64_t offset, std::span<const uint8_t> data);
+  // stripe is committed (durable). Raises the file size to offset+size, but
+  // never past `size_cap` (a caller with lower stripes still in flight keeps
+  // EOF below them and raises it later, see StripeWriter).
+  Status Write(uint64_t ino, uint64_t offset, std::span<const uint8_t> data,
+               uint64_t size_cap = UINT64_MAX);
 
   // Reads min(out.size(), file_size - offset) bytes at `offset` (0 at or past
   // EOF); holes read as zeros. Returns the byte count.

@@ -115,7 +115,7 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
 
 Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
     const std::string& meta_address, const std::string& key_file,
-    const StripeClientOptions& options) {
+    const StripeClientOptions& options, const MetaHoldOptions* hold) {
   auto key = rpc::ClusterKey::Load(key_file);
   if (!key.ok()) return key.status();
   auto meta = std::make_unique<rpc::RemoteMetaService>(meta_address, *key);
@@ -126,8 +126,12 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
         " (is `stripefs metad` running there, and is " + key_file +
         " the cluster's key?)");
   }
+  std::unique_ptr<MetaService> service = std::move(meta);
+  if (hold) {
+    service = std::make_unique<HoldingMetaService>(std::move(service), *hold);
+  }
   auto volume = FromParts(
-      std::move(meta),
+      std::move(service),
       std::make_unique<RemoteChunkServers>(*key, options.chunk_read_timeout),
       options);
   if (!volume.ok()) return volume.status();

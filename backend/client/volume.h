@@ -16,6 +16,7 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/client/chunk_server_set.h"
+#include "backend/client/holding_meta_service.h"
 #include "backend/client/stripe_client.h"
 #include "backend/meta/meta_service.h"
 #include "common/status.h"
@@ -44,10 +45,13 @@ class Volume {
   // Connects to a cluster: metad at `meta_address` ("HOST:PORT"), chunk
   // servers as its cluster map names them, authenticated with the 32-byte
   // key in `key_file`. Fails with a message naming the address or key file
-  // and the fix when metad is unreachable or the key is wrong.
+  // and the fix when metad is unreachable or the key is wrong. With `hold`,
+  // metadata calls after that wait out a metad outage (HoldingMetaService)
+  // instead of failing at once.
   static Result<std::unique_ptr<Volume>> ConnectCluster(
       const std::string& meta_address, const std::string& key_file,
-      const StripeClientOptions& options = {});
+      const StripeClientOptions& options = {},
+      const MetaHoldOptions* hold = nullptr);
 
   // Assembles a volume from services opened elsewhere (cluster mode, tests).
   static Result<std::unique_ptr<Volume>> FromParts(

@@ -932,15 +932,17 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
         return Status::InvalidArgument("cannot set the size of " + InoStr(ino) +
                                        ": not a regular file");
       }
-      if (req.size < a.size) {
+      const uint64_t new_size =
+          (req.mask & kSetSizeAtLeast) ? std::max(a.size, req.size) : req.size;
+      if (new_size < a.size) {
         const uint64_t s = geometry_.stripe_size();
-        const uint64_t first_dropped = req.size / s + (req.size % s ? 1 : 0);
+        const uint64_t first_dropped = new_size / s + (new_size % s ? 1 : 0);
         STRIPEFS_RETURN_IF_ERROR(
             DropStripesFrom(m, ino, first_dropped, obsolete));
       }
-      m.stats().bytes_used = m.stats().bytes_used - a.size + req.size;
-      if (req.size != a.size) a.mtime = now;
-      a.size = req.size;
+      m.stats().bytes_used = m.stats().bytes_used - a.size + new_size;
+      if (new_size != a.size) a.mtime = now;
+      a.size = new_size;
     }
     if (req.mask & kSetMode) a.mode = (a.mode & S_IFMT) | (req.mode & 07777);
     if (req.mask & kSetUid) a.uid = req.uid;

@@ -50,6 +50,9 @@ enum SetAttrMask : uint32_t {
   kSetAtimeNow = 1u << 6,
   kSetMtimeNow = 1u << 7,
   kSetCtime = 1u << 8,
+  // With kSetSize: only raise the size (max(size, req.size)), never shrink or
+  // drop stripes. Used to move EOF up once the stripes below it committed.
+  kSetSizeAtLeast = 1u << 9,
 };
 
 struct SetAttrRequest {

@@ -138,6 +138,9 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     co["partial_bytes"] = Ld(c.partial_bytes);
     co["deferred_errors"] = Ld(c.deferred_errors);
     co["reported_errors"] = Ld(c.reported_errors);
+    co["file_window_waits"] = Ld(c.file_window_waits);
+    co["capped_commits"] = Ld(c.capped_commits);
+    co["size_raises"] = Ld(c.size_raises);
   }
   j["coalescing"] = co;
 

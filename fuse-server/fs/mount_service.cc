@@ -166,6 +166,17 @@ Status ValidateMountOptions(const MountServiceOptions& o) {
   }
   if (o.max_ratio != -1 && !kMaxRatioRange.Contains(o.max_ratio))
     return OutOfRange("--max-ratio", o.max_ratio, kMaxRatioRange);
+  if (!kMetaHoldSRange.Contains(o.meta_hold_s))
+    return OutOfRange("--meta-hold-s", o.meta_hold_s, kMetaHoldSRange);
+  if (!kSendWindowRange.Contains(static_cast<int64_t>(o.fs.send_window)))
+    return OutOfRange("--send-window", static_cast<int64_t>(o.fs.send_window),
+                      kSendWindowRange);
+  if (!kFileSendWindowRange.Contains(
+          static_cast<int64_t>(o.fs.file_send_window))) {
+    return OutOfRange("--file-send-window",
+                      static_cast<int64_t>(o.fs.file_send_window),
+                      kFileSendWindowRange);
+  }
   if (!o.meta_address.empty()) {
     if (!o.volume_dir.empty()) {
       return Status::InvalidArgument(
@@ -209,7 +220,9 @@ Result<std::unique_ptr<MountService>> MountService::Start(
 
 Status MountService::OpenVolume() {
   if (!o_.meta_address.empty()) {
-    auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file);
+    MetaHoldOptions hold;
+    hold.hold = std::chrono::seconds(o_.meta_hold_s);
+    auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file, {}, &hold);
     if (!v.ok()) return v.status().Annotate("cluster " + o_.meta_address);
     volume_ = std::move(v).value();
     return Status::Ok();

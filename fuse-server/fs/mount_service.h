@@ -57,6 +57,12 @@ inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
 inline constexpr OptionRange kMemoryCapMibRange{1, 1 << 20};
 // The mount's bdi max_ratio (percent).
 inline constexpr OptionRange kMaxRatioRange{0, 100};
+// Cluster mode: how long metadata calls wait out an unreachable metad (s).
+inline constexpr OptionRange kMetaHoldSRange{0, 3600};
+// Pipelined stripe writes in flight per mount (0 = inside the WRITE) and
+// per file.
+inline constexpr OptionRange kSendWindowRange{0, 256};
+inline constexpr OptionRange kFileSendWindowRange{1, 256};
 // Geometry of a new embedded volume.
 inline constexpr OptionRange kDataChunksRange{1, 31};    // k
 inline constexpr OptionRange kParityChunksRange{1, 31};  // m, k + m <= 32
@@ -93,6 +99,7 @@ struct MountServiceOptions {
   bool align = true;          // request opt-alignment to the stripe size
   bool enable_uring = false;  // set the fuse module's enable_uring (root)
   int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
+  int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO
   // -o values (comma lists): allow_other, ro, no_default_permissions and
   // auto_unmount are ours; the rest go to libfuse as they are.
   std::vector<std::string> mount_options;

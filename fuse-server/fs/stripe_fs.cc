@@ -81,6 +81,8 @@ StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
       options_(std::move(options)),
       stripe_size_(volume->client().stripe_size()),
       budget_(options_.memory_cap) {
+  if (options_.coalesce && options_.send_window > 0)
+    sender_ = std::make_unique<StripeSender>(options_.send_window);
   if (options_.purge_orphans_at_start) {
     auto orphans = meta_.ListOrphans();
     if (orphans.ok()) {
@@ -228,6 +230,8 @@ std::shared_ptr<StripeWriter> StripeFs::WriterFor(uint64_t ino, bool create) {
   if (!it->second.writer && create) {
     StripeWriterOptions wo;
     wo.coalesce = options_.coalesce;
+    wo.sender = sender_.get();
+    wo.file_window = options_.file_send_window;
     it->second.writer = std::make_shared<StripeWriter>(
         ino, &client_, &meta_, &budget_, &coalesce_counters_, wo);
   }

@@ -52,6 +52,10 @@ struct StripeFsOptions {
   std::chrono::milliseconds frontier_hold{30000};
   // Total bytes of stripe buffers before the oldest are written.
   uint64_t memory_cap = uint64_t{256} << 20;
+  // Pipelined stripe sends in flight per mount (each holds one stripe
+  // buffer) and per file; 0 per mount: sends run inside the WRITE.
+  size_t send_window = 16;
+  size_t file_send_window = 8;
   // Entry and attribute validity given to the kernel.
   std::chrono::milliseconds attr_timeout{1000};
   bool purge_orphans_at_start = true;
@@ -179,6 +183,8 @@ class StripeFs : public fuse::RawFileSystem {
   CoalesceCounters coalesce_counters_;
   CoalesceBudget budget_;
 
+  // Before nodes_: the writers' pipelined sends run on it.
+  std::unique_ptr<StripeSender> sender_;
   std::mutex nodes_mu_;
   std::unordered_map<uint64_t, Node> nodes_;  // guarded by nodes_mu_
   std::atomic<uint64_t> next_fh_{1};

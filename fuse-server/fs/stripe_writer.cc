@@ -38,6 +38,26 @@ const char* FlushReasonName(FlushReason r) {
   return "?";
 }
 
+StripeSender::StripeSender(size_t window)
+    : window_(std::max<size_t>(window, 1)), pool_(window_) {}
+
+void StripeSender::Submit(std::function<void()> send) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (in_use_ >= window_) {
+      Bump(full_waits_);
+      cv_.wait(lock, [&] { return in_use_ < window_; });
+    }
+    ++in_use_;
+  }
+  pool_.Submit([this, send = std::move(send)] {
+    send();
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_use_;
+    cv_.notify_one();
+  });
+}
+
 bool StripeWriter::Buffer::Complete(uint64_t stripe_size) const {
   return valid.size() == 1 && valid.begin()->first == 0 &&
          valid.begin()->second == stripe_size;
@@ -74,7 +94,8 @@ StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
       stripe_size_(client->stripe_size()) {}
 
 StripeWriter::~StripeWriter() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return inflight_.empty(); });  // sends borrow `this`
   for (auto& [s, b] : buffers_)
     budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
@@ -109,39 +130,141 @@ Clock::time_point StripeWriter::Now() const {
   return options_.clock ? options_.clock() : Clock::now();
 }
 
-void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred) {
+uint64_t StripeWriter::SizeCap(uint64_t stripe) const {
+  uint64_t low = UINT64_MAX;
+  if (!buffers_.empty()) low = buffers_.begin()->first;
+  if (!inflight_.empty()) low = std::min(low, inflight_.begin()->first);
+  return low < stripe ? low * stripe_size_ : UINT64_MAX;
+}
+
+uint64_t StripeWriter::RaiseTarget() const {
+  if (unsized_end_ == 0) return 0;
+  const uint64_t target = std::min(unsized_end_, SizeCap(UINT64_MAX));
+  return target > raised_to_ ? target : 0;
+}
+
+void StripeWriter::NoteCommitted(uint64_t start, uint64_t end) {
+  if (start <= contig_end_) {
+    contig_end_ = std::max(contig_end_, end);
+  } else {
+    uint64_t& e = committed_above_[start];
+    e = std::max(e, end);
+  }
+  while (!committed_above_.empty() &&
+         committed_above_.begin()->first <= contig_end_) {
+    contig_end_ = std::max(contig_end_, committed_above_.begin()->second);
+    committed_above_.erase(committed_above_.begin());
+  }
+}
+
+void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
+                          bool committed, uint64_t unsized_end) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!deferred.ok()) {
     Bump(counters_->deferred_errors);
     if (deferred_.ok()) deferred_ = deferred;
   }
+  if (committed && !buf->valid.empty()) {
+    // Stripe-granular: a hole inside a committed stripe is a real hole.
+    const uint64_t base = buf->stripe * stripe_size_;
+    NoteCommitted(base, base + buf->valid.rbegin()->second);
+  }
+  if (unsized_end > raised_to_)
+    unsized_end_ = std::max(unsized_end_, unsized_end);
   auto it = inflight_.find(buf->stripe);
   if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
+  if (buf->async) --sending_;
   budget_->Add(-static_cast<int64_t>(buf->owned.size()));
   RecomputeEnd();
   cv_.notify_all();
+}
+
+Status StripeWriter::RaiseSize(uint64_t target) {
+  SetAttrRequest req;
+  req.mask = kSetSize | kSetSizeAtLeast;
+  req.size = target;
+  std::vector<ObsoleteStripe> none;  // a raise never drops stripes
+  auto attr = meta_->SetAttr(ino_, req, &none);
+  if (!attr.ok()) return attr.status().Annotate("raising the file size");
+  Bump(counters_->size_raises);
+  std::lock_guard<std::mutex> lock(mu_);
+  raised_to_ = std::max(raised_to_, target);
+  if (unsized_end_ <= target) unsized_end_ = 0;
+  NoteCommitted(0, target);
+  return Status::Ok();
 }
 
 Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
                                 bool defer) {
   Status st;
   const uint64_t base = buf->stripe * stripe_size_;
+  const uint64_t data_end =
+      buf->valid.empty() ? base : base + buf->valid.rbegin()->second;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!contig_known_) {
+    lock.unlock();
+    auto attr = meta_->GetAttr(ino_);  // once: where the file ended
+    lock.lock();
+    if (attr.ok() && !contig_known_) {
+      contig_known_ = true;
+      NoteCommitted(0, attr->size);
+    }
+  }
+  // Below a pending stripe, or past a gap a later WRITE may still fill
+  // (WRITEs of one stream arrive out of order on several FUSE threads).
+  uint64_t cap = SizeCap(buf->stripe);
+  if (base > contig_end_) cap = std::min(cap, contig_end_);
+  lock.unlock();
+  if (cap < data_end) Bump(counters_->capped_commits);
   if (buf->Complete(stripe_size_)) {
-    st = client_->Write(ino_, base, buf->bytes.first(stripe_size_));
+    st = client_->Write(ino_, base, buf->bytes.first(stripe_size_), cap);
     Bump(buf->owned.empty() ? counters_->full_direct
                             : counters_->full_from_buffer);
   } else {
     uint64_t bytes = 0;
     for (const auto& [a, b] : buf->valid) {
-      st = client_->Write(ino_, base + a, buf->bytes.subspan(a, b - a));
+      st = client_->Write(ino_, base + a, buf->bytes.subspan(a, b - a), cap);
       bytes += b - a;
       if (!st.ok()) break;
     }
     Bump(counters_->partial_flushes[static_cast<int>(why)]);
     Bump(counters_->partial_bytes, bytes);
   }
-  Retire(buf, defer ? st : Status::Ok());
-  return st;
+  // A failed stripe's data is dropped: nothing of it needs a size. EOF over
+  // a capped stripe moves with the next commit that has nothing pending
+  // below it, or by RaiseSize() (Flush, FlushIdle).
+  Retire(buf, defer ? st : Status::Ok(), st.ok(),
+         st.ok() && cap < data_end ? data_end : 0);
+  return st;  // `buf` retired: a pipelined send must not touch `this` now
+}
+
+Status StripeWriter::Dispatch(const BufferPtr& buf, FlushReason why,
+                              bool defer) {
+  StripeSender* sender = options_.sender;
+  if (!sender) return SendBuffer(buf, why, defer);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const size_t window = std::max<size_t>(options_.file_window, 1);
+    if (sending_ >= window) {
+      Bump(counters_->file_window_waits);
+      cv_.wait(lock, [&] { return sending_ < window; });
+    }
+    ++sending_;
+    buf->async = true;
+  }
+  sender->Submit([this, buf, why] { (void)SendBuffer(buf, why, true); });
+  return Status::Ok();
+}
+
+void StripeWriter::WaitRetired(std::unique_lock<std::mutex>& lock,
+                               const std::vector<BufferPtr>& bufs) {
+  cv_.wait(lock, [&] {
+    for (const auto& b : bufs) {
+      auto it = inflight_.find(b->stripe);
+      if (it != inflight_.end() && it->second == b) return false;
+    }
+    return true;
+  });
 }
 
 Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
@@ -161,8 +284,9 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
 
     std::unique_lock<std::mutex> lock(mu_);
     BufferPtr send;
-    if (off == 0 && n == S && buffers_.count(s) == 0) {
-      // A whole stripe with nothing buffered: send it from the request.
+    if (!options_.sender && off == 0 && n == S && buffers_.count(s) == 0) {
+      // A whole stripe with nothing buffered: send it from the request (a
+      // pipelined send outlives the request, so it copies).
       cv_.wait(lock, [&] { return inflight_.count(s) == 0; });
       if (buffers_.count(s) == 0) {
         send = std::make_shared<Buffer>();
@@ -194,7 +318,7 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
     // acknowledged already: the next Flush() must report it too.
     if (send) {
       STRIPEFS_RETURN_IF_ERROR(
-          SendBuffer(send, FlushReason::kFull, !send->owned.empty()));
+          Dispatch(send, FlushReason::kFull, !send->owned.empty()));
     }
   }
   // Over the memory cap: this writer pays by sending its oldest stripes.
@@ -209,12 +333,13 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
     std::vector<uint8_t> bytes;
   };
   std::vector<Piece> pieces;
-  uint64_t buffered_end = 0;
+  uint64_t buffered_end = 0, unsized_end = 0;
   const uint64_t S = stripe_size_;
   const uint64_t want_end = offset + out.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffered_end = buffered_end_;
+    unsized_end = unsized_end_;
     // In-flight data is older than buffered data of the same stripe: overlay
     // it first.
     for (const auto* m : {&inflight_, &buffers_}) {
@@ -232,10 +357,10 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
     }
   }
   // Anything that left the buffers before the snapshot is committed now, so
-  // the size read after the snapshot covers it.
+  // the size read after the snapshot, or unsized_end_, covers it.
   auto attr = meta_->GetAttr(ino_);
   if (!attr.ok()) return attr.status();
-  const uint64_t committed = attr->size;
+  const uint64_t committed = std::max(attr->size, unsized_end);
   const uint64_t logical = std::max(committed, buffered_end);
   if (offset >= logical || out.empty()) return size_t{0};
   const size_t n =
@@ -269,23 +394,22 @@ Status StripeWriter::Flush(FlushReason why) {
     // recorded before it retires); null if that send took our data.
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
+    pending.push_back(buf);
     lock.unlock();
-    Status st = SendBuffer(buf, why, false);
+    // Pipelined: every dirty stripe goes out at once, within the windows.
+    Status st = Dispatch(buf, why, false);
     if (!st.ok() && first.ok()) first = st;
     lock.lock();
   }
-  cv_.wait(lock, [&] {
-    for (const auto& b : pending) {
-      auto it = inflight_.find(b->stripe);
-      if (it != inflight_.end() && it->second == b) return false;
-    }
-    return true;
-  });
+  WaitRetired(lock, pending);
   if (first.ok() && !deferred_.ok()) {
     first = deferred_;
     deferred_ = Status::Ok();
     Bump(counters_->reported_errors);
   }
+  const uint64_t raise = RaiseTarget();
+  lock.unlock();
+  if (first.ok() && raise > 0) first = RaiseSize(raise);
   return first;
 }
 
@@ -309,9 +433,15 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff,
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
     lock.unlock();
-    (void)SendBuffer(buf, FlushReason::kIdle, true);
+    (void)Dispatch(buf, FlushReason::kIdle, true);
     lock.lock();
   }
+  // A writer that stopped without fsync: EOF catches up with its data once
+  // nothing is pending below it (a failure is retried by Flush()).
+  uint64_t raise = inflight_.empty() ? RaiseTarget() : 0;
+  if (raise > contig_end_) raise = contig_end_ > raised_to_ ? contig_end_ : 0;
+  lock.unlock();
+  if (raise > 0) (void)RaiseSize(raise);
 }
 
 bool StripeWriter::FlushOldest(FlushReason why) {
@@ -323,7 +453,10 @@ bool StripeWriter::FlushOldest(FlushReason why) {
   }
   BufferPtr buf = TakeForSend(lock, oldest->first);
   lock.unlock();
-  if (buf) (void)SendBuffer(buf, why, true);
+  if (!buf) return true;
+  (void)Dispatch(buf, why, true);
+  lock.lock();
+  WaitRetired(lock, {buf});  // the memory is freed when this returns
   return true;
 }
 
@@ -351,9 +484,21 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
     RecomputeEnd();
   }
   STRIPEFS_RETURN_IF_ERROR(Flush(FlushReason::kTruncate));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unsized_end_ = std::min(unsized_end_, new_size);
+    raised_to_ = std::min(raised_to_, new_size);
+  }
   auto attr = meta_->GetAttr(ino_);
   if (!attr.ok()) return attr.status();
-  return client_->Truncate(ino_, attr->size, new_size);
+  auto resized = client_->Truncate(ino_, attr->size, new_size);
+  if (resized.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    committed_above_.clear();
+    contig_end_ = resized->size;
+    contig_known_ = true;
+  }
+  return resized;
 }
 
 Clock::time_point StripeWriter::OldestWrite() const {
@@ -365,7 +510,7 @@ Clock::time_point StripeWriter::OldestWrite() const {
 
 uint64_t StripeWriter::BufferedEnd() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return buffered_end_;
+  return std::max(buffered_end_, unsized_end_);
 }
 
 bool StripeWriter::HasBuffered() const {
@@ -389,6 +534,8 @@ void StripeWriter::Discard() {
     budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
   cv_.wait(lock, [&] { return inflight_.empty(); });
+  unsized_end_ = 0;
+  committed_above_.clear();
   RecomputeEnd();
 }
 

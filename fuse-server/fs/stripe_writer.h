@@ -3,23 +3,45 @@
 //
 // WRITE data is copied into stripe-sized buffers (one per stripe of the file
 // that has unwritten data). A buffer that becomes complete (every byte of
-// the stripe written) is sent to the backend at once as exactly one whole
-// stripe, which the client encodes without reading anything (full-stripe
-// encode). A WRITE that covers a whole stripe with nothing buffered there is
-// sent straight from the request, without a copy. Partial stripes stay
-// buffered until Flush() (FSYNC, FLUSH, RELEASE, truncate, destroy), an idle
-// timeout or the shared memory cap (both driven by StripeFs's background
-// thread through FlushIdle()/FlushOldest()); the client then writes them by
-// read-modify-write or parity-delta.
+// the stripe written) is sent to the backend as exactly one whole stripe,
+// which the client encodes without reading anything (full-stripe encode).
+// Partial stripes stay buffered until Flush() (FSYNC, FLUSH, RELEASE,
+// truncate, destroy), an idle timeout or the shared memory cap (both driven
+// by StripeFs's background thread through FlushIdle()/FlushOldest()); the
+// client then writes them by read-modify-write or parity-delta.
+//
+// Pipelining (options.sender set): sends run on the mount's StripeSender,
+// so a WRITE that completes a stripe is acknowledged once its bytes are
+// buffered. At most options.file_window sends of this file and
+// StripeSender::window() sends of the mount are in flight; a WRITE (or
+// flush) that finds its window full waits, so memory stays bounded by the
+// memory cap plus one stripe per mount window slot. Flush() sends every
+// dirty stripe at once (in parallel, within the windows) and waits for them
+// and for every earlier send. Without a sender, sends run in the calling
+// thread and a WRITE that covers a whole stripe with nothing buffered there
+// is sent straight from the request, without a copy.
 //
 // Durability: buffered data is volatile until Flush() returns OK, exactly
-// like the page cache. A failed backend write of buffered data that the
-// caller did not just hand in (idle timeout, memory cap, or a WRITE that
-// completed a stripe holding earlier WRITEs' bytes) is remembered and
+// like the page cache. A failed backend write the caller did not wait for
+// (every pipelined send, idle timeout, memory cap, or a synchronous WRITE
+// that completed a stripe holding earlier WRITEs' bytes) is remembered and
 // returned by the next Flush() (then cleared), like the page cache's
 // writeback error reporting; it is recorded before the buffer retires, so a
 // Flush() waiting for that stripe always sees it. The data of a failed
 // flush is dropped, never retried forever.
+//
+// Size follows data (XFS moves the on-disk EOF only at I/O completion): a
+// stripe's commit never raises the committed file size past the start of
+// a lower stripe of this file that is still buffered or in flight, nor
+// past a gap above the committed data (a WRITE for the gap may still be on
+// its way: the kernel sends one stream's WRITEs on several threads). So a
+// crash (of this process or of metad) never leaves a size that covers
+// uncommitted stripes reading as zeros. Data committed above such a cap is
+// sized by a later commit once the data below it is in, by FlushIdle()
+// over contiguous data, and at the latest by Flush() (SetAttr with
+// kSetSizeAtLeast, which never shrinks the file; a real hole left by a
+// sparse writer is sized there). Until then Read(), BufferedEnd() (and
+// GETATTR through it) include it.
 //
 // Flush() covers what was buffered or in flight when it was called; data
 // written while it runs may go out with it but is not waited for, so a
@@ -27,18 +49,22 @@
 //
 // Reads see buffered data: Read() overlays buffered and in-flight bytes on
 // what the backend returns, and the file size it uses is
-// max(committed size, end of buffered data).
+// max(committed size, end of buffered or not yet sized data).
 //
-// With coalescing off every Write() goes straight to the backend.
+// With coalescing off every Write() goes straight to the backend (and the
+// size rule does not apply: each write raises the size to its own end).
 //
 // Ordering: at most one backend write per stripe is in flight; a later
 // flush of the same stripe waits for it, so the newest data always commits
-// last.
+// last. Different stripes may commit in any order (the size rule above
+// keeps that safe).
 //
 // Thread-safety: all methods are thread-safe (one mutex per writer; backend
 // writes run without it). Owned by StripeFs (shared_ptr, one per inode);
-// borrows the StripeClient, MetaService, budget and counters, which must
-// outlive it.
+// borrows the StripeClient, MetaService, budget, counters and sender, which
+// must outlive it. The destructor waits for the writer's sends in flight.
+// Known limit: the size rule covers this writer's own stripes; two clients
+// writing one file are ordered only by the commit CAS.
 #pragma once
 
 #include <atomic>
@@ -53,6 +79,7 @@
 #include <vector>
 
 #include "backend/client/stripe_client.h"
+#include "backend/client/thread_pool.h"
 #include "backend/meta/meta_service.h"
 #include "common/status.h"
 
@@ -90,6 +117,32 @@ class CoalesceBudget {
   std::atomic<int64_t> used_{0};
 };
 
+// Runs the pipelined stripe sends of a mount (one thread per window slot)
+// and bounds how many are in flight, and with them the memory they hold.
+// Thread-safe; must outlive every StripeWriter that uses it (its
+// destructor finishes the queued sends).
+class StripeSender {
+ public:
+  explicit StripeSender(size_t window);  // window >= 1
+  StripeSender(const StripeSender&) = delete;
+  StripeSender& operator=(const StripeSender&) = delete;
+
+  size_t window() const { return window_; }
+  // Waits for a free slot, then runs `send` on a sender thread; the slot is
+  // freed when `send` returns.
+  void Submit(std::function<void()> send);
+  // Submit() calls that found the window full.
+  uint64_t full_waits() const { return full_waits_.load(); }
+
+ private:
+  const size_t window_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t in_use_ = 0;  // guarded by mu_
+  std::atomic<uint64_t> full_waits_{0};
+  ThreadPool pool_;  // last: destroyed (and drained) first
+};
+
 // What coalescing did (relaxed atomics, shared by all writers of a mount).
 struct CoalesceCounters {
   std::atomic<uint64_t> full_from_buffer{0};  // complete buffers sent
@@ -100,6 +153,9 @@ struct CoalesceCounters {
   std::atomic<uint64_t> write_through{0};    // coalescing off: WRITEs passed on
   std::atomic<uint64_t> deferred_errors{0};  // failed flushes nobody awaited
   std::atomic<uint64_t> reported_errors{0};  // ... later returned by Flush()
+  std::atomic<uint64_t> file_window_waits{0};  // sends that waited (file)
+  std::atomic<uint64_t> capped_commits{0};  // size held below a pending stripe
+  std::atomic<uint64_t> size_raises{0};     // EOF raised after such commits
 };
 
 struct StripeWriterOptions {
@@ -107,6 +163,10 @@ struct StripeWriterOptions {
   // Time source for last-write stamps (idle timeout, oldest-first memory
   // cap flushes). Null: std::chrono::steady_clock::now. Tests inject a fake.
   std::function<std::chrono::steady_clock::time_point()> clock;
+  // Pipelined sends (not owned). Null: sends run in the calling thread.
+  StripeSender* sender = nullptr;
+  // Pipelined sends of this file in flight at most (>= 1).
+  size_t file_window = 8;
 };
 
 class StripeWriter {
@@ -119,7 +179,8 @@ class StripeWriter {
   StripeWriter& operator=(const StripeWriter&) = delete;
 
   // Buffers (or writes through) `data` at `offset`. An error here is from a
-  // backend write this call had to do (a completed stripe, write-through).
+  // backend write this call had to do (a completed stripe without a
+  // sender, write-through). May wait for a send window.
   Status Write(uint64_t offset, std::span<const uint8_t> data);
 
   // Reads up to out.size() bytes at `offset`: committed data from the
@@ -128,8 +189,9 @@ class StripeWriter {
   Result<size_t> Read(uint64_t offset, std::span<uint8_t> out);
 
   // Sends every buffered stripe to the backend and waits for all in-flight
-  // writes. Returns the first error of this flush, else a remembered error
-  // of an earlier background flush (which is then cleared).
+  // writes, then raises the committed size to the end of the data. Returns
+  // the first error of this flush, else a remembered error of an earlier
+  // background or pipelined send (which is then cleared).
   Status Flush(FlushReason why);
 
   // Truncates the file to `new_size`: drops buffered bytes at or past it
@@ -149,12 +211,14 @@ class StripeWriter {
   void FlushIdle(std::chrono::steady_clock::time_point cutoff) {
     FlushIdle(cutoff, cutoff);
   }
-  // Sends the least recently written buffered stripe; false if none.
+  // Sends the least recently written buffered stripe and waits for it;
+  // false if none.
   bool FlushOldest(FlushReason why);
   // Oldest last-write time of a buffered stripe (max() if none).
   std::chrono::steady_clock::time_point OldestWrite() const;
 
-  // End of buffered or in-flight data (0 if none).
+  // End of buffered, in-flight or committed-but-not-yet-sized data (0 if
+  // none): the file size is max(committed size, this).
   uint64_t BufferedEnd() const;
   bool HasBuffered() const;
   // Stripe numbers that hold buffered or in-flight data, sorted.
@@ -171,6 +235,7 @@ class StripeWriter {
     std::span<const uint8_t> bytes;      // owned or the request's data (direct)
     std::map<uint32_t, uint32_t> valid;  // start -> end, merged
     std::chrono::steady_clock::time_point last_write;
+    bool async = false;  // sent on the StripeSender (counts in sending_)
     bool Complete(uint64_t stripe_size) const;
     void AddRange(uint32_t start, uint32_t end);
   };
@@ -180,12 +245,31 @@ class StripeWriter {
   // mu_. Returns the backend status; with `defer`, a failure is also
   // remembered for the next Flush() (before the buffer retires).
   Status SendBuffer(const BufferPtr& buf, FlushReason why, bool defer);
+  // Sends `buf` now (no sender: returns its status) or hands it to the
+  // sender once the file window has room (returns OK; errors deferred).
+  Status Dispatch(const BufferPtr& buf, FlushReason why, bool defer);
+  // Commit-size cap for `stripe`: the start of the lowest other pending
+  // stripe below it, else UINT64_MAX. Lock held.
+  uint64_t SizeCap(uint64_t stripe) const;
+  // Where EOF may be raised to now: min(unsized_end_, start of the lowest
+  // pending stripe); 0 if nothing to raise. Lock held.
+  uint64_t RaiseTarget() const;
+  // Raises the committed size to at least `target`, then forgets
+  // unsized_end_ up to it. Called without mu_.
+  Status RaiseSize(uint64_t target);
+  // Waits until none of `bufs` is in flight any more. Lock held.
+  void WaitRetired(std::unique_lock<std::mutex>& lock,
+                   const std::vector<BufferPtr>& bufs);
   // Moves buffers_[stripe] to inflight_ once no write of that stripe is in
   // flight; lock held on entry and exit (may wait). Null if gone meanwhile.
   BufferPtr TakeForSend(std::unique_lock<std::mutex>& lock, uint64_t stripe);
-  // Removes `buf` from inflight_ and remembers `deferred` (if not OK) in
-  // the same critical section.
-  void Retire(const BufferPtr& buf, const Status& deferred);
+  // Removes `buf` from inflight_ and remembers `deferred` (if not OK) and
+  // `committed_end` (data committed past its size, 0 if none) in the same
+  // critical section; `committed`: its data is now in the backend.
+  void Retire(const BufferPtr& buf, const Status& deferred, bool committed,
+              uint64_t unsized_end);
+  // Records [start, end) as committed for the contiguity rule. Lock held.
+  void NoteCommitted(uint64_t start, uint64_t end);
   std::chrono::steady_clock::time_point Now() const;
   void RecomputeEnd();  // lock held
 
@@ -202,7 +286,19 @@ class StripeWriter {
   std::map<uint64_t, BufferPtr> buffers_;   // stripe -> newest data
   std::map<uint64_t, BufferPtr> inflight_;  // stripe -> being written
   uint64_t buffered_end_ = 0;
-  Status deferred_;  // first error of a background flush not yet reported
+  // End of committed data whose commit was capped below it (see the size
+  // rule); 0 once the committed size covers it.
+  uint64_t unsized_end_ = 0;
+  uint64_t raised_to_ = 0;  // highest size RaiseSize() committed
+  // Committed data is contiguous from 0 to contig_end_ (holes included
+  // once the size covered them); committed_above_ holds what this writer
+  // committed past a gap (start -> end). A commit past the gap keeps the
+  // size at contig_end_: the gap may be data still on its way.
+  bool contig_known_ = false;  // contig_end_ seeded from GetAttr
+  uint64_t contig_end_ = 0;
+  std::map<uint64_t, uint64_t> committed_above_;
+  size_t sending_ = 0;  // buffers handed to the sender, not yet retired
+  Status deferred_;     // first error of a background send not yet reported
 };
 
 }  // namespace stripefs::fs

@@ -50,21 +50,29 @@ class HookedChunkService : public testing::FaultInjectingChunkService {
   Status WriteChunk(const ChunkId& id, uint64_t version,
                     std::span<const uint8_t> data) override {
     std::function<void()> hook;
+    std::function<void(const ChunkId&)> id_hook;
     {
       std::lock_guard<std::mutex> lock(mu_);
       hook = hook_;
+      id_hook = id_hook_;
     }
     if (hook) hook();
+    if (id_hook) id_hook(id);
     return FaultInjectingChunkService::WriteChunk(id, version, data);
   }
   void SetHook(std::function<void()> hook) {
     std::lock_guard<std::mutex> lock(mu_);
     hook_ = std::move(hook);
   }
+  void SetIdHook(std::function<void(const ChunkId&)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    id_hook_ = std::move(hook);
+  }
 
  private:
   std::mutex mu_;
   std::function<void()> hook_;
+  std::function<void(const ChunkId&)> id_hook_;
 };
 
 // Holds backend chunk writes until opened (bounded: opens itself after
@@ -154,7 +162,9 @@ class StripeWriterTest : public ::testing::Test {
   }
   void TearDown() override {
     for (auto* s : services_) s->SetHook(nullptr);
+    for (auto* s : services_) s->SetIdHook(nullptr);
     writer_.reset();
+    sender_.reset();
     volume_.reset();
     stores_.clear();
     std::error_code ec;
@@ -170,6 +180,23 @@ class StripeWriterTest : public ::testing::Test {
     writer_ = std::make_unique<StripeWriter>(ino_, &client(), &meta(),
                                              budget_.get(), &counters_, o);
     return *writer_;
+  }
+  // Pipelined: sends run on a StripeSender with these windows.
+  StripeWriter& NewPipelinedWriter(size_t file_window, size_t mount_window,
+                                   uint64_t cap = 1ull << 30) {
+    writer_.reset();
+    sender_ = std::make_unique<StripeSender>(mount_window);
+    budget_ = std::make_unique<CoalesceBudget>(cap);
+    StripeWriterOptions o;
+    o.clock = clock_.Fn();
+    o.sender = sender_.get();
+    o.file_window = file_window;
+    writer_ = std::make_unique<StripeWriter>(ino_, &client(), &meta(),
+                                             budget_.get(), &counters_, o);
+    return *writer_;
+  }
+  void HookIds(std::function<void(const ChunkId&)> h) {
+    for (auto* s : services_) s->SetIdHook(h);
   }
   MetaService& meta() { return volume_->meta(); }
   StripeClient& client() { return volume_->client(); }
@@ -225,6 +252,7 @@ class StripeWriterTest : public ::testing::Test {
   FakeClock clock_;
   CoalesceCounters counters_;
   std::unique_ptr<CoalesceBudget> budget_;
+  std::unique_ptr<StripeSender> sender_;  // outlives the writer
   std::unique_ptr<StripeWriter> writer_;
 };
 
@@ -287,8 +315,11 @@ TEST_F(StripeWriterTest, WholeStripeWritesGoOutUncopied) {
   EXPECT_EQ(budget_->used(), S);  // only the half stripe is copied
   EXPECT_EQ(w.BufferedStripes(), std::vector<uint64_t>{3});
   EXPECT_EQ(w.BufferedEnd(), 3 * S + S / 2);
-  EXPECT_EQ(CommittedSize(), 3 * S);
+  // Stripe 0 was never written: a later WRITE may still be on its way
+  // there, so EOF waits for the flush (size follows data).
+  EXPECT_EQ(CommittedSize(), 0u);
   ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(CommittedSize(), 3 * S + S / 2);
   std::vector<uint8_t> model;
   Put(&model, S, d);
   EXPECT_EQ(Backend(), model);
@@ -366,6 +397,7 @@ TEST_F(StripeWriterTest, FrontierStripeOfASequentialWriterIsHeldLonger) {
   Put(&model, 3 * S + 10, tail);
   Put(&model, S + 50, tail);
   Put(&model, 3 * S + 500, tail);
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
   EXPECT_EQ(Backend(), model);
 }
 
@@ -404,8 +436,11 @@ TEST_F(StripeWriterTest, IdleTimeoutFollowsTheClock) {
   Put(&model, 10, a);
   Put(&model, S + 20, b);
   Put(&model, S + 500, a);
-  EXPECT_EQ(Backend(), model);
+  // Stripe 1 lies past a gap (stripe 0 ends at byte 110): EOF stays there
+  // until the fsync.
+  EXPECT_EQ(CommittedSize(), 110u);
   ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());  // no deferred error
+  EXPECT_EQ(Backend(), model);
 }
 
 TEST_F(StripeWriterTest, MemoryCapFlushesOldestStripeFirst) {
@@ -428,6 +463,12 @@ TEST_F(StripeWriterTest, MemoryCapFlushesOldestStripeFirst) {
   EXPECT_TRUE(w.FlushOldest(FlushReason::kMemoryCap));
   EXPECT_FALSE(w.FlushOldest(FlushReason::kMemoryCap));
   EXPECT_EQ(budget_->used(), 0u);
+  // Stripe 5 committed while 1 and 3 were still buffered, and none of them
+  // follows committed data: EOF stays put (size follows data) until the
+  // fsync raises it.
+  EXPECT_EQ(CommittedSize(), 0u);  // stripe 0 is a gap: nothing sized yet
+  EXPECT_EQ(w.BufferedEnd(), 5 * S + 10 + d.size());
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
   std::vector<uint8_t> model;
   for (uint64_t s : {5, 1, 3}) Put(&model, s * S + 10, d);
   EXPECT_EQ(Backend(), model);
@@ -794,6 +835,209 @@ TEST_F(StripeWriterTest, CoalescingOffWritesThrough) {
   Put(&model, 3100, d);
   EXPECT_EQ(Backend(), model);
   EXPECT_EQ(Through(w, 0, S), model);
+}
+
+// ---- pipelined sends (StripeSender) ----
+
+TEST_F(StripeWriterTest, PipelinedWriteIsAcknowledgedOnceBuffered) {
+  StripeWriter& w = NewPipelinedWriter(4, 8);
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  auto d = Pattern(3 * S, 70);
+  // Three whole stripes return while the backend holds every chunk write.
+  ASSERT_TRUE(w.Write(0, d).ok());
+  ASSERT_TRUE(gate.WaitEntered(1));
+  EXPECT_EQ(CommittedSize(), 0u);
+  EXPECT_EQ(w.BufferedEnd(), 3 * S);
+  EXPECT_EQ(Through(w, 0, 3 * S), d);  // in-flight data reads back
+  std::atomic<bool> synced{false};
+  std::thread fsync([&] {
+    EXPECT_TRUE(w.Flush(FlushReason::kFsync).ok());
+    synced = true;
+  });
+  gate.Open();
+  fsync.join();
+  EXPECT_TRUE(synced.load());
+  EXPECT_EQ(CommittedSize(), 3 * S);
+  EXPECT_EQ(Backend(), d);
+  EXPECT_EQ(counters_.full_from_buffer.load(), 3u);
+}
+
+TEST_F(StripeWriterTest, FullFileWindowMakesWritesWait) {
+  StripeWriter& w = NewPipelinedWriter(2, 8);
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  ASSERT_TRUE(w.Write(0, Pattern(2 * S, 71)).ok());  // fills the window
+  std::atomic<bool> third_done{false};
+  std::thread third([&] {
+    EXPECT_TRUE(w.Write(2 * S, Pattern(S, 72)).ok());
+    third_done = true;
+  });
+  // The third stripe waits for a window slot; its bytes are buffered (one
+  // more stripe of memory), no more.
+  for (int i = 0; i < 30000 && counters_.file_window_waits.load() == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(counters_.file_window_waits.load(), 1u);
+  EXPECT_FALSE(third_done.load());  // cannot finish: the window is held
+  EXPECT_LE(budget_->used(), 3 * S);
+  gate.Open();
+  third.join();
+  EXPECT_TRUE(third_done.load());
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(CommittedSize(), 3 * S);
+  EXPECT_EQ(budget_->used(), 0u);
+}
+
+TEST_F(StripeWriterTest, FullMountWindowMakesWritesWait) {
+  StripeWriter& w = NewPipelinedWriter(8, 1);
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  ASSERT_TRUE(w.Write(0, Pattern(S, 73)).ok());
+  std::atomic<bool> second_done{false};
+  std::thread second([&] {
+    EXPECT_TRUE(w.Write(S, Pattern(S, 74)).ok());
+    second_done = true;
+  });
+  for (int i = 0; i < 30000 && sender_->full_waits() == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(sender_->full_waits(), 1u);
+  EXPECT_FALSE(second_done.load());
+  gate.Open();
+  second.join();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(CommittedSize(), 2 * S);
+}
+
+TEST_F(StripeWriterTest, PipelinedErrorIsReportedByTheNextFsyncOnce) {
+  StripeWriter& w = NewPipelinedWriter(4, 8);
+  FailWrites(true);
+  ASSERT_TRUE(w.Write(0, Pattern(S, 75)).ok());  // acknowledged, then fails
+  Status st = w.Flush(FlushReason::kFsync);
+  FailWrites(false);
+  EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  EXPECT_EQ(counters_.reported_errors.load(), 1u);
+  EXPECT_TRUE(w.Flush(FlushReason::kFsync).ok());  // reported once
+  EXPECT_EQ(CommittedSize(), 0u);
+  // A later good write still goes through.
+  auto d = Pattern(S, 76);
+  ASSERT_TRUE(w.Write(0, d).ok());
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(Backend(), d);
+}
+
+TEST_F(StripeWriterTest, PipelinedRewritesOfAStripeCommitInOrder) {
+  StripeWriter& w = NewPipelinedWriter(8, 8);
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  auto a = Pattern(S, 77), b = Pattern(S, 78);
+  ASSERT_TRUE(w.Write(0, a).ok());  // in flight, held
+  ASSERT_TRUE(gate.WaitEntered(1));
+  // The rewrite waits for the first send of its stripe to retire.
+  std::thread rewrite([&] { EXPECT_TRUE(w.Write(0, b).ok()); });
+  gate.Open();
+  rewrite.join();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(Backend(), b);
+}
+
+TEST_F(StripeWriterTest, CommittedSizeNeverCoversAPendingLowerStripe) {
+  // Stripe 0's chunk writes are held; stripes 1..3 commit meanwhile. The
+  // committed size must stay at stripe 0's start (a crash now must not
+  // leave stripe 0 inside the file as zeros), then reach the end on fsync.
+  StripeWriter& w = NewPipelinedWriter(8, 8);
+  Gate gate;
+  gate.Close();
+  HookIds([&](const ChunkId& id) {
+    if (id.stripe == 0) gate.Pass();
+  });
+  auto d = Pattern(4 * S, 79);
+  ASSERT_TRUE(w.Write(0, d).ok());
+  ASSERT_TRUE(gate.WaitEntered(1));
+  for (int i = 0; i < 30000 && CommittedStripes().size() < 3; ++i)
+    std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(CommittedStripes(), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(CommittedSize(), 0u);
+  EXPECT_EQ(w.BufferedEnd(), 4 * S);
+  EXPECT_EQ(Through(w, 0, 4 * S), d);
+  EXPECT_GE(counters_.capped_commits.load(), 3u);
+  gate.Open();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(CommittedSize(), 4 * S);
+  EXPECT_EQ(Backend(), d);
+}
+
+TEST_F(StripeWriterTest, SizeFollowsDataWithoutPipeliningToo) {
+  // Two threads complete stripes 0 and 1 concurrently (as FUSE worker
+  // threads do); stripe 0 is held in the backend: stripe 1's commit must
+  // not raise the size over it.
+  StripeWriter& w = NewWriter();
+  Gate gate;
+  gate.Close();
+  HookIds([&](const ChunkId& id) {
+    if (id.stripe == 0) gate.Pass();
+  });
+  auto d = Pattern(2 * S, 80);
+  ASSERT_TRUE(w.Write(0, {d.data(), S / 2}).ok());
+  ASSERT_TRUE(w.Write(S, {d.data() + S, S / 2}).ok());
+  std::thread first([&] {
+    EXPECT_TRUE(w.Write(S / 2, {d.data() + S / 2, S / 2}).ok());
+  });
+  ASSERT_TRUE(gate.WaitEntered(1));
+  ASSERT_TRUE(w.Write(S + S / 2, {d.data() + S + S / 2, S / 2}).ok());
+  EXPECT_EQ(CommittedStripes(), std::vector<uint64_t>{1});
+  EXPECT_EQ(CommittedSize(), 0u);
+  gate.Open();
+  first.join();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(CommittedSize(), 2 * S);
+  EXPECT_EQ(Backend(), d);
+}
+
+TEST_F(StripeWriterTest, FsyncSendsDirtyStripesInParallel) {
+  StripeWriter& w = NewPipelinedWriter(8, 8);
+  for (uint64_t s = 0; s < 4; ++s)
+    ASSERT_TRUE(w.Write(s * S + 10, Pattern(100, 81 + s)).ok());
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  std::thread fsync([&] { EXPECT_TRUE(w.Flush(FlushReason::kFsync).ok()); });
+  // One stripe write is at most k+m chunk writes: more than that held at
+  // once means several stripes are in flight together.
+  EXPECT_TRUE(gate.WaitEntered(7));
+  gate.Open();
+  fsync.join();
+  EXPECT_EQ(Partial(FlushReason::kFsync), 4u);
+  EXPECT_EQ(CommittedStripes(), (std::vector<uint64_t>{0, 1, 2, 3}));
+}
+
+TEST_F(StripeWriterTest, PipelinedConcurrentWritersReadBackExactly) {
+  StripeWriter& w = NewPipelinedWriter(3, 4, 8 * S);
+  std::vector<uint8_t> model(32 * S);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(90 + t);
+      for (int i = 0; i < 40; ++i) {
+        // Each thread owns every 4th stripe: no overlap between threads.
+        const uint64_t s = static_cast<uint64_t>(t + 4 * (rng() % 8));
+        const uint64_t off = s * S + rng() % S;
+        const size_t len = 1 + rng() % (s * S + S - off);
+        auto d = Pattern(len, static_cast<uint32_t>(1000 * t + i));
+        std::copy(d.begin(), d.end(), model.begin() + static_cast<long>(off));
+        EXPECT_TRUE(w.Write(off, d).ok());
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  auto got = Backend();
+  model.resize(got.size());
+  EXPECT_EQ(got, model);
+  EXPECT_EQ(budget_->used(), 0u);
 }
 
 }  // namespace

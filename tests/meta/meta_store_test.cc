@@ -418,6 +418,25 @@ TEST_F(MetaStoreTest, SetAttrFields) {
   EXPECT_EQ(Attr(f), before);
 }
 
+TEST_F(MetaStoreTest, SizeAtLeastOnlyRaises) {
+  const uint64_t S = geo_.stripe_size();
+  uint64_t f = File(kRootInode, "f");
+  Commit(f, 0, S);
+  Commit(f, 2, 2 * S);  // committed past a gap: size held at 2S
+  SetAttrRequest r;
+  r.mask = kSetSize | kSetSizeAtLeast;
+  r.size = S;  // lower: nothing changes, nothing dropped
+  std::vector<ObsoleteStripe> ob;
+  EXPECT_EQ(Must(store_->SetAttr(f, r, &ob)).size, 2 * S);
+  EXPECT_TRUE(ob.empty());
+  r.size = 3 * S;
+  EXPECT_EQ(Must(store_->SetAttr(f, r, &ob)).size, 3 * S);
+  EXPECT_TRUE(ob.empty());
+  EXPECT_EQ(Must(store_->GetStripes(f, 0, 10)).size(), 2u);
+  Reopen();
+  EXPECT_EQ(Attr(f).size, 3 * S);
+}
+
 TEST_F(MetaStoreTest, TruncateDropsStripesWhollyPastNewSize) {
   const uint64_t S = geo_.stripe_size();
   uint64_t f = File(kRootInode, "f");
