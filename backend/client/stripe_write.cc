@@ -282,9 +282,7 @@ void StripeWriteExecutor::Abandon(const Prepared& p) {
                            ~p.failed);
 }
 
-void StripeWriteExecutor::Committed(const Prepared& p,
-                                    const ObsoleteStripe& obsolete) {
-  (void)obsolete;
+void StripeWriteExecutor::Committed(const Prepared& p) {
   switch (p.plan.kind) {
     case WriteKind::kFull:
       ClientCounters::Add(p_.counters->full_stripe_writes);
@@ -327,7 +325,7 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
         continue;
       }
       if (!st.ok()) return st.Annotate("committing stripe");
-      Committed(p, obsolete);
+      Committed(p);
       layout = std::move(p.layout);
       done = true;
     }
@@ -407,7 +405,7 @@ Status StripeWriteExecutor::WriteMany(
           continue;
         }
         if (!one.ok()) return one.Annotate("committing stripe");
-        Committed(p, o);
+        Committed(p);
         collect.emplace_back(o, p.layout);
       }
     } else if (!st.ok()) {
@@ -415,7 +413,7 @@ Status StripeWriteExecutor::WriteMany(
     } else {
       for (size_t n = 0; n < committing.size(); ++n) {
         const Prepared& p = prepared[committing[n]];
-        Committed(p, obsolete[n]);
+        Committed(p);
         collect.emplace_back(obsolete[n], p.layout);
       }
     }

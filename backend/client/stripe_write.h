@@ -131,8 +131,8 @@ class StripeWriteExecutor {
   Status MakeEncoded(Prepared* p, Status* write_error);
   // Removes the new version's chunks (commit lost or never made).
   void Abandon(const Prepared& p);
-  // Counters and background collection after a successful commit.
-  void Committed(const Prepared& p, const ObsoleteStripe& obsolete);
+  // Counts a successful commit by kind (and degraded).
+  void Committed(const Prepared& p);
   Result<uint64_t> NextVersion();
   bool MovedOn(uint64_t ino, const StripeVersion& base);
 
