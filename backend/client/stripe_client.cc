@@ -103,6 +103,20 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe,
   return Status::Ok();
 }
 
+Status StripeClient::WriteStripes(const std::vector<StripeWriteRequest>& reqs) {
+  for (size_t i = 0; i < reqs.size(); i += kStripesPerCommit) {
+    const auto end = reqs.begin() + static_cast<long>(std::min(
+                                        reqs.size(), i + kStripesPerCommit));
+    STRIPEFS_RETURN_IF_ERROR(writer_->WriteMany(std::vector<StripeWriteRequest>(
+        reqs.begin() + static_cast<long>(i), end)));
+  }
+  uint64_t bytes = 0;
+  for (const auto& r : reqs)
+    for (const StripeRange& range : r.ranges) bytes += range.end - range.begin;
+  ClientCounters::Add(counters_.bytes_written, bytes);
+  return Status::Ok();
+}
+
 Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
                                   std::span<uint8_t> out, uint64_t file_size) {
   return reader_->Read(ino, offset, out, file_size);

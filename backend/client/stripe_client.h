@@ -89,6 +89,11 @@ class StripeClient {
                      const std::vector<StripeRange>& valid,
                      uint64_t min_file_size);
 
+  // Several stripes of one file (e.g. every dirty stripe at fsync), each as
+  // in WriteStripe (req.origin: the stripe byte at req.bytes[0]), committed
+  // together: one CommitStripes call per 64 stripes. Distinct stripes only.
+  Status WriteStripes(const std::vector<StripeWriteRequest>& reqs);
+
   // Reads min(out.size(), file_size - offset) bytes at `offset` (0 at or past
   // EOF); holes read as zeros. Returns the byte count.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,

@@ -600,6 +600,33 @@ TEST_F(StripeClientTest, MultiStripeWriteCommitsInOneMetadataCall) {
   EXPECT_EQ(ReadAll(ino), model);
 }
 
+TEST_F(StripeClientTest, WriteStripesFlushesPartialStripesWithOneCommit) {
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(3 * S(), 11);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  const int commits = counting_->commit_calls;
+  // Dirty ranges in stripes 0 and 2, and a new stripe 4: one call.
+  std::vector<std::vector<uint8_t>> bufs = {
+      RandomBytes(S(), 12), RandomBytes(S(), 13), RandomBytes(S(), 14)};
+  std::vector<StripeWriteRequest> reqs(3);
+  const uint64_t stripes[] = {0, 2, 4};
+  const std::vector<StripeRange> ranges[] = {
+      {{5, 50}, {7000, 9000}}, {{100, 101}}, {{0, 300}}};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].ino = ino;
+    reqs[i].stripe = stripes[i];
+    reqs[i].bytes = bufs[i];
+    reqs[i].ranges = ranges[i];
+    reqs[i].min_file_size = stripes[i] * S() + ranges[i].back().end;
+  }
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    ApplyRanges(&model, stripes[i] * S(), bufs[i], ranges[i]);
+  EXPECT_EQ(Size(ino), 4 * S() + 300);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
 TEST_F(StripeClientTest, MultiStripeWriteFallsBackWithoutBatchCommits) {
   counting_->batch_unsupported = true;
   const uint64_t ino = NewFile("f");
