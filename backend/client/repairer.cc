@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/client/placement.h"
+#include "backend/client/stripe_geometry.h"
 
 namespace stripefs {
 
@@ -25,6 +26,137 @@ Result<Placement> PlacementIgnoringOut(const ClusterMap& map, uint32_t n) {
 
 }  // namespace
 
+Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
+                              const StripeVersion& sv, bool verify) {
+  const Geometry& geometry = client.geometry();
+  const ec::Codec& codec = client.codec();
+  ClientCounters& counters = client.mutable_counters();
+  auto Bit = [](int i) { return ChunkBit(static_cast<uint32_t>(i)); };
+  const int k = static_cast<int>(geometry.k);
+  const int n = k + static_cast<int>(geometry.m);
+  const uint32_t len = sv.chunk_len;
+  std::lock_guard<std::mutex> stripe_lock(client.locks().For(ino, sv.stripe));
+  const ChunkLayout layout = client.view().LayoutFor(ino, sv.stripe);
+
+  // Read every chunk whole; the stores verify CRCs.
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
+  std::vector<Status> errs(static_cast<size_t>(n));
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < n; ++i) {
+    tasks.push_back([&, i] {
+      const size_t u = static_cast<size_t>(i);
+      ChunkService* svc = layout.Usable(u, &errs[u]);
+      if (svc == nullptr) return;
+      auto r = svc->ReadChunk({ino, sv.stripe, static_cast<uint32_t>(i)},
+                              sv.version, 0, len);
+      if (r.ok()) {
+        bufs[u] = std::move(r).value();
+      } else {
+        errs[u] = r.status();
+      }
+    });
+  }
+  client.fanout().pool().RunAll(std::move(tasks));
+
+  uint32_t bad = 0, unreachable = 0;
+  for (int i = 0; i < n; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    if (errs[u].ok()) continue;
+    if (errs[u].code() == EBADMSG) ClientCounters::Add(counters.crc_errors);
+    if (!layout.IsUp(u) || errs[u].code() == EHOSTDOWN) {
+      unreachable |= Bit(i);  // cannot rewrite there now
+    } else {
+      bad |= Bit(i);
+    }
+  }
+  const int readable = n - __builtin_popcount(bad | unreachable);
+  if (readable < k) {
+    return Status::IoError("stripe " + std::to_string(sv.stripe) +
+                           " of inode " + std::to_string(ino) + ": only " +
+                           std::to_string(readable) + " chunks readable, " +
+                           std::to_string(k) + " needed to repair");
+  }
+
+  // Rebuilds `erase` into fresh buffers from the readable chunks.
+  auto rebuild = [&](uint32_t erase, uint32_t exclude,
+                     std::vector<std::vector<uint8_t>>* out) -> Status {
+    *out = bufs;
+    std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
+    std::vector<int> erased, unavailable;
+    for (int i = 0; i < n; ++i) {
+      const size_t u = static_cast<size_t>(i);
+      if (erase & Bit(i)) {
+        (*out)[u].assign(len, 0);
+        erased.push_back(i);
+      } else if (exclude & Bit(i)) {
+        unavailable.push_back(i);
+        continue;
+      }
+      ptrs[u] = (*out)[u].data();
+    }
+    if (erased.empty()) return Status::Ok();
+    return codec.Reconstruct(ptrs, erased, len, unavailable);
+  };
+  // True when the parity of `c` matches its data.
+  auto consistent = [&](const std::vector<std::vector<uint8_t>>& c) {
+    std::vector<const uint8_t*> d;
+    std::vector<std::vector<uint8_t>> parity(static_cast<size_t>(n - k),
+                                             std::vector<uint8_t>(len));
+    std::vector<uint8_t*> p;
+    for (int i = 0; i < k; ++i) d.push_back(c[static_cast<size_t>(i)].data());
+    for (auto& v : parity) p.push_back(v.data());
+    if (!codec.Encode(d, p, len).ok()) return false;
+    for (int i = k; i < n; ++i)
+      if (parity[static_cast<size_t>(i - k)] != c[static_cast<size_t>(i)])
+        return false;
+    return true;
+  };
+
+  std::vector<std::vector<uint8_t>> fixed;
+  STRIPEFS_RETURN_IF_ERROR(rebuild(bad, unreachable, &fixed));
+  if (verify && unreachable == 0 && !consistent(fixed)) {
+    // CRCs passed but parity disagrees: find the one chunk whose rebuild
+    // makes the stripe consistent again.
+    uint32_t culprit = 0;
+    for (int i = 0; i < n && culprit == 0; ++i) {
+      if (bad & Bit(i)) continue;
+      std::vector<std::vector<uint8_t>> trial;
+      if (rebuild(bad | Bit(i), 0, &trial).ok() && consistent(trial)) {
+        culprit = Bit(i);
+        fixed = std::move(trial);
+      }
+    }
+    if (culprit == 0) {
+      return Status::Corruption("stripe " + std::to_string(sv.stripe) +
+                                " of inode " + std::to_string(ino) +
+                                ": parity inconsistent and no single chunk "
+                                "explains it");
+    }
+    bad |= culprit;
+  }
+
+  uint32_t rewritten = 0;
+  Status write_error;
+  std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
+  for (int i = 0; i < n; ++i)
+    if (bad & Bit(i)) to_write.emplace_back(i, fixed[static_cast<size_t>(i)]);
+  uint32_t failed = 0;
+  if (!to_write.empty()) {
+    failed = client.fanout().WriteChunks(ino, sv.stripe, sv.version, layout,
+                                         to_write, &write_error);
+    rewritten = static_cast<uint32_t>(to_write.size()) -
+                static_cast<uint32_t>(__builtin_popcount(failed));
+  }
+  const uint32_t still_missing = failed | unreachable;
+  if (still_missing != sv.missing_mask) {
+    Status st = client.meta().SetStripeMissing(ino, sv.stripe, sv.version,
+                                               still_missing);
+    if (!st.ok() && st.code() != ESTALE) return st;
+  }
+  if (failed != 0) return write_error.Annotate("repair write");
+  return rewritten;
+}
+
 Result<RepairProgress> Repairer::Run(
     const RepairOptions& options,
     const std::function<void(const RepairProgress&)>& progress) {
@@ -32,6 +164,8 @@ Result<RepairProgress> Repairer::Run(
   MetaService& meta = volume_->meta();
   StripeClient& client = volume_->client();
   STRIPEFS_RETURN_IF_ERROR(client.RefreshClusterMap());
+  // Deletions still queued would otherwise be counted as orphans.
+  client.DrainGarbage();
   auto map = meta.GetClusterMap();
   if (!map.ok()) return map.status();
   const Geometry g = volume_->geometry();
@@ -73,7 +207,7 @@ Result<RepairProgress> Repairer::Run(
       size_t i = next.fetch_add(1);
       if (i >= work.size()) return;
       const StripeRef& ref = work[i];
-      auto r = client.RepairStripe(ref.inode, ref.sv, options.scrub);
+      auto r = RepairStripe(client, ref.inode, ref.sv, options.scrub);
       std::lock_guard<std::mutex> lock(mu);
       ++p.stripes_seen;
       if (r.ok()) {

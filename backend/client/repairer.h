@@ -2,7 +2,7 @@
 //
 //  * Repair: every stripe with chunks marked missing, or with a chunk whose
 //    placement moved because a server was marked out, is rebuilt onto the
-//    servers the current cluster map names (StripeClient::RepairStripe).
+//    servers the current cluster map names (RepairStripe below).
 //  * Scrub: every stripe is read whole, CRCs are checked by the stores and
 //    parity is re-verified; bad chunks are rebuilt. Chunk versions that no
 //    committed stripe references (orphans of crashed writes) are counted,
@@ -39,6 +39,15 @@ struct RepairProgress {
   double seconds = 0;
   std::string first_error;
 };
+
+// Rebuilds the chunks of the committed stripe `sv` of `ino` that are
+// missing (missing_mask, unreadable, or not on the server placement now
+// names) onto the placement's servers, then clears the mask. With `verify`
+// (scrub), every chunk is read whole and parity is re-checked; a chunk that
+// passes its CRC but disagrees with parity is found and rebuilt. Returns the
+// number of chunks rewritten. Holds the client's lock of that stripe.
+Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
+                              const StripeVersion& sv, bool verify);
 
 class Repairer {
  public:

@@ -36,7 +36,8 @@ class MetaService {
   virtual Status SetServerState(uint32_t id, ServerState state) = 0;
 
   // --- namespace ------------------------------------------------------------
-  virtual Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) = 0;
+  virtual Result<InodeAttr> Lookup(uint64_t parent,
+                                   const std::string& name) = 0;
   virtual Result<InodeAttr> GetAttr(uint64_t ino) = 0;
   // Size changes only here when shrinking/growing without data: stripes
   // wholly beyond the new size are dropped and returned in `obsolete` (their
@@ -60,7 +61,8 @@ class MetaService {
   // Removes the entry. When the inode's link count drops to zero it becomes
   // an orphan (attributes and stripes kept, e.g. while still open) until
   // PurgeInode. Returns the inode's attributes after the unlink.
-  virtual Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) = 0;
+  virtual Result<InodeAttr> Unlink(uint64_t parent,
+                                   const std::string& name) = 0;
   virtual Status Rmdir(uint64_t parent, const std::string& name) = 0;
   // flags: 0, RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2) as in renameat2.
   // A replaced target is unlinked as by Unlink (orphaned when its link count
@@ -85,7 +87,8 @@ class MetaService {
   // xattrs. flags: XATTR_CREATE (1) / XATTR_REPLACE (2).
   virtual Status SetXattr(uint64_t ino, const std::string& name,
                           const std::string& value, uint32_t flags) = 0;
-  virtual Result<std::string> GetXattr(uint64_t ino, const std::string& name) = 0;
+  virtual Result<std::string> GetXattr(uint64_t ino,
+                                       const std::string& name) = 0;
   virtual Result<std::vector<std::string>> ListXattr(uint64_t ino) = 0;
   virtual Status RemoveXattr(uint64_t ino, const std::string& name) = 0;
 
@@ -106,6 +109,23 @@ class MetaService {
   virtual Status CommitStripe(uint64_t ino, const StripeVersion& sv,
                               uint64_t expected_version, uint64_t min_file_size,
                               ObsoleteStripe* obsolete) = 0;
+  // CommitStripe for several distinct stripes of one file in one atomic,
+  // durable change: either every stripe's CAS holds and all are committed,
+  // or nothing changes (ESTALE naming the first stale stripe). The file
+  // grows to at least `min_file_size`. obsolete->at(i) is what commits[i]
+  // replaced (version 0 when none). A service that cannot do this
+  // atomically returns EOPNOTSUPP (the default); callers then commit one
+  // stripe at a time.
+  virtual Status CommitStripes(uint64_t ino,
+                               const std::vector<StripeCommit>& commits,
+                               uint64_t min_file_size,
+                               std::vector<ObsoleteStripe>* obsolete) {
+    (void)ino;
+    (void)commits;
+    (void)min_file_size;
+    (void)obsolete;
+    return Status::NotSupported("CommitStripes");
+  }
   // Repair: sets the missing mask of the committed `version` of a stripe
   // (ESTALE if another version was committed meanwhile).
   virtual Status SetStripeMissing(uint64_t ino, uint64_t stripe,

@@ -387,9 +387,12 @@ Status MetaStore::WaitDurable(uint64_t seq) {
     }
     // Become the leader: one fsync covers every write done so far.
     syncing_ = true;
-    const uint64_t target = written_seq_.load();
     lock.unlock();
+    if (options_.before_wal_sync) options_.before_wal_sync();
+    // Read after unlocking: writes applied meanwhile join this sync too.
+    const uint64_t target = written_seq_.load();
     rocksdb::Status st = db_->SyncWAL();
+    wal_syncs_++;
     lock.lock();
     syncing_ = false;
     sync_cv_.notify_all();
@@ -1151,16 +1154,13 @@ Result<std::vector<StripeVersion>> MetaStore::GetStripes(uint64_t ino,
   return out;
 }
 
-Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
-                               uint64_t expected_version,
-                               uint64_t min_file_size,
-                               ObsoleteStripe* obsolete) {
-  if (obsolete) *obsolete = ObsoleteStripe{ino, sv.stripe, 0};
+Status MetaStore::ValidateStripeCommit(const StripeCommit& c) const {
+  const StripeVersion& sv = c.sv;
   const uint32_t width = geometry_.k + geometry_.m;
-  if (sv.version == 0 || sv.version == expected_version) {
+  if (sv.version == 0 || sv.version == c.expected_version) {
     return Status::InvalidArgument("CommitStripe needs a fresh version (got " +
                                    std::to_string(sv.version) + ", expected " +
-                                   std::to_string(expected_version) + ")");
+                                   std::to_string(c.expected_version) + ")");
   }
   if ((width < 32 && (sv.missing_mask >> width) != 0) ||
       static_cast<uint32_t>(std::popcount(sv.missing_mask)) > geometry_.m) {
@@ -1176,19 +1176,54 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
         "chunk length " + std::to_string(sv.chunk_len) +
         " is larger than the cell size " + std::to_string(geometry_.cell_size));
   }
-  const uint64_t s = geometry_.stripe_size();
-  if (sv.stripe >= std::numeric_limits<uint64_t>::max() / s ||
-      min_file_size > (sv.stripe + 1) * s) {
+  if (sv.stripe >=
+      std::numeric_limits<uint64_t>::max() / geometry_.stripe_size()) {
+    return Status::InvalidArgument("stripe number " +
+                                   std::to_string(sv.stripe) + " is too large");
+  }
+  return Status::Ok();
+}
+
+Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
+                               uint64_t expected_version,
+                               uint64_t min_file_size,
+                               ObsoleteStripe* obsolete) {
+  if (obsolete) *obsolete = ObsoleteStripe{ino, sv.stripe, 0};
+  std::vector<ObsoleteStripe> replaced;
+  STRIPEFS_RETURN_IF_ERROR(CommitStripes(
+      ino, {StripeCommit{sv, expected_version}}, min_file_size, &replaced));
+  if (obsolete) *obsolete = replaced.at(0);
+  return Status::Ok();
+}
+
+Status MetaStore::CommitStripes(uint64_t ino,
+                                const std::vector<StripeCommit>& commits,
+                                uint64_t min_file_size,
+                                std::vector<ObsoleteStripe>* obsolete) {
+  if (obsolete) obsolete->clear();
+  if (commits.empty()) return Status::InvalidArgument("no stripes to commit");
+  if (commits.size() > kMaxStripesPerCommit) {
+    return Status::InvalidArgument(
+        std::to_string(commits.size()) + " stripes in one commit, at most " +
+        std::to_string(kMaxStripesPerCommit) + "; split the commit");
+  }
+  std::set<uint64_t> seen;
+  uint64_t last = 0;
+  for (const StripeCommit& c : commits) {
+    STRIPEFS_RETURN_IF_ERROR(ValidateStripeCommit(c));
+    if (!seen.insert(c.sv.stripe).second) {
+      return Status::InvalidArgument("stripe " + std::to_string(c.sv.stripe) +
+                                     " appears twice in one commit");
+    }
+    last = std::max(last, c.sv.stripe);
+  }
+  if (min_file_size > (last + 1) * geometry_.stripe_size()) {
     return Status::InvalidArgument(
         "min_file_size " + std::to_string(min_file_size) +
-        " lies beyond the end of stripe " + std::to_string(sv.stripe));
+        " lies beyond the end of stripe " + std::to_string(last));
   }
-  return Mutate([&]() -> Status {
-    if (sv.version >= next_version_) {
-      return Status::InvalidArgument("stripe version " +
-                                     std::to_string(sv.version) +
-                                     " was never allocated (AllocateVersions)");
-    }
+  std::vector<ObsoleteStripe> replaced;
+  Status result = Mutate([&]() -> Status {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     InodeAttr& a = rec->attr;
@@ -1196,33 +1231,43 @@ Status MetaStore::CommitStripe(uint64_t ino, const StripeVersion& sv,
       return Status(IsDir(a.mode) ? EISDIR : EINVAL,
                     InoStr(ino) + " is not a regular file");
     }
-    std::string key = StripeKey(ino, sv.stripe);
-    std::string v;
-    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
-    StripeVersion cur;
-    if (st.ok()) {
-      STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
-    } else if (!st.IsNotFound()) {
-      return DbError(st, "reading a stripe version");
+    for (const StripeCommit& c : commits) {
+      const StripeVersion& sv = c.sv;
+      if (sv.version >= next_version_) {
+        return Status::InvalidArgument(
+            "stripe version " + std::to_string(sv.version) +
+            " was never allocated (AllocateVersions)");
+      }
+      std::string key = StripeKey(ino, sv.stripe);
+      std::string v;
+      rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+      StripeVersion cur;
+      if (st.ok()) {
+        STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+      } else if (!st.IsNotFound()) {
+        return DbError(st, "reading a stripe version");
+      }
+      if (cur.version != c.expected_version) {
+        return Status(ESTALE,
+                      "stripe " + std::to_string(sv.stripe) + " of " +
+                          InoStr(ino) + " is at version " +
+                          std::to_string(cur.version) + ", not " +
+                          std::to_string(c.expected_version) +
+                          " (someone else committed; re-read and retry)");
+      }
+      m.batch().Put(
+          key, EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
+      replaced.push_back(ObsoleteStripe{ino, sv.stripe, cur.version});
     }
-    if (cur.version != expected_version) {
-      return Status(ESTALE, "stripe " + std::to_string(sv.stripe) + " of " +
-                                InoStr(ino) + " is at version " +
-                                std::to_string(cur.version) + ", not " +
-                                std::to_string(expected_version) +
-                                " (someone else committed; re-read and retry)");
-    }
-    m.batch().Put(key,
-                  EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
     if (min_file_size > a.size) {
       m.stats().bytes_used += min_file_size - a.size;
       a.size = min_file_size;
     }
     a.mtime = a.ctime = m.now();
-    STRIPEFS_RETURN_IF_ERROR(m.Commit());
-    if (obsolete) obsolete->version = cur.version;
-    return Status::Ok();
+    return m.Commit();
   });
+  if (result.ok() && obsolete) *obsolete = std::move(replaced);
+  return result;
 }
 
 Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,16 @@ struct MetaStoreOptions {
   // Stripe versions reserved per durable counter write in AllocateVersions
   // (numbers reserved but not handed out before a crash are skipped).
   uint32_t version_batch = 4096;
+  // Test hook: runs in the group-commit leader just before it syncs the WAL
+  // (without any lock held), so tests can make followers join one sync.
+  std::function<void()> before_wal_sync;
+};
+
+// How many mutations were written and how many WAL syncs made them durable
+// (group commit: one sync covers every mutation applied before it).
+struct MetaCommitStats {
+  uint64_t mutations = 0;
+  uint64_t wal_syncs = 0;
 };
 
 class MetaStore final : public MetaService {
@@ -126,11 +137,18 @@ class MetaStore final : public MetaService {
   Status CommitStripe(uint64_t ino, const StripeVersion& sv,
                       uint64_t expected_version, uint64_t min_file_size,
                       ObsoleteStripe* obsolete) override;
+  Status CommitStripes(uint64_t ino, const std::vector<StripeCommit>& commits,
+                       uint64_t min_file_size,
+                       std::vector<ObsoleteStripe>* obsolete) override;
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
                           uint32_t missing_mask) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;
+
+  MetaCommitStats commit_stats() const {
+    return {written_seq_.load(), wal_syncs_.load()};
+  }
 
   // The directory this store lives in.
   const std::string& dir() const { return dir_; }
@@ -169,6 +187,8 @@ class MetaStore final : public MetaService {
     }
     return result;
   }
+  // Argument checks of one stripe of a commit that need no state.
+  Status ValidateStripeCommit(const StripeCommit& c) const;
   Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
                                uint32_t mode, uint32_t uid, uint32_t gid,
                                uint32_t rdev, const std::string* symlink);
@@ -196,6 +216,7 @@ class MetaStore final : public MetaService {
   std::condition_variable sync_cv_;
   bool syncing_ = false;
   uint64_t synced_seq_ = 0;  // batches known to be in the synced WAL
+  std::atomic<uint64_t> wal_syncs_{0};
 };
 
 }  // namespace stripefs

@@ -3,6 +3,7 @@
 // Copyable values, no behaviour beyond small helpers; thread-compatible.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,11 +84,22 @@ struct StripeVersion {
   friend bool operator==(const StripeVersion&, const StripeVersion&) = default;
 };
 
+// One stripe of a CommitStripes call: make `sv` committed if the stripe's
+// current version is `expected_version` (0 = no stripe yet).
+struct StripeCommit {
+  StripeVersion sv;
+  uint64_t expected_version = 0;
+};
+// Most stripes one CommitStripes call may carry (bounds a decoded message).
+inline constexpr size_t kMaxStripesPerCommit = 1024;
+
 // A stripe version that a mutation made obsolete: its chunks can be deleted.
 struct ObsoleteStripe {
   uint64_t inode = 0;
   uint64_t stripe = 0;
   uint64_t version = 0;
+  friend bool operator==(const ObsoleteStripe&,
+                         const ObsoleteStripe&) = default;
 };
 
 enum class ServerState : uint8_t { kUp = 0, kDown = 1, kOut = 2 };

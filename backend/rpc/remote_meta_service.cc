@@ -168,6 +168,15 @@ Status RemoteMetaService::CommitStripe(uint64_t ino, const StripeVersion& sv,
   if (obsolete) *obsolete = *r;
   return Status::Ok();
 }
+Status RemoteMetaService::CommitStripes(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  auto r = InvokeOne<MsgType::kCommitStripes>(client_,
+                                              {ino, commits, min_file_size});
+  if (!r.ok()) return r.status();
+  if (obsolete) *obsolete = std::move(r).value();
+  return Status::Ok();
+}
 Status RemoteMetaService::SetStripeMissing(uint64_t ino, uint64_t stripe,
                                            uint64_t version,
                                            uint32_t missing_mask) {
@@ -316,6 +325,11 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             [&](auto& out, auto ino, auto& sv, auto expected, auto min_size) {
               return s.CommitStripe(ino, sv, expected, min_size,
                                     &std::get<0>(out));
+            });
+      case MsgType::kCommitStripes:
+        return ServeTyped<MsgType::kCommitStripes>(
+            p, reply, [&](auto& out, auto ino, auto& commits, auto min_size) {
+              return s.CommitStripes(ino, commits, min_size, &std::get<0>(out));
             });
       case MsgType::kSetStripeMissing:
         return ServeTyped<MsgType::kSetStripeMissing>(

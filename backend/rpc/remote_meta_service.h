@@ -73,6 +73,9 @@ class RemoteMetaService final : public MetaService {
   Status CommitStripe(uint64_t ino, const StripeVersion& sv,
                       uint64_t expected_version, uint64_t min_file_size,
                       ObsoleteStripe* obsolete) override;
+  Status CommitStripes(uint64_t ino, const std::vector<StripeCommit>& commits,
+                       uint64_t min_file_size,
+                       std::vector<ObsoleteStripe>* obsolete) override;
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
                           uint32_t missing_mask) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,

@@ -118,6 +118,14 @@ bool Get(Decoder& d, ObsoleteStripe* v) {
   return d.U64(&v->inode) && d.U64(&v->stripe) && d.U64(&v->version);
 }
 
+void Put(Encoder& e, const StripeCommit& v) {
+  Put(e, v.sv);
+  e.U64(v.expected_version);
+}
+bool Get(Decoder& d, StripeCommit* v) {
+  return Get(d, &v->sv) && d.U64(&v->expected_version);
+}
+
 void Put(Encoder& e, ServerState v) { e.U8(static_cast<uint8_t>(v)); }
 bool Get(Decoder& d, ServerState* v) {
   uint8_t b;

@@ -58,6 +58,7 @@ namespace stripefs::rpc {
   X(CommitStripe, 41, false)      \
   X(SetStripeMissing, 42, false)  \
   X(ListStripes, 43, true)        \
+  X(CommitStripes, 44, false)     \
   X(WriteChunk, 64, true)         \
   X(ReadChunk, 65, true)          \
   X(DeleteChunk, 66, true)        \
@@ -87,6 +88,7 @@ void Put(Encoder& e, const SetAttrRequest& v);
 void Put(Encoder& e, const DirEntry& v);
 void Put(Encoder& e, const StripeVersion& v);
 void Put(Encoder& e, const ObsoleteStripe& v);
+void Put(Encoder& e, const StripeCommit& v);
 void Put(Encoder& e, ServerState v);
 void Put(Encoder& e, const ServerInfo& v);
 void Put(Encoder& e, const ClusterMap& v);
@@ -102,6 +104,7 @@ bool Get(Decoder& d, SetAttrRequest* v);
 bool Get(Decoder& d, DirEntry* v);
 bool Get(Decoder& d, StripeVersion* v);
 bool Get(Decoder& d, ObsoleteStripe* v);
+bool Get(Decoder& d, StripeCommit* v);
 bool Get(Decoder& d, ServerState* v);
 bool Get(Decoder& d, ServerInfo* v);
 bool Get(Decoder& d, ClusterMap* v);
@@ -213,6 +216,8 @@ template <>
 struct Msg<MsgType::kGetStripes> : MsgDef<Tup<U64, U64, U64>, Tup<std::vector<StripeVersion>>> {};
 template <>
 struct Msg<MsgType::kCommitStripe> : MsgDef<Tup<U64, StripeVersion, U64, U64>, Tup<ObsoleteStripe>> {};  // ino sv expected min_size
+template <>
+struct Msg<MsgType::kCommitStripes> : MsgDef<Tup<U64, std::vector<StripeCommit>, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino commits min_size
 template <>
 struct Msg<MsgType::kSetStripeMissing> : MsgDef<Tup<U64, U64, U64, U32>, Tup<>> {};
 template <>

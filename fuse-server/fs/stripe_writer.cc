@@ -221,11 +221,16 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
     Bump(buf->owned.empty() ? counters_->full_direct
                             : counters_->full_from_buffer);
   } else {
+    // One version and one commit for all the valid ranges.
     uint64_t bytes = 0;
+    std::vector<StripeRange> ranges;
     for (const auto& [a, b] : buf->valid) {
-      st = client_->Write(ino_, base + a, buf->bytes.subspan(a, b - a), cap);
+      ranges.push_back({a, b});
       bytes += b - a;
-      if (!st.ok()) break;
+    }
+    if (!ranges.empty()) {
+      st = client_->WriteStripe(ino_, buf->stripe, buf->bytes, ranges,
+                                std::min(base + ranges.back().end, cap));
     }
     Bump(counters_->partial_flushes[static_cast<int>(why)]);
     Bump(counters_->partial_bytes, bytes);

@@ -15,7 +15,8 @@ class FaultInjectingChunkService : public ChunkService {
 
   std::atomic<bool> down{false};
   std::atomic<bool> fail_writes{false};
-  std::atomic<int> writes{0};
+  std::atomic<int> writes{0};  // WriteChunk calls (patches and clones too)
+  std::atomic<int> version_deletes{0};  // DeleteChunkVersion calls
   // Runs at the start of every ReadChunk (set before the wrapper is used).
   std::function<void()> before_read;
 
@@ -39,6 +40,7 @@ class FaultInjectingChunkService : public ChunkService {
   }
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
     if (down) return Status::Unavailable("injected: server down");
+    ++version_deletes;
     return inner_->DeleteChunkVersion(id, version);
   }
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,

@@ -9,14 +9,17 @@
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/client/repairer.h"
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
+#include "tests/client/counting_meta_service.h"
 #include "tests/client/fault_injecting_chunk_service.h"
 
 namespace stripefs {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CountingMetaService;
 using testing::FaultInjectingChunkService;
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
@@ -63,8 +66,11 @@ class StripeClientTest : public ::testing::Test {
       info.failure_domain = "host" + std::to_string(i);
       ASSERT_TRUE((*meta)->UpsertServer(info).ok());
     }
+    auto counting = std::make_unique<CountingMetaService>(
+        std::unique_ptr<MetaService>(std::move(meta).value()));
+    counting_ = counting.get();
     auto v = Volume::FromParts(
-        std::move(meta).value(),
+        std::move(counting),
         std::make_unique<LocalChunkServers>(std::move(wrappers)));
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     volume_ = std::move(v).value();
@@ -80,6 +86,16 @@ class StripeClientTest : public ::testing::Test {
     return a.ok() ? a->ino : 0;
   }
   uint64_t Size(uint64_t ino) { return meta().GetAttr(ino)->size; }
+  int ChunkWrites() {
+    int n = 0;
+    for (auto* f : faults_) n += f->writes;
+    return n;
+  }
+  uint64_t StoredChunks() {
+    uint64_t n = 0;
+    for (auto& s : stores_) n += s->Stats()->chunks;
+    return n;
+  }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
     uint64_t size = Size(ino);
     std::vector<uint8_t> out(size);
@@ -110,6 +126,7 @@ class StripeClientTest : public ::testing::Test {
   std::string dir_;
   std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
   std::vector<FaultInjectingChunkService*> faults_;
+  CountingMetaService* counting_ = nullptr;  // owned by volume_
   std::unique_ptr<Volume> volume_;
 };
 
@@ -156,6 +173,7 @@ TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   EXPECT_EQ(client().counters().rmw_bytes_read, 0u);
   EXPECT_EQ(ReadAll(ino), data);
+  client().DrainGarbage();  // old versions are collected in the background
   uint64_t chunks = 0;
   for (auto& s : stores_) chunks += s->Stats()->chunks;
   EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
@@ -174,7 +192,7 @@ TEST_F(StripeClientTest, ParityDeltaMatchesReadModifyWrite) {
   EXPECT_EQ(ReadAll(a), base);
   // Parity is consistent: a verifying repair finds nothing to rewrite...
   auto sv = meta().GetStripes(a, 0, 1);
-  auto fixed = client().RepairStripe(a, sv->front(), /*verify=*/true);
+  auto fixed = RepairStripe(client(), a, sv->front(), /*verify=*/true);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   EXPECT_EQ(*fixed, 0u);
   // ...and losing m data chunks still reconstructs the patched data.
@@ -203,7 +221,7 @@ TEST_F(StripeClientTest, SmallOverwriteMovesOnlyTheChangedWindow) {
   std::copy(patch.begin(), patch.end(), base.begin() + at);
   EXPECT_EQ(ReadAll(a), base);
   auto sv = meta().GetStripes(a, 0, 1);
-  auto fixed = client().RepairStripe(a, sv->front(), /*verify=*/true);
+  auto fixed = RepairStripe(client(), a, sv->front(), /*verify=*/true);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   EXPECT_EQ(*fixed, 0u);  // parity consistent with the patched data
   // With the touched chunk's server down, the window is reconstructed, the
@@ -291,7 +309,7 @@ TEST_F(StripeClientTest, SurvivesUpToMServersDown) {
   // Servers come back: repair fills the missing chunks and clears the mask.
   SetDown(servers[0], false);
   SetDown(servers[5], false);
-  auto fixed = client().RepairStripe(ino, sv->front(), false);
+  auto fixed = RepairStripe(client(), ino, sv->front(), false);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   EXPECT_EQ(*fixed, 2u);
   EXPECT_EQ(meta().GetStripes(ino, 1, 1)->front().missing_mask, 0u);
@@ -347,10 +365,10 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   }
   EXPECT_EQ(ReadAll(ino), data);
   EXPECT_GE(client().counters().crc_errors, 1u);
-  auto fixed = client().RepairStripe(ino, sv, true);
+  auto fixed = RepairStripe(client(), ino, sv, true);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   EXPECT_EQ(*fixed, 1u);
-  auto again = client().RepairStripe(ino, sv, true);
+  auto again = RepairStripe(client(), ino, sv, true);
   EXPECT_EQ(*again, 0u);
 }
 
@@ -367,7 +385,7 @@ TEST_F(StripeClientTest, RepairAfterServerMarkedOutRestoresRedundancy) {
   uint32_t rebuilt = 0;
   auto stripes = meta().ListStripes(0, 0, 1000);
   for (const auto& ref : *stripes) {
-    auto n = client().RepairStripe(ref.inode, ref.sv, false);
+    auto n = RepairStripe(client(), ref.inode, ref.sv, false);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     rebuilt += *n;
   }
@@ -434,6 +452,226 @@ TEST_F(StripeClientTest, ConcurrentWritersOnOneFileAndMany) {
   for (int t = 0; t < 4; ++t)
     EXPECT_EQ(ReadAll(own[static_cast<size_t>(t)]),
               blocks[static_cast<size_t>(t)]);
+}
+
+// --- one version per flush -------------------------------------------------
+
+// Applies the ranges of `buf` to `model` (stripe `s`).
+void ApplyRanges(std::vector<uint8_t>* model, uint64_t base,
+                 const std::vector<uint8_t>& buf,
+                 const std::vector<StripeRange>& ranges) {
+  for (const auto& r : ranges) {
+    if (model->size() < base + r.end) model->resize(base + r.end, 0);
+    std::copy(buf.begin() + r.begin, buf.begin() + r.end,
+              model->begin() + static_cast<long>(base + r.begin));
+  }
+}
+
+TEST_F(StripeClientTest, ManyRangeFlushOfAStripeIsOneVersionAndOneCommit) {
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(2 * S(), 1);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  // A buffer of stripe 1 with three valid ranges; the gaps hold junk that
+  // must not be written.
+  auto buf = RandomBytes(S(), 2);
+  const std::vector<StripeRange> ranges = {
+      {100, 200}, {5000, 6000}, {9000, static_cast<uint32_t>(S()) - 1}};
+  const int commits = counting_->commit_calls;
+  const int writes = ChunkWrites();
+  const auto before = client().counters();
+  ASSERT_TRUE(client().WriteStripe(ino, 1, buf, ranges, 2 * S()).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  EXPECT_EQ(ChunkWrites() - writes, 6);  // k+m chunks of one version
+  const auto after = client().counters();
+  EXPECT_EQ(after.rmw_stripes + after.parity_delta_updates -
+                before.rmw_stripes - before.parity_delta_updates,
+            1u);
+  ApplyRanges(&model, S(), buf, ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, ManyRangeFlushOfANewStripeLeavesZeroGaps) {
+  const uint64_t ino = NewFile("f");
+  auto buf = RandomBytes(S(), 3);
+  const std::vector<StripeRange> ranges = {
+      {10, 20}, {4096, 4100}, {9000, 9001}};
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, 9001).ok());
+  EXPECT_EQ(counting_->stripes_committed, 1);
+  EXPECT_EQ(client().counters().new_partial_stripes, 1u);
+  std::vector<uint8_t> model;
+  ApplyRanges(&model, 0, buf, ranges);
+  EXPECT_EQ(Size(ino), 9001u);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, TwoRangesInOneCellUseOneParityDelta) {
+  Open(12, Geometry{8, 2, 4096});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(S(), 4);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  auto buf = RandomBytes(S(), 5);
+  const std::vector<StripeRange> ranges = {{3 * 4096 + 10, 3 * 4096 + 90},
+                                           {3 * 4096 + 400, 3 * 4096 + 500}};
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
+  EXPECT_EQ(client().counters().parity_delta_updates, 1u);
+  ApplyRanges(&model, 0, buf, ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  // Parity is right: every stripe verifies under scrub.
+  auto sv = meta().GetStripes(ino, 0, 1);
+  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);
+}
+
+TEST_F(StripeClientTest, BadRangesAreRejectedAndNothingIsCommitted) {
+  const uint64_t ino = NewFile("f");
+  auto buf = RandomBytes(S(), 6);
+  const uint32_t s = static_cast<uint32_t>(S());
+  for (const auto& bad :
+       std::vector<std::vector<StripeRange>>{{{10, 10}},
+                                             {{20, 30}, {25, 40}},
+                                             {{50, 60}, {10, 20}},
+                                             {{0, s + 1}},
+                                             {}}) {
+    Status st = client().WriteStripe(ino, 0, buf, bad, 0);
+    EXPECT_EQ(st.code(), EINVAL) << st.ToString();
+  }
+  // A range past the end of the given buffer.
+  Status st =
+      client().WriteStripe(ino, 0, std::span(buf).first(100), {{50, 150}}, 0);
+  EXPECT_EQ(st.code(), EINVAL);
+  EXPECT_EQ(counting_->commit_calls, 0);
+  EXPECT_TRUE(meta().GetStripes(ino, 0, 1)->empty());
+}
+
+TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
+  const StripeGeometry geo(Geometry{8, 2, 4096});
+  const uint32_t S = static_cast<uint32_t>(geo.stripe_size());
+  StripeWriteRequest req;
+  req.ranges = {{0, S}};
+  EXPECT_EQ(PlanStripeWrite(geo, true, nullptr, req).kind, WriteKind::kFull);
+  req.ranges = {{10, 20}, {5000, 6000}};
+  WritePlan p = PlanStripeWrite(geo, true, nullptr, req);
+  EXPECT_EQ(p.kind, WriteKind::kNewPartial);
+  EXPECT_EQ(p.chunk_len, 4096u);
+  EXPECT_EQ(p.touched, 0b11u);
+  StripeVersion base{0, 7, 0, 4096};
+  // Two cells of eight: (2 + 2) windows of 4096 < 8 * 4096: delta.
+  EXPECT_EQ(PlanStripeWrite(geo, true, &base, req).kind, WriteKind::kDelta);
+  EXPECT_EQ(PlanStripeWrite(geo, false, &base, req).kind, WriteKind::kRmw);
+  // One cell: the window is the touched columns only.
+  req.ranges = {{4096 + 10, 4096 + 20}, {4096 + 100, 4096 + 300}};
+  p = PlanStripeWrite(geo, true, &base, req);
+  EXPECT_EQ(p.kind, WriteKind::kDelta);
+  EXPECT_EQ(p.win_lo, 10u);
+  EXPECT_EQ(p.win_hi, 300u);
+  // Seven cells touched: (7 + 2) * 4096 > 8 * 4096: RMW.
+  req.ranges = {{0, 7 * 4096}};
+  EXPECT_EQ(PlanStripeWrite(geo, true, &base, req).kind, WriteKind::kRmw);
+  // A degraded base never takes a delta.
+  base.missing_mask = 1;
+  req.ranges = {{10, 20}};
+  EXPECT_EQ(PlanStripeWrite(geo, true, &base, req).kind, WriteKind::kRmw);
+  // A short base grows: its chunk length changes, so RMW.
+  StripeVersion short_base{0, 7, 0, 100};
+  req.ranges = {{4096, 4097}};
+  p = PlanStripeWrite(geo, true, &short_base, req);
+  EXPECT_EQ(p.kind, WriteKind::kRmw);
+  EXPECT_EQ(p.chunk_len, 4096u);
+}
+
+// --- one commit per multi-stripe write ------------------------------------
+
+TEST_F(StripeClientTest, MultiStripeWriteCommitsInOneMetadataCall) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(4 * S() + 100, 7);
+  ASSERT_TRUE(client().Write(ino, 50, data).ok());  // touches 5 stripes
+  EXPECT_EQ(counting_->commit_calls, 1);
+  EXPECT_EQ(counting_->stripes_committed, 5);
+  EXPECT_EQ(Size(ino), 50 + data.size());
+  std::vector<uint8_t> model(50, 0);
+  model.insert(model.end(), data.begin(), data.end());
+  EXPECT_EQ(ReadAll(ino), model);
+  // Overwrite: still one commit, and every old version is collected.
+  auto again = RandomBytes(4 * S() + 100, 8);
+  ASSERT_TRUE(client().Write(ino, 50, again).ok());
+  EXPECT_EQ(counting_->commit_calls, 2);
+  client().DrainGarbage();
+  EXPECT_EQ(StoredChunks(), 5u * 6u);
+  std::copy(again.begin(), again.end(), model.begin() + 50);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, WriteStripesFlushesPartialStripesWithOneCommit) {
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(3 * S(), 11);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  const int commits = counting_->commit_calls;
+  // Dirty ranges in stripes 0 and 2, and a new stripe 4: one call.
+  std::vector<std::vector<uint8_t>> bufs = {
+      RandomBytes(S(), 12), RandomBytes(S(), 13), RandomBytes(S(), 14)};
+  std::vector<StripeWriteRequest> reqs(3);
+  const uint64_t stripes[] = {0, 2, 4};
+  const std::vector<StripeRange> ranges[] = {
+      {{5, 50}, {7000, 9000}}, {{100, 101}}, {{0, 300}}};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].ino = ino;
+    reqs[i].stripe = stripes[i];
+    reqs[i].bytes = bufs[i];
+    reqs[i].ranges = ranges[i];
+    reqs[i].min_file_size = stripes[i] * S() + ranges[i].back().end;
+  }
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    ApplyRanges(&model, stripes[i] * S(), bufs[i], ranges[i]);
+  EXPECT_EQ(Size(ino), 4 * S() + 300);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, MultiStripeWriteFallsBackWithoutBatchCommits) {
+  counting_->batch_unsupported = true;
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(3 * S(), 9);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  EXPECT_EQ(counting_->commit_calls, 3);  // one CommitStripe per stripe
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+// --- background collection -------------------------------------------------
+
+TEST_F(StripeClientTest, CollectorDeletesExactlyTheReplacedVersions) {
+  const uint64_t ino = NewFile("f");
+  std::vector<uint8_t> data;
+  for (uint32_t round = 0; round < 5; ++round) {
+    data = RandomBytes(2 * S(), 100 + round);
+    ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  }
+  client().DrainGarbage();
+  EXPECT_EQ(StoredChunks(), 2u * 6u);  // only the newest version is left
+  int deletes = 0;
+  for (auto* f : faults_) deletes += f->version_deletes;
+  EXPECT_EQ(deletes, 4 * 2 * 6);  // 4 replaced versions of 2 stripes
+  EXPECT_EQ(client().counters().gc_errors, 0u);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(StripeClientTest, ClosingTheClientDrainsQueuedCollection) {
+  const uint64_t ino = NewFile("f");
+  ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 1)).ok());
+  ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 2)).ok());
+  auto stripes = meta().GetStripes(ino, 0, 3);
+  ASSERT_EQ(stripes->size(), 3u);
+  volume_.reset();  // no DrainGarbage: the destructor drains
+  EXPECT_EQ(StoredChunks(), 3u * 6u);
+}
+
+TEST_F(StripeClientTest, TruncatedStripesAreCollected) {
+  const uint64_t ino = NewFile("f");
+  ASSERT_TRUE(client().Write(ino, 0, RandomBytes(4 * S(), 1)).ok());
+  ASSERT_TRUE(client().Truncate(ino, 4 * S(), S()).ok());
+  client().DrainGarbage();
+  EXPECT_EQ(StoredChunks(), 1u * 6u);
 }
 
 TEST(EmbeddedVolumeTest, CreatesReopensAndRejectsWrongDirs) {

@@ -6,6 +6,9 @@
 //   L <name>            MkNode(log, name) returned OK
 //   c <stripe> <ver>    about to commit <ver> to stripe <stripe> of "data"
 //   C <stripe> <ver>    that commit returned OK
+//   B <n> <s1> <v1> ...  about to commit these n stripes of "data" in one
+//                       CommitStripes (each also has its own c line, and a
+//                       C line once the call returned OK)
 // Usage: meta_crash_child DIR SEED ACKFILE [THREADS]: THREADS-1 extra threads
 // create log entries and allocate versions concurrently with the random
 // loop, so the group commit path is killed mid-flight too. Exit 2 on an
@@ -15,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -129,6 +133,35 @@ int Run(const std::string& dir, unsigned seed, int threads) {
       std::string name = "e" + std::to_string(seed) + "_" + std::to_string(i);
       MustOk(store->MkNode(log, name, S_IFREG | 0644, 0, 0, 0), "log entry");
       Ack("L " + name);
+    } else if (op < 30) {
+      // Several stripes at once: all committed or none.
+      std::vector<StripeCommit> commits;
+      std::string batch;
+      const uint64_t first = pick(8);
+      const uint64_t n = 2 + pick(3);
+      for (uint64_t j = 0; j < n; ++j) {
+        const uint64_t s = (first + j) % 8;
+        auto cur = MustOk(store->GetStripes(data, s, 1), "get stripes");
+        uint64_t v = MustOk(store->AllocateVersions(1), "allocate");
+        Ack("V " + std::to_string(v) + " 1");
+        Ack("c " + std::to_string(s) + " " + std::to_string(v));
+        commits.push_back(
+            {{s, v, 0, geo.cell_size}, cur.empty() ? 0 : cur[0].version});
+        batch += " " + std::to_string(s) + " " + std::to_string(v);
+      }
+      Ack("B " + std::to_string(n) + batch);
+      std::vector<ObsoleteStripe> ob;
+      uint64_t last = 0;
+      for (const auto& c : commits) last = std::max(last, c.sv.stripe);
+      Status st = store->CommitStripes(data, commits, (last + 1) * S, &ob);
+      if (!st.ok()) {
+        std::fprintf(stderr, "crash child: commit stripes: %s\n",
+                     st.ToString().c_str());
+        std::_Exit(2);
+      }
+      for (const auto& c : commits)
+        Ack("C " + std::to_string(c.sv.stripe) + " " +
+            std::to_string(c.sv.version));
     } else if (op < 40) {
       uint64_t s = pick(8);
       auto cur = MustOk(store->GetStripes(data, s, 1), "get stripes");

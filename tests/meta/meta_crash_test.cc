@@ -31,6 +31,8 @@ struct Acks {
   std::vector<std::string> log_names;            // acknowledged creates
   std::map<uint64_t, uint64_t> acked;            // stripe -> last acked
   std::map<uint64_t, std::set<uint64_t>> tried;  // stripe -> attempted
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>>
+      batches;  // CommitStripes calls: (stripe, version) each
 };
 
 Acks ReadAcks(const std::string& path) {
@@ -55,6 +57,12 @@ Acks ReadAcks(const std::string& path) {
       std::string name;
       f >> name;
       a.log_names.push_back(name);
+    } else if (tag == "B") {
+      size_t n = 0;
+      f >> n;
+      std::vector<std::pair<uint64_t, uint64_t>> batch(n);
+      for (auto& [s, v] : batch) f >> s >> v;
+      a.batches.push_back(std::move(batch));
     } else if (tag == "c" || tag == "C") {
       uint64_t s = 0, v = 0;
       f >> s >> v;
@@ -132,6 +140,18 @@ TEST(MetaStoreCrash, SigkillAtRandomPointsKeepsInvariants) {
       ASSERT_EQ(cur->size(), 1u) << "stripe " << stripe << " lost";
       EXPECT_GE((*cur)[0].version, v);
       EXPECT_TRUE(acks.tried[stripe].count((*cur)[0].version));
+    }
+    // A CommitStripes batch is all or nothing: once one of its stripes
+    // reached its version, all did (data's stripes only move forward).
+    for (const auto& batch : acks.batches) {
+      int reached = 0;
+      for (const auto& [stripe, v] : batch) {
+        auto cur = s.GetStripes(data, stripe, 1);
+        ASSERT_TRUE(cur.ok());
+        if (!cur->empty() && (*cur)[0].version >= v) ++reached;
+      }
+      EXPECT_TRUE(reached == 0 || reached == static_cast<int>(batch.size()))
+          << reached << " of " << batch.size() << " stripes of a batch";
     }
   }
   // The child must actually have done work across the rounds.

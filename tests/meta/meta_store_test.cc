@@ -943,6 +943,74 @@ TEST_F(MetaStoreTest, CommitStripeCasRules) {
   CheckInvariants(*store_);
 }
 
+TEST_F(MetaStoreTest, CommitStripesIsAllOrNothing) {
+  const uint64_t S = geo_.stripe_size();
+  uint64_t f = File(kRootInode, "f");
+  uint64_t v = Must(store_->AllocateVersions(20));
+  std::vector<ObsoleteStripe> ob;
+  // Three stripes in one call, one durable change.
+  const auto before = store_->commit_stats();
+  ASSERT_TRUE(store_
+                  ->CommitStripes(f,
+                                  {{{0, v, 0, 4096}, 0},
+                                   {{1, v + 1, 0, 4096}, 0},
+                                   {{5, v + 2, 0b1, 4096}, 0}},
+                                  5 * S + 7, &ob)
+                  .ok());
+  EXPECT_EQ(store_->commit_stats().mutations - before.mutations, 1u);
+  ASSERT_EQ(ob.size(), 3u);
+  for (const auto& o : ob) EXPECT_EQ(o.version, 0u);
+  EXPECT_EQ(Attr(f).size, 5 * S + 7);
+  auto sv = Must(store_->GetStripes(f, 0, 10));
+  ASSERT_EQ(sv.size(), 3u);
+  EXPECT_EQ(sv[2], (StripeVersion{5, v + 2, 0b1, 4096}));
+  // One stale expectation: ESTALE naming it, and nothing changes.
+  const auto a = Attr(f);
+  Status st = store_->CommitStripes(
+      f, {{{0, v + 3, 0, 4096}, v}, {{1, v + 4, 0, 4096}, v}}, 2 * S, &ob);
+  EXPECT_EQ(st.code(), ESTALE);
+  EXPECT_NE(st.message().find("stripe 1"), std::string::npos);
+  EXPECT_EQ(Attr(f), a);
+  EXPECT_EQ(Must(store_->GetStripes(f, 0, 1))[0].version, v);
+  // Right expectations: replaced versions come back in order.
+  ASSERT_TRUE(store_
+                  ->CommitStripes(f,
+                                  {{{1, v + 5, 0, 4096}, v + 1},
+                                   {{0, v + 6, 0, 4096}, v},
+                                   {{2, v + 7, 0, 4096}, 0}},
+                                  0, &ob)
+                  .ok());
+  ASSERT_EQ(ob.size(), 3u);
+  EXPECT_EQ(ob[0], (ObsoleteStripe{f, 1, v + 1}));
+  EXPECT_EQ(ob[1], (ObsoleteStripe{f, 0, v}));
+  EXPECT_EQ(ob[2], (ObsoleteStripe{f, 2, 0}));
+  EXPECT_EQ(Attr(f).size, 5 * S + 7);  // never shrinks
+  // Invalid batches change nothing.
+  EXPECT_EQ(store_->CommitStripes(f, {}, 0, &ob).code(), EINVAL);
+  EXPECT_EQ(
+      store_
+          ->CommitStripes(
+              f, {{{3, v + 8, 0, 4096}, 0}, {{3, v + 9, 0, 4096}, 0}}, 0, &ob)
+          .code(),
+      EINVAL);  // the same stripe twice
+  EXPECT_EQ(store_
+                ->CommitStripes(
+                    f, {{{3, v + 8, 0, 4096}, 0}, {{4, v + 9, 0b111, 4096}, 0}},
+                    0, &ob)
+                .code(),
+            EINVAL);  // more than m missing in one of them
+  EXPECT_EQ(store_->CommitStripes(f, {{{3, v + 8, 0, 4096}, 0}}, 4 * S + 1, &ob)
+                .code(),
+            EINVAL);  // size past the last stripe
+  std::vector<StripeCommit> huge(kMaxStripesPerCommit + 1);
+  for (size_t i = 0; i < huge.size(); ++i) huge[i].sv = {i, v + 10, 0, 1};
+  EXPECT_EQ(store_->CommitStripes(f, huge, 0, &ob).code(), EINVAL);
+  EXPECT_EQ(Must(store_->GetStripes(f, 0, 10)).size(), 4u);
+  Reopen();
+  EXPECT_EQ(Must(store_->GetStripes(f, 0, 10)).size(), 4u);
+  CheckInvariants(*store_);
+}
+
 TEST_F(MetaStoreTest, CommitUpdatesTimesAndStats) {
   uint64_t f = File(kRootInode, "f");
   SetAttrRequest r;

@@ -42,6 +42,7 @@ struct Sampler {
   void Fill(StripeVersion& v) {
     Fill(v.stripe), Fill(v.version), Fill(v.missing_mask), Fill(v.chunk_len);
   }
+  void Fill(StripeCommit& v) { Fill(v.sv), Fill(v.expected_version); }
   void Fill(ObsoleteStripe& v) {
     Fill(v.inode), Fill(v.stripe), Fill(v.version);
   }

@@ -1,0 +1,63 @@
+// ChunkFanout: runs one operation on several chunks of a stripe in parallel
+// (one per chunk index, each on the server its ChunkLayout names) and
+// reduces the outcome to a mask of failed indices plus the most telling
+// error. Shared by the write path, deletion and repair.
+//
+// Ownership: borrows the ThreadPool, ClusterView and ClientCounters.
+// Thread-safety: all methods may be called concurrently. Calls block until
+// every operation of the call has finished.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "backend/client/client_counters.h"
+#include "backend/client/cluster_view.h"
+#include "backend/client/thread_pool.h"
+#include "common/status.h"
+
+namespace stripefs {
+
+// Keeps in *kept the error a user can act on: ENOSPC, then anything but
+// EHOSTDOWN.
+void KeepWorseError(Status* kept, const Status& st);
+
+class ChunkFanout {
+ public:
+  ChunkFanout(ThreadPool* pool, ClusterView* view, ClientCounters* counters)
+      : pool_(pool), view_(view), counters_(counters) {}
+
+  using ChunkOp = std::function<Status(ChunkService*, uint32_t index)>;
+
+  // Runs `op` for every chunk index in `indices`; returns the mask of those
+  // that failed (or whose server is unusable), counts them as chunk write
+  // errors, keeps the worst error in *error and asks the view for a map
+  // refresh after transport errors.
+  uint32_t Run(const ChunkLayout& layout, const std::vector<int>& indices,
+               const ChunkOp& op, Status* error);
+
+  // Writes chunk buffers (index -> bytes) as `version` of the stripe.
+  uint32_t WriteChunks(
+      uint64_t ino, uint64_t stripe, uint64_t version,
+      const ChunkLayout& layout,
+      const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,
+      Status* error);
+
+  // Best effort, counted as gc_chunk_deletes / gc_errors; what fails is an
+  // orphan that scrub collects.
+  // Deletes exactly `version` of the chunks whose index bit is in `mask`.
+  void DeleteVersion(uint64_t ino, uint64_t stripe, uint64_t version,
+                     const ChunkLayout& layout, uint32_t mask);
+
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  ThreadPool* const pool_;
+  ClusterView* const view_;
+  ClientCounters* const counters_;
+};
+
+}  // namespace stripefs

@@ -1,0 +1,259 @@
+#include "backend/client/stripe_read.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/client/chunk_fanout.h"
+
+namespace stripefs {
+
+namespace {
+
+uint32_t Bit(int i) { return ChunkBit(static_cast<uint32_t>(i)); }
+
+// The chunk reads of one ReadColumns call, shared with the I/O tasks: a
+// read abandoned past the deadline finishes into this (kept alive by the
+// task's reference) after ReadColumns has returned.
+struct ChunkReads {
+  explicit ChunkReads(size_t n) : bufs(n), errs(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t done = 0;                       // indices finished; guarded by mu
+  std::vector<std::vector<uint8_t>> bufs;  // guarded by mu
+  std::vector<Status> errs;                // guarded by mu
+};
+
+}  // namespace
+
+Status StripeReader::ReadColumns(uint64_t ino, const StripeVersion& sv,
+                                 const ChunkLayout& layout,
+                                 const std::vector<int>& want, uint32_t lo,
+                                 uint32_t hi,
+                                 std::vector<std::vector<uint8_t>>* out) {
+  using Clock = std::chrono::steady_clock;
+  const int k = static_cast<int>(geo_.k());
+  const int n = static_cast<int>(geo_.width());
+  const uint32_t len = hi - lo;
+  const auto deadline = read_deadline_;
+  const bool use_deadline = deadline.count() > 0;
+  ClientCounters& counters = *p_.counters;
+  ClusterView& view = *p_.view;
+  auto reads = std::make_shared<ChunkReads>(static_cast<size_t>(n));
+  std::vector<Status> errs(static_cast<size_t>(n));  // why a chunk failed
+  uint32_t want_mask = 0;
+  for (int i : want) want_mask |= Bit(i);
+  uint32_t launched = 0;   // reads started
+  uint32_t harvested = 0;  // reads finished and accounted for
+  uint32_t have = 0;       // chunks read
+  uint32_t failed = sv.missing_mask;
+  uint32_t counted = 0;  // running reads not yet past their deadline
+  uint32_t slow = 0;     // reads that passed the deadline
+  bool transport_error = false;
+
+  // Starts reading chunk i on the pool (or fails it at once when its server
+  // is down or unknown).
+  auto launch = [&](int i) {
+    const size_t u = static_cast<size_t>(i);
+    ChunkService* svc = layout.Usable(u, &errs[u]);
+    if (svc == nullptr) {
+      failed |= Bit(i);
+      ClientCounters::Add(counters.chunk_read_errors);
+      return;
+    }
+    launched |= Bit(i);
+    if (use_deadline && view.IsSuspect(layout.servers[u].id)) {
+      // Recently slow or unreachable: ask, but read around it at once.
+      ClientCounters::Add(counters.hedged_chunk_reads);
+    } else {
+      counted |= Bit(i);
+    }
+    const ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
+    const uint64_t version = sv.version;
+    p_.pool->Submit([reads, svc, id, version, lo, len, i, u] {
+      auto r = svc->ReadChunk(id, version, lo, len);
+      std::lock_guard<std::mutex> lock(reads->mu);
+      if (r.ok() && r->size() == len) {
+        reads->bufs[u] = std::move(r).value();
+      } else {
+        reads->errs[u] =
+            r.ok() ? Status::Corruption("short chunk read") : r.status();
+      }
+      reads->done |= Bit(i);
+      reads->cv.notify_all();
+    });
+  };
+
+  // First the wanted chunks themselves (skipping known-missing ones).
+  for (int i : want)
+    if (!(failed & Bit(i))) launch(i);
+  auto round_end = Clock::now() + deadline;
+  std::unique_lock<std::mutex> lock(reads->mu);
+  for (;;) {
+    const uint32_t fresh = reads->done & ~harvested;
+    harvested |= fresh;
+    counted &= ~harvested;
+    for (int i = 0; i < n; ++i) {
+      if (!(fresh & Bit(i))) continue;
+      const size_t u = static_cast<size_t>(i);
+      if (reads->errs[u].ok()) {
+        have |= Bit(i);
+        if (use_deadline) view.MarkSuspect(layout.servers[u].id, false);
+        continue;
+      }
+      errs[u] = reads->errs[u];
+      failed |= Bit(i);
+      ClientCounters::Add(counters.chunk_read_errors);
+      if (errs[u].code() == EBADMSG) ClientCounters::Add(counters.crc_errors);
+      if (errs[u].code() == EHOSTDOWN || errs[u].code() == ETIMEDOUT) {
+        transport_error = true;
+        if (use_deadline) view.MarkSuspect(layout.servers[u].id, true);
+      }
+    }
+    if ((want_mask & ~have) == 0) break;       // all wanted chunks read
+    if (__builtin_popcount(have) >= k) break;  // enough to rebuild
+    if (use_deadline && Clock::now() >= round_end) {
+      // Reads past the deadline: stop counting on them (they may still
+      // win) and read other chunks to reconstruct around them.
+      ClientCounters::Add(counters.slow_chunk_reads,
+                          static_cast<uint64_t>(__builtin_popcount(counted)));
+      for (int i = 0; i < n; ++i)
+        if (counted & Bit(i))
+          view.MarkSuspect(layout.servers[static_cast<size_t>(i)].id, true);
+      slow |= counted;
+      counted = 0;
+      round_end = Clock::now() + deadline;
+    }
+    if ((want_mask & ~(have | counted)) != 0) {
+      // Some wanted chunk failed or is slow: make sure k reads are done or
+      // running (and counted on), data chunks first.
+      int expect = __builtin_popcount(have | counted);
+      for (int i = 0; i < n && expect < k; ++i) {
+        if ((launched | failed) & Bit(i)) continue;
+        launch(i);
+        if (launched & Bit(i)) ++expect;
+      }
+      if (expect < k && (launched & ~harvested) == 0) {
+        Status why;
+        for (int i = 0; i < n; ++i)
+          KeepWorseError(&why, errs[static_cast<size_t>(i)]);
+        lock.unlock();
+        if (transport_error) view.RequestRefresh();
+        return Status::IoError("stripe " + std::to_string(sv.stripe) +
+                               " of inode " + std::to_string(ino) + ": only " +
+                               std::to_string(__builtin_popcount(have)) +
+                               " of " + std::to_string(n) +
+                               " chunks readable, need " + std::to_string(k) +
+                               (why.ok() ? "" : " (" + why.ToString() + ")"));
+      }
+    }
+    if (use_deadline && counted != 0) {
+      reads->cv.wait_until(lock, round_end);
+    } else {
+      reads->cv.wait(lock);  // each running read ends by its own timeout
+    }
+  }
+
+  // Take the buffers of the chunks read; reads still running are abandoned
+  // (their results land in `reads`, which they keep alive).
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i)
+    if (have & Bit(i))
+      bufs[static_cast<size_t>(i)] =
+          std::move(reads->bufs[static_cast<size_t>(i)]);
+  const uint32_t abandoned = launched & ~harvested;
+  lock.unlock();
+  if (abandoned != 0) {
+    ClientCounters::Add(counters.abandoned_chunk_reads,
+                        static_cast<uint64_t>(__builtin_popcount(abandoned)));
+  }
+  if (transport_error || slow != 0) view.RequestRefresh();
+
+  const uint32_t lost = want_mask & ~have;
+  if (lost != 0) {
+    ClientCounters::Add(counters.degraded_reads);
+    std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
+    std::vector<int> erased, unavailable;
+    for (int i = 0; i < n; ++i) {
+      if (have & Bit(i)) {
+        ptrs[static_cast<size_t>(i)] = bufs[static_cast<size_t>(i)].data();
+      } else if (lost & Bit(i)) {
+        bufs[static_cast<size_t>(i)].assign(len, 0);
+        ptrs[static_cast<size_t>(i)] = bufs[static_cast<size_t>(i)].data();
+        erased.push_back(i);
+      } else {
+        unavailable.push_back(i);
+      }
+    }
+    STRIPEFS_RETURN_IF_ERROR(
+        p_.codec->Reconstruct(ptrs, erased, len, unavailable));
+  }
+  out->clear();
+  for (int i : want) out->push_back(std::move(bufs[static_cast<size_t>(i)]));
+  return Status::Ok();
+}
+
+Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
+                                  std::span<uint8_t> out, uint64_t file_size) {
+  if (offset >= file_size || out.empty()) return size_t{0};
+  const uint64_t total = std::min<uint64_t>(out.size(), file_size - offset);
+  const uint64_t S = geo_.stripe_size();
+  const uint64_t first = offset / S, last = (offset + total - 1) / S;
+  auto stripes = p_.meta->GetStripes(ino, first, last - first + 1);
+  if (!stripes.ok()) return stripes.status().Annotate("reading stripe map");
+  std::memset(out.data(), 0, total);
+  size_t next = 0;  // index into *stripes
+  Status st;
+  geo_.ForEachStripe(
+      offset, total, [&](uint64_t s, uint32_t off, uint64_t pos, uint64_t n) {
+        if (!st.ok()) return;
+        while (next < stripes->size() && (*stripes)[next].stripe < s) ++next;
+        if (next == stripes->size() || (*stripes)[next].stripe != s) return;
+        st = ReadStripe(ino, (*stripes)[next], off, off + n, out.data() + pos);
+      });
+  if (!st.ok()) return st;
+  ClientCounters::Add(p_.counters->bytes_read, total);
+  return static_cast<size_t>(total);
+}
+
+Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,
+                                uint64_t b, uint8_t* dst) {
+  Status st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    // Cells touched and the column range they share within the chunks.
+    std::vector<int> want;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {
+      want.push_back(static_cast<int>(span.cell));
+      lo = std::min(lo, span.lo);
+      hi = std::max(hi, span.hi);
+    });
+    if (want.empty()) return Status::Ok();  // past the stored bytes: zeros
+    std::vector<std::vector<uint8_t>> cols;
+    st = ReadColumns(ino, sv, p_.view->LayoutFor(ino, sv.stripe), want, lo, hi,
+                     &cols);
+    if (st.ok()) {
+      size_t w = 0;
+      geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {
+        std::memcpy(dst + (geo_.StripeOffset(span.cell, span.lo) - a),
+                    cols[w++].data() + (span.lo - lo), span.hi - span.lo);
+      });
+      return Status::Ok();
+    }
+    // Servers may have come back (or gone) since our map was read.
+    auto map_changed = p_.view->RefreshIfChanged();
+    // A writer may have replaced (and collected) this version meanwhile.
+    auto now = p_.meta->GetStripes(ino, sv.stripe, 1);
+    if (now.ok() && !now->empty() && now->front().version != sv.version) {
+      sv = now->front();
+      continue;
+    }
+    if (!map_changed.ok() || !*map_changed) break;
+  }
+  return st;
+}
+
+}  // namespace stripefs

@@ -1,0 +1,427 @@
+#include "backend/client/stripe_write.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace stripefs {
+
+namespace {
+
+std::string StripeName(uint64_t ino, uint64_t stripe) {
+  return "stripe " + std::to_string(stripe) + " of inode " +
+         std::to_string(ino);
+}
+
+int Popcount(uint32_t v) { return __builtin_popcount(v); }
+
+}  // namespace
+
+Status ValidateWriteRequest(const StripeGeometry& geo,
+                            const StripeWriteRequest& req) {
+  const uint64_t S = geo.stripe_size();
+  const uint64_t buf_end = uint64_t{req.origin} + req.bytes.size();
+  uint64_t prev_end = 0;
+  for (const StripeRange& r : req.ranges) {
+    if (r.begin >= r.end || r.end > S || r.begin < prev_end ||
+        r.begin < req.origin || r.end > buf_end) {
+      return Status::InvalidArgument(
+          "bad write range [" + std::to_string(r.begin) + ", " +
+          std::to_string(r.end) + ") of " + StripeName(req.ino, req.stripe) +
+          ": ranges must be sorted, disjoint, non-empty and inside the " +
+          std::to_string(S) + "-byte stripe and the buffer");
+    }
+    prev_end = r.end;
+  }
+  if (req.ranges.empty() && req.zero_from == kNoTruncate) {
+    return Status::InvalidArgument(
+        "write of " + StripeName(req.ino, req.stripe) + " has no byte ranges");
+  }
+  return Status::Ok();
+}
+
+WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
+                          const StripeVersion* base,
+                          const StripeWriteRequest& req) {
+  const uint32_t k = geo.k(), m = geo.m(), c = geo.cell_size();
+  const bool truncating = req.zero_from != kNoTruncate;
+  WritePlan plan;
+  plan.zero_from = req.zero_from;
+  const uint64_t end = req.ranges.empty() ? 0 : req.ranges.back().end;
+  // Chunk length of the new version: enough for the old bytes and the new.
+  uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(c, end));
+  if (base != nullptr) len = std::max(len, base->chunk_len);
+  if (truncating) {
+    len = static_cast<uint32_t>(std::min<uint64_t>(c, req.zero_from));
+    len = std::max(len, static_cast<uint32_t>(std::min<uint64_t>(c, end)));
+  }
+  if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
+  plan.chunk_len = len;
+
+  // Touched cells, and the column window they share: the touched columns
+  // when only one cell is touched, all of [0, len) as soon as two are.
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (const StripeRange& r : req.ranges) {
+    geo.ForEachCell(r.begin, r.end, c, [&](const CellSpan& span) {
+      plan.touched |= ChunkBit(span.cell);
+      lo = std::min(lo, span.lo);
+      hi = std::max(hi, span.hi);
+    });
+  }
+  plan.win_lo = 0;
+  plan.win_hi = len;
+  if (Popcount(plan.touched) == 1) {
+    plan.win_lo = lo;
+    plan.win_hi = hi;
+  }
+  const uint64_t win = plan.win_hi - plan.win_lo;
+
+  const bool whole = !truncating && req.ranges.size() == 1 &&
+                     req.ranges[0].begin == 0 &&
+                     req.ranges[0].end == geo.stripe_size();
+  // Parity delta moves (touched + m) windows; RMW reads k whole chunks and
+  // writes k + m.
+  const bool delta_ok =
+      parity_delta && base != nullptr && !truncating && plan.touched != 0 &&
+      base->missing_mask == 0 && len == base->chunk_len &&
+      uint64_t(Popcount(plan.touched) + m) * win < uint64_t{k} * len;
+  if (whole) {
+    plan.kind = WriteKind::kFull;
+  } else if (base == nullptr) {
+    plan.kind = WriteKind::kNewPartial;
+  } else if (delta_ok) {
+    plan.kind = WriteKind::kDelta;
+  } else {
+    plan.kind = WriteKind::kRmw;
+  }
+  return plan;
+}
+
+Result<uint64_t> StripeWriteExecutor::NextVersion() {
+  std::lock_guard<std::mutex> lock(version_mu_);
+  if (next_version_ == version_limit_) {
+    auto first = p_.meta->AllocateVersions(options_.version_batch);
+    if (!first.ok()) return first.status().Annotate("allocating versions");
+    next_version_ = *first;
+    version_limit_ = *first + options_.version_batch;
+  }
+  return next_version_++;
+}
+
+bool StripeWriteExecutor::MovedOn(uint64_t ino, const StripeVersion& base) {
+  auto now = p_.meta->GetStripes(ino, base.stripe, 1);
+  if (!now.ok() || now->empty() || now->front().version == base.version)
+    return false;
+  ClientCounters::Add(p_.counters->commit_conflicts);
+  return true;
+}
+
+Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
+  const StripeWriteRequest& req = *p->req;
+  const WritePlan& plan = p->plan;
+  const uint32_t k = geo_.k(), m = geo_.m();
+  // Old bytes of the window in the touched data chunks and in parity.
+  std::vector<int> want;
+  for (uint32_t i = 0; i < k; ++i)
+    if (plan.touched & ChunkBit(i)) want.push_back(static_cast<int>(i));
+  for (uint32_t q = 0; q < m; ++q) want.push_back(static_cast<int>(k + q));
+  std::vector<std::vector<uint8_t>> got;  // parallel to `want`
+  STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
+      req.ino, p->base, p->layout, want, plan.win_lo, plan.win_hi, &got));
+  const uint64_t win = plan.win_hi - plan.win_lo;
+  ClientCounters::Add(p_.counters->rmw_bytes_read, want.size() * win);
+  std::vector<std::vector<uint8_t>> window(k + m);
+  for (size_t w = 0; w < want.size(); ++w)
+    window[static_cast<size_t>(want[w])] = std::move(got[w]);
+  for (const StripeRange& r : req.ranges) {
+    Status st;
+    geo_.ForEachCell(r.begin, r.end, geo_.cell_size(), [&](const CellSpan& s) {
+      if (!st.ok()) return;
+      const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
+      std::vector<uint8_t*> parity;
+      for (uint32_t q = 0; q < m; ++q)
+        parity.push_back(window[k + q].data() + (s.lo - plan.win_lo));
+      uint8_t* old_bytes = window[s.cell].data() + (s.lo - plan.win_lo);
+      st = p_.codec->UpdateParity(static_cast<int>(s.cell), old_bytes, src,
+                                  parity, s.hi - s.lo);
+      std::memcpy(old_bytes, src, s.hi - s.lo);
+    });
+    STRIPEFS_RETURN_IF_ERROR(st);
+  }
+  // New version: patched windows of the touched data and parity chunks,
+  // the untouched data chunks carried over by CloneChunk.
+  const ChunkId id{req.ino, req.stripe, 0};
+  p->failed = p_.fanout->Run(
+      p->layout, want,
+      [&](ChunkService* svc, uint32_t i) {
+        return svc->PatchChunk({id.inode, id.stripe, i}, p->base.version,
+                               p->version, plan.chunk_len, plan.win_lo,
+                               window[i]);
+      },
+      write_error);
+  std::vector<int> untouched;
+  for (uint32_t i = 0; i < k; ++i)
+    if (!(plan.touched & ChunkBit(i))) untouched.push_back(static_cast<int>(i));
+  p->failed |= p_.fanout->Run(
+      p->layout, untouched,
+      [&](ChunkService* svc, uint32_t i) {
+        return svc->CloneChunk({id.inode, id.stripe, i}, p->base.version,
+                               p->version, plan.chunk_len);
+      },
+      write_error);
+  return Status::Ok();
+}
+
+Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
+  const StripeWriteRequest& req = *p->req;
+  const WritePlan& plan = p->plan;
+  const uint32_t k = geo_.k(), m = geo_.m(), len = plan.chunk_len;
+  std::vector<std::vector<uint8_t>> cells(k + m, std::vector<uint8_t>(len, 0));
+  if (plan.kind == WriteKind::kRmw) {
+    // Old data cells that hold bytes (the rest are zeros).
+    std::vector<int> want;
+    for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
+    std::vector<std::vector<uint8_t>> old_cells;
+    STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
+        req.ino, p->base, p->layout, want, 0, p->base.chunk_len, &old_cells));
+    for (uint32_t i = 0; i < k; ++i)
+      std::memcpy(cells[i].data(), old_cells[i].data(),
+                  std::min(p->base.chunk_len, len));
+    ClientCounters::Add(p_.counters->rmw_bytes_read,
+                        uint64_t{k} * p->base.chunk_len);
+  }
+  // Merge the new bytes.
+  for (const StripeRange& r : req.ranges) {
+    geo_.ForEachCell(r.begin, r.end, len, [&](const CellSpan& s) {
+      std::memcpy(cells[s.cell].data() + s.lo,
+                  req.At(geo_.StripeOffset(s.cell, s.lo)), s.hi - s.lo);
+    });
+  }
+  if (plan.zero_from != kNoTruncate) {
+    for (uint32_t i = 0; i < k; ++i) {
+      const uint64_t cell_start = geo_.StripeOffset(i, 0);
+      if (plan.zero_from >= cell_start + len) continue;
+      const uint64_t from =
+          plan.zero_from > cell_start ? plan.zero_from - cell_start : 0;
+      std::memset(cells[i].data() + from, 0, len - from);
+    }
+  }
+  std::vector<const uint8_t*> dptr;
+  std::vector<uint8_t*> pptr;
+  for (uint32_t i = 0; i < k; ++i) dptr.push_back(cells[i].data());
+  for (uint32_t q = 0; q < m; ++q) pptr.push_back(cells[k + q].data());
+  STRIPEFS_RETURN_IF_ERROR(p_.codec->Encode(dptr, pptr, len));
+  std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
+  for (uint32_t i = 0; i < k + m; ++i)
+    to_write.emplace_back(static_cast<int>(i), cells[i]);
+  p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version, p->layout,
+                                     to_write, write_error);
+  return Status::Ok();
+}
+
+Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
+                                    bool last_attempt, Prepared* out,
+                                    bool* retry) {
+  *retry = false;
+  *out = Prepared{};
+  out->req = &req;
+  auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
+  if (!cur.ok()) return cur.status();
+  out->exists = !cur->empty();
+  if (out->exists) out->base = cur->front();
+  if (req.zero_from != kNoTruncate && !out->exists) {
+    out->skip = true;  // a hole stays a hole
+    return Status::Ok();
+  }
+  out->plan = PlanStripeWrite(geo_, options_.parity_delta,
+                              out->exists ? &out->base : nullptr, req);
+  out->layout = p_.view->LayoutFor(req.ino, req.stripe);
+  STRIPEFS_ASSIGN_OR_RETURN(out->version, NextVersion());
+
+  Status write_error;
+  Status made = out->plan.kind == WriteKind::kDelta
+                    ? MakeDelta(out, &write_error)
+                    : MakeEncoded(out, &write_error);
+  if (!made.ok()) {
+    // Reading the base failed: another client may have committed (and
+    // collected our base) meanwhile.
+    if (!last_attempt && out->exists && MovedOn(req.ino, out->base)) {
+      *retry = true;
+      return Status::Ok();
+    }
+    return made.Annotate(out->plan.kind == WriteKind::kDelta
+                             ? "parity-delta read"
+                             : "read-modify-write");
+  }
+  if (static_cast<uint32_t>(Popcount(out->failed)) <= geo_.m())
+    return Status::Ok();
+  // Remove what did land of the new version; the old one stays.
+  Abandon(*out);
+  if (!last_attempt) {
+    // Servers may have come back since our map was read; patches and
+    // clones start from the old version, which another client may have
+    // replaced and collected meanwhile.
+    auto map_changed = p_.view->RefreshIfChanged();
+    if ((map_changed.ok() && *map_changed) ||
+        (out->exists && MovedOn(req.ino, out->base))) {
+      *retry = true;
+      return Status::Ok();
+    }
+  }
+  ClientCounters::Add(p_.counters->failed_writes);
+  return Status(
+      write_error.code() == ENOSPC ? ENOSPC : EIO,
+      StripeName(req.ino, req.stripe) + ": " +
+          std::to_string(Popcount(out->failed)) +
+          " chunk writes failed, at most " + std::to_string(geo_.m()) +
+          " tolerated; previous data kept (" + write_error.ToString() + ")");
+}
+
+void StripeWriteExecutor::Abandon(const Prepared& p) {
+  p_.fanout->DeleteVersion(p.req->ino, p.req->stripe, p.version, p.layout,
+                           ~p.failed);
+}
+
+void StripeWriteExecutor::Committed(const Prepared& p) {
+  switch (p.plan.kind) {
+    case WriteKind::kFull:
+      ClientCounters::Add(p_.counters->full_stripe_writes);
+      break;
+    case WriteKind::kNewPartial:
+      ClientCounters::Add(p_.counters->new_partial_stripes);
+      break;
+    case WriteKind::kRmw:
+      ClientCounters::Add(p_.counters->rmw_stripes);
+      break;
+    case WriteKind::kDelta:
+      ClientCounters::Add(p_.counters->parity_delta_updates);
+      break;
+  }
+  if (p.failed != 0) ClientCounters::Add(p_.counters->degraded_writes);
+}
+
+Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateWriteRequest(geo_, req));
+  ObsoleteStripe obsolete;
+  ChunkLayout layout;
+  {
+    std::lock_guard<std::mutex> lock(p_.locks->For(req.ino, req.stripe));
+    bool done = false;
+    for (int attempt = 0; attempt <= options_.commit_retries && !done;
+         ++attempt) {
+      Prepared p;
+      bool retry = false;
+      STRIPEFS_RETURN_IF_ERROR(
+          Prepare(req, attempt == options_.commit_retries, &p, &retry));
+      if (retry) continue;
+      if (p.skip) return Status::Ok();
+      const StripeVersion sv{req.stripe, p.version, p.failed, p.plan.chunk_len};
+      Status st =
+          p_.meta->CommitStripe(req.ino, sv, p.exists ? p.base.version : 0,
+                                req.min_file_size, &obsolete);
+      if (st.code() == ESTALE) {
+        ClientCounters::Add(p_.counters->commit_conflicts);
+        Abandon(p);
+        continue;
+      }
+      if (!st.ok()) return st.Annotate("committing stripe");
+      Committed(p);
+      layout = std::move(p.layout);
+      done = true;
+    }
+    if (!done) {
+      return Status(EAGAIN, StripeName(req.ino, req.stripe) +
+                                ": too many concurrent writers, gave up");
+    }
+  }
+  // Outside the stripe lock: the collector may need it.
+  p_.collector->Enqueue(obsolete, layout, /*dropped=*/false);
+  return Status::Ok();
+}
+
+Status StripeWriteExecutor::WriteMany(
+    const std::vector<StripeWriteRequest>& reqs) {
+  if (reqs.size() == 1) return Write(reqs[0]);
+  if (reqs.empty()) return Status::Ok();
+  const uint64_t ino = reqs[0].ino;
+  std::vector<uint64_t> stripes;
+  for (const auto& r : reqs) {
+    if (r.ino != ino) return Status::InvalidArgument("WriteMany of two files");
+    STRIPEFS_RETURN_IF_ERROR(ValidateWriteRequest(geo_, r));
+    stripes.push_back(r.stripe);
+  }
+  std::vector<Prepared> prepared(reqs.size());
+  std::vector<const StripeWriteRequest*> redo;  // done one by one
+  std::vector<std::pair<ObsoleteStripe, ChunkLayout>> collect;
+  {
+    StripeLocks::Group locks(p_.locks, ino, stripes);
+    std::vector<StripeCommit> commits;
+    std::vector<size_t> committing;  // indices into prepared
+    uint64_t min_size = 0;
+    for (size_t j = 0; j < reqs.size(); ++j) {
+      bool retry = false;
+      Status st =
+          Prepare(reqs[j], /*last_attempt=*/false, &prepared[j], &retry);
+      if (!st.ok()) {
+        for (size_t i : committing) Abandon(prepared[i]);
+        return st;
+      }
+      if (retry) {
+        redo.push_back(&reqs[j]);
+        continue;
+      }
+      if (prepared[j].skip) continue;
+      const Prepared& p = prepared[j];
+      StripeCommit commit;
+      commit.sv = {reqs[j].stripe, p.version, p.failed, p.plan.chunk_len};
+      commit.expected_version = p.exists ? p.base.version : 0;
+      commits.push_back(commit);
+      committing.push_back(j);
+      min_size = std::max(min_size, reqs[j].min_file_size);
+    }
+    std::vector<ObsoleteStripe> obsolete;
+    Status st = commits.empty()
+                    ? Status::Ok()
+                    : p_.meta->CommitStripes(ino, commits, min_size, &obsolete);
+    if (st.code() == ESTALE) {
+      // All or nothing: another client committed one of them; redo each.
+      ClientCounters::Add(p_.counters->commit_conflicts);
+      for (size_t i : committing) {
+        Abandon(prepared[i]);
+        redo.push_back(prepared[i].req);
+      }
+    } else if (st.code() == EOPNOTSUPP) {
+      // A metadata service without batch commits: commit one by one.
+      for (size_t n = 0; n < committing.size(); ++n) {
+        const Prepared& p = prepared[committing[n]];
+        ObsoleteStripe o;
+        Status one = p_.meta->CommitStripe(ino, commits[n].sv,
+                                           commits[n].expected_version,
+                                           p.req->min_file_size, &o);
+        if (one.code() == ESTALE) {
+          ClientCounters::Add(p_.counters->commit_conflicts);
+          Abandon(p);
+          redo.push_back(p.req);
+          continue;
+        }
+        if (!one.ok()) return one.Annotate("committing stripe");
+        Committed(p);
+        collect.emplace_back(o, p.layout);
+      }
+    } else if (!st.ok()) {
+      return st.Annotate("committing stripes");
+    } else {
+      for (size_t n = 0; n < committing.size(); ++n) {
+        const Prepared& p = prepared[committing[n]];
+        Committed(p);
+        collect.emplace_back(obsolete[n], p.layout);
+      }
+    }
+  }
+  for (const auto& [o, layout] : collect)
+    p_.collector->Enqueue(o, layout, /*dropped=*/false);
+  for (const StripeWriteRequest* r : redo) STRIPEFS_RETURN_IF_ERROR(Write(*r));
+  return Status::Ok();
+}
+
+}  // namespace stripefs

@@ -1,0 +1,148 @@
+// The write path of a volume's erasure-coded stripes: a pure write plan and
+// the executor that carries it out.
+//
+// Every write of a stripe makes exactly one new version, whatever the
+// number of byte ranges it carries: k data + m parity chunks are written in
+// parallel to the servers placement names, then the version is committed in
+// metadata by compare-and-swap on the version the write started from. How
+// the new chunks are made is the plan's `kind`:
+//   kFull        the ranges cover the whole stripe: encode, read nothing;
+//   kNewPartial  no committed version yet: the gaps are zeros;
+//   kRmw         read the old data cells, merge the ranges, re-encode;
+//   kDelta       parity delta: read only the touched cells' column window
+//                and the parity's, patch them, clone the untouched cells
+//                (chosen when it moves fewer bytes than an RMW reads).
+// Up to m failed chunk writes commit the stripe as degraded (missing mask);
+// more fail with EIO (ENOSPC when that is why) and the previous version
+// stays committed. No torn stripes: readers only see committed versions.
+// The replaced version's chunks go to the VersionCollector (background).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/client/chunk_fanout.h"
+#include "backend/client/client_counters.h"
+#include "backend/client/cluster_view.h"
+#include "backend/client/stripe_geometry.h"
+#include "backend/client/stripe_locks.h"
+#include "backend/client/stripe_read.h"
+#include "backend/client/version_collector.h"
+#include "backend/meta/meta_service.h"
+#include "common/status.h"
+#include "ec/codec.h"
+
+namespace stripefs {
+
+inline constexpr uint64_t kNoTruncate = UINT64_MAX;
+
+// One stripe's new bytes: the valid ranges of a buffer.
+struct StripeWriteRequest {
+  uint64_t ino = 0;
+  uint64_t stripe = 0;
+  // bytes[0] is stripe byte `origin`; every range lies inside the buffer.
+  std::span<const uint8_t> bytes;
+  uint32_t origin = 0;
+  // Sorted, disjoint, non-empty, within the stripe. Empty only to truncate.
+  std::vector<StripeRange> ranges;
+  // Passed to the commit: the file grows to at least this size.
+  uint64_t min_file_size = 0;
+  // Truncate: bytes [zero_from, S) of the stripe become zeros and the chunk
+  // length shrinks to fit (kNoTruncate: not a truncate).
+  uint64_t zero_from = kNoTruncate;
+
+  const uint8_t* At(uint64_t stripe_offset) const {
+    return bytes.data() + (stripe_offset - origin);
+  }
+};
+
+// EINVAL (naming the bad range) unless `req`'s ranges obey the rules above.
+Status ValidateWriteRequest(const StripeGeometry& geo,
+                            const StripeWriteRequest& req);
+
+enum class WriteKind { kFull, kNewPartial, kRmw, kDelta };
+
+struct WritePlan {
+  WriteKind kind = WriteKind::kFull;
+  uint32_t chunk_len = 0;  // bytes in each chunk of the new version
+  uint32_t touched = 0;    // mask of data cells receiving new bytes
+  uint32_t win_lo = 0;     // kDelta: the column window read and patched
+  uint32_t win_hi = 0;     //   in the touched cells and in parity
+  uint64_t zero_from = kNoTruncate;
+};
+
+// Decides how to write `req` over `base` (null: no committed version).
+// Pure: reads nothing, writes nothing.
+WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
+                          const StripeVersion* base,
+                          const StripeWriteRequest& req);
+
+struct StripeWriteOptions {
+  int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
+  bool parity_delta = true;      // allow kDelta plans
+  uint32_t version_batch = 256;  // versions reserved per metadata call
+};
+
+// Carries out write plans. Ownership: borrows its parts (owned by
+// StripeClient). Thread-safety: all methods may be called concurrently;
+// writes to one stripe through one executor are serialised by StripeLocks,
+// writers in different clients by the commit CAS (the loser retries).
+class StripeWriteExecutor {
+ public:
+  struct Parts {
+    MetaService* meta;
+    const ec::Codec* codec;
+    ClusterView* view;
+    ChunkFanout* fanout;
+    StripeReader* reader;
+    StripeLocks* locks;
+    VersionCollector* collector;
+    ClientCounters* counters;
+  };
+  StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
+                      const StripeWriteOptions& options)
+      : p_(parts), geo_(geometry), options_(options) {}
+
+  // One stripe: one version, one commit. Durable when OK.
+  Status Write(const StripeWriteRequest& req);
+  // Several stripes of one file (distinct stripes): each gets one version,
+  // and all are committed by one CommitStripes call (one metadata commit).
+  // Stripes whose batch commit loses a CAS race are redone one by one.
+  Status WriteMany(const std::vector<StripeWriteRequest>& reqs);
+
+ private:
+  // A stripe whose new version's chunks are written, not yet committed.
+  struct Prepared {
+    const StripeWriteRequest* req = nullptr;
+    bool skip = false;  // nothing to write (truncate of a hole)
+    bool exists = false;
+    StripeVersion base;
+    WritePlan plan;
+    ChunkLayout layout;
+    uint64_t version = 0;
+    uint32_t failed = 0;  // chunk writes that failed (<= m)
+  };
+  // Writes the chunks of a new version of req's stripe (stripe lock held).
+  // *retry: start over (base moved on or map changed); else !ok = give up.
+  Status Prepare(const StripeWriteRequest& req, bool last_attempt,
+                 Prepared* out, bool* retry);
+  Status MakeDelta(Prepared* p, Status* write_error);
+  Status MakeEncoded(Prepared* p, Status* write_error);
+  // Removes the new version's chunks (commit lost or never made).
+  void Abandon(const Prepared& p);
+  // Counts a successful commit by kind (and degraded).
+  void Committed(const Prepared& p);
+  Result<uint64_t> NextVersion();
+  bool MovedOn(uint64_t ino, const StripeVersion& base);
+
+  const Parts p_;
+  const StripeGeometry geo_;
+  const StripeWriteOptions options_;
+
+  std::mutex version_mu_;
+  uint64_t next_version_ = 0;  // guarded by version_mu_
+  uint64_t version_limit_ = 0;
+};
+
+}  // namespace stripefs

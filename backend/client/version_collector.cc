@@ -1,0 +1,99 @@
+#include "backend/client/version_collector.h"
+
+#include <functional>
+#include <map>
+
+#include "backend/client/stripe_geometry.h"
+
+namespace stripefs {
+
+VersionCollector::VersionCollector(const Parts& parts, size_t capacity)
+    : p_(parts), capacity_(capacity == 0 ? 1 : capacity) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+VersionCollector::~VersionCollector() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();  // Loop() empties the queue before it returns
+}
+
+void VersionCollector::Enqueue(const ObsoleteStripe& obsolete,
+                               const ChunkLayout& layout, bool dropped) {
+  if (obsolete.version == 0) return;
+  Item item{obsolete, {}, dropped};
+  for (size_t i = 0; i < layout.services.size(); ++i) {
+    // Down servers are skipped: scrub collects what is left there.
+    item.services.push_back(layout.IsUp(i) ? layout.services[i] : nullptr);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
+  queue_.push_back(std::move(item));
+  ++enqueued_;
+  cv_.notify_all();
+}
+
+void VersionCollector::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  cv_.wait(lock, [&] { return done_ >= target; });
+}
+
+void VersionCollector::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and drained
+    std::vector<Item> items(std::make_move_iterator(queue_.begin()),
+                            std::make_move_iterator(queue_.end()));
+    queue_.clear();
+    cv_.notify_all();  // room for blocked Enqueue calls
+    lock.unlock();
+    const size_t n = items.size();
+    Collect(std::move(items));
+    lock.lock();
+    done_ += n;
+    cv_.notify_all();
+  }
+}
+
+void VersionCollector::Collect(std::vector<Item> items) {
+  // One batch per server: (item, chunk index) pairs, run back to back.
+  std::map<ChunkService*, std::vector<std::pair<size_t, uint32_t>>> batches;
+  for (size_t j = 0; j < items.size(); ++j) {
+    for (uint32_t i = 0; i < items[j].services.size(); ++i) {
+      if (items[j].services[i] != nullptr)
+        batches[items[j].services[i]].emplace_back(j, i);
+    }
+  }
+  std::vector<std::function<void()>> tasks;
+  for (auto& [svc, batch] : batches) {
+    (void)svc;
+    tasks.push_back([this, &items, &batch = batch] {
+      for (const auto& [j, i] : batch) DeleteOne(items[j], i);
+    });
+  }
+  p_.pool->RunAll(std::move(tasks));
+}
+
+void VersionCollector::DeleteOne(const Item& item, uint32_t index) {
+  const ObsoleteStripe& o = item.stripe;
+  const ChunkId id{o.inode, o.stripe, index};
+  ChunkService* svc = item.services[index];
+  Status st = svc->DeleteChunkVersion(id, o.version);
+  if (st.code() == EOPNOTSUPP && item.dropped) {
+    // A store without exact deletes: every version is garbage if the stripe
+    // is still absent (checked under this client's stripe lock, so a write
+    // of ours cannot recreate it in between).
+    std::lock_guard<std::mutex> lock(p_.locks->For(o.inode, o.stripe));
+    auto now = p_.meta->GetStripes(o.inode, o.stripe, 1);
+    if (now.ok() && now->empty()) st = svc->DeleteChunk(id, 0);
+  }
+  ClientCounters::Add(st.ok() ? p_.counters->gc_chunk_deletes
+                              : p_.counters->gc_errors);
+}
+
+}  // namespace stripefs

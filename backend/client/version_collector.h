@@ -1,0 +1,84 @@
+// VersionCollector: deletes the chunks of replaced and dropped stripe
+// versions in the background, off the write path.
+//
+// Writers hand over what a commit made obsolete (Enqueue) and return at
+// once. One collector thread takes everything queued, groups the deletions
+// by chunk server and runs each server's batch as one task on the I/O pool
+// (servers in parallel, one server's deletes back to back), deleting exactly
+// the obsolete (inode, stripe, index, version): never "all but the newest",
+// so a newer version committed meanwhile is never touched.
+//
+// Bounded: at most `capacity` stripes wait; Enqueue blocks while the queue
+// is full (memory stays bounded when servers are slow). Drain() waits until
+// everything enqueued so far is done; the destructor drains, then stops.
+//
+// Crash: a version whose deletion was queued but not run is an orphan chunk
+// (no committed stripe references it). Scrub counts such orphans and
+// `stripefs repair --scrub --delete-orphans` removes them; nothing readable
+// depends on them, so losing the queue loses only space.
+//
+// Ownership: borrows the pool, view, metadata, locks and counters.
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/client/client_counters.h"
+#include "backend/client/cluster_view.h"
+#include "backend/client/stripe_locks.h"
+#include "backend/client/thread_pool.h"
+#include "backend/meta/meta_service.h"
+
+namespace stripefs {
+
+class VersionCollector {
+ public:
+  struct Parts {
+    MetaService* meta;
+    ClusterView* view;
+    ThreadPool* pool;
+    StripeLocks* locks;
+    ClientCounters* counters;
+  };
+  VersionCollector(const Parts& parts, size_t capacity);
+  ~VersionCollector();  // drains the queue, then stops the thread
+  VersionCollector(const VersionCollector&) = delete;
+  VersionCollector& operator=(const VersionCollector&) = delete;
+
+  // Queues the chunks of `obsolete` (version 0 entries are skipped) on the
+  // servers `layout` names. `dropped`: the stripes no longer exist in
+  // metadata (truncate, purge); a server without DeleteChunkVersion then
+  // gets DeleteChunk(id, 0) if the stripe is still absent.
+  void Enqueue(const ObsoleteStripe& obsolete, const ChunkLayout& layout,
+               bool dropped);
+  // Returns once everything enqueued before the call has been attempted.
+  void Drain();
+
+ private:
+  struct Item {
+    ObsoleteStripe stripe;
+    std::vector<ChunkService*> services;  // per chunk index; null = skip
+    bool dropped = false;
+  };
+  void Loop();
+  void Collect(std::vector<Item> items);
+  void DeleteOne(const Item& item, uint32_t index);
+
+  const Parts p_;
+  const size_t capacity_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // queue changed or done_ advanced
+  std::deque<Item> queue_;      // guarded by mu_
+  uint64_t enqueued_ = 0;       // items ever queued; guarded by mu_
+  uint64_t done_ = 0;           // items ever finished; guarded by mu_
+  bool stopping_ = false;       // guarded by mu_
+  std::thread thread_;          // last: started after the fields above
+};
+
+}  // namespace stripefs

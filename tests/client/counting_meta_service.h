@@ -1,0 +1,138 @@
+// Test-only: a MetaService that forwards to another and counts the stripe
+// commits it sees, so tests can check how many metadata commits (and
+// committed versions) a client operation made.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "backend/meta/meta_service.h"
+
+namespace stripefs::testing {
+
+class CountingMetaService final : public MetaService {
+ public:
+  explicit CountingMetaService(std::unique_ptr<MetaService> inner)
+      : inner_(std::move(inner)) {}
+
+  std::atomic<int> commit_calls{0};            // CommitStripe + CommitStripes
+  std::atomic<int> stripes_committed{0};       // versions made current
+  std::atomic<bool> batch_unsupported{false};  // CommitStripes: EOPNOTSUPP
+
+  Status CommitStripe(uint64_t ino, const StripeVersion& sv, uint64_t expected,
+                      uint64_t min_size, ObsoleteStripe* obsolete) override {
+    ++commit_calls;
+    Status st = inner_->CommitStripe(ino, sv, expected, min_size, obsolete);
+    if (st.ok()) ++stripes_committed;
+    return st;
+  }
+  Status CommitStripes(uint64_t ino, const std::vector<StripeCommit>& commits,
+                       uint64_t min_size,
+                       std::vector<ObsoleteStripe>* obsolete) override {
+    if (batch_unsupported) return Status::NotSupported("CommitStripes");
+    ++commit_calls;
+    Status st = inner_->CommitStripes(ino, commits, min_size, obsolete);
+    if (st.ok()) stripes_committed += static_cast<int>(commits.size());
+    return st;
+  }
+
+  // --- forwarded ------------------------------------------------------------
+  Result<Geometry> GetGeometry() override { return inner_->GetGeometry(); }
+  Result<ClusterMap> GetClusterMap() override {
+    return inner_->GetClusterMap();
+  }
+  Status UpsertServer(const ServerInfo& info) override {
+    return inner_->UpsertServer(info);
+  }
+  Status SetServerState(uint32_t id, ServerState state) override {
+    return inner_->SetServerState(id, state);
+  }
+  Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override {
+    return inner_->Lookup(parent, name);
+  }
+  Result<InodeAttr> GetAttr(uint64_t ino) override {
+    return inner_->GetAttr(ino);
+  }
+  Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
+                            std::vector<ObsoleteStripe>* obsolete) override {
+    return inner_->SetAttr(ino, req, obsolete);
+  }
+  Result<InodeAttr> MkNode(uint64_t parent, const std::string& name,
+                           uint32_t mode, uint32_t uid, uint32_t gid,
+                           uint32_t rdev) override {
+    return inner_->MkNode(parent, name, mode, uid, gid, rdev);
+  }
+  Result<InodeAttr> Mkdir(uint64_t parent, const std::string& name,
+                          uint32_t mode, uint32_t uid, uint32_t gid) override {
+    return inner_->Mkdir(parent, name, mode, uid, gid);
+  }
+  Result<InodeAttr> Symlink(uint64_t parent, const std::string& name,
+                            const std::string& target, uint32_t uid,
+                            uint32_t gid) override {
+    return inner_->Symlink(parent, name, target, uid, gid);
+  }
+  Result<std::string> ReadLink(uint64_t ino) override {
+    return inner_->ReadLink(ino);
+  }
+  Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
+                         const std::string& new_name) override {
+    return inner_->Link(ino, new_parent, new_name);
+  }
+  Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override {
+    return inner_->Unlink(parent, name);
+  }
+  Status Rmdir(uint64_t parent, const std::string& name) override {
+    return inner_->Rmdir(parent, name);
+  }
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                const std::string& new_name, uint32_t flags,
+                uint64_t* replaced) override {
+    return inner_->Rename(parent, name, new_parent, new_name, flags, replaced);
+  }
+  Result<std::vector<DirEntry>> ReadDir(uint64_t ino, uint64_t cookie,
+                                        uint32_t max_entries) override {
+    return inner_->ReadDir(ino, cookie, max_entries);
+  }
+  Status PurgeInode(uint64_t ino,
+                    std::vector<ObsoleteStripe>* obsolete) override {
+    return inner_->PurgeInode(ino, obsolete);
+  }
+  Result<std::vector<uint64_t>> ListOrphans() override {
+    return inner_->ListOrphans();
+  }
+  Result<FsStats> StatFs() override { return inner_->StatFs(); }
+  Status SetXattr(uint64_t ino, const std::string& name,
+                  const std::string& value, uint32_t flags) override {
+    return inner_->SetXattr(ino, name, value, flags);
+  }
+  Result<std::string> GetXattr(uint64_t ino, const std::string& name) override {
+    return inner_->GetXattr(ino, name);
+  }
+  Result<std::vector<std::string>> ListXattr(uint64_t ino) override {
+    return inner_->ListXattr(ino);
+  }
+  Status RemoveXattr(uint64_t ino, const std::string& name) override {
+    return inner_->RemoveXattr(ino, name);
+  }
+  Result<uint64_t> AllocateVersions(uint32_t count) override {
+    return inner_->AllocateVersions(count);
+  }
+  Result<std::vector<StripeVersion>> GetStripes(uint64_t ino, uint64_t first,
+                                                uint64_t count) override {
+    return inner_->GetStripes(ino, first, count);
+  }
+  Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
+                          uint32_t missing_mask) override {
+    return inner_->SetStripeMissing(ino, stripe, version, missing_mask);
+  }
+  Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
+                                             uint64_t after_stripe,
+                                             uint32_t limit) override {
+    return inner_->ListStripes(after_inode, after_stripe, limit);
+  }
+
+ private:
+  std::unique_ptr<MetaService> inner_;
+};
+
+}  // namespace stripefs::testing
