@@ -17,9 +17,9 @@
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
-#include "backend/client/chunk_prober.h"
 #include "backend/meta/health_monitor.h"
 #include "backend/meta/meta_store.h"
+#include "backend/rpc/chunk_prober.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"

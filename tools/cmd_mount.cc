@@ -18,9 +18,9 @@
 
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
-#include "fuse-server/fs/mount_service.h"
-#include "fuse-server/fs/stats_socket.h"
-#include "fuse-server/fuse_mount.h"
+#include "fs/mount_service.h"
+#include "fs/stats_socket.h"
+#include "fuse/fuse_mount.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "fuse-server/fs/stats_socket.h"
+#include "fs/stats_socket.h"
 #include "tools/command.h"
 
 namespace stripefs::tools {

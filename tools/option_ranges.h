@@ -1,12 +1,12 @@
 // Ranges of the CLI's numeric options that are not mount options (those
-// live with MountService in fuse-server/fs/mount_service.h, which checks
+// live with MountService in fs/mount_service.h, which checks
 // them again). Every numeric option gets ->check(InRange(...)): a value
 // outside is a one-line parse error that names the range.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include "fuse-server/fs/mount_service.h"
+#include "fs/mount_service.h"
 
 namespace stripefs::tools {
 

@@ -312,8 +312,8 @@ class WriteBench:
         d = os.path.join(self.work, "chunkstore")
 
         def go():
-            argv = [exe, "--dir", d, "--writers", "8", "--chunk-bytes",
-                    str(1 << 20), "--mib", str(self.a.size)]
+            argv = [exe, d, "--writers", "8", "--chunk-kib", "1024",
+                    "--mib", str(self.a.size)]
             t0 = time.time()
             r = subprocess.run(argv, capture_output=True, text=True,
                                timeout=self.a.job_timeout)

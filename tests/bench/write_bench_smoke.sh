@@ -35,7 +35,7 @@ fi
 if grep -q "$out/work" /proc/mounts; then
   echo "FAIL: a write bench mount was left behind" >&2; exit 1
 fi
-chunk_bench=$(dirname "$(dirname "$(readlink -f "$bin")")")/bench/chunk/chunk_bench
+chunk_bench=$(dirname "$(dirname "$(readlink -f "$bin")")")/bench/chunk/chunk_store_bench
 py=/usr/bin/python3; [ -x $py ] || py=python3
 $py - "$out/res" "$chunk_bench" <<'PYEOF'
 import csv, json, os, sys

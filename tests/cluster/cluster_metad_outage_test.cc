@@ -18,8 +18,8 @@
 
 #include "backend/client/holding_meta_service.h"
 #include "backend/client/volume.h"
-#include "fuse-server/fs/stats_socket.h"
-#include "fuse-server/fs/stripe_writer.h"
+#include "fs/stats_socket.h"
+#include "fs/stripe_writer.h"
 
 namespace stripefs {
 namespace {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "fuse-server/fs/stats_socket.h"
-#include "fuse-server/fuse_mount.h"
-#include "fuse-server/kernel_knobs.h"
+#include "fs/stats_socket.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/kernel_knobs.h"
 #include "tests/fs/fs_mount.h"
 
 namespace stripefs::fs::testing {

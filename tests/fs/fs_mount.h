@@ -19,9 +19,9 @@
 
 #include "backend/client/volume.h"
 #include "common/status.h"
-#include "fuse-server/fs/mount_service.h"
-#include "fuse-server/fs/stripe_fs.h"
-#include "fuse-server/session.h"
+#include "fs/mount_service.h"
+#include "fs/stripe_fs.h"
+#include "fuse/session.h"
 
 namespace stripefs::fs::testing {
 

@@ -4,7 +4,7 @@
 // 4 KiB cells (S = 16 KiB). Time is a fake clock handed to the writer; no
 // test looks at wall-clock time. Backend behaviour is checked with the
 // StripeClient's counters and the committed stripes in the metadata.
-#include "fuse-server/fs/stripe_writer.h"
+#include "fs/stripe_writer.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "fuse-server/dirent_encoder.h"
+#include "fuse/dirent_encoder.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

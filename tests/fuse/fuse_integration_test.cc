@@ -19,8 +19,8 @@
 #include <set>
 #include <thread>
 
-#include "fuse-server/stop_signals.h"
-#include "fuse-server/uring_transport.h"
+#include "fuse/stop_signals.h"
+#include "fuse/uring_transport.h"
 #include "tests/fuse/mem_fs.h"
 #include "tests/fuse/mounted_session.h"
 #include "tests/support/random_bytes.h"

@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "fuse-server/dirent_encoder.h"
-#include "fuse-server/request_parser.h"
+#include "fuse/dirent_encoder.h"
+#include "fuse/request_parser.h"
 
 using namespace stripefs::fuse;  // NOLINT
 

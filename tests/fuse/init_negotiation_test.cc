@@ -1,7 +1,7 @@
 // NegotiateInit as a pure function: flags asked for vs offered, limits,
 // the opt-alignment byte, killpriv v2, io-uring and the major-version
 // refusal. No Session, no kernel.
-#include "fuse-server/init_negotiation.h"
+#include "fuse/init_negotiation.h"
 
 #include <gtest/gtest.h>
 

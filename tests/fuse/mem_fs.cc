@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "fuse-server/dirent_encoder.h"
+#include "fuse/dirent_encoder.h"
 
 namespace stripefs::fuse::testing {
 

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "fuse-server/raw_file_system.h"
-#include "fuse-server/session_info.h"
+#include "fuse/raw_file_system.h"
+#include "fuse/session_info.h"
 
 namespace stripefs::fuse::testing {
 

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "fuse-server/engine_stats_json.h"
-#include "fuse-server/fuse_mount.h"
-#include "fuse-server/kernel_knobs.h"
-#include "fuse-server/session.h"
-#include "fuse-server/stop_signals.h"
+#include "fuse/engine_stats_json.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/kernel_knobs.h"
+#include "fuse/session.h"
+#include "fuse/stop_signals.h"
 #include "tests/fuse/mem_fs.h"
 
 using namespace stripefs::fuse;  // NOLINT

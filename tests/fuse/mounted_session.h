@@ -9,9 +9,9 @@
 #include <string>
 
 #include "common/status.h"
-#include "fuse-server/fuse_mount.h"
-#include "fuse-server/kernel_knobs.h"
-#include "fuse-server/session.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/kernel_knobs.h"
+#include "fuse/session.h"
 
 namespace stripefs::fuse::testing {
 

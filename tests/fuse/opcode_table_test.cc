@@ -1,12 +1,12 @@
 // The opcode table: every opcode of fuse_abi.h has one row whose layout
 // matches its wire struct, and the reply rules the Session relies on.
-#include "fuse-server/opcode_table.h"
+#include "fuse/opcode_table.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "fuse-server/request_parser.h"
+#include "fuse/request_parser.h"
 
 namespace stripefs::fuse {
 namespace {

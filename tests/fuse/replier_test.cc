@@ -1,4 +1,4 @@
-#include "fuse-server/replier.h"
+#include "fuse/replier.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "fuse-server/dev_transport.h"
+#include "fuse/dev_transport.h"
 #include "tests/support/fake_inflight.h"
 
 namespace stripefs::fuse {

@@ -1,4 +1,4 @@
-#include "fuse-server/request_parser.h"
+#include "fuse/request_parser.h"
 
 #include <gtest/gtest.h>
 

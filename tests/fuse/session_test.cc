@@ -1,13 +1,13 @@
 // Session logic without a kernel: INIT negotiation bytes, dispatch,
 // errors, counters and INTERRUPT, driven through DispatchDevBuffer.
-#include "fuse-server/session.h"
+#include "fuse/session.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
 
-#include "fuse-server/engine_stats_json.h"
+#include "fuse/engine_stats_json.h"
 #include "tests/fuse/wire_builder.h"
 #include "tests/support/fake_inflight.h"
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fuse-server/fuse_abi.h"
+#include "fuse/fuse_abi.h"
 
 namespace stripefs::fuse::testing {
 

@@ -2,7 +2,7 @@
 // RPC servers on 127.0.0.1: a live chunkd answers, a stopped server refuses,
 // a listener that never answers (a SIGSTOPped process) times out, and a
 // timed-out call never leaves its connection for the next call.
-#include "backend/client/chunk_prober.h"
+#include "backend/rpc/chunk_prober.h"
 
 #include <gtest/gtest.h>
 

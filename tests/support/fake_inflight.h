@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fuse-server/replier.h"
-#include "fuse-server/transport.h"
+#include "fuse/replier.h"
+#include "fuse/transport.h"
 
 namespace stripefs::testing {
 

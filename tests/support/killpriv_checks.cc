@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fuse-server/fuse_abi.h"
+#include "fuse/fuse_abi.h"
 
 namespace stripefs::testing {
 

@@ -1,4 +1,4 @@
-// Checks of the FUSE_HANDLE_KILLPRIV_V2 contract (fuse-server/
+// Checks of the FUSE_HANDLE_KILLPRIV_V2 contract (fuse/
 // raw_file_system.h) through a mounted directory, for any file system our
 // engine serves (MemFs in tests/fuse, StripeFs in tests/fs), plus the
 // helpers they are made of: run a step as an unprivileged user, and read a

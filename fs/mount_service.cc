@@ -1,0 +1,487 @@
+#include "fs/mount_service.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "fs/stats_socket.h"
+#include "fuse/fuse_mount.h"
+#include "fuse/kernel_knobs.h"
+
+namespace stripefs::fs {
+namespace {
+
+namespace sfs = std::filesystem;
+
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint32_t kDefaultMaxPages = 256;  // the kernel's default limit
+constexpr uint32_t kMaxMaxPages = 65535;    // FUSE's max_pages field
+constexpr auto kInitTimeout = std::chrono::seconds(10);
+
+std::string Human(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+    std::snprintf(buf, sizeof(buf), "%llu GiB", (unsigned long long)(b >> 30));
+  else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+    std::snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(b >> 20));
+  else if (b >= 1024 && b % 1024 == 0)
+    std::snprintf(buf, sizeof(buf), "%llu KiB", (unsigned long long)(b >> 10));
+  else
+    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
+  return buf;
+}
+
+Status OutOfRange(const std::string& option, int64_t v, OptionRange r) {
+  return Status::InvalidArgument(option + " " + std::to_string(v) +
+                                 " is out of range: give a value in " +
+                                 r.ToString());
+}
+
+Status CheckMountpoint(const std::string& mnt) {
+  struct stat st {};
+  if (::stat(mnt.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return Status(ENOTCONN, mnt +
+                                  " is a dead FUSE mount (its daemon died): "
+                                  "run `stripefs umount --lazy " +
+                                  mnt + "` first");
+    }
+    return Status(errno, "mountpoint " + mnt + ": " + std::strerror(errno) +
+                             " (create it with `mkdir -p " + mnt + "`)");
+  }
+  if (!S_ISDIR(st.st_mode))
+    return Status(ENOTDIR, "mountpoint " + mnt + " is not a directory");
+  if (fuse::IsFuseMountPoint(mnt)) {
+    return Status(EBUSY, mnt +
+                             " is already a FUSE mount: unmount it with "
+                             "`stripefs umount " +
+                             mnt + "` or pick another mountpoint");
+  }
+  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+    return Status(ENODEV,
+                  "no usable /dev/fuse (" + std::string(std::strerror(errno)) +
+                      "): load the module (`modprobe fuse`) or give the "
+                      "container the device (--device /dev/fuse)");
+  }
+  if (::geteuid() != 0 && ::access("/usr/bin/fusermount3", X_OK) != 0 &&
+      ::access("/bin/fusermount3", X_OK) != 0) {
+    return Status(EPERM,
+                  "not root and fusermount3 is missing: run as root or "
+                  "install fuse3 (apt-get install fuse3)");
+  }
+  return Status::Ok();
+}
+
+Status SetBdiMaxRatio(const std::string& mnt, int ratio) {
+  struct stat st {};
+  if (::stat(mnt.c_str(), &st) != 0)
+    return Status::FromErrno(errno, "stat " + mnt);
+  const std::string path = "/sys/class/bdi/" +
+                           std::to_string(major(st.st_dev)) + ":" +
+                           std::to_string(minor(st.st_dev)) + "/max_ratio";
+  std::ofstream f(path);
+  if (!f) {
+    return Status(EACCES, "cannot open " + path + " (needs root): run `echo " +
+                              std::to_string(ratio) + " | sudo tee " + path +
+                              "`");
+  }
+  f << ratio << "\n";
+  f.flush();
+  if (!f)
+    return Status::IoError("writing " + std::to_string(ratio) + " to " + path);
+  return Status::Ok();
+}
+
+bool IsEmptyDir(const std::string& dir) {
+  std::error_code ec;
+  return sfs::is_directory(dir, ec) && sfs::is_empty(dir, ec) && !ec;
+}
+
+}  // namespace
+
+std::string CorruptMetadataFix(const std::string& meta_dir) {
+  return "The metadata store is damaged: restore " + meta_dir +
+         " from a backup, or salvage it with `stripefs meta-repair " +
+         meta_dir +
+         "` (RocksDB repair; the newest mutations may be lost), then run "
+         "`stripefs scrub` on the volume";
+}
+
+std::string OptionRange::ToString() const {
+  return "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
+Geometry GeometryChoice::Resolve() const {
+  Geometry g;
+  if (k) g.k = *k;
+  if (m) g.m = *m;
+  if (cell_size) g.cell_size = *cell_size;
+  return g;
+}
+
+Status ValidateGeometryChoice(const GeometryChoice& c) {
+  const Geometry g = c.Resolve();
+  if (!kDataChunksRange.Contains(g.k))
+    return OutOfRange("--k", g.k, kDataChunksRange);
+  if (!kParityChunksRange.Contains(g.m))
+    return OutOfRange("--m", g.m, kParityChunksRange);
+  if (g.k + g.m > kMaxStripeWidth) {
+    return Status::InvalidArgument(
+        "--k " + std::to_string(g.k) + " --m " + std::to_string(g.m) +
+        ": k + m must be at most " + std::to_string(kMaxStripeWidth));
+  }
+  if (!kCellSizeRange.Contains(g.cell_size) || g.cell_size % 4096 != 0) {
+    return Status::InvalidArgument(
+        "--cell-size " + std::to_string(g.cell_size) +
+        ": give a multiple of 4K in [4K, 64M], e.g. 256K");
+  }
+  return Status::Ok();
+}
+
+Status ValidateMountOptions(const MountServiceOptions& o) {
+  if (o.mountpoint.empty() || o.mountpoint[0] != '/')
+    return Status::InvalidArgument("the mountpoint must be an absolute path");
+  if (!kDevThreadsRange.Contains(o.dev_threads))
+    return OutOfRange("--dev-threads", o.dev_threads, kDevThreadsRange);
+  if (!kIdleFlushMsRange.Contains(o.fs.idle_flush.count()))
+    return OutOfRange("--idle-flush-ms", o.fs.idle_flush.count(),
+                      kIdleFlushMsRange);
+  if (!kFrontierHoldMsRange.Contains(o.fs.frontier_hold.count()))
+    return OutOfRange("--frontier-hold-ms", o.fs.frontier_hold.count(),
+                      kFrontierHoldMsRange);
+  const uint64_t cap_max = uint64_t(kMemoryCapMibRange.max) << 20;
+  if (o.fs.memory_cap == 0 || o.fs.memory_cap > cap_max) {
+    return OutOfRange("--memory-cap-mib",
+                      static_cast<int64_t>(o.fs.memory_cap >> 20),
+                      kMemoryCapMibRange);
+  }
+  if (o.max_ratio != -1 && !kMaxRatioRange.Contains(o.max_ratio))
+    return OutOfRange("--max-ratio", o.max_ratio, kMaxRatioRange);
+  if (!kMetaHoldSRange.Contains(o.meta_hold_s))
+    return OutOfRange("--meta-hold-s", o.meta_hold_s, kMetaHoldSRange);
+  if (!kSendWindowRange.Contains(static_cast<int64_t>(o.fs.send_window)))
+    return OutOfRange("--send-window", static_cast<int64_t>(o.fs.send_window),
+                      kSendWindowRange);
+  if (!kFileSendWindowRange.Contains(
+          static_cast<int64_t>(o.fs.file_send_window))) {
+    return OutOfRange("--file-send-window",
+                      static_cast<int64_t>(o.fs.file_send_window),
+                      kFileSendWindowRange);
+  }
+  if (!o.meta_address.empty()) {
+    if (!o.volume_dir.empty()) {
+      return Status::InvalidArgument(
+          "give either a volume directory or --meta, not both");
+    }
+    if (o.key_file.empty()) {
+      return Status::InvalidArgument(
+          "cluster mode needs the cluster key: --key FILE "
+          "(the file `stripefs cluster up` wrote)");
+    }
+    if (o.geometry.any()) {
+      return Status::InvalidArgument(
+          "--k/--m/--cell-size apply to embedded volumes only; "
+          "a cluster's geometry is fixed by its metad");
+    }
+    return Status::Ok();
+  }
+  if (o.volume_dir.empty() || o.volume_dir[0] != '/')
+    return Status::InvalidArgument("the volume directory must be absolute");
+  return ValidateGeometryChoice(o.geometry);
+}
+
+MountService::MountService(MountServiceOptions o) : o_(std::move(o)) {}
+
+MountService::~MountService() { (void)Stop(); }
+
+Result<std::unique_ptr<MountService>> MountService::Start(
+    MountServiceOptions o) {
+  STRIPEFS_RETURN_IF_ERROR(ValidateMountOptions(o));
+  STRIPEFS_RETURN_IF_ERROR(CheckMountpoint(o.mountpoint));
+  o.fs.mountpoint = o.mountpoint;
+  std::unique_ptr<MountService> s(new MountService(std::move(o)));
+  Status st = s->Up();
+  if (!st.ok()) {
+    (void)s->Stop();
+    s->RemoveCreatedVolume();
+    return st;
+  }
+  return s;
+}
+
+Status MountService::OpenVolume() {
+  if (!o_.meta_address.empty()) {
+    MetaHoldOptions hold;
+    hold.hold = std::chrono::seconds(o_.meta_hold_s);
+    auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file, {}, &hold);
+    if (!v.ok()) return v.status().Annotate("cluster " + o_.meta_address);
+    volume_ = std::move(v).value();
+    return Status::Ok();
+  }
+  const std::string& dir = o_.volume_dir;
+  std::error_code ec;
+  created_volume_dir_ = !sfs::exists(dir, ec);
+  created_volume_ = created_volume_dir_ || IsEmptyDir(dir);
+  const Geometry want = o_.geometry.Resolve();
+  EmbeddedVolumeOptions vo;
+  vo.geometry = want;
+  vo.root_uid = o_.root_uid;
+  vo.root_gid = o_.root_gid;
+  auto v = Volume::OpenEmbedded(dir, vo);
+  if (!v.ok()) {
+    if (v.status().code() == EBADMSG) {
+      return Status(EBADMSG, "volume " + dir + ": " + v.status().message() +
+                                 ". " + CorruptMetadataFix(dir + "/meta"));
+    }
+    return v.status().Annotate("volume " + dir);
+  }
+  volume_ = std::move(v).value();
+  const Geometry& have = volume_->geometry();
+  const GeometryChoice& g = o_.geometry;
+  if ((g.k && have.k != *g.k) || (g.m && have.m != *g.m) ||
+      (g.cell_size && have.cell_size != *g.cell_size)) {
+    return Status::InvalidArgument(
+        dir + " holds a " + std::to_string(have.k) + "+" +
+        std::to_string(have.m) + " volume with " + Human(have.cell_size) +
+        " cells; the geometry flags differ: drop them (geometry is fixed at "
+        "mkfs)");
+  }
+  return Status::Ok();
+}
+
+void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
+  const uint64_t S = volume_->geometry().stripe_size();
+  // Requests as large as a stripe need max_pages = S / 4 KiB.
+  uint32_t pages =
+      static_cast<uint32_t>(std::min<uint64_t>(S / kPageBytes, kMaxMaxPages));
+  if (pages > kDefaultMaxPages) {
+    std::optional<uint32_t> prev;
+    Status st = fuse::EnsureMaxPagesLimit(pages, &prev);
+    if (!st.ok()) {
+      notes_.push_back("could not raise max_pages_limit to " +
+                       std::to_string(pages) + " (" + st.message() +
+                       "); requests stay at 1 MiB, below the " + Human(S) +
+                       " stripe: coalescing is what keeps backend writes "
+                       "whole");
+      pages = kDefaultMaxPages;
+    } else if (prev) {
+      notes_.push_back("raised /proc/sys/fs/fuse/max_pages_limit from " +
+                       std::to_string(*prev) + " to " + std::to_string(pages));
+    }
+  }
+  pages = std::max(pages, kDefaultMaxPages);
+  so->transport = o_.transport;
+  so->dev_threads = o_.dev_threads;
+  so->init.max_pages = pages;
+  so->init.max_write = pages * kPageBytes;
+  so->init.max_readahead =
+      static_cast<uint32_t>(std::min<uint64_t>(S, 1u << 20));
+  so->init.writeback_cache = o_.writeback_cache;
+  if (o_.align && (S & (S - 1)) == 0)
+    so->init.align_page_order = static_cast<uint8_t>(__builtin_ctzll(S));
+}
+
+Status MountService::ParseMountOptions(fuse::MountOptions* mo) const {
+  mo->fsname = volume_->description();
+  for (const auto& opt : o_.mount_options) {
+    size_t start = 0;
+    while (start <= opt.size()) {
+      const size_t comma = opt.find(',', start);
+      const std::string o =
+          opt.substr(start, comma == std::string::npos ? std::string::npos
+                                                       : comma - start);
+      if (o == "allow_other")
+        mo->allow_other = true;
+      else if (o == "ro")
+        mo->read_only = true;
+      else if (o == "no_default_permissions")
+        mo->default_permissions = false;
+      else if (o == "auto_unmount")
+        mo->auto_unmount = true;
+      else if (o.rfind("fsname=", 0) == 0 || o.rfind("subtype=", 0) == 0)
+        return Status::InvalidArgument("-o " + o +
+                                       ": stripefs sets fsname and subtype "
+                                       "itself; drop it");
+      else if (!o.empty())
+        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return Status::Ok();
+}
+
+Status MountService::Up() {
+  // --enable-uring: the kernel offers io-uring at INIT only while the fuse
+  // module's enable_uring is Y; set it for the life of this mount.
+  if (o_.enable_uring) {
+    auto knob = fuse::EnableUring();
+    if (!knob.ok()) return knob.status().Annotate("--enable-uring");
+    uring_knob_ = std::move(knob).value();
+    if (uring_knob_) {
+      notes_.push_back(std::string(fuse::kEnableUringPath) + ": " +
+                       uring_knob_->previous() + " -> Y (restored at unmount)");
+    }
+  }
+  STRIPEFS_RETURN_IF_ERROR(OpenVolume());
+  fuse::SessionOptions so;
+  DeriveFuseOptions(&so);
+  fuse::MountOptions mo;
+  STRIPEFS_RETURN_IF_ERROR(ParseMountOptions(&mo));
+
+  fs_ = std::make_unique<StripeFs>(volume_.get(), o_.fs);
+  session_ = std::make_unique<fuse::Session>(fs_.get(), so);
+  fs_->AttachSession(session_.get());
+  auto mount = fuse::FuseMount::Mount(o_.mountpoint, mo);
+  if (!mount.ok()) return mount.status().Annotate("mounting " + o_.mountpoint);
+  mount_ = std::move(mount).value();
+  STRIPEFS_RETURN_IF_ERROR(
+      session_->Start(mount_->fd()).Annotate("starting the FUSE session"));
+  if (!session_->WaitForInit(kInitTimeout)) {
+    return Status(ETIMEDOUT, "the kernel did not send FUSE INIT within " +
+                                 std::to_string(kInitTimeout.count()) +
+                                 " s on " + o_.mountpoint);
+  }
+  if (o_.max_ratio >= 0) {
+    Status rs = SetBdiMaxRatio(o_.mountpoint, o_.max_ratio);
+    notes_.push_back(rs.ok() ? "bdi max_ratio set to " +
+                                   std::to_string(o_.max_ratio)
+                             : "could not set bdi max_ratio: " + rs.message());
+  }
+  if (o_.publish_runtime_files) PublishRuntimeFiles();
+  return Status::Ok();
+}
+
+void MountService::PublishRuntimeFiles() {
+  const RuntimePaths rp = RuntimePathsFor(o_.mountpoint);
+  std::error_code ec;
+  sfs::create_directories(rp.dir, ec);
+  StripeFs* fs = fs_.get();
+  auto stats =
+      StatsServer::Start(rp.socket, [fs] { return fs->StatsJson().dump(); });
+  if (stats.ok()) {
+    stats_ = std::move(stats).value();
+    notes_.push_back("stats: stripefs stat " + o_.mountpoint + "  (socket " +
+                     rp.socket + ")");
+  } else {
+    notes_.push_back("stats: unavailable: " + stats.status().ToString());
+  }
+  std::ofstream pf(rp.pidfile);
+  pf << ::getpid() << "\n";
+  if (pf) pidfile_ = rp.pidfile;
+}
+
+std::vector<std::string> MountService::Describe() const {
+  std::vector<std::string> out;
+  const Geometry& geo = volume_->geometry();
+  const fuse::NegotiatedInit n = session_->negotiated();
+  out.push_back("stripefs: mounted " + volume_->description() + " at " +
+                o_.mountpoint + " (pid " + std::to_string(::getpid()) + ")");
+  out.push_back("  geometry: " + std::to_string(geo.k) + "+" +
+                std::to_string(geo.m) + ", cell " + Human(geo.cell_size) +
+                ", stripe " + Human(geo.stripe_size()));
+  out.push_back("  protocol 7." + std::to_string(n.minor) + " (kernel 7." +
+                std::to_string(n.kernel_minor) +
+                "), transport: " + session_->active_transport() +
+                (n.uring_offered ? "" : " (kernel did not offer io-uring)"));
+  out.push_back("  max_pages: " + std::to_string(n.max_pages) +
+                ", max_write: " + Human(n.max_write) +
+                ", writeback cache: " + (n.writeback_cache() ? "yes" : "no"));
+  out.push_back(
+      std::string("  alignment requested: ") +
+      (n.align_requested
+           ? "yes (" + Human(uint64_t{1} << n.align_page_order) + ")"
+           : "no") +
+      ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
+  out.push_back(std::string("  coalescing: ") +
+                (o_.fs.coalesce
+                     ? "on (idle flush " +
+                           std::to_string(o_.fs.idle_flush.count()) +
+                           " ms, memory cap " + Human(o_.fs.memory_cap) + ")"
+                     : "off (every WRITE goes to the backend at once)"));
+  for (const auto& note : notes_) out.push_back("  " + note);
+  out.push_back("  unmount: stripefs umount " + o_.mountpoint);
+  return out;
+}
+
+Status MountService::ServeUntilUnmounted(const sigset_t& stop_signals) {
+  // Clean unmount on a stop signal: flush, unmount while still serving (the
+  // kernel writes dirty pages back through us), then the session ends.
+  std::atomic<bool> done{false};
+  std::thread sig([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int s = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (s <= 0) continue;
+      std::fprintf(stderr, "stripefs: signal %d: unmounting %s\n", s,
+                   o_.mountpoint.c_str());
+      (void)fs_->FlushAll(FlushReason::kDestroy);
+      Status us = fuse::UnmountPath(o_.mountpoint, false);
+      if (!us.ok()) {
+        std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
+                     us.ToString().c_str());
+        (void)fuse::UnmountPath(o_.mountpoint, true);
+      }
+      session_->Stop();
+      return;
+    }
+  });
+  Status why = session_->Wait();
+  done.store(true);
+  sig.join();
+  return why;
+}
+
+Status MountService::Stop() {
+  if (stopped_) return Status::Ok();
+  stopped_ = true;
+  Status first;
+  if (mount_ && fuse::IsFuseMountPoint(o_.mountpoint)) {
+    Status st = fuse::UnmountPath(o_.mountpoint, false);
+    if (!st.ok()) {
+      std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
+                   st.ToString().c_str());
+      (void)fuse::UnmountPath(o_.mountpoint, true);
+    }
+  }
+  if (session_) {
+    session_->Stop();
+    Status why = session_->Wait();
+    if (!why.ok()) first = why.Annotate("session ended");
+  }
+  if (stats_) stats_->Stop();
+  stats_.reset();
+  if (fs_) {
+    Status fl = fs_->FlushAll(FlushReason::kDestroy);
+    if (!fl.ok() && first.ok()) first = fl.Annotate("final flush");
+  }
+  mount_.reset();
+  session_.reset();
+  fs_.reset();
+  volume_.reset();
+  uring_knob_.reset();
+  if (!pidfile_.empty()) ::unlink(pidfile_.c_str());
+  return first;
+}
+
+void MountService::RemoveCreatedVolume() {
+  if (!created_volume_ || o_.volume_dir.empty()) return;
+  std::error_code ec;
+  if (created_volume_dir_) {
+    sfs::remove_all(o_.volume_dir, ec);
+    return;
+  }
+  for (const auto& e : sfs::directory_iterator(o_.volume_dir, ec))
+    sfs::remove_all(e.path(), ec);
+}
+
+}  // namespace stripefs::fs

@@ -1,0 +1,160 @@
+// MountService: one stripefs mount, from options to unmount -- what
+// `stripefs mount` runs, and what the fs tests mount through, so both serve
+// the same configuration.
+//
+// Start() validates the options (every numeric one against its range below),
+// checks the mountpoint, opens the volume (embedded directory or cluster),
+// derives the FUSE options from the volume geometry (max_pages and max_write
+// to cover a stripe, raising /proc/sys/fs/fuse/max_pages_limit when needed
+// and allowed; align_page_order = log2(stripe size)), mounts, starts the
+// session and waits for the kernel's INIT. Any failure returns an error and
+// leaves nothing behind: no mount, no threads, and no volume directory if
+// this attempt created it.
+//
+// Ownership: owns the Volume, the StripeFs, the Session, the mount, the
+// stats socket and pid file, and the enable_uring knob (restored when the
+// service ends). The destructor is Stop(). Thread-safety: Start, Serve and
+// Stop from one thread; the accessors may be used from any thread while
+// the service runs.
+#pragma once
+
+#include <signal.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/client/volume.h"
+#include "common/status.h"
+#include "fs/stripe_fs.h"
+#include "fuse/session.h"
+
+namespace stripefs::fuse {
+class FuseMount;
+struct MountOptions;
+class ScopedKnob;
+}  // namespace stripefs::fuse
+
+namespace stripefs::fs {
+
+class StatsServer;
+
+// Inclusive range of a numeric mount option. The CLI checks the same
+// constants at parse time (CLI::Range); Start() checks them again.
+struct OptionRange {
+  int64_t min, max;
+  bool Contains(int64_t v) const { return v >= min && v <= max; }
+  std::string ToString() const;  // "[1, 64]"
+};
+// /dev/fuse worker threads: each holds request buffers of max_write.
+inline constexpr OptionRange kDevThreadsRange{1, 64};
+// Idle flush of buffered partial stripes, and the frontier hold (ms).
+inline constexpr OptionRange kIdleFlushMsRange{1, 3'600'000};
+inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
+// Stripe buffer memory cap (MiB).
+inline constexpr OptionRange kMemoryCapMibRange{1, 1 << 20};
+// The mount's bdi max_ratio (percent).
+inline constexpr OptionRange kMaxRatioRange{0, 100};
+// Cluster mode: how long metadata calls wait out an unreachable metad (s).
+inline constexpr OptionRange kMetaHoldSRange{0, 3600};
+// Pipelined stripe writes in flight per mount (0 = inside the WRITE) and
+// per file.
+inline constexpr OptionRange kSendWindowRange{0, 256};
+inline constexpr OptionRange kFileSendWindowRange{1, 256};
+// Geometry of a new embedded volume.
+inline constexpr OptionRange kDataChunksRange{1, 31};    // k
+inline constexpr OptionRange kParityChunksRange{1, 31};  // m, k + m <= 32
+inline constexpr uint32_t kMaxStripeWidth = 32;
+inline constexpr OptionRange kCellSizeRange{4096, 64 << 20};  // multiple of 4K
+
+// Geometry asked for on the command line: unset fields take the defaults of
+// a new volume and are not compared with an existing one.
+struct GeometryChoice {
+  std::optional<uint32_t> k, m, cell_size;
+  bool any() const { return k || m || cell_size; }
+  Geometry Resolve() const;
+};
+// EINVAL naming the allowed values when the choice is out of range.
+Status ValidateGeometryChoice(const GeometryChoice& g);
+
+// What to do about a corrupted metadata store in `meta_dir` (EBADMSG at
+// open): restore it, or salvage it with `stripefs meta-repair`, then scrub.
+std::string CorruptMetadataFix(const std::string& meta_dir);
+
+struct MountServiceOptions {
+  std::string mountpoint;  // absolute
+  // Embedded: the volume directory (created if absent or empty). Cluster:
+  // meta_address ("HOST:PORT") and key_file; volume_dir stays empty.
+  std::string volume_dir;
+  std::string meta_address, key_file;
+  GeometryChoice geometry;              // embedded only
+  uint32_t root_uid = 0, root_gid = 0;  // owner of a new volume's root
+
+  StripeFsOptions fs;  // coalescing, idle flush, memory cap; mountpoint set
+  fuse::TransportChoice transport = fuse::TransportChoice::kAuto;
+  int dev_threads = 4;
+  bool writeback_cache = true;
+  bool align = true;          // request opt-alignment to the stripe size
+  bool enable_uring = false;  // set the fuse module's enable_uring (root)
+  int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
+  int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO
+  // -o values (comma lists): allow_other, ro, no_default_permissions and
+  // auto_unmount are ours; the rest go to libfuse as they are.
+  std::vector<std::string> mount_options;
+  // Serve `stripefs stat` on the runtime socket and write the pid file.
+  bool publish_runtime_files = true;
+};
+
+// EINVAL with a one-line message naming the option and its range.
+Status ValidateMountOptions(const MountServiceOptions& o);
+
+class MountService {
+ public:
+  static Result<std::unique_ptr<MountService>> Start(MountServiceOptions o);
+  ~MountService();  // Stop()
+  MountService(const MountService&) = delete;
+  MountService& operator=(const MountService&) = delete;
+
+  // What was mounted and negotiated, one line each (what `stripefs mount`
+  // prints).
+  std::vector<std::string> Describe() const;
+  // Serves until the file system is unmounted (by `stripefs umount`) or
+  // one of `stop_signals` arrives (then flushes and unmounts); the signals
+  // must be blocked in every thread (block them before Start()). Returns
+  // why the session ended.
+  Status ServeUntilUnmounted(const sigset_t& stop_signals);
+  // Unmounts (lazily if busy), stops the session, writes what is still
+  // buffered and closes the volume. Idempotent; the first error.
+  Status Stop();
+
+  StripeFs& fs() { return *fs_; }
+  fuse::Session& session() { return *session_; }
+  Volume& volume() { return *volume_; }
+  const MountServiceOptions& options() const { return o_; }
+
+ private:
+  explicit MountService(MountServiceOptions o);
+  Status Up();
+  Status OpenVolume();
+  void DeriveFuseOptions(fuse::SessionOptions* so);
+  Status ParseMountOptions(fuse::MountOptions* mo) const;
+  void PublishRuntimeFiles();
+  void RemoveCreatedVolume();
+
+  MountServiceOptions o_;
+  bool created_volume_dir_ = false;  // this attempt made the directory
+  bool created_volume_ = false;      // ...or filled an empty one
+  std::vector<std::string> notes_;   // extra Describe() lines
+  std::unique_ptr<fuse::ScopedKnob> uring_knob_;
+  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<StripeFs> fs_;
+  std::unique_ptr<fuse::Session> session_;
+  std::unique_ptr<fuse::FuseMount> mount_;
+  std::unique_ptr<StatsServer> stats_;
+  std::string pidfile_;
+  bool stopped_ = false;
+};
+
+}  // namespace stripefs::fs

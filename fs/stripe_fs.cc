@@ -1,0 +1,818 @@
+#include "fs/stripe_fs.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "fuse/dirent_encoder.h"
+
+namespace stripefs::fs {
+
+using namespace fuse_abi;  // NOLINT
+using fuse::Replier;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint32_t kRenameMask =
+    fuse_abi::kRenameNoReplace | fuse_abi::kRenameExchange;
+
+void SplitTimeout(std::chrono::milliseconds t, uint64_t* sec, uint32_t* nsec) {
+  *sec = static_cast<uint64_t>(t.count() / 1000);
+  *nsec = static_cast<uint32_t>((t.count() % 1000) * 1000000);
+}
+
+// Owner and mode of a new inode in `parent` (BSD group semantics of setgid
+// directories).
+struct NewOwner {
+  uint32_t uid, gid, mode;
+};
+NewOwner OwnerFor(MetaService& meta, uint64_t parent, const Replier& r,
+                  uint32_t mode) {
+  NewOwner o{r.ctx().uid, r.ctx().gid, mode};
+  auto p = meta.GetAttr(parent);
+  if (p.ok() && (p->mode & S_ISGID)) {
+    o.gid = p->gid;
+    if (S_ISDIR(mode)) o.mode |= S_ISGID;
+  }
+  return o;
+}
+
+// FUSE_HANDLE_KILLPRIV_V2 (raw_file_system.h): the mode without its
+// privileges (0: nothing to change) ...
+uint32_t KilledMode(const InodeAttr& a) {
+  uint32_t killed = fuse::ModeAfterKillPriv(a.mode) & 07777;
+  return killed != (a.mode & 07777) ? killed : 0;
+}
+
+// ... and the capability xattr gone (absent is fine).
+Status RemoveCapability(MetaService& meta, uint64_t ino) {
+  Status st = meta.RemoveXattr(ino, std::string(fuse::kCapabilityXattr));
+  return st.ok() || st.code() == ENODATA ? Status::Ok() : st;
+}
+
+// Drops the privileges of `ino`, as a flagged WRITE or OPEN asks.
+Status KillPriv(MetaService& meta, uint64_t ino) {
+  auto a = meta.GetAttr(ino);
+  if (!a.ok()) return a.status();
+  if (uint32_t mode = KilledMode(*a)) {
+    SetAttrRequest req;
+    req.mask = kSetMode;
+    req.mode = mode;
+    std::vector<ObsoleteStripe> obsolete;  // a mode change frees no stripes
+    auto r = meta.SetAttr(ino, req, &obsolete);
+    if (!r.ok()) return r.status();
+  }
+  return RemoveCapability(meta, ino);
+}
+
+}  // namespace
+
+StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
+    : volume_(volume),
+      meta_(volume->meta()),
+      client_(volume->client()),
+      options_(std::move(options)),
+      stripe_size_(volume->client().stripe_size()),
+      budget_(options_.memory_cap) {
+  if (options_.coalesce && options_.send_window > 0)
+    sender_ = std::make_unique<StripeSender>(options_.send_window);
+  if (options_.purge_orphans_at_start) {
+    auto orphans = meta_.ListOrphans();
+    if (orphans.ok()) {
+      for (uint64_t ino : *orphans) {
+        Purge(ino);
+        counters_.orphans_purged_at_mount.fetch_add(1);
+      }
+    } else {
+      counters_.purge_errors.fetch_add(1);
+    }
+  }
+  flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+StripeFs::~StripeFs() {
+  (void)FlushAll(FlushReason::kDestroy);
+  {
+    std::lock_guard<std::mutex> lock(flusher_mu_);
+    stop_ = true;
+  }
+  flusher_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void StripeFs::FlusherLoop() {
+  std::unique_lock<std::mutex> lock(flusher_mu_);
+  for (;;) {
+    flusher_cv_.wait_for(lock, std::chrono::milliseconds(200),
+                         [&] { return stop_; });
+    if (stop_) return;
+    lock.unlock();
+    std::vector<std::shared_ptr<StripeWriter>> writers;
+    {
+      std::lock_guard<std::mutex> nl(nodes_mu_);
+      for (auto& [ino, n] : nodes_) {
+        if (n.writer) writers.push_back(n.writer);
+      }
+    }
+    const auto now = Clock::now();
+    const auto cutoff = now - options_.idle_flush;
+    const auto frontier_cutoff = now - options_.frontier_hold;
+    for (auto& w : writers) {
+      if (w->OldestWrite() < cutoff) w->FlushIdle(cutoff, frontier_cutoff);
+    }
+    while (budget_.over()) {
+      StripeWriter* oldest = nullptr;
+      auto t = Clock::time_point::max();
+      for (auto& w : writers) {
+        auto o = w->OldestWrite();
+        if (o < t) t = o, oldest = w.get();
+      }
+      if (!oldest || !oldest->FlushOldest(FlushReason::kMemoryCap)) break;
+    }
+    lock.lock();
+  }
+}
+
+Status StripeFs::FlushAll(FlushReason why) {
+  std::vector<std::shared_ptr<StripeWriter>> writers;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    for (auto& [ino, n] : nodes_) {
+      if (n.writer) writers.push_back(n.writer);
+    }
+  }
+  Status first;
+  for (auto& w : writers) {
+    Status st = w->Flush(why);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
+nlohmann::json StripeFs::StatsJson() const {
+  StatsInputs in;
+  in.volume = volume_->description();
+  const Geometry& g = volume_->geometry();
+  in.k = g.k;
+  in.m = g.m;
+  in.cell_size = g.cell_size;
+  in.stripe_size = g.stripe_size();
+  in.mountpoint = options_.mountpoint;
+  in.pid = static_cast<int>(::getpid());
+  in.coalesce = options_.coalesce;
+  in.idle_flush_ms = static_cast<uint64_t>(options_.idle_flush.count());
+  in.frontier_hold_ms = static_cast<uint64_t>(options_.frontier_hold.count());
+  in.memory_cap = options_.memory_cap;
+  in.buffered_bytes = budget_.used();
+  in.fs = &counters_;
+  in.coalesce_counters = &coalesce_counters_;
+  in.client = client_.counters();
+  if (fuse::Session* s = session_.load()) {
+    in.has_engine = true;
+    in.engine = s->Stats();
+  }
+  return fs::StatsJson(in);
+}
+
+void StripeFs::Fail(Replier& r, int err) {
+  counters_.CountError(err);
+  r.Error(err);
+}
+
+fuse_attr StripeFs::ToAttr(const InodeAttr& a) const {
+  fuse_attr o{};
+  o.ino = a.ino;
+  o.size = a.size;
+  o.blocks = (a.size + 511) / 512;
+  o.atime = static_cast<uint64_t>(a.atime.sec);
+  o.mtime = static_cast<uint64_t>(a.mtime.sec);
+  o.ctime = static_cast<uint64_t>(a.ctime.sec);
+  o.atimensec = a.atime.nsec;
+  o.mtimensec = a.mtime.nsec;
+  o.ctimensec = a.ctime.nsec;
+  o.mode = a.mode;
+  o.nlink = a.nlink;
+  o.uid = a.uid;
+  o.gid = a.gid;
+  o.rdev = a.rdev;
+  o.blksize = static_cast<uint32_t>(std::min<uint64_t>(stripe_size_, 1u << 30));
+  return o;
+}
+
+fuse_entry_out StripeFs::MakeEntry(const InodeAttr& a) {
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    nodes_[a.ino].lookups++;
+  }
+  fuse_entry_out e{};
+  e.nodeid = a.ino;
+  e.generation = a.generation;
+  SplitTimeout(options_.attr_timeout, &e.entry_valid, &e.entry_valid_nsec);
+  SplitTimeout(options_.attr_timeout, &e.attr_valid, &e.attr_valid_nsec);
+  e.attr = ToAttr(a);
+  return e;
+}
+
+std::shared_ptr<StripeWriter> StripeFs::WriterFor(uint64_t ino, bool create) {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  auto it = nodes_.find(ino);
+  if (it == nodes_.end()) {
+    if (!create) return nullptr;
+    it = nodes_.emplace(ino, Node{}).first;
+  }
+  if (!it->second.writer && create) {
+    StripeWriterOptions wo;
+    wo.coalesce = options_.coalesce;
+    wo.sender = sender_.get();
+    wo.file_window = options_.file_send_window;
+    it->second.writer = std::make_shared<StripeWriter>(
+        ino, &client_, &meta_, &budget_, &coalesce_counters_, wo);
+  }
+  return it->second.writer;
+}
+
+Result<InodeAttr> StripeFs::AttrWithBuffered(uint64_t ino) {
+  auto a = meta_.GetAttr(ino);
+  if (!a.ok()) return a;
+  if (S_ISREG(a->mode)) {
+    if (auto w = WriterFor(ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
+  }
+  return a;
+}
+
+void StripeFs::MarkOrphan(uint64_t ino) {
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    nodes_[ino].maybe_orphan = true;
+  }
+  MaybePurge(ino);
+}
+
+void StripeFs::MaybePurge(uint64_t ino) {
+  std::shared_ptr<StripeWriter> w;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end()) return;
+    const Node& n = it->second;
+    if (n.lookups != 0 || n.opens != 0 || !n.maybe_orphan) return;
+    w = std::move(it->second.writer);
+    nodes_.erase(it);
+  }
+  if (w) w->Discard();
+  Purge(ino);
+}
+
+void StripeFs::Purge(uint64_t ino) {
+  std::vector<ObsoleteStripe> obsolete;
+  Status st = meta_.PurgeInode(ino, &obsolete);
+  if (st.ok()) {
+    client_.DeleteStripes(obsolete);
+    counters_.inodes_purged.fetch_add(1);
+  } else if (st.code() != EBUSY && st.code() != ENOENT) {
+    counters_.purge_errors.fetch_add(1);
+  }
+}
+
+Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
+  auto a = meta_.GetAttr(ino);
+  if (!a.ok()) return a;
+  if (!S_ISREG(a->mode))
+    return Status(S_ISDIR(a->mode) ? EISDIR : EINVAL, "not a regular file");
+  // The writer drops buffered bytes past the new size, flushes the rest.
+  if (auto w = WriterFor(ino, false)) return w->Truncate(new_size);
+  return client_.Truncate(ino, a->size, new_size);
+}
+
+// ---------------------------------------------------------------------------
+
+void StripeFs::Init(const fuse::NegotiatedInit& negotiated) {
+  max_write_.store(negotiated.max_write);
+}
+
+void StripeFs::Destroy() {
+  (void)FlushAll(FlushReason::kDestroy);
+  destroyed_.store(true);
+}
+
+void StripeFs::Lookup(Replier r, uint64_t parent, std::string_view name) {
+  auto a = meta_.Lookup(parent, std::string(name));
+  if (!a.ok()) {
+    if (a.status().code() == ENOENT) {
+      counters_.negative_lookups.fetch_add(1);
+      return r.Error(ENOENT);
+    }
+    return Fail(r, a.status());
+  }
+  if (S_ISREG(a->mode)) {
+    if (auto w = WriterFor(a->ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
+  }
+  r.Entry(MakeEntry(*a));
+}
+
+void StripeFs::Forget(uint64_t nodeid, uint64_t nlookup) {
+  if (nodeid == kRootInode) return;
+  std::shared_ptr<StripeWriter> w;
+  bool orphan = false;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = nodes_.find(nodeid);
+    if (it == nodes_.end()) return;
+    Node& n = it->second;
+    n.lookups -= std::min(n.lookups, nlookup);
+    if (n.lookups != 0 || n.opens != 0) return;
+    w = std::move(n.writer);
+    orphan = n.maybe_orphan;
+    nodes_.erase(it);
+  }
+  if (orphan) {
+    if (w) w->Discard();
+    Purge(nodeid);
+  } else if (w && w->HasBuffered()) {
+    // Nobody can ask for an error any more: count it.
+    Status st = w->Flush(FlushReason::kOther);
+    if (!st.ok()) counters_.CountError(st.code());
+  }
+}
+
+void StripeFs::GetAttr(Replier r, uint64_t nodeid, const fuse_getattr_in&) {
+  auto a = AttrWithBuffered(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  fuse_attr_out o{};
+  SplitTimeout(options_.attr_timeout, &o.attr_valid, &o.attr_valid_nsec);
+  o.attr = ToAttr(*a);
+  r.Attr(o);
+}
+
+void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
+  if (in.valid & FATTR_SIZE) {
+    auto a = Resize(nodeid, in.size);
+    if (!a.ok()) return Fail(r, a.status());
+  }
+  SetAttrRequest req;
+  if (in.valid & FATTR_MODE) req.mask |= kSetMode, req.mode = in.mode & 07777;
+  if (in.valid & FATTR_UID) req.mask |= kSetUid, req.uid = in.uid;
+  if (in.valid & FATTR_GID) req.mask |= kSetGid, req.gid = in.gid;
+  if (in.valid & FATTR_ATIME_NOW) {
+    req.mask |= kSetAtimeNow;
+  } else if (in.valid & FATTR_ATIME) {
+    req.mask |= kSetAtime;
+    req.atime = {static_cast<int64_t>(in.atime), in.atimensec};
+  }
+  if (in.valid & FATTR_MTIME_NOW) {
+    req.mask |= kSetMtimeNow;
+  } else if (in.valid & FATTR_MTIME) {
+    req.mask |= kSetMtime;
+    req.mtime = {static_cast<int64_t>(in.mtime), in.mtimensec};
+  }
+  if (in.valid & FATTR_CTIME) {
+    req.mask |= kSetCtime;
+    req.ctime = {static_cast<int64_t>(in.ctime), in.ctimensec};
+  }
+  if ((in.valid & FATTR_KILL_SUIDGID) && !(req.mask & kSetMode)) {
+    // Truncate or chown: the kill rides on the same metadata update.
+    auto cur = meta_.GetAttr(nodeid);
+    if (!cur.ok()) return Fail(r, cur.status());
+    if (uint32_t mode = KilledMode(*cur)) req.mask |= kSetMode, req.mode = mode;
+    Status st = RemoveCapability(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
+  }
+  if (req.mask != 0) {
+    std::vector<ObsoleteStripe> obsolete;
+    auto a = meta_.SetAttr(nodeid, req, &obsolete);
+    if (!a.ok()) return Fail(r, a.status());
+    if (!obsolete.empty()) client_.DeleteStripes(obsolete);
+  }
+  auto a = AttrWithBuffered(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  fuse_attr_out o{};
+  SplitTimeout(options_.attr_timeout, &o.attr_valid, &o.attr_valid_nsec);
+  o.attr = ToAttr(*a);
+  r.Attr(o);
+}
+
+void StripeFs::ReadLink(Replier r, uint64_t nodeid) {
+  auto t = meta_.ReadLink(nodeid);
+  if (!t.ok()) return Fail(r, t.status());
+  r.Data(std::string_view(*t));
+}
+
+void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
+                       std::string_view target) {
+  NewOwner o = OwnerFor(meta_, parent, r, S_IFLNK | 0777);
+  auto a = meta_.Symlink(parent, std::string(name), std::string(target), o.uid,
+                         o.gid);
+  if (!a.ok()) return Fail(r, a.status());
+  r.Entry(MakeEntry(*a));
+}
+
+void StripeFs::Mknod(Replier r, uint64_t parent, std::string_view name,
+                     const fuse_mknod_in& in) {
+  NewOwner o = OwnerFor(meta_, parent, r, in.mode);
+  auto a =
+      meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, in.rdev);
+  if (!a.ok()) return Fail(r, a.status());
+  r.Entry(MakeEntry(*a));
+}
+
+void StripeFs::Mkdir(Replier r, uint64_t parent, std::string_view name,
+                     const fuse_mkdir_in& in) {
+  NewOwner o = OwnerFor(meta_, parent, r, S_IFDIR | (in.mode & 07777));
+  auto a = meta_.Mkdir(parent, std::string(name), o.mode, o.uid, o.gid);
+  if (!a.ok()) return Fail(r, a.status());
+  r.Entry(MakeEntry(*a));
+}
+
+void StripeFs::Unlink(Replier r, uint64_t parent, std::string_view name) {
+  auto a = meta_.Unlink(parent, std::string(name));
+  if (!a.ok()) return Fail(r, a.status());
+  if (a->nlink == 0) MarkOrphan(a->ino);
+  r.Ok();
+}
+
+void StripeFs::Rmdir(Replier r, uint64_t parent, std::string_view name) {
+  Status st = meta_.Rmdir(parent, std::string(name));
+  if (!st.ok()) return Fail(r, st);
+  r.Ok();
+}
+
+void StripeFs::Rename(Replier r, uint64_t olddir, std::string_view oldname,
+                      uint64_t newdir, std::string_view newname,
+                      uint32_t flags) {
+  if (flags & ~kRenameMask) return Fail(r, EINVAL);  // RENAME_WHITEOUT
+  uint64_t replaced = 0;
+  Status st = meta_.Rename(olddir, std::string(oldname), newdir,
+                           std::string(newname), flags, &replaced);
+  if (!st.ok()) return Fail(r, st);
+  if (replaced != 0) {
+    auto a = meta_.GetAttr(replaced);
+    if (!a.ok() || a->nlink == 0 || S_ISDIR(a->mode)) MarkOrphan(replaced);
+  }
+  r.Ok();
+}
+
+void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
+                    std::string_view newname) {
+  auto a = meta_.Link(oldnode, newparent, std::string(newname));
+  if (!a.ok()) return Fail(r, a.status());
+  if (S_ISREG(a->mode)) {
+    if (auto w = WriterFor(a->ino, false))
+      a->size = std::max(a->size, w->BufferedEnd());
+  }
+  r.Entry(MakeEntry(*a));
+}
+
+void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
+  if (in.open_flags & FUSE_OPEN_KILL_SUIDGID) {
+    Status st = KillPriv(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
+  }
+  auto a = meta_.GetAttr(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    nodes_[nodeid].opens++;
+  }
+  if (S_ISREG(a->mode)) WriterFor(nodeid, true);
+  fuse_open_out o{};
+  o.fh = next_fh_.fetch_add(1);
+  r.Open(o);
+}
+
+void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
+                      const fuse_create_in& in) {
+  NewOwner o = OwnerFor(meta_, parent, r, S_IFREG | (in.mode & 07777));
+  auto a = meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, 0);
+  if (!a.ok()) return Fail(r, a.status());
+  fuse_entry_out e = MakeEntry(*a);
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    nodes_[a->ino].opens++;
+  }
+  WriterFor(a->ino, true);
+  fuse_open_out op{};
+  op.fh = next_fh_.fetch_add(1);
+  r.Create(e, op);
+}
+
+void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
+  counters_.read_requests.fetch_add(1, std::memory_order_relaxed);
+  auto w = WriterFor(nodeid, true);
+  std::vector<uint8_t> own;
+  std::span<uint8_t> buf = r.ReplyBuffer(in.size);
+  if (buf.size() < in.size) {
+    own.resize(in.size);
+    buf = own;
+  } else {
+    buf = buf.first(in.size);
+  }
+  auto n = w->Read(in.offset, buf);
+  if (!n.ok()) return Fail(r, n.status());
+  counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
+  r.Data(std::span<const uint8_t>(buf.data(), *n));
+}
+
+void StripeFs::Write(Replier r, uint64_t nodeid, const fuse::WriteRequest& w) {
+  counters_.CountWrite(w.offset(), w.size(), stripe_size_, max_write_.load(),
+                       w.is_writeback());
+  if (w.kill_suidgid()) {  // before the data, as the VFS orders it
+    Status st = KillPriv(meta_, nodeid);
+    if (!st.ok()) return Fail(r, st);
+  }
+  auto writer = WriterFor(nodeid, true);
+  Status st = writer->Write(w.offset(), w.data);
+  if (!st.ok()) return Fail(r, st);
+  r.Written(w.size());
+}
+
+// The volume's own space: for each file system holding chunk stores
+// (counted once however many stores share it: same host and fs id), its
+// size and free space less the stores' reserve; times k/(k+m), the data
+// share of every stripe. Servers that are not up, or do not answer, count
+// nothing.
+void StripeFs::StatFs(Replier r, uint64_t) {
+  const Geometry& g = volume_->geometry();
+  fuse_kstatfs st{};
+  st.bsize = 4096;
+  st.frsize = 4096;
+  st.namelen = 255;
+  uint64_t raw_total = 0, raw_free = 0;
+  std::set<std::pair<std::string, uint64_t>> seen;  // (host, fs id)
+  auto map = meta_.GetClusterMap();
+  if (map.ok()) {
+    for (const auto& s : map->servers) {
+      if (s.state != ServerState::kUp) continue;
+      ChunkService* svc = volume_->servers().Get(s);
+      if (!svc) continue;
+      auto cs = svc->Stats();
+      if (!cs.ok()) continue;
+      const std::string host = s.address.substr(0, s.address.rfind(':'));
+      if (!seen.emplace(host, cs->fs_id).second) continue;
+      const uint64_t reserve = std::min(cs->bytes_reserved, cs->bytes_capacity);
+      raw_total += cs->bytes_capacity - reserve;
+      raw_free += cs->bytes_free > reserve ? cs->bytes_free - reserve : 0;
+    }
+  }
+  auto fsst = meta_.StatFs();
+  const uint64_t data_free = raw_free / (g.k + g.m) * g.k;
+  const uint64_t data_total =
+      std::max(raw_total / (g.k + g.m) * g.k, data_free);
+  st.blocks = data_total / st.frsize;
+  st.bfree = data_free / st.frsize;
+  st.bavail = st.bfree;
+  st.files = (fsst.ok() ? fsst->inodes : 0) + (uint64_t{1} << 32);
+  st.ffree = uint64_t{1} << 32;
+  r.Statfs(st);
+}
+
+void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in&) {
+  if (auto w = WriterFor(nodeid, false)) {
+    Status st = w->Flush(FlushReason::kRelease);
+    if (!st.ok()) counters_.CountError(st.code());  // nobody to tell
+  }
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = nodes_.find(nodeid);
+    if (it != nodes_.end() && it->second.opens > 0) it->second.opens--;
+  }
+  MaybePurge(nodeid);
+  r.Ok();
+}
+
+void StripeFs::Fsync(Replier r, uint64_t nodeid, const fuse_fsync_in&) {
+  if (auto w = WriterFor(nodeid, false)) {
+    Status st = w->Flush(FlushReason::kFsync);
+    if (!st.ok()) return Fail(r, st);
+  }
+  r.Ok();  // metadata mutations are durable when acknowledged
+}
+
+void StripeFs::Flush(Replier r, uint64_t nodeid, const fuse_flush_in&) {
+  if (auto w = WriterFor(nodeid, false)) {
+    Status st = w->Flush(FlushReason::kFlush);
+    if (!st.ok()) return Fail(r, st);
+  }
+  r.Ok();
+}
+
+void StripeFs::SetXattr(Replier r, uint64_t nodeid, std::string_view name,
+                        std::span<const uint8_t> value,
+                        const fuse_setxattr_in& in) {
+  Status st = meta_.SetXattr(
+      nodeid, std::string(name),
+      std::string(reinterpret_cast<const char*>(value.data()), value.size()),
+      in.flags);
+  if (!st.ok()) return Fail(r, st);
+  r.Ok();
+}
+
+void StripeFs::GetXattr(Replier r, uint64_t nodeid, std::string_view name,
+                        uint32_t size) {
+  auto v = meta_.GetXattr(nodeid, std::string(name));
+  if (!v.ok()) {
+    if (v.status().code() == ENODATA) return r.Error(ENODATA);  // normal
+    return Fail(r, v.status());
+  }
+  if (size == 0) return r.XattrSize(static_cast<uint32_t>(v->size()));
+  if (v->size() > size) return Fail(r, ERANGE);
+  r.Data(std::string_view(*v));
+}
+
+void StripeFs::ListXattr(Replier r, uint64_t nodeid, uint32_t size) {
+  auto names = meta_.ListXattr(nodeid);
+  if (!names.ok()) return Fail(r, names.status());
+  std::string list;
+  for (const auto& n : *names) {
+    list += n;
+    list.push_back('\0');
+  }
+  if (size == 0) return r.XattrSize(static_cast<uint32_t>(list.size()));
+  if (list.size() > size) return Fail(r, ERANGE);
+  r.Data(std::string_view(list));
+}
+
+void StripeFs::RemoveXattr(Replier r, uint64_t nodeid, std::string_view name) {
+  Status st = meta_.RemoveXattr(nodeid, std::string(name));
+  if (!st.ok()) {
+    if (st.code() == ENODATA) return r.Error(ENODATA);
+    return Fail(r, st);
+  }
+  r.Ok();
+}
+
+void StripeFs::OpenDir(Replier r, uint64_t nodeid, const fuse_open_in&) {
+  auto a = meta_.GetAttr(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  if (!S_ISDIR(a->mode)) return Fail(r, ENOTDIR);
+  fuse_open_out o{};
+  r.Open(o);  // readdir is stateless: cookies come from the metadata
+}
+
+void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
+                            bool plus) {
+  const uint32_t min_entry =
+      plus ? sizeof(fuse_direntplus) + 8 : sizeof(fuse_dirent) + 8;
+  const uint32_t max_entries = std::max<uint32_t>(1, in.size / min_entry + 1);
+  auto entries = meta_.ReadDir(ino, in.offset, max_entries);
+  if (!entries.ok()) return Fail(r, entries.status());
+  std::vector<uint8_t> own;
+  std::span<uint8_t> buf = r.ReplyBuffer(in.size);
+  if (buf.size() < in.size) {
+    own.resize(in.size);
+    buf = own;
+  } else {
+    buf = buf.first(in.size);
+  }
+  if (!plus) {
+    fuse::DirentEncoder enc(buf);
+    for (const auto& e : *entries) {
+      if (!enc.Add(e.ino, e.name, (e.mode & S_IFMT) >> 12, e.cookie)) break;
+    }
+    return r.Data(enc.bytes());
+  }
+  fuse::DirentPlusEncoder enc(buf);
+  for (const auto& e : *entries) {
+    fuse_entry_out out{};
+    bool counted = false;
+    if (e.name != "." && e.name != "..") {
+      auto a = AttrWithBuffered(e.ino);
+      if (a.ok()) {
+        out.nodeid = a->ino;
+        out.generation = a->generation;
+        SplitTimeout(options_.attr_timeout, &out.entry_valid,
+                     &out.entry_valid_nsec);
+        SplitTimeout(options_.attr_timeout, &out.attr_valid,
+                     &out.attr_valid_nsec);
+        out.attr = ToAttr(*a);
+        counted = true;
+      }
+    }
+    if (!counted) {
+      out.attr.ino = e.ino;
+      out.attr.mode = e.mode;
+    }
+    if (!enc.Add(out, e.name, (e.mode & S_IFMT) >> 12, e.cookie)) break;
+    if (counted) {
+      std::lock_guard<std::mutex> lock(nodes_mu_);
+      nodes_[e.ino].lookups++;
+    }
+  }
+  r.Data(enc.bytes());
+}
+
+void StripeFs::ReadDir(Replier r, uint64_t nodeid, const fuse_read_in& in) {
+  ReplyReadDir(r, nodeid, in, false);
+}
+
+void StripeFs::ReadDirPlus(Replier r, uint64_t nodeid, const fuse_read_in& in) {
+  ReplyReadDir(r, nodeid, in, true);
+}
+
+void StripeFs::ReleaseDir(Replier r, uint64_t, const fuse_release_in&) {
+  r.Ok();
+}
+
+void StripeFs::FsyncDir(Replier r, uint64_t, const fuse_fsync_in&) {
+  r.Ok();  // directory mutations are durable when acknowledged
+}
+
+void StripeFs::Access(Replier r, uint64_t nodeid, uint32_t mask) {
+  auto a = meta_.GetAttr(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  const uint32_t uid = r.ctx().uid, gid = r.ctx().gid;
+  uint32_t want = mask & 7;      // R_OK 4, W_OK 2, X_OK 1
+  if (want == 0) return r.Ok();  // F_OK
+  if (uid == 0) {
+    // root: everything but execute without any x bit.
+    if ((want & X_OK) && !S_ISDIR(a->mode) && !(a->mode & 0111))
+      return Fail(r, EACCES);
+    return r.Ok();
+  }
+  uint32_t bits = a->uid == uid   ? (a->mode >> 6) & 7
+                  : a->gid == gid ? (a->mode >> 3) & 7
+                                  : a->mode & 7;
+  if ((bits & want) != want) return Fail(r, EACCES);
+  r.Ok();
+}
+
+void StripeFs::Interrupt(uint64_t) {
+  // Every operation here completes promptly on its own; an interrupted
+  // request is simply answered normally (the kernel discards the answer).
+}
+
+void StripeFs::Fallocate(Replier r, uint64_t nodeid,
+                         const fuse_fallocate_in& in) {
+  const uint32_t supported =
+      FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+  if (in.mode & ~supported) return Fail(r, EOPNOTSUPP);
+  if ((in.mode & FALLOC_FL_PUNCH_HOLE) && !(in.mode & FALLOC_FL_KEEP_SIZE)) {
+    return Fail(r, EOPNOTSUPP);
+  }
+  auto a = AttrWithBuffered(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  if (!S_ISREG(a->mode)) return Fail(r, S_ISDIR(a->mode) ? EISDIR : ENODEV);
+  const uint64_t end = in.offset + in.length;
+  if (in.mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+    // Implemented as writing zeros (the backend has no sparse stripes
+    // inside a stripe; whole zero stripes are still encoded).
+    const uint64_t zero_end = std::min(end, a->size);
+    if (in.offset < zero_end) {
+      auto w = WriterFor(nodeid, true);
+      static const std::vector<uint8_t> kZeros(1u << 20, 0);
+      for (uint64_t pos = in.offset; pos < zero_end;) {
+        const uint64_t n = std::min<uint64_t>(kZeros.size(), zero_end - pos);
+        Status st = w->Write(pos, std::span<const uint8_t>(kZeros.data(), n));
+        if (!st.ok()) return Fail(r, st);
+        pos += n;
+      }
+    }
+  }
+  if (!(in.mode & FALLOC_FL_KEEP_SIZE) && end > a->size) {
+    auto g = Resize(nodeid, end);
+    if (!g.ok()) return Fail(r, g.status());
+  }
+  r.Ok();
+}
+
+void StripeFs::Lseek(Replier r, uint64_t nodeid, const fuse_lseek_in& in) {
+  if (in.whence != SEEK_DATA && in.whence != SEEK_HOLE) return Fail(r, EINVAL);
+  auto a = AttrWithBuffered(nodeid);
+  if (!a.ok()) return Fail(r, a.status());
+  const uint64_t size = a->size, off = in.offset;
+  if (off >= size) return r.Error(ENXIO);
+  const uint64_t S = stripe_size_;
+  const uint64_t first = off / S, last = (size - 1) / S;
+  std::set<uint64_t> data;
+  auto stripes = meta_.GetStripes(nodeid, first, last - first + 1);
+  if (!stripes.ok()) return Fail(r, stripes.status());
+  for (const auto& sv : *stripes) data.insert(sv.stripe);
+  if (auto w = WriterFor(nodeid, false)) {
+    for (uint64_t s : w->BufferedStripes()) data.insert(s);
+  }
+  if (in.whence == SEEK_DATA) {
+    auto it = data.lower_bound(first);
+    if (it == data.end() || *it > last) return r.Error(ENXIO);
+    return r.Lseek(std::max(off, *it * S));
+  }
+  for (uint64_t s = first; s <= last; ++s) {
+    if (!data.count(s)) return r.Lseek(std::max(off, s * S));
+  }
+  r.Lseek(size);
+}
+
+void StripeFs::SyncFs(Replier r, uint64_t) {
+  Status st = FlushAll(FlushReason::kFsync);
+  if (!st.ok()) return Fail(r, st);
+  r.Ok();
+}
+
+}  // namespace stripefs::fs

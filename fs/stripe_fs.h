@@ -1,0 +1,199 @@
+// StripeFs: the stripefs file system served over FUSE -- every RawFileSystem
+// operation implemented on a Volume's MetaService (namespace, attributes,
+// xattrs) and StripeClient (file data), with per-file stripe coalescing
+// (StripeWriter) in between.
+//
+// Node lifetime: the kernel's lookup count and the open handles of every
+// inode are tracked. An inode whose link count reached zero (unlink, rename
+// over it) is purged -- metadata deleted, stripe chunks deleted -- once no
+// lookups and no open handles remain. Orphans left by a crash are purged
+// when the file system starts (ListOrphans()).
+//
+// Caching: entries and attributes are valid for `attr_timeout`. With the
+// writeback cache the kernel owns size and mtime while pages are dirty: WRITE
+// extends the file through the backend commit, SETATTR(size) truncates
+// (after flushing the file's buffered stripes), and GETATTR reports
+// size = max(committed size, end of buffered data).
+//
+// Permissions: the mount uses default_permissions, so the kernel checks
+// modes itself; ACCESS answers from the mode bits for callers that still
+// send it.
+//
+// Ownership: borrows the Volume (must outlive this); owns the writers and
+// the background flusher thread (idle timeout and memory cap).
+// Thread-safety: every method may be called from any transport thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "backend/client/volume.h"
+#include "fs/fs_counters.h"
+#include "fs/stripe_writer.h"
+#include "fuse/raw_file_system.h"
+#include "fuse/session.h"
+
+namespace stripefs::fs {
+
+struct StripeFsOptions {
+  bool coalesce = true;
+  // Buffered partial stripes older than this are written in the background.
+  std::chrono::milliseconds idle_flush{2000};
+  // ...except the partial stripe at a file's write frontier, which waits up
+  // to this long for its writer to complete it (the kernel's own bound on
+  // dirty page age, dirty_expire_centisecs, is 30 s): page-cache writeback
+  // of a sequential writer can pause for seconds with a stripe half sent.
+  std::chrono::milliseconds frontier_hold{30000};
+  // Total bytes of stripe buffers before the oldest are written.
+  uint64_t memory_cap = uint64_t{256} << 20;
+  // Pipelined stripe sends in flight per mount (each holds one stripe
+  // buffer) and per file; 0 per mount: sends run inside the WRITE.
+  size_t send_window = 16;
+  size_t file_send_window = 8;
+  // Entry and attribute validity given to the kernel.
+  std::chrono::milliseconds attr_timeout{1000};
+  bool purge_orphans_at_start = true;
+  std::string mountpoint;  // for the stats only
+};
+
+class StripeFs : public fuse::RawFileSystem {
+ public:
+  StripeFs(Volume* volume, StripeFsOptions options);
+  ~StripeFs() override;  // flushes everything, stops the flusher
+
+  // Where the engine's counters come from (optional; not owned).
+  void AttachSession(fuse::Session* session) { session_.store(session); }
+  // Writes every buffered stripe of every file; first error.
+  Status FlushAll(FlushReason why);
+  // The `stripefs stat` document (see fs_counters.h for the definitions).
+  nlohmann::json StatsJson() const;
+  const FsCounters& counters() const { return counters_; }
+  const CoalesceCounters& coalesce_counters() const {
+    return coalesce_counters_;
+  }
+
+  // ---- RawFileSystem ----
+  void Init(const fuse::NegotiatedInit& negotiated) override;
+  void Destroy() override;
+  void Lookup(fuse::Replier r, uint64_t parent, std::string_view name) override;
+  void Forget(uint64_t nodeid, uint64_t nlookup) override;
+  void GetAttr(fuse::Replier r, uint64_t nodeid,
+               const fuse_abi::fuse_getattr_in& in) override;
+  void SetAttr(fuse::Replier r, uint64_t nodeid,
+               const fuse_abi::fuse_setattr_in& in) override;
+  void ReadLink(fuse::Replier r, uint64_t nodeid) override;
+  void Symlink(fuse::Replier r, uint64_t parent, std::string_view name,
+               std::string_view target) override;
+  void Mknod(fuse::Replier r, uint64_t parent, std::string_view name,
+             const fuse_abi::fuse_mknod_in& in) override;
+  void Mkdir(fuse::Replier r, uint64_t parent, std::string_view name,
+             const fuse_abi::fuse_mkdir_in& in) override;
+  void Unlink(fuse::Replier r, uint64_t parent, std::string_view name) override;
+  void Rmdir(fuse::Replier r, uint64_t parent, std::string_view name) override;
+  void Rename(fuse::Replier r, uint64_t olddir, std::string_view oldname,
+              uint64_t newdir, std::string_view newname,
+              uint32_t flags) override;
+  void Link(fuse::Replier r, uint64_t oldnode, uint64_t newparent,
+            std::string_view newname) override;
+  void Open(fuse::Replier r, uint64_t nodeid,
+            const fuse_abi::fuse_open_in& in) override;
+  void Read(fuse::Replier r, uint64_t nodeid,
+            const fuse_abi::fuse_read_in& in) override;
+  void Write(fuse::Replier r, uint64_t nodeid,
+             const fuse::WriteRequest& w) override;
+  void StatFs(fuse::Replier r, uint64_t nodeid) override;
+  void Release(fuse::Replier r, uint64_t nodeid,
+               const fuse_abi::fuse_release_in& in) override;
+  void Fsync(fuse::Replier r, uint64_t nodeid,
+             const fuse_abi::fuse_fsync_in& in) override;
+  void SetXattr(fuse::Replier r, uint64_t nodeid, std::string_view name,
+                std::span<const uint8_t> value,
+                const fuse_abi::fuse_setxattr_in& in) override;
+  void GetXattr(fuse::Replier r, uint64_t nodeid, std::string_view name,
+                uint32_t size) override;
+  void ListXattr(fuse::Replier r, uint64_t nodeid, uint32_t size) override;
+  void RemoveXattr(fuse::Replier r, uint64_t nodeid,
+                   std::string_view name) override;
+  void Flush(fuse::Replier r, uint64_t nodeid,
+             const fuse_abi::fuse_flush_in& in) override;
+  void OpenDir(fuse::Replier r, uint64_t nodeid,
+               const fuse_abi::fuse_open_in& in) override;
+  void ReadDir(fuse::Replier r, uint64_t nodeid,
+               const fuse_abi::fuse_read_in& in) override;
+  void ReadDirPlus(fuse::Replier r, uint64_t nodeid,
+                   const fuse_abi::fuse_read_in& in) override;
+  void ReleaseDir(fuse::Replier r, uint64_t nodeid,
+                  const fuse_abi::fuse_release_in& in) override;
+  void FsyncDir(fuse::Replier r, uint64_t nodeid,
+                const fuse_abi::fuse_fsync_in& in) override;
+  void Access(fuse::Replier r, uint64_t nodeid, uint32_t mask) override;
+  void Create(fuse::Replier r, uint64_t parent, std::string_view name,
+              const fuse_abi::fuse_create_in& in) override;
+  void Interrupt(uint64_t unique) override;
+  void Fallocate(fuse::Replier r, uint64_t nodeid,
+                 const fuse_abi::fuse_fallocate_in& in) override;
+  void Lseek(fuse::Replier r, uint64_t nodeid,
+             const fuse_abi::fuse_lseek_in& in) override;
+  void SyncFs(fuse::Replier r, uint64_t nodeid) override;
+
+ private:
+  struct Node {
+    uint64_t lookups = 0;
+    uint32_t opens = 0;
+    bool maybe_orphan = false;             // link count seen at zero
+    std::shared_ptr<StripeWriter> writer;  // regular files with data
+  };
+
+  // Replies an error (counted by errno).
+  void Fail(fuse::Replier& r, int err);
+  void Fail(fuse::Replier& r, const Status& s) {
+    Fail(r, s.code() ? s.code() : EIO);
+  }
+  fuse_abi::fuse_attr ToAttr(const InodeAttr& a) const;
+  // Entry reply for `a` (takes a lookup reference).
+  fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);
+  // GetAttr with the buffered size applied.
+  Result<InodeAttr> AttrWithBuffered(uint64_t ino);
+  std::shared_ptr<StripeWriter> WriterFor(uint64_t ino, bool create);
+  // Purges `ino` if it is an orphan nobody references (nodes_mu_ NOT held).
+  void MaybePurge(uint64_t ino);
+  void Purge(uint64_t ino);
+  void MarkOrphan(uint64_t ino);
+  void FlusherLoop();
+  void ReplyReadDir(fuse::Replier& r, uint64_t ino,
+                    const fuse_abi::fuse_read_in& in, bool plus);
+  // Resize through the stripe client (after flushing buffered data).
+  Result<InodeAttr> Resize(uint64_t ino, uint64_t new_size);
+
+  Volume* const volume_;
+  MetaService& meta_;
+  StripeClient& client_;
+  const StripeFsOptions options_;
+  const uint64_t stripe_size_;
+  std::atomic<fuse::Session*> session_{nullptr};
+  std::atomic<uint32_t> max_write_{0};
+
+  FsCounters counters_;
+  CoalesceCounters coalesce_counters_;
+  CoalesceBudget budget_;
+
+  // Before nodes_: the writers' pipelined sends run on it.
+  std::unique_ptr<StripeSender> sender_;
+  std::mutex nodes_mu_;
+  std::unordered_map<uint64_t, Node> nodes_;  // guarded by nodes_mu_
+  std::atomic<uint64_t> next_fh_{1};
+
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool stop_ = false;
+  std::thread flusher_;
+  std::atomic<bool> destroyed_{false};
+};
+
+}  // namespace stripefs::fs

@@ -1,0 +1,547 @@
+#include "fs/stripe_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace stripefs::fs {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.fetch_add(n, std::memory_order_relaxed);
+}
+}  // namespace
+
+const char* FlushReasonName(FlushReason r) {
+  switch (r) {
+    case FlushReason::kFull:
+      return "full";
+    case FlushReason::kFsync:
+      return "fsync";
+    case FlushReason::kFlush:
+      return "flush";
+    case FlushReason::kRelease:
+      return "release";
+    case FlushReason::kIdle:
+      return "idle";
+    case FlushReason::kMemoryCap:
+      return "memory_cap";
+    case FlushReason::kTruncate:
+      return "truncate";
+    case FlushReason::kDestroy:
+      return "destroy";
+    case FlushReason::kOther:
+      return "other";
+    case FlushReason::kCount:
+      break;
+  }
+  return "?";
+}
+
+StripeSender::StripeSender(size_t window)
+    : window_(std::max<size_t>(window, 1)), pool_(window_) {}
+
+void StripeSender::Submit(std::function<void()> send) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (in_use_ >= window_) {
+      Bump(full_waits_);
+      cv_.wait(lock, [&] { return in_use_ < window_; });
+    }
+    ++in_use_;
+  }
+  pool_.Submit([this, send = std::move(send)] {
+    send();
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_use_;
+    cv_.notify_one();
+  });
+}
+
+bool StripeWriter::Buffer::Complete(uint64_t stripe_size) const {
+  return valid.size() == 1 && valid.begin()->first == 0 &&
+         valid.begin()->second == stripe_size;
+}
+
+void StripeWriter::Buffer::AddRange(uint32_t start, uint32_t end) {
+  // Merge [start, end) with every overlapping or touching range.
+  auto it = valid.upper_bound(start);
+  if (it != valid.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second >= start) {
+      start = prev->first;
+      end = std::max(end, prev->second);
+      it = valid.erase(prev);
+    }
+  }
+  while (it != valid.end() && it->first <= end) {
+    end = std::max(end, it->second);
+    it = valid.erase(it);
+  }
+  valid.emplace(start, end);
+}
+
+StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
+                           MetaService* meta, CoalesceBudget* budget,
+                           CoalesceCounters* counters,
+                           StripeWriterOptions options)
+    : ino_(ino),
+      client_(client),
+      meta_(meta),
+      budget_(budget),
+      counters_(counters),
+      options_(options),
+      stripe_size_(client->stripe_size()) {}
+
+StripeWriter::~StripeWriter() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return inflight_.empty(); });  // sends borrow `this`
+  for (auto& [s, b] : buffers_)
+    budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  buffers_.clear();
+}
+
+void StripeWriter::RecomputeEnd() {
+  uint64_t end = 0;
+  auto scan = [&](const std::map<uint64_t, BufferPtr>& m) {
+    for (const auto& [s, b] : m) {
+      if (!b->valid.empty()) {
+        end = std::max(end, s * stripe_size_ + b->valid.rbegin()->second);
+      }
+    }
+  };
+  scan(buffers_);
+  scan(inflight_);
+  buffered_end_ = end;
+}
+
+StripeWriter::BufferPtr StripeWriter::TakeForSend(
+    std::unique_lock<std::mutex>& lock, uint64_t stripe) {
+  cv_.wait(lock, [&] { return inflight_.count(stripe) == 0; });
+  auto it = buffers_.find(stripe);
+  if (it == buffers_.end()) return nullptr;
+  BufferPtr buf = it->second;
+  buffers_.erase(it);
+  inflight_[stripe] = buf;
+  return buf;
+}
+
+Clock::time_point StripeWriter::Now() const {
+  return options_.clock ? options_.clock() : Clock::now();
+}
+
+uint64_t StripeWriter::SizeCap(uint64_t stripe) const {
+  uint64_t low = UINT64_MAX;
+  if (!buffers_.empty()) low = buffers_.begin()->first;
+  if (!inflight_.empty()) low = std::min(low, inflight_.begin()->first);
+  return low < stripe ? low * stripe_size_ : UINT64_MAX;
+}
+
+uint64_t StripeWriter::RaiseTarget() const {
+  if (unsized_end_ == 0) return 0;
+  const uint64_t target = std::min(unsized_end_, SizeCap(UINT64_MAX));
+  return target > raised_to_ ? target : 0;
+}
+
+void StripeWriter::NoteCommitted(uint64_t start, uint64_t end) {
+  if (start <= contig_end_) {
+    contig_end_ = std::max(contig_end_, end);
+  } else {
+    uint64_t& e = committed_above_[start];
+    e = std::max(e, end);
+  }
+  while (!committed_above_.empty() &&
+         committed_above_.begin()->first <= contig_end_) {
+    contig_end_ = std::max(contig_end_, committed_above_.begin()->second);
+    committed_above_.erase(committed_above_.begin());
+  }
+}
+
+void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
+                          bool committed, uint64_t unsized_end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!deferred.ok()) {
+    Bump(counters_->deferred_errors);
+    if (deferred_.ok()) deferred_ = deferred;
+  }
+  if (committed && !buf->valid.empty()) {
+    // Stripe-granular: a hole inside a committed stripe is a real hole.
+    const uint64_t base = buf->stripe * stripe_size_;
+    NoteCommitted(base, base + buf->valid.rbegin()->second);
+  }
+  if (unsized_end > raised_to_)
+    unsized_end_ = std::max(unsized_end_, unsized_end);
+  auto it = inflight_.find(buf->stripe);
+  if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
+  if (buf->async) --sending_;
+  budget_->Add(-static_cast<int64_t>(buf->owned.size()));
+  RecomputeEnd();
+  cv_.notify_all();
+}
+
+Status StripeWriter::RaiseSize(uint64_t target) {
+  SetAttrRequest req;
+  req.mask = kSetSize | kSetSizeAtLeast;
+  req.size = target;
+  std::vector<ObsoleteStripe> none;  // a raise never drops stripes
+  auto attr = meta_->SetAttr(ino_, req, &none);
+  if (!attr.ok()) return attr.status().Annotate("raising the file size");
+  Bump(counters_->size_raises);
+  std::lock_guard<std::mutex> lock(mu_);
+  raised_to_ = std::max(raised_to_, target);
+  if (unsized_end_ <= target) unsized_end_ = 0;
+  NoteCommitted(0, target);
+  return Status::Ok();
+}
+
+Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
+                                bool defer) {
+  Status st;
+  const uint64_t base = buf->stripe * stripe_size_;
+  const uint64_t data_end =
+      buf->valid.empty() ? base : base + buf->valid.rbegin()->second;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!contig_known_) {
+    lock.unlock();
+    auto attr = meta_->GetAttr(ino_);  // once: where the file ended
+    lock.lock();
+    if (attr.ok() && !contig_known_) {
+      contig_known_ = true;
+      NoteCommitted(0, attr->size);
+    }
+  }
+  // Below a pending stripe, or past a gap a later WRITE may still fill
+  // (WRITEs of one stream arrive out of order on several FUSE threads).
+  uint64_t cap = SizeCap(buf->stripe);
+  if (base > contig_end_) cap = std::min(cap, contig_end_);
+  lock.unlock();
+  if (cap < data_end) Bump(counters_->capped_commits);
+  if (buf->Complete(stripe_size_)) {
+    st = client_->Write(ino_, base, buf->bytes.first(stripe_size_), cap);
+    Bump(buf->owned.empty() ? counters_->full_direct
+                            : counters_->full_from_buffer);
+  } else {
+    // One version and one commit for all the valid ranges.
+    uint64_t bytes = 0;
+    std::vector<StripeRange> ranges;
+    for (const auto& [a, b] : buf->valid) {
+      ranges.push_back({a, b});
+      bytes += b - a;
+    }
+    if (!ranges.empty()) {
+      st = client_->WriteStripe(ino_, buf->stripe, buf->bytes, ranges,
+                                std::min(base + ranges.back().end, cap));
+    }
+    Bump(counters_->partial_flushes[static_cast<int>(why)]);
+    Bump(counters_->partial_bytes, bytes);
+  }
+  // A failed stripe's data is dropped: nothing of it needs a size. EOF over
+  // a capped stripe moves with the next commit that has nothing pending
+  // below it, or by RaiseSize() (Flush, FlushIdle).
+  Retire(buf, defer ? st : Status::Ok(), st.ok(),
+         st.ok() && cap < data_end ? data_end : 0);
+  return st;  // `buf` retired: a pipelined send must not touch `this` now
+}
+
+Status StripeWriter::Dispatch(const BufferPtr& buf, FlushReason why,
+                              bool defer) {
+  StripeSender* sender = options_.sender;
+  if (!sender) return SendBuffer(buf, why, defer);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const size_t window = std::max<size_t>(options_.file_window, 1);
+    if (sending_ >= window) {
+      Bump(counters_->file_window_waits);
+      cv_.wait(lock, [&] { return sending_ < window; });
+    }
+    ++sending_;
+    buf->async = true;
+  }
+  sender->Submit([this, buf, why] { (void)SendBuffer(buf, why, true); });
+  return Status::Ok();
+}
+
+void StripeWriter::WaitRetired(std::unique_lock<std::mutex>& lock,
+                               const std::vector<BufferPtr>& bufs) {
+  cv_.wait(lock, [&] {
+    for (const auto& b : bufs) {
+      auto it = inflight_.find(b->stripe);
+      if (it != inflight_.end() && it->second == b) return false;
+    }
+    return true;
+  });
+}
+
+Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
+  if (!options_.coalesce) {
+    Bump(counters_->write_through);
+    return client_->Write(ino_, offset, data);
+  }
+  const uint64_t S = stripe_size_;
+  uint64_t pos = 0;
+  while (pos < data.size()) {
+    const uint64_t abs = offset + pos;
+    const uint64_t s = abs / S;
+    const uint32_t off = static_cast<uint32_t>(abs % S);
+    const uint64_t n = std::min<uint64_t>(S - off, data.size() - pos);
+    auto piece = data.subspan(pos, n);
+    pos += n;
+
+    std::unique_lock<std::mutex> lock(mu_);
+    BufferPtr send;
+    if (!options_.sender && off == 0 && n == S && buffers_.count(s) == 0) {
+      // A whole stripe with nothing buffered: send it from the request (a
+      // pipelined send outlives the request, so it copies).
+      cv_.wait(lock, [&] { return inflight_.count(s) == 0; });
+      if (buffers_.count(s) == 0) {
+        send = std::make_shared<Buffer>();
+        send->stripe = s;
+        send->bytes = piece;
+        send->valid.emplace(0, static_cast<uint32_t>(S));
+        send->last_write = Now();
+        inflight_[s] = send;
+        RecomputeEnd();
+      }
+    }
+    if (!send) {
+      BufferPtr& b = buffers_[s];
+      if (!b) {
+        b = std::make_shared<Buffer>();
+        b->stripe = s;
+        b->owned.assign(S, 0);
+        b->bytes = b->owned;
+        budget_->Add(static_cast<int64_t>(S));
+      }
+      std::memcpy(b->owned.data() + off, piece.data(), n);
+      b->AddRange(off, static_cast<uint32_t>(off + n));
+      b->last_write = Now();
+      buffered_end_ = std::max(buffered_end_, abs + n);
+      if (b->Complete(S)) send = TakeForSend(lock, s);
+    }
+    lock.unlock();
+    // A failed copied buffer may hold bytes of earlier WRITEs that were
+    // acknowledged already: the next Flush() must report it too.
+    if (send) {
+      STRIPEFS_RETURN_IF_ERROR(
+          Dispatch(send, FlushReason::kFull, !send->owned.empty()));
+    }
+  }
+  // Over the memory cap: this writer pays by sending its oldest stripes.
+  while (budget_->over() && FlushOldest(FlushReason::kMemoryCap)) {
+  }
+  return Status::Ok();
+}
+
+Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
+  struct Piece {
+    uint64_t off;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Piece> pieces;
+  uint64_t buffered_end = 0, unsized_end = 0;
+  const uint64_t S = stripe_size_;
+  const uint64_t want_end = offset + out.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffered_end = buffered_end_;
+    unsized_end = unsized_end_;
+    // In-flight data is older than buffered data of the same stripe: overlay
+    // it first.
+    for (const auto* m : {&inflight_, &buffers_}) {
+      for (auto it = m->lower_bound(offset / S);
+           it != m->end() && it->first * S < want_end; ++it) {
+        const uint64_t base = it->first * S;
+        for (const auto& [a, b] : it->second->valid) {
+          const uint64_t lo = std::max(base + a, offset);
+          const uint64_t hi = std::min(base + b, want_end);
+          if (lo >= hi) continue;
+          const uint8_t* src = it->second->bytes.data() + (lo - base);
+          pieces.push_back({lo, std::vector<uint8_t>(src, src + (hi - lo))});
+        }
+      }
+    }
+  }
+  // Anything that left the buffers before the snapshot is committed now, so
+  // the size read after the snapshot, or unsized_end_, covers it.
+  auto attr = meta_->GetAttr(ino_);
+  if (!attr.ok()) return attr.status();
+  const uint64_t committed = std::max(attr->size, unsized_end);
+  const uint64_t logical = std::max(committed, buffered_end);
+  if (offset >= logical || out.empty()) return size_t{0};
+  const size_t n =
+      static_cast<size_t>(std::min<uint64_t>(out.size(), logical - offset));
+  std::memset(out.data(), 0, n);
+  if (offset < committed) {
+    auto got = client_->Read(ino_, offset, out.first(n), committed);
+    if (!got.ok()) return got.status();
+  }
+  for (const auto& p : pieces) {
+    if (p.off >= offset + n) continue;
+    const size_t len = static_cast<size_t>(
+        std::min<uint64_t>(p.bytes.size(), offset + n - p.off));
+    std::memcpy(out.data() + (p.off - offset), p.bytes.data(), len);
+  }
+  return n;
+}
+
+Status StripeWriter::Flush(FlushReason why) {
+  Status first;
+  std::unique_lock<std::mutex> lock(mu_);
+  // Only what is buffered or in flight now: stripes buffered later are not
+  // waited for (a continuous writer must not starve fsync).
+  std::vector<uint64_t> stripes;
+  stripes.reserve(buffers_.size());
+  for (const auto& [s, b] : buffers_) stripes.push_back(s);
+  std::vector<BufferPtr> pending;
+  for (const auto& [s, b] : inflight_) pending.push_back(b);
+  for (uint64_t s : stripes) {
+    // Waits for a send of `s` by someone else (its error, if deferred, is
+    // recorded before it retires); null if that send took our data.
+    BufferPtr buf = TakeForSend(lock, s);
+    if (!buf) continue;
+    pending.push_back(buf);
+    lock.unlock();
+    // Pipelined: every dirty stripe goes out at once, within the windows.
+    Status st = Dispatch(buf, why, false);
+    if (!st.ok() && first.ok()) first = st;
+    lock.lock();
+  }
+  WaitRetired(lock, pending);
+  if (first.ok() && !deferred_.ok()) {
+    first = deferred_;
+    deferred_ = Status::Ok();
+    Bump(counters_->reported_errors);
+  }
+  const uint64_t raise = RaiseTarget();
+  lock.unlock();
+  if (first.ok() && raise > 0) first = RaiseSize(raise);
+  return first;
+}
+
+void StripeWriter::FlushIdle(Clock::time_point cutoff,
+                             Clock::time_point frontier_cutoff) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto due = [&](uint64_t s, const Buffer& b) {
+    const bool frontier =
+        b.valid.size() == 1 && buffered_end_ > 0 &&
+        s * stripe_size_ + b.valid.begin()->second == buffered_end_;
+    return b.last_write <
+           (frontier ? std::min(cutoff, frontier_cutoff) : cutoff);
+  };
+  std::vector<uint64_t> idle;
+  for (const auto& [s, b] : buffers_) {
+    if (due(s, *b)) idle.push_back(s);
+  }
+  for (uint64_t s : idle) {
+    auto it = buffers_.find(s);
+    if (it == buffers_.end() || !due(s, *it->second)) continue;
+    BufferPtr buf = TakeForSend(lock, s);
+    if (!buf) continue;
+    lock.unlock();
+    (void)Dispatch(buf, FlushReason::kIdle, true);
+    lock.lock();
+  }
+  // A writer that stopped without fsync: EOF catches up with its data once
+  // nothing is pending below it (a failure is retried by Flush()).
+  uint64_t raise = inflight_.empty() ? RaiseTarget() : 0;
+  if (raise > contig_end_) raise = contig_end_ > raised_to_ ? contig_end_ : 0;
+  lock.unlock();
+  if (raise > 0) (void)RaiseSize(raise);
+}
+
+bool StripeWriter::FlushOldest(FlushReason why) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (buffers_.empty()) return false;
+  auto oldest = buffers_.begin();
+  for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+    if (it->second->last_write < oldest->second->last_write) oldest = it;
+  }
+  BufferPtr buf = TakeForSend(lock, oldest->first);
+  lock.unlock();
+  if (!buf) return true;
+  (void)Dispatch(buf, why, true);
+  lock.lock();
+  WaitRetired(lock, {buf});  // the memory is freed when this returns
+  return true;
+}
+
+Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t S = stripe_size_;
+    for (auto it = buffers_.lower_bound(new_size / S); it != buffers_.end();) {
+      Buffer& b = *it->second;
+      const uint64_t base = it->first * S;
+      const uint32_t cut =
+          new_size > base ? static_cast<uint32_t>(new_size - base) : 0;
+      // Drop the valid ranges at or past `cut`, shorten the one across it.
+      for (auto r = b.valid.lower_bound(cut); r != b.valid.end();)
+        r = b.valid.erase(r);
+      if (!b.valid.empty() && b.valid.rbegin()->second > cut)
+        b.valid.rbegin()->second = cut;
+      if (b.valid.empty()) {
+        budget_->Add(-static_cast<int64_t>(b.owned.size()));
+        it = buffers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    RecomputeEnd();
+  }
+  STRIPEFS_RETURN_IF_ERROR(Flush(FlushReason::kTruncate));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unsized_end_ = std::min(unsized_end_, new_size);
+    raised_to_ = std::min(raised_to_, new_size);
+  }
+  auto attr = meta_->GetAttr(ino_);
+  if (!attr.ok()) return attr.status();
+  auto resized = client_->Truncate(ino_, attr->size, new_size);
+  if (resized.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    committed_above_.clear();
+    contig_end_ = resized->size;
+    contig_known_ = true;
+  }
+  return resized;
+}
+
+Clock::time_point StripeWriter::OldestWrite() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto t = Clock::time_point::max();
+  for (const auto& [s, b] : buffers_) t = std::min(t, b->last_write);
+  return t;
+}
+
+uint64_t StripeWriter::BufferedEnd() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(buffered_end_, unsized_end_);
+}
+
+bool StripeWriter::HasBuffered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !buffers_.empty() || !inflight_.empty();
+}
+
+std::vector<uint64_t> StripeWriter::BufferedStripes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  for (const auto& [s, b] : buffers_) out.push_back(s);
+  for (const auto& [s, b] : inflight_) out.push_back(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void StripeWriter::Discard() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (auto& [s, b] : buffers_)
+    budget_->Add(-static_cast<int64_t>(b->owned.size()));
+  buffers_.clear();
+  cv_.wait(lock, [&] { return inflight_.empty(); });
+  unsized_end_ = 0;
+  committed_above_.clear();
+  RecomputeEnd();
+}
+
+}  // namespace stripefs::fs

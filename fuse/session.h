@@ -1,0 +1,113 @@
+// Session: one served FUSE connection. Negotiates INIT (NegotiateInit,
+// init_negotiation.h), parses every request (request_parser.h), calls the
+// handler of its opcode_table.h row (which calls the RawFileSystem), tracks
+// in-flight requests for INTERRUPT (as the Repliers' ReplyObserver), and
+// keeps per-opcode and per-queue counters.
+//
+// Usage (see docs/fuse-engine.md):
+//   auto mount = FuseMount::Mount("/mnt/x", mount_opts);   // fuse_mount.h
+//   Session session(&my_fs, session_opts);
+//   session.Start(mount->fd());
+//   ... session.Wait();          // returns on unmount or Stop()
+//   mount.reset();               // unmounts (after the session stopped)
+//
+// Transports: requests always start on /dev/fuse (DevTransport, INIT comes
+// there); with TransportChoice kUring/kAuto and a kernel that offers
+// FUSE_OVER_IO_URING, a UringTransport is started right after the INIT reply
+// and carries the requests from then on (FORGET/INTERRUPT stay on
+// /dev/fuse).
+//
+// Ownership: the Session does not own the file system or the fd; both must
+// outlive it. Thread-safety: Start/Wait/destructor from one controlling
+// thread; Stop() from anywhere including signal handlers; Stats() and
+// negotiated() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "fuse/raw_file_system.h"
+#include "fuse/request_parser.h"
+#include "fuse/session_info.h"
+#include "fuse/transport.h"
+
+namespace stripefs::fuse {
+
+enum class TransportChoice { kAuto, kDev, kUring };
+// "auto" | "dev" | "uring".
+Result<TransportChoice> ParseTransportChoice(std::string_view s);
+std::string_view TransportChoiceName(TransportChoice c);
+// auto -> uring when the kernel offered FUSE_OVER_IO_URING, else dev.
+// kUring without the offer falls back to dev (the Session logs why).
+bool ShouldUseUring(TransportChoice c, bool kernel_offers_uring);
+
+struct SessionOptions {
+  InitOptions init;
+  TransportChoice transport = TransportChoice::kAuto;
+  int dev_threads = 2;        // /dev/fuse workers
+  int uring_queue_depth = 8;  // entries per io-uring queue
+  bool uring_pin_threads = true;
+  bool log_requests = false;  // one stderr line per request (debug)
+};
+
+class Session : public RequestSink {
+ public:
+  Session(RawFileSystem* fs, SessionOptions opts);
+  ~Session() override;  // Stop() + join all threads
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Starts serving `fuse_fd` (not owned; set O_NONBLOCK by us). Returns
+  // immediately; requests are served on transport threads.
+  Status Start(int fuse_fd);
+  // Ends the session: wakes every transport thread. Async-signal-safe.
+  void Stop();
+  // Blocks until the session ended (unmounted, aborted or Stop()) and all
+  // threads are joined. Returns why it ended (OK for unmount/Stop).
+  Status Wait();
+  // Waits until INIT was answered; false on timeout or if the session ended.
+  bool WaitForInit(std::chrono::milliseconds timeout);
+
+  bool initialized() const { return initialized_.load(); }
+  NegotiatedInit negotiated() const;
+  // "dev" or "uring": the transport carrying requests now.
+  std::string active_transport() const;
+  EngineStats Stats() const;
+
+  // ---- notifications to the kernel (written on /dev/fuse, unique 0) ----
+  // Drop cached data of `ino` in [off, off+len) (len < 0: to the end; off
+  // < 0: attributes only). Do not call it from a handler of a request on
+  // the same inode that holds the kernel's inode lock (e.g. WRITE): it may
+  // wait for that request. ENOENT = the kernel does not know the inode.
+  Status NotifyInvalInode(uint64_t ino, int64_t off, int64_t len);
+  // Drop the cached dentry `name` in directory `parent`.
+  Status NotifyInvalEntry(uint64_t parent, std::string_view name);
+  // Like NotifyInvalEntry, and also tells the kernel `child` was deleted.
+  Status NotifyDelete(uint64_t parent, uint64_t child, std::string_view name);
+
+  // ---- RequestSink (called by transports) ----
+  void Dispatch(InFlight* inflight, const fuse_abi::fuse_in_header& h,
+                std::span<const uint8_t> arg0,
+                std::span<const uint8_t> rest) override;
+  void DispatchDevBuffer(InFlight* inflight,
+                         std::span<const uint8_t> buf) override;
+  void TransportEnded(std::string_view transport, Status why) override;
+
+ private:
+  struct Impl;
+  void HandleInit(InFlight* f, const ParsedRequest& q);
+  // Switches to io-uring when the options and the kernel's offer say so.
+  void StartUringAfterInit(const NegotiatedInit& n);
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> initialized_{false};
+};
+
+}  // namespace stripefs::fuse

@@ -1,0 +1,63 @@
+// UringTransport: FUSE-over-io-uring (Linux >= 6.14, protocol >= 7.42).
+//
+// One queue per possible CPU (the kernel picks queue = task_cpu() of the
+// requesting task), each served by its own thread pinned to that CPU with
+// its own io_uring (IORING_SETUP_SQE128). Each queue registers `depth`
+// entries: IORING_OP_URING_CMD on the /dev/fuse fd, cmd_op REGISTER, a
+// fuse_uring_cmd_req in the 80-byte command area and an iovec pair
+// (288-byte fuse_uring_req_header + payload buffer). A completion carries a
+// request; the reply goes back with COMMIT_AND_FETCH (commit_id from the
+// entry), which also fetches the next request. Replies from other threads
+// (async completion) submit under the queue's mutex.
+//
+// Must be started only after the INIT reply granting FUSE_OVER_IO_URING was
+// written. Stop(): the session's stop eventfd is polled by every ring.
+// Teardown closes rings (the kernel cancels idle entries). Owns threads,
+// rings and buffers; not the fds.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "fuse/transport.h"
+
+namespace stripefs::fuse {
+
+struct UringTransportOptions {
+  int queues = 0;  // 0 = number of possible CPUs (what 7.2 expects)
+  int depth = 8;   // entries per queue
+  size_t payload_size = 1u << 20;  // >= max(8 KiB, max_write, max_pages*4K)
+  bool pin_threads = true;
+  int first_queue = 0;  // index of qid 0 in the session's counters
+};
+
+// Number of possible CPUs (/sys/devices/system/cpu/possible).
+int PossibleCpuCount();
+
+class UringTransport : public Transport {
+ public:
+  UringTransport(int fuse_fd, int stop_fd, UringTransportOptions opts);
+  ~UringTransport() override;
+
+  std::string_view name() const override { return "uring"; }
+  // Starts queue threads and waits until every queue registered its
+  // entries (or failed: the error says which queue and why).
+  Status Start(RequestSink* sink) override;
+  void Stop() override;
+  void Join() override;
+  int queue_count() const override { return opts_.queues; }
+  int depth() const { return opts_.depth; }
+
+  struct Queue;
+
+ private:
+  int fd_;
+  int stop_fd_;
+  UringTransportOptions opts_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+};
+
+}  // namespace stripefs::fuse
