@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/human_bytes.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
@@ -26,19 +27,6 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kDefaultMaxPages = 256;  // the kernel's default limit
 constexpr uint32_t kMaxMaxPages = 65535;    // FUSE's max_pages field
 constexpr auto kInitTimeout = std::chrono::seconds(10);
-
-std::string Human(uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
-    std::snprintf(buf, sizeof(buf), "%llu GiB", (unsigned long long)(b >> 30));
-  else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
-    std::snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(b >> 20));
-  else if (b >= 1024 && b % 1024 == 0)
-    std::snprintf(buf, sizeof(buf), "%llu KiB", (unsigned long long)(b >> 10));
-  else
-    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
-  return buf;
-}
 
 Status OutOfRange(const std::string& option, int64_t v, OptionRange r) {
   return Status::InvalidArgument(option + " " + std::to_string(v) +
@@ -251,7 +239,7 @@ Status MountService::OpenVolume() {
       (g.cell_size && have.cell_size != *g.cell_size)) {
     return Status::InvalidArgument(
         dir + " holds a " + std::to_string(have.k) + "+" +
-        std::to_string(have.m) + " volume with " + Human(have.cell_size) +
+        std::to_string(have.m) + " volume with " + HumanBytes(have.cell_size) +
         " cells; the geometry flags differ: drop them (geometry is fixed at "
         "mkfs)");
   }
@@ -269,7 +257,7 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
     if (!st.ok()) {
       notes_.push_back("could not raise max_pages_limit to " +
                        std::to_string(pages) + " (" + st.message() +
-                       "); requests stay at 1 MiB, below the " + Human(S) +
+                       "); requests stay at 1 MiB, below the " + HumanBytes(S) +
                        " stripe: coalescing is what keeps backend writes "
                        "whole");
       pages = kDefaultMaxPages;
@@ -387,27 +375,27 @@ std::vector<std::string> MountService::Describe() const {
   out.push_back("stripefs: mounted " + volume_->description() + " at " +
                 o_.mountpoint + " (pid " + std::to_string(::getpid()) + ")");
   out.push_back("  geometry: " + std::to_string(geo.k) + "+" +
-                std::to_string(geo.m) + ", cell " + Human(geo.cell_size) +
-                ", stripe " + Human(geo.stripe_size()));
+                std::to_string(geo.m) + ", cell " + HumanBytes(geo.cell_size) +
+                ", stripe " + HumanBytes(geo.stripe_size()));
   out.push_back("  protocol 7." + std::to_string(n.minor) + " (kernel 7." +
                 std::to_string(n.kernel_minor) +
                 "), transport: " + session_->active_transport() +
                 (n.uring_offered ? "" : " (kernel did not offer io-uring)"));
   out.push_back("  max_pages: " + std::to_string(n.max_pages) +
-                ", max_write: " + Human(n.max_write) +
+                ", max_write: " + HumanBytes(n.max_write) +
                 ", writeback cache: " + (n.writeback_cache() ? "yes" : "no"));
   out.push_back(
       std::string("  alignment requested: ") +
       (n.align_requested
-           ? "yes (" + Human(uint64_t{1} << n.align_page_order) + ")"
+           ? "yes (" + HumanBytes(uint64_t{1} << n.align_page_order) + ")"
            : "no") +
       ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
-  out.push_back(std::string("  coalescing: ") +
-                (o_.fs.coalesce
-                     ? "on (idle flush " +
-                           std::to_string(o_.fs.idle_flush.count()) +
-                           " ms, memory cap " + Human(o_.fs.memory_cap) + ")"
-                     : "off (every WRITE goes to the backend at once)"));
+  out.push_back(
+      std::string("  coalescing: ") +
+      (o_.fs.coalesce
+           ? "on (idle flush " + std::to_string(o_.fs.idle_flush.count()) +
+                 " ms, memory cap " + HumanBytes(o_.fs.memory_cap) + ")"
+           : "off (every WRITE goes to the backend at once)"));
   for (const auto& note : notes_) out.push_back("  " + note);
   out.push_back("  unmount: stripefs umount " + o_.mountpoint);
   return out;

@@ -18,6 +18,7 @@
 
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
+#include "common/human_bytes.h"
 #include "fs/mount_service.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
@@ -61,19 +62,6 @@ std::optional<uint64_t> ParseBytes(std::string s) {
   unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (*end != '\0') return std::nullopt;
   return v * mult;
-}
-
-std::string Human(uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
-    std::snprintf(buf, sizeof(buf), "%llu GiB", (unsigned long long)(b >> 30));
-  else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
-    std::snprintf(buf, sizeof(buf), "%llu MiB", (unsigned long long)(b >> 20));
-  else if (b >= 1024 && b % 1024 == 0)
-    std::snprintf(buf, sizeof(buf), "%llu KiB", (unsigned long long)(b >> 10));
-  else
-    std::snprintf(buf, sizeof(buf), "%llu B", (unsigned long long)b);
-  return buf;
 }
 
 struct GeometryFlags {
@@ -132,8 +120,8 @@ int RunMkfs(const std::string& dir, const GeometryFlags& gf) {
   if (!v.ok()) return Fail("mkfs " + dir + ": " + v.status().ToString());
   const Geometry& have = (*v)->geometry();
   std::printf("created stripefs volume in %s: %u+%u, cell %s, stripe %s\n",
-              dir.c_str(), have.k, have.m, Human(have.cell_size).c_str(),
-              Human(have.stripe_size()).c_str());
+              dir.c_str(), have.k, have.m, HumanBytes(have.cell_size).c_str(),
+              HumanBytes(have.stripe_size()).c_str());
   return 0;
 }
 

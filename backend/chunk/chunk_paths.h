@@ -40,6 +40,8 @@ inline constexpr char kDataName[] = "data";
 inline constexpr char kTmpName[] = "tmp";
 inline constexpr char kSegmentSuffix[] = ".seg";
 inline constexpr char kIndexReserveName[] = "index.reserve";
+// Lets the WAL records of deletes and the memtable flush of RocksDB's
+// resume through on a full disk (256 KiB was measured too small).
 inline constexpr uint64_t kIndexReserveBytes = uint64_t{1} << 20;
 // Stripes per second-level legacy data directory.
 inline constexpr unsigned kStripeBucketShift = 12;

@@ -225,18 +225,17 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
   // an older build then refuses it (unknown marker) instead of misreading.
   if (!has_marker || legacy) STRIPEFS_RETURN_IF_ERROR(WriteMarker(dir));
 
-  store->reserve_bytes_ = options.reserve_bytes;
-  if (options.reserve_bytes == kScaledReserve) {
-    struct statvfs vfs;
-    if (::statvfs(dir.c_str(), &vfs) != 0)
-      return Status::FromErrno(errno, "statvfs " + dir);
-    store->reserve_bytes_ =
-        ScaledChunkReserve(static_cast<uint64_t>(vfs.f_blocks) *
-                           static_cast<uint64_t>(vfs.f_frsize));
-  }
+  struct statvfs vfs;
+  if (::statvfs(dir.c_str(), &vfs) != 0)
+    return Status::FromErrno(errno, "statvfs " + dir);
+  const uint64_t capacity =
+      static_cast<uint64_t>(vfs.f_blocks) * static_cast<uint64_t>(vfs.f_frsize);
+  store->reserve_bytes_ = options.reserve_bytes == kScaledReserve
+                              ? ScaledChunkReserve(capacity)
+                              : options.reserve_bytes;
   store->io_ = std::make_unique<UringFileIo>(options.use_io_uring, dir);
   SegmentSet::Options so;
-  so.segment_bytes = options.segment_bytes;
+  so.segment_bytes = ScaledSegmentBytes(options.segment_bytes, capacity);
   so.use_direct_io = options.use_direct_io;
   store->segments_ =
       std::make_unique<SegmentSet>(dir + "/" + chunk_paths::kSegmentsName, so);
@@ -306,24 +305,14 @@ Status ChunkStore::OpenSegments() {
   }
   if (missing.empty()) return Status::Ok();
   // Entries into a segment file that is gone are missing chunks.
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
   std::vector<std::pair<ChunkId, uint64_t>> gone;
-  for (it->Seek(std::string(1, kChunkKeyPrefix)); it->Valid(); it->Next()) {
-    rocksdb::Slice k = it->key();
-    if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
-    ChunkId id;
-    uint64_t version;
-    auto v = DecodeChunkValue(
-        std::string_view(it->value().data(), it->value().size()));
-    if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &id, &version)
-             .ok() ||
-        !v.ok() || !v->in_segment) {
-      continue;
-    }
-    for (uint64_t seq : missing) {
-      if (v->segment == seq) gone.emplace_back(id, version);
-    }
-  }
+  STRIPEFS_RETURN_IF_ERROR(ScanIndex(
+      [&](const ChunkId& id, uint64_t version, const ChunkIndexValue* v) {
+        if (v == nullptr || !v->in_segment) return;
+        for (uint64_t seq : missing) {
+          if (v->segment == seq) gone.emplace_back(id, version);
+        }
+      }));
   for (const auto& [id, version] : gone) {
     NoteMissing(id, version);
     STRIPEFS_RETURN_IF_ERROR(DropEntry(id, version));
@@ -333,35 +322,23 @@ Status ChunkStore::OpenSegments() {
 
 Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
   uint64_t chunks = 0, bytes = 0, malformed = 0;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-  std::string start(1, kChunkKeyPrefix);
-  for (it->Seek(start); it->Valid(); it->Next()) {
-    rocksdb::Slice k = it->key();
-    if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
-    ChunkId id;
-    uint64_t version;
-    auto v = DecodeChunkValue(
-        std::string_view(it->value().data(), it->value().size()));
-    if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &id, &version)
-             .ok() ||
-        !v.ok()) {
-      ++malformed;
-      continue;
-    }
-    ++chunks;
-    bytes += v->length;
-    if (v->in_segment && v->segment != 0) {
-      SegmentUsage& u = (*usage)[v->segment];
-      const uint64_t extent = SegmentExtentBytes(v->length);
-      u.live_bytes += extent;
-      ++u.live_entries;
-      u.end = std::max(u.end, v->offset + extent);
-    }
-  }
-  if (!it->status().ok()) {
-    return Status::Corruption("cannot scan chunk index of " + dir_ + ": " +
-                              RocksMessage(it->status()));
-  }
+  Status st =
+      ScanIndex([&](const ChunkId&, uint64_t, const ChunkIndexValue* v) {
+        if (v == nullptr) {
+          ++malformed;
+          return;
+        }
+        ++chunks;
+        bytes += v->length;
+        if (v->in_segment && v->segment != 0) {
+          SegmentUsage& u = (*usage)[v->segment];
+          const uint64_t extent = SegmentExtentBytes(v->length);
+          u.live_bytes += extent;
+          ++u.live_entries;
+          u.end = std::max(u.end, v->offset + extent);
+        }
+      });
+  if (!st.ok()) return Status::Corruption(st.message());
   if (malformed > 0) {
     Log(dir_,
         "%" PRIu64
@@ -375,12 +352,41 @@ Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
   return Status::Ok();
 }
 
+Status ChunkStore::ScanIndex(const IndexVisitor& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
+  for (it->Seek(std::string(1, kChunkKeyPrefix)); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key();
+    if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
+    ChunkId id;
+    uint64_t version = 0;
+    auto v = DecodeChunkValue(
+        std::string_view(it->value().data(), it->value().size()));
+    const bool key_ok =
+        DecodeChunkKey(std::string_view(k.data(), k.size()), &id, &version)
+            .ok();
+    fn(id, version, key_ok && v.ok() ? &*v : nullptr);
+  }
+  if (!it->status().ok()) {
+    return Status::IoError("cannot scan chunk index of " + dir_ + ": " +
+                           RocksMessage(it->status()));
+  }
+  return Status::Ok();
+}
+
 std::shared_mutex& ChunkStore::LockFor(const ChunkId& id) {
   uint64_t h = id.inode * 0x9E3779B97F4A7C15ull;
   h ^= id.stripe * 0xC2B2AE3D27D4EB4Full;
   h ^= (static_cast<uint64_t>(id.index) + 1) * 0x165667B19E3779F9ull;
   h ^= h >> 31;
   return chunk_locks_[h % kLockStripes];
+}
+
+uint64_t ScaledSegmentBytes(uint64_t wanted, uint64_t capacity_bytes) {
+  // Every store of a volume may share one small file system, each with an
+  // active, preallocated segment: keep that to 1/64 of the capacity.
+  const uint64_t cap =
+      std::max<uint64_t>(kMinSegmentBytes, capacity_bytes / 64 / 4096 * 4096);
+  return std::min(wanted, cap);
 }
 
 uint64_t ScaledChunkReserve(uint64_t capacity_bytes) {

@@ -71,6 +71,11 @@ inline constexpr uint64_t kChunkReservePercent = 1;
 uint64_t ScaledChunkReserve(uint64_t capacity_bytes);
 // ChunkStoreOptions::reserve_bytes: use ScaledChunkReserve(capacity).
 inline constexpr uint64_t kScaledReserve = ~uint64_t{0};
+// The segment size a store uses: `wanted`, but at most 1/64 of the file
+// system's capacity (and at least kMinSegmentBytes), so that the k+m stores
+// of a small volume do not preallocate it whole.
+inline constexpr uint64_t kMinSegmentBytes = uint64_t{1} << 20;
+uint64_t ScaledSegmentBytes(uint64_t wanted, uint64_t capacity_bytes);
 
 struct ChunkStoreOptions {
   // Writes are refused with ENOSPC (before anything is written) when the
@@ -201,6 +206,11 @@ class ChunkStore final : public ChunkService {
   Status OpenIndex();
   // Counts chunks and bytes, and what each segment holds.
   Status RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage);
+  // Calls fn(id, version, value) for every chunk entry in key order; value
+  // is nullptr for an entry that does not decode. Returns the scan's error.
+  using IndexVisitor =
+      std::function<void(const ChunkId&, uint64_t, const ChunkIndexValue*)>;
+  Status ScanIndex(const IndexVisitor& fn);
   Status OpenSegments();
   std::shared_mutex& LockFor(const ChunkId& id);
   Status CheckSpace(size_t len);

@@ -294,24 +294,12 @@ void ChunkStore::CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
   // The extents of `seq` that entries point to (a full index scan: the index
   // has no by-segment order).
   std::map<std::pair<ChunkId, uint64_t>, std::vector<uint64_t>> extents;
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-    for (it->Seek(std::string(1, kChunkKeyPrefix)); it->Valid(); it->Next()) {
-      rocksdb::Slice k = it->key();
-      if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
-      ChunkId id;
-      uint64_t version;
-      auto v = DecodeChunkValue(
-          std::string_view(it->value().data(), it->value().size()));
-      if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &id, &version)
-               .ok() ||
-          !v.ok() || !v->in_segment || v->segment != seq) {
-        continue;
-      }
-      extents[{id, v->offset}].push_back(version);
-    }
-    if (!it->status().ok()) return;  // try again next round
-  }
+  Status scan = ScanIndex(
+      [&](const ChunkId& id, uint64_t version, const ChunkIndexValue* v) {
+        if (v == nullptr || !v->in_segment || v->segment != seq) return;
+        extents[{id, v->offset}].push_back(version);
+      });
+  if (!scan.ok()) return;  // try again next round
   const auto start = std::chrono::steady_clock::now();
   const uint64_t moved_before = rep->bytes_moved;
   for (const auto& [where, versions] : extents) {

@@ -105,31 +105,15 @@ Result<SweepReport> ChunkStore::Sweep() {
 
   // 3. Legacy index entries whose file is gone.
   std::vector<std::pair<ChunkId, uint64_t>> missing;
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-    for (it->Seek(std::string(1, kChunkKeyPrefix)); it->Valid(); it->Next()) {
-      rocksdb::Slice k = it->key();
-      if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
-      ChunkId id;
-      uint64_t version;
-      auto v = DecodeChunkValue(
-          std::string_view(it->value().data(), it->value().size()));
-      if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &id, &version)
-               .ok() ||
-          !v.ok() || v->in_segment) {
-        continue;
-      }
-      if (::access(chunk_paths::LegacyChunkPath(data_dir_, id, version).c_str(),
-                   F_OK) != 0 &&
-          errno == ENOENT) {
-        missing.emplace_back(id, version);
-      }
+  STRIPEFS_RETURN_IF_ERROR(ScanIndex([&](const ChunkId& id, uint64_t version,
+                                         const ChunkIndexValue* v) {
+    if (v == nullptr || v->in_segment) return;
+    if (::access(chunk_paths::LegacyChunkPath(data_dir_, id, version).c_str(),
+                 F_OK) != 0 &&
+        errno == ENOENT) {
+      missing.emplace_back(id, version);
     }
-    if (!it->status().ok()) {
-      return Status::IoError("scanning chunk index of " + dir_ + ": " +
-                             it->status().ToString());
-    }
-  }
+  }));
   for (const auto& [id, version] : missing) {
     std::unique_lock<std::shared_mutex> lock(LockFor(id));
     bool found = false;

@@ -14,6 +14,7 @@
 #include "backend/meta/meta_store.h"
 #include "tests/client/counting_meta_service.h"
 #include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
@@ -22,12 +23,7 @@ namespace fs = std::filesystem;
 using testing::CountingMetaService;
 using testing::FaultInjectingChunkService;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using testing::RandomBytes;
 
 // A volume of `servers` in-process chunk stores (each behind a fault
 // injector) and a MetaStore, in a temporary directory.

@@ -14,18 +14,14 @@
 
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using testing::RandomBytes;
 
 class ClusterFailureTest : public ::testing::Test {
  protected:
@@ -240,21 +236,23 @@ TEST_F(ClusterFailureTest, FlippedBitsAreRebuiltAndScrubRepairs) {
   const uint64_t ino = NewFile("f");
   auto data = RandomBytes(2 * client().stripe_size(), 8);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
-  // Flip one byte in three chunk files, on different servers.
+  // Every server holds one chunk of each stripe, stripe 0's written first
+  // into its segment. Flip one byte in stripe 0's chunk on server 1 and in
+  // stripe 1's on servers 2 and 3: three bad chunks, at most m per stripe.
+  const uint64_t extent = client().stripe_size() / 4;  // 4+2: one cell
   int flipped = 0;
-  for (int server = 1; server <= kServers && flipped < 3; ++server) {
+  for (int server = 1; server <= 3; ++server) {
     for (const auto& e : fs::recursive_directory_iterator(
              dir_ + "/chunkd." + std::to_string(server))) {
-      if (!e.is_regular_file() ||
-          e.path().string().find("/data/") == std::string::npos ||
-          e.file_size() < 100)
-        continue;
+      if (!e.is_regular_file() || e.path().extension() != ".seg") continue;
+      const uint64_t at = (server == 1 ? 0 : extent) + 50;
+      if (e.file_size() < at + 1) continue;
       std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(50);
+      f.seekg(static_cast<std::streamoff>(at));
       char b;
       f.read(&b, 1);
       b = static_cast<char>(b ^ 0x01);
-      f.seekp(50);
+      f.seekp(static_cast<std::streamoff>(at));
       f.write(&b, 1);
       ++flipped;
       break;

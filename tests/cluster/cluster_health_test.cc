@@ -19,18 +19,14 @@
 
 #include "backend/client/placement.h"
 #include "backend/client/volume.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+using testing::RandomBytes;
 
 class ClusterHealthTest : public ::testing::Test {
  protected:
