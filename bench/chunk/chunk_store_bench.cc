@@ -159,18 +159,18 @@ int main(int argc, char** argv) {
   const double ref = (fio1 + fio2) / 2;
   const auto& c = run.counters;
   const double syncs = static_cast<double>(c.data_syncs + c.index_syncs);
-  std::printf(
-      "chunk-store durable %d KiB chunks, %d writers, %" PRIu64
-      " MiB: store=%.1f MiB/s mib_s=%.1f disk_ref(fio O_DIRECT libaio QD%d)=%.1f MiB/s "
-      "(%.1f, %.1f) ratio=%.2f syncs_per_MiB=%.2f (segment %" PRIu64
-      ", index %" PRIu64
-      ") writes_per_commit=%.2f load_before=%s "
-      "load_after=%s\n",
-      chunk_kib, writers, mib, run.mib_per_s, run.mib_per_s, writers, ref, fio1, fio2,
-      run.mib_per_s / ref, syncs / static_cast<double>(mib), c.data_syncs,
-      c.index_syncs,
-      static_cast<double>(c.committed_ops) /
-          static_cast<double>(std::max<uint64_t>(c.commit_batches, 1)),
-      load_before.c_str(), load_after.c_str());
+  std::printf("chunk-store durable %d KiB chunks, %d writers, %" PRIu64
+              " MiB: store=%.1f MiB/s mib_s=%.1f disk_ref(fio O_DIRECT libaio "
+              "QD%d)=%.1f MiB/s "
+              "(%.1f, %.1f) ratio=%.2f syncs_per_MiB=%.2f (segment %" PRIu64
+              ", index %" PRIu64
+              ") writes_per_commit=%.2f load_before=%s "
+              "load_after=%s\n",
+              chunk_kib, writers, mib, run.mib_per_s, run.mib_per_s, writers,
+              ref, fio1, fio2, run.mib_per_s / ref,
+              syncs / static_cast<double>(mib), c.data_syncs, c.index_syncs,
+              static_cast<double>(c.committed_ops) /
+                  static_cast<double>(std::max<uint64_t>(c.commit_batches, 1)),
+              load_before.c_str(), load_after.c_str());
   return 0;
 }
