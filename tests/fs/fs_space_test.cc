@@ -20,6 +20,7 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "tests/fs/fs_mount.h"
+#include "tests/support/file_bytes.h"
 
 namespace stripefs::fs::testing {
 namespace {
@@ -60,17 +61,7 @@ int PutSynced(const std::string& path, const std::vector<uint8_t>& d) {
 }
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::vector<uint8_t> out;
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return out;
-  uint8_t buf[65536];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    out.insert(out.end(), buf, buf + n);
-  }
-  ::close(fd);
-  return out;
+  return stripefs::testing::ReadFileBytes(path);
 }
 
 struct Space {
