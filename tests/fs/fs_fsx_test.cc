@@ -303,13 +303,8 @@ int Ops(int default_ops) {
 
 void RunFsx(bool coalesce, FsBackend backend = FsBackend::kEmbedded,
             int default_ops = 2000) {
-  std::string why = MountSkipReason();
-  if (!why.empty()) GTEST_SKIP() << "SKIPPED (cannot mount here): " << why;
-  if (backend == FsBackend::kCluster) {
-    why = ClusterSkipReason();
-    if (!why.empty())
-      GTEST_SKIP() << "SKIPPED (no local cluster possible): " << why;
-  }
+  const std::string skip = BackendSkipMessage(backend);
+  if (!skip.empty()) GTEST_SKIP() << skip;
   const uint64_t seed = Seed();
   const int ops = Ops(default_ops);
   std::printf(

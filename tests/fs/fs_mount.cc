@@ -35,6 +35,16 @@ std::string ClusterSkipReason() {
 #endif
 }
 
+std::string BackendSkipMessage(FsBackend b) {
+  std::string why = MountSkipReason();
+  if (!why.empty()) return "SKIPPED (cannot mount here): " + why;
+  if (b == FsBackend::kCluster) {
+    why = ClusterSkipReason();
+    if (!why.empty()) return "SKIPPED (no local cluster possible): " + why;
+  }
+  return "";
+}
+
 namespace {
 // Runs `stripefs ARGS`, output appended to `log`; the exit code (-1 if it
 // did not exit normally).

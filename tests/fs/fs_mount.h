@@ -33,6 +33,9 @@ const char* FsBackendName(FsBackend b);  // "embedded" / "cluster"
 // "" when a local cluster can be started (the stripefs binary was built),
 // else why not.
 std::string ClusterSkipReason();
+// "" when a file system on backend `b` can be mounted here, else the whole
+// skip message (which of the two reasons above, and why).
+std::string BackendSkipMessage(FsBackend b);
 
 struct FsMountOptions {
   FsBackend backend = FsBackend::kEmbedded;

@@ -77,13 +77,8 @@ Space StatSpace(const std::string& path) {
 class FsSpaceTest : public ::testing::TestWithParam<FsBackend> {
  protected:
   void SetUp() override {
-    std::string why = MountSkipReason();
-    if (!why.empty()) GTEST_SKIP() << "SKIPPED (cannot mount here): " << why;
-    if (GetParam() == FsBackend::kCluster) {
-      why = ClusterSkipReason();
-      if (!why.empty())
-        GTEST_SKIP() << "SKIPPED (no local cluster possible): " << why;
-    }
+    const std::string skip = BackendSkipMessage(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
     FsMountOptions o;
     o.backend = GetParam();
     o.space_limit_mib = kVolumeMiB;
