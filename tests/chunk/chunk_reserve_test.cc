@@ -3,7 +3,6 @@
 // Stats() with the file system's size and id. On a 64 MiB tmpfs mounted by
 // the test (root; skipped loudly otherwise), always unmounted.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -19,7 +18,6 @@ namespace stripefs {
 namespace {
 
 using testing::Payload;
-using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -30,31 +28,9 @@ TEST(ChunkReserveTest, ScalesWithCapacityAboveAFloor) {
   EXPECT_EQ(ScaledChunkReserve(tib), 4 * kMiB + tib / 100);
 }
 
-class ChunkReserveMountTest : public ::testing::Test {
+class ChunkReserveMountTest : public testing::TmpfsStoreTest {
  protected:
-  void SetUp() override {
-    if (::geteuid() != 0)
-      GTEST_SKIP() << "SKIPPED LOUDLY: needs root to mount a 64 MiB tmpfs";
-    mnt_ = dir_.path() + "/mnt";
-    std::filesystem::create_directories(mnt_);
-    if (::mount("tmpfs", mnt_.c_str(), "tmpfs", 0, "size=64m") != 0) {
-      int err = errno;
-      GTEST_SKIP() << "SKIPPED LOUDLY: cannot mount tmpfs on " << mnt_ << ": "
-                   << std::strerror(err);
-    }
-    mounted_ = true;
-  }
-  void TearDown() override {
-    store_.reset();
-    if (mounted_) {
-      EXPECT_EQ(::umount2(mnt_.c_str(), MNT_DETACH), 0)
-          << "could not unmount " << mnt_ << ": " << std::strerror(errno);
-    }
-  }
-  TempDir dir_;
-  std::string mnt_;
-  bool mounted_ = false;
-  std::unique_ptr<ChunkStore> store_;
+  void SetUp() override { Mount("size=64m"); }
 };
 
 TEST_F(ChunkReserveMountTest, DefaultReserveIsScaledReportedAndEnforced) {

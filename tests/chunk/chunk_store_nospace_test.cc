@@ -2,7 +2,6 @@
 // the test (needs root / CAP_SYS_ADMIN; skipped loudly otherwise), always
 // unmounted in TearDown.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,31 +18,9 @@ namespace {
 
 using testing::CountFiles;
 using testing::Payload;
-using testing::TempDir;
 
-class ChunkStoreFullDiskTest : public ::testing::Test {
+class ChunkStoreFullDiskTest : public testing::TmpfsStoreTest {
  protected:
-  void Mount(const char* opts) {
-    if (::geteuid() != 0) {
-      GTEST_SKIP() << "SKIPPED LOUDLY: needs root to mount a small tmpfs "
-                      "that runs full";
-    }
-    mnt_ = dir_.path() + "/mnt";
-    std::filesystem::create_directories(mnt_);
-    if (::mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts) != 0) {
-      int err = errno;
-      GTEST_SKIP() << "SKIPPED LOUDLY: cannot mount tmpfs on " << mnt_ << ": "
-                   << std::strerror(err);
-    }
-    mounted_ = true;
-  }
-  void TearDown() override {
-    store_.reset();
-    if (mounted_) {
-      EXPECT_EQ(::umount2(mnt_.c_str(), MNT_DETACH), 0)
-          << "could not unmount " << mnt_ << ": " << std::strerror(errno);
-    }
-  }
   static ChunkStoreOptions SmallStoreOptions() {
     ChunkStoreOptions o;
     o.reserve_bytes = 0;  // let the file system itself run full
@@ -64,11 +41,6 @@ class ChunkStoreFullDiskTest : public ::testing::Test {
     for (const auto& seg : store_->Segments()) n += seg.usage.live_entries;
     return n;
   }
-
-  TempDir dir_;
-  std::string mnt_;
-  bool mounted_ = false;
-  std::unique_ptr<ChunkStore> store_;
 };
 
 TEST_F(ChunkStoreFullDiskTest, FullDiskIsEnospcNothingHalfWrittenVisible) {

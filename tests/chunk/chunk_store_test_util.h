@@ -1,14 +1,19 @@
 // Helpers shared by the chunk store tests: a temporary directory that is
-// removed afterwards, deterministic chunk payloads, and file bit flipping.
+// removed afterwards, a fixture with a store on a small tmpfs, deterministic
+// chunk payloads, and file bit flipping.
 #pragma once
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,38 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A store on a tmpfs the test mounts (root; skipped loudly otherwise) and
+// always unmounts: Mount("size=4m") from SetUp or the test body (then check
+// IsSkipped()), open the store under mnt_.
+class TmpfsStoreTest : public ::testing::Test {
+ protected:
+  void Mount(const char* opts) {
+    if (::geteuid() != 0) {
+      GTEST_SKIP() << "SKIPPED LOUDLY: needs root to mount a tmpfs (" << opts
+                   << ")";
+    }
+    mnt_ = dir_.path() + "/mnt";
+    std::filesystem::create_directories(mnt_);
+    if (::mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts) != 0) {
+      int err = errno;
+      GTEST_SKIP() << "SKIPPED LOUDLY: cannot mount tmpfs on " << mnt_ << ": "
+                   << std::strerror(err);
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    store_.reset();
+    if (mounted_) {
+      EXPECT_EQ(::umount2(mnt_.c_str(), MNT_DETACH), 0)
+          << "could not unmount " << mnt_ << ": " << std::strerror(errno);
+    }
+  }
+  TempDir dir_;
+  std::string mnt_;
+  bool mounted_ = false;
+  std::unique_ptr<ChunkStore> store_;
 };
 
 // XORs `mask` into the byte at `offset` of `path`.
