@@ -137,6 +137,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& args,
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::unsetenv("NOTIFY_SOCKET");  // our readiness is not the daemons'
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

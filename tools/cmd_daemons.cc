@@ -29,6 +29,7 @@
 #include "metrics/rpc_metrics.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
+#include "tools/readiness.h"
 
 namespace stripefs::tools {
 namespace {
@@ -242,6 +243,7 @@ int RunMetad(const MetadFlags& f) {
                geometry->m, geometry->cell_size, (*server)->address().c_str());
   std::printf("%s\n", (*server)->address().c_str());
   std::fflush(stdout);
+  NotifyReady("serving on " + (*server)->address());
 
   // Failure detector: marks chunk servers that stop answering down (and up
   // again), see backend/meta/health_monitor.h and docs/cluster.md.
@@ -264,6 +266,7 @@ int RunMetad(const MetadFlags& f) {
 
   int sig = WaitForStopSignal(sigs);
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
+  NotifyStopping();
   if (*metrics) (*metrics)->StopServing();
   monitor.Stop();
   (*server)->Stop();
@@ -381,10 +384,12 @@ int RunChunkd(const ChunkdFlags& f) {
                me.failure_domain.c_str(), f.meta.c_str());
   std::printf("%s\n", address.c_str());
   std::fflush(stdout);
+  NotifyReady("serving on " + address + ", registered with " + f.meta);
 
   int sig = WaitForStopSignal(sigs);
   std::fprintf(stderr, "%s: %s received, stopping\n", who.c_str(),
                strsignal(sig));
+  NotifyStopping();
   if (*metrics) (*metrics)->StopServing();
   (*server)->Stop();
   // Tell metad we are gone on purpose (best effort, short timeout), unless

@@ -25,6 +25,7 @@
 #include "metrics/mount_metrics.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
+#include "tools/readiness.h"
 
 namespace stripefs::tools {
 namespace {
@@ -252,7 +253,9 @@ int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
     }
   }
   rep.Close();
+  NotifyReady("mounted at " + o.mountpoint);
   Status why = (*service)->ServeUntilUnmounted(stop);
+  NotifyStopping();
   exporter->reset();  // stop serving before the file system goes away
   Status fin = (*service)->Stop();
   if (!why.ok())
