@@ -62,6 +62,7 @@ struct StatusReport {
   FsStats volume;
   uint64_t stripes = 0, degraded = 0, unreadable = 0;
   bool scanned_all = true;
+  std::string scan_error;  // the stripe walk failed: counts are partial
   uint64_t raw_capacity = 0, raw_free = 0, chunk_bytes = 0;
   std::optional<double> client_connections;
   std::string health = "HEALTH_OK";
@@ -188,6 +189,8 @@ void Judge(StatusReport* r) {
          " stripes degraded; once the servers are back or marked out, run "
          "`stripefs repair --meta " +
          r->meta_address + " --key FILE`");
+  if (!r->scan_error.empty())
+    warn("stripe map walk failed, stripe counts are partial: " + r->scan_error);
   if (r->raw_capacity) {
     double used = 100.0 * static_cast<double>(r->raw_capacity - r->raw_free) /
                   static_cast<double>(r->raw_capacity);
@@ -226,7 +229,7 @@ Result<StatusReport> Gather(const StatusFlags& f) {
   for (auto& a : asks) r.servers.push_back(a.get());
   SumCapacity(&r);
   if (Status s = ScanStripes(meta, map, &r); !s.ok())
-    r.checks.push_back("stripe scan failed: " + s.ToString());
+    r.scan_error = s.ToString();
   Judge(&r);
   return r;
 }
