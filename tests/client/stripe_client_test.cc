@@ -708,3 +708,185 @@ TEST(EmbeddedVolumeTest, CreatesReopensAndRejectsWrongDirs) {
 
 }  // namespace
 }  // namespace stripefs
+
+namespace stripefs {
+namespace {
+
+// ---- stripe map cache (read path without metadata round trips) ----------
+
+TEST_F(StripeClientTest, ReadOfACachedUnchangedStripeMakesNoMetadataCall) {
+  const uint64_t ino = NewFile("cached");
+  auto data = RandomBytes(3 * S() + 100, 11);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  const uint64_t size = data.size();
+  std::vector<uint8_t> out(4096);
+  ASSERT_TRUE(client().Read(ino, 0, out, size).ok());  // fills the map
+  const int attrs = counting_->getattr_calls.load();
+  const int maps = counting_->getstripes_calls.load();
+  for (uint64_t off = 0; off + out.size() <= size; off += 3000) {
+    auto n = client().Read(ino, off, out, size);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, out.size());
+    ASSERT_TRUE(std::equal(out.begin(), out.end(),
+                           data.begin() + static_cast<long>(off)));
+  }
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps);
+  EXPECT_EQ(counting_->getattr_calls.load(), attrs);
+  EXPECT_GT(client().counters().stripe_map_hits, 0u);
+  // Its own overwrite forgets the map: the next read sees the new version.
+  auto patch = RandomBytes(S(), 12);
+  ASSERT_TRUE(client().Write(ino, S(), patch).ok());
+  const int after_write = counting_->getstripes_calls.load();
+  std::copy(patch.begin(), patch.end(), data.begin() + static_cast<long>(S()));
+  EXPECT_EQ(ReadAll(ino), data);
+  EXPECT_EQ(counting_->getstripes_calls.load(), after_write + 1);
+  // So does its own truncate.
+  auto t = client().Truncate(ino, size, S() + 10);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  data.resize(S() + 10);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(StripeClientTest, AnotherClientsCommitIsSeenOnceTheMapIsForgotten) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("shared");
+  auto data = RandomBytes(2 * S(), 21);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  // Client B: same metadata and chunk stores.
+  std::vector<std::unique_ptr<ChunkService>> wrappers;
+  for (auto& s : stores_)
+    wrappers.push_back(std::make_unique<FaultInjectingChunkService>(s.get()));
+  LocalChunkServers b_servers(std::move(wrappers));
+  auto b = StripeClient::Create(&meta(), &b_servers);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto b_read = [&](uint64_t size) {
+    std::vector<uint8_t> out(size);
+    auto n = (*b)->Read(ino, 0, out, size);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return out;
+  };
+  const uint64_t big = 3 * S();  // B believes the file is this long
+  std::vector<uint8_t> model = data;
+  model.resize(big, 0);
+  EXPECT_EQ(b_read(big), model);  // B caches stripes 0-1 and hole 2
+  // A overwrites stripe 0 and its old version is collected: B's cached
+  // version is gone, B re-reads that stripe's map and gets A's data.
+  auto patch = RandomBytes(S(), 22);
+  ASSERT_TRUE(client().Write(ino, 0, patch).ok());
+  client().DrainGarbage();
+  std::copy(patch.begin(), patch.end(), model.begin());
+  EXPECT_EQ(b_read(big), model);
+  // A fills the hole: B keeps reading its cached hole (the contract is
+  // close-to-open) until it forgets the map, as OPEN does on a change.
+  auto tail = RandomBytes(S(), 23);
+  ASSERT_TRUE(client().Write(ino, 2 * S(), tail).ok());
+  std::vector<uint8_t> stale = model;
+  EXPECT_EQ(b_read(big), stale);
+  (*b)->ForgetStripeMap(ino);
+  std::copy(tail.begin(), tail.end(), model.begin() + 2 * S());
+  EXPECT_EQ(b_read(big), model);
+}
+
+// A client of the fixture's metadata and stores with its own options and
+// fault injectors (their `down` mirrors the fixture's SetDown).
+struct SideClient {
+  std::vector<FaultInjectingChunkService*> faults;
+  std::unique_ptr<LocalChunkServers> servers;
+  std::unique_ptr<StripeClient> client;
+};
+SideClient MakeSideClient(MetaService& meta,
+                          std::vector<std::unique_ptr<ChunkStore>>& stores,
+                          const StripeClientOptions& options) {
+  SideClient c;
+  std::vector<std::unique_ptr<ChunkService>> wrappers;
+  for (auto& s : stores) {
+    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+    c.faults.push_back(w.get());
+    wrappers.push_back(std::move(w));
+  }
+  c.servers = std::make_unique<LocalChunkServers>(std::move(wrappers));
+  auto made = StripeClient::Create(&meta, c.servers.get(), options);
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  if (made.ok()) c.client = std::move(made).value();
+  return c;
+}
+
+// Reads [0, size) of `ino` in `piece`-byte READs, in order.
+std::vector<uint8_t> ReadSequentially(StripeClient& c, uint64_t ino,
+                                      uint64_t size, size_t piece) {
+  std::vector<uint8_t> out(size);
+  for (uint64_t off = 0; off < size; off += piece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, size - off));
+    auto got = c.Read(ino, off, std::span<uint8_t>(out.data() + off, n), size);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok()) break;
+  }
+  return out;
+}
+
+TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("seq");
+  auto data = RandomBytes(40 * S() + 123, 31);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  StripeClientOptions o;
+  o.read_ahead_stripes = 8;
+  o.read_cache_bytes = 4 * S();  // room for 4 of the 8 asked for
+  SideClient side = MakeSideClient(meta(), stores_, o);
+  ASSERT_TRUE(side.client);
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
+  const auto c = side.client->counters();
+  EXPECT_GT(c.read_ahead_loads, 0u);
+  EXPECT_GT(c.stripe_cache_hits, 0u);
+  EXPECT_LE(c.stripe_cache_bytes, o.read_cache_bytes);
+  // Random READs start no read-ahead.
+  SideClient random = MakeSideClient(meta(), stores_, o);
+  std::vector<uint8_t> out(4096);
+  for (uint64_t off : {30 * S(), 2 * S(), 17 * S() + 5, S()})
+    ASSERT_TRUE(random.client->Read(ino, off, out, data.size()).ok());
+  EXPECT_EQ(random.client->counters().read_ahead_loads, 0u);
+}
+
+TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("degraded");
+  const uint64_t stripes = 6;
+  auto data = RandomBytes(stripes * S(), 41);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  StripeClientOptions o;
+  o.read_ahead_stripes = 0;  // only the degraded-stripe cache
+  o.read_cache_bytes = 64 * S();
+  SideClient side = MakeSideClient(meta(), stores_, o);
+  ASSERT_TRUE(side.client);
+  // One server down: it holds a data chunk of some stripes (placement
+  // spreads them), each of which needs a reconstruction.
+  const uint32_t down = ServersOf(ino, 0)[0];
+  uint64_t degraded = 0;
+  for (uint64_t s = 0; s < stripes; ++s) {
+    auto servers = ServersOf(ino, s);
+    for (uint32_t i = 0; i < 4; ++i) degraded += servers[i] == down;
+  }
+  ASSERT_GT(degraded, 0u);
+  side.faults[down]->down = true;
+  SetDown(down, true);
+  ASSERT_TRUE(side.client->RefreshClusterMap().ok());
+  // Three readers, 4 KiB READs in and out of order: each degraded stripe is
+  // reconstructed once.
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 1000), data);
+  std::vector<uint8_t> out(4096);
+  for (uint64_t off = data.size() - 4096;; off -= 4096) {
+    auto n = side.client->Read(ino, off, out, data.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_TRUE(std::equal(out.begin(), out.end(),
+                           data.begin() + static_cast<long>(off)));
+    if (off < 4096) break;
+  }
+  const auto c = side.client->counters();
+  EXPECT_EQ(c.degraded_reads, degraded);
+  EXPECT_EQ(c.degraded_stripe_loads, degraded);
+  EXPECT_GT(c.stripe_cache_hits, 0u);
+}
+
+}  // namespace
+}  // namespace stripefs
