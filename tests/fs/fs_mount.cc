@@ -156,12 +156,14 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
 }
 
 Result<std::unique_ptr<MountService>> FsMount::MountAgain(
-    const std::string& name, StripeFsOptions fs) {
+    const std::string& name, StripeFsOptions fs, bool writeback_cache) {
   if (opts_.backend != FsBackend::kCluster)
     return Status::InvalidArgument("only a cluster can be mounted twice");
   const std::string mnt = root_ + "/" + name;
   std::filesystem::create_directories(mnt);
-  return MountService::Start(ServiceOptions(mnt, fs));
+  MountServiceOptions o = ServiceOptions(mnt, fs);
+  o.writeback_cache = writeback_cache;
+  return MountService::Start(std::move(o));
 }
 
 Status FsMount::Up() {

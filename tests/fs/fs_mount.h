@@ -69,7 +69,8 @@ class FsMount {
   // a fresh mountpoint named `name` under this fixture's directory, with
   // its own file system options. Destroy it before this FsMount.
   Result<std::unique_ptr<MountService>> MountAgain(const std::string& name,
-                                                   StripeFsOptions fs);
+                                                   StripeFsOptions fs,
+                                                   bool writeback_cache);
   void Teardown();  // unmount and close (idempotent)
 
  private:

@@ -33,7 +33,9 @@ void WriteAndClose(const std::string& path, uint64_t offset,
                    const std::vector<uint8_t>& data, int64_t size = -1) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << path;
-  if (size >= 0) ASSERT_EQ(::ftruncate(fd, size), 0);
+  if (size >= 0) {
+    ASSERT_EQ(::ftruncate(fd, size), 0);
+  }
   ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset)),
             static_cast<ssize_t>(data.size()));
   ASSERT_EQ(::close(fd), 0);
@@ -45,6 +47,23 @@ uint64_t SizeOf(const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+// Opens `path`, fstat()s it (the size is returned in *size), then reads it
+// whole through the same descriptor.
+std::vector<uint8_t> OpenStatRead(const std::string& path, uint64_t* size) {
+  std::vector<uint8_t> out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return out;
+  struct stat st {};
+  EXPECT_EQ(::fstat(fd, &st), 0);
+  *size = static_cast<uint64_t>(st.st_size);
+  uint8_t buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+    out.insert(out.end(), buf, buf + n);
+  ::close(fd);
+  return out;
+}
+
 TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   const std::string skip = BackendSkipMessage(FsBackend::kCluster);
   if (!skip.empty()) GTEST_SKIP() << skip;
@@ -52,7 +71,10 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   o.backend = FsBackend::kCluster;
   auto a = FsMount::Start(o);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  auto b = (*a)->MountAgain("mnt-b", o.fs);
+  // The reader without the writeback cache: with it the kernel keeps its
+  // own i_size of a cached inode and ignores the size metadata reports
+  // (fuse_get_cache_mask), so another client's size change would not show.
+  auto b = (*a)->MountAgain("mnt-b", o.fs, /*writeback_cache=*/false);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   const std::string on_a = (*a)->Path("f");
   const std::string path_b = (*a)->Path("../mnt-b/f");  // MountAgain's
@@ -80,8 +102,12 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   model.resize(S + 10);
   model.resize(std::max<size_t>(model.size(), S + last.size()));
   std::copy(last.begin(), last.end(), model.begin() + static_cast<long>(S));
-  EXPECT_EQ(ReadFileBytes(path_b), model);
-  EXPECT_EQ(SizeOf(path_b), model.size());
+  // A shrink shows once the kernel fetches attributes (here fstat after
+  // OPEN, which invalidated them): a read(2) before that may run to the old
+  // i_size (docs/filesystem.md, known limits).
+  uint64_t size = 0;
+  EXPECT_EQ(OpenStatRead(path_b, &size), model);
+  EXPECT_EQ(size, model.size());
 
   // B read without writing: no writer on B.
   EXPECT_EQ((*b)->fs().live_writers(), 0u);
