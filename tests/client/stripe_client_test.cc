@@ -14,6 +14,7 @@
 #include "backend/meta/meta_store.h"
 #include "tests/client/counting_meta_service.h"
 #include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/local_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -22,6 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CountingMetaService;
 using testing::FaultInjectingChunkService;
+using testing::LocalVolume;
 
 using testing::RandomBytes;
 
@@ -30,50 +32,29 @@ using testing::RandomBytes;
 class StripeClientTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
-  void TearDown() override {
-    volume_.reset();
-    stores_.clear();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { lv_.reset(); }
 
   void Open(int servers, Geometry g) {
-    volume_.reset();
-    stores_.clear();
-    if (!dir_.empty()) fs::remove_all(dir_);
-    char tmpl[] = "/tmp/stripefs-client-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", g, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
+    lv_.reset();
     faults_.clear();
-    for (int i = 0; i < servers; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      auto w = std::make_unique<FaultInjectingChunkService>(store->get());
-      faults_.push_back(w.get());
-      wrappers.push_back(std::move(w));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = static_cast<uint32_t>(i);
-      info.failure_domain = "host" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    auto counting = std::make_unique<CountingMetaService>(
-        std::unique_ptr<MetaService>(std::move(meta).value()));
-    counting_ = counting.get();
-    auto v = Volume::FromParts(
-        std::move(counting),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    auto lv = LocalVolume::Create(
+        servers, g,
+        [this](ChunkStore* s) {
+          auto w = std::make_unique<FaultInjectingChunkService>(s);
+          faults_.push_back(w.get());
+          return w;
+        },
+        [this](std::unique_ptr<MetaService> inner) {
+          auto c = std::make_unique<CountingMetaService>(std::move(inner));
+          counting_ = c.get();
+          return c;
+        });
+    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    lv_ = std::move(lv).value();
   }
 
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
+  MetaService& meta() { return lv_->volume->meta(); }
+  StripeClient& client() { return lv_->volume->client(); }
   uint64_t S() { return client().stripe_size(); }
 
   uint64_t NewFile(const std::string& name) {
@@ -89,7 +70,7 @@ class StripeClientTest : public ::testing::Test {
   }
   uint64_t StoredChunks() {
     uint64_t n = 0;
-    for (auto& s : stores_) n += s->Stats()->chunks;
+    for (auto& s : lv_->stores) n += s->Stats()->chunks;
     return n;
   }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
@@ -119,11 +100,9 @@ class StripeClientTest : public ::testing::Test {
     ASSERT_TRUE(client().RefreshClusterMap().ok());
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
+  std::unique_ptr<LocalVolume> lv_;  // the stores outlive the volume
   std::vector<FaultInjectingChunkService*> faults_;
-  CountingMetaService* counting_ = nullptr;  // owned by volume_
-  std::unique_ptr<Volume> volume_;
+  CountingMetaService* counting_ = nullptr;  // owned by lv_->volume
 };
 
 TEST_F(StripeClientTest, RandomWritesReadBackByteForByte) {
@@ -171,7 +150,7 @@ TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
   EXPECT_EQ(ReadAll(ino), data);
   client().DrainGarbage();  // old versions are collected in the background
   uint64_t chunks = 0;
-  for (auto& s : stores_) chunks += s->Stats()->chunks;
+  for (auto& s : lv_->stores) chunks += s->Stats()->chunks;
   EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
 }
 
@@ -240,7 +219,7 @@ TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
   // Client B: same metadata and chunk stores, its own wrappers and client.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
   std::vector<FaultInjectingChunkService*> b_faults;
-  for (auto& s : stores_) {
+  for (auto& s : lv_->stores) {
     auto w = std::make_unique<FaultInjectingChunkService>(s.get());
     b_faults.push_back(w.get());
     wrappers.push_back(std::move(w));
@@ -346,7 +325,7 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   auto sv = meta().GetStripes(ino, 0, 1)->front();
   auto servers = ServersOf(ino, 0);
   // Flip a bit in data chunk 1's bytes.
-  auto loc = stores_[servers[1]]->Locate({ino, 0, 1}, sv.version);
+  auto loc = lv_->stores[servers[1]]->Locate({ino, 0, 1}, sv.version);
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   {
     const auto at = static_cast<std::streamoff>(loc->offset + 17);
@@ -658,7 +637,7 @@ TEST_F(StripeClientTest, ClosingTheClientDrainsQueuedCollection) {
   ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 2)).ok());
   auto stripes = meta().GetStripes(ino, 0, 3);
   ASSERT_EQ(stripes->size(), 3u);
-  volume_.reset();  // no DrainGarbage: the destructor drains
+  lv_->volume.reset();  // no DrainGarbage: the destructor drains
   EXPECT_EQ(StoredChunks(), 3u * 6u);
 }
 
@@ -754,7 +733,7 @@ TEST_F(StripeClientTest, AnotherClientsCommitIsSeenOnceTheMapIsForgotten) {
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   // Client B: same metadata and chunk stores.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
-  for (auto& s : stores_)
+  for (auto& s : lv_->stores)
     wrappers.push_back(std::make_unique<FaultInjectingChunkService>(s.get()));
   LocalChunkServers b_servers(std::move(wrappers));
   auto b = StripeClient::Create(&meta(), &b_servers);
@@ -832,7 +811,7 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   StripeClientOptions o;
   o.read_ahead_stripes = 8;
   o.read_cache_bytes = 4 * S();  // room for 4 of the 8 asked for
-  SideClient side = MakeSideClient(meta(), stores_, o);
+  SideClient side = MakeSideClient(meta(), lv_->stores, o);
   ASSERT_TRUE(side.client);
   EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
   const auto c = side.client->counters();
@@ -840,7 +819,7 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   EXPECT_GT(c.stripe_cache_hits, 0u);
   EXPECT_LE(c.stripe_cache_bytes, o.read_cache_bytes);
   // Random READs start no read-ahead.
-  SideClient random = MakeSideClient(meta(), stores_, o);
+  SideClient random = MakeSideClient(meta(), lv_->stores, o);
   std::vector<uint8_t> out(4096);
   for (uint64_t off : {30 * S(), 2 * S(), 17 * S() + 5, S()})
     ASSERT_TRUE(random.client->Read(ino, off, out, data.size()).ok());
@@ -856,7 +835,7 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   StripeClientOptions o;
   o.read_ahead_stripes = 0;  // only the degraded-stripe cache
   o.read_cache_bytes = 64 * S();
-  SideClient side = MakeSideClient(meta(), stores_, o);
+  SideClient side = MakeSideClient(meta(), lv_->stores, o);
   ASSERT_TRUE(side.client);
   // One server down: it holds a data chunk of some stripes (placement
   // spreads them), each of which needs a reconstruction.

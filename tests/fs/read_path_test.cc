@@ -4,19 +4,16 @@
 // file makes no metadata call, OPEN revalidates against another client's
 // commits (close-to-open), and reading creates no StripeWriter.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <memory>
 
-#include "backend/chunk/chunk_store.h"
-#include "backend/client/volume.h"
-#include "backend/meta/meta_store.h"
 #include "fs/stripe_fs.h"
 #include "tests/client/counting_meta_service.h"
 #include "tests/client/fault_injecting_chunk_service.h"
 #include "tests/support/fake_inflight.h"
+#include "tests/support/local_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs::fs {
@@ -26,6 +23,7 @@ using namespace fuse_abi;  // NOLINT
 using stripefs::testing::CountingMetaService;
 using stripefs::testing::FakeInFlight;
 using stripefs::testing::FaultInjectingChunkService;
+using stripefs::testing::LocalVolume;
 using stripefs::testing::RandomBytes;
 using stripefs::testing::RecordedReply;
 
@@ -34,46 +32,28 @@ class ReadPathTest : public ::testing::Test {
   static constexpr int kServers = 6;
 
   void SetUp() override {
-    char tmpl[] = "/tmp/stripefs-readpath-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", Geometry{4, 2, 4096}, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
-    for (int i = 0; i < kServers; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      wrappers.push_back(
-          std::make_unique<FaultInjectingChunkService>(store->get()));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = static_cast<uint32_t>(i);
-      info.failure_domain = "host" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    auto counting = std::make_unique<CountingMetaService>(
-        std::unique_ptr<MetaService>(std::move(meta).value()));
-    counting_ = counting.get();
-    auto v = Volume::FromParts(
-        std::move(counting),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    auto lv = LocalVolume::Create(
+        kServers, Geometry{4, 2, 4096},
+        [](ChunkStore* s) {
+          return std::make_unique<FaultInjectingChunkService>(s);
+        },
+        [this](std::unique_ptr<MetaService> inner) {
+          auto c = std::make_unique<CountingMetaService>(std::move(inner));
+          counting_ = c.get();
+          return c;
+        });
+    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    lv_ = std::move(lv).value();
+    volume_ = lv_->volume.get();
     StripeFsOptions fo;
     fo.purge_orphans_at_start = false;
-    fs_ = std::make_unique<StripeFs>(volume_.get(), fo);
+    fs_ = std::make_unique<StripeFs>(volume_, fo);
   }
   void TearDown() override {
     fs_.reset();
     other_.reset();
     other_servers_.reset();
-    volume_.reset();
-    stores_.clear();
-    std::filesystem::remove_all(dir_);
+    lv_.reset();
   }
 
   uint64_t S() { return volume_->client().stripe_size(); }
@@ -133,7 +113,7 @@ class ReadPathTest : public ::testing::Test {
   StripeClient& Other() {
     if (!other_) {
       std::vector<std::unique_ptr<ChunkService>> wrappers;
-      for (auto& s : stores_)
+      for (auto& s : lv_->stores)
         wrappers.push_back(
             std::make_unique<FaultInjectingChunkService>(s.get()));
       other_servers_ = std::make_unique<LocalChunkServers>(std::move(wrappers));
@@ -144,10 +124,9 @@ class ReadPathTest : public ::testing::Test {
     return *other_;
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
-  CountingMetaService* counting_ = nullptr;          // owned by volume_
-  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<LocalVolume> lv_;
+  Volume* volume_ = nullptr;                 // lv_'s
+  CountingMetaService* counting_ = nullptr;  // owned by volume_
   std::unique_ptr<StripeFs> fs_;
   std::unique_ptr<LocalChunkServers> other_servers_;
   std::unique_ptr<StripeClient> other_;
