@@ -108,3 +108,20 @@ def fmtn(v):
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def add_size_args(parser, sizes, quick_help):
+    """--quick and one --NAME option per (name, full, quick, what) of
+    `sizes`; resolve_sizes() fills in the defaults after parsing."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    for name, full, quick, what in sizes:
+        parser.add_argument("--" + name.replace("_", "-"), type=int,
+                            default=None,
+                            help=f"{what} (default {full}; quick {quick})")
+
+
+def resolve_sizes(args, sizes):
+    """Sizes not given on the command line: the full or the quick value."""
+    for name, full, quick, _ in sizes:
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)

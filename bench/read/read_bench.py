@@ -289,15 +289,10 @@ SIZES = [
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="256 MiB sequential file, 64 MiB random file, 5 s "
-                        "random jobs: a few minutes")
-    for name, full, quick, what in SIZES:
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=None,
-                       help=f"{what} (default {full}; quick {quick})")
-    p.add_argument("--servers", type=int, default=6)
-    p.add_argument("--k", type=int, default=4)
-    p.add_argument("--m", type=int, default=2)
+    run.add_size_args(p, SIZES, "256 MiB sequential file, 64 MiB random "
+                      "file, 5 s random jobs: a few minutes")
+    for opt, default in (("--servers", 6), ("--k", 4), ("--m", 2)):
+        p.add_argument(opt, type=int, default=default)
     p.add_argument("--victim", type=int, default=1,
                    help="chunkd id killed for row d")
     p.add_argument("--workdir", default="/var/tmp",
@@ -315,9 +310,7 @@ def parse_args():
                         "of the mount daemon, written to OUT/profile.md")
     p.add_argument("--stripefs", default=None)
     a = p.parse_args()
-    for name, full, quick, _ in SIZES:
-        if getattr(a, name) is None:
-            setattr(a, name, quick if a.quick else full)
+    run.resolve_sizes(a, SIZES)
     if a.out is None:
         a.out = os.path.abspath(time.strftime("read-bench-%Y%m%d-%H%M%S"))
     a.stripefs = find_binary(a.stripefs)

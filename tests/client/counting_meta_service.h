@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "backend/meta/meta_service.h"
@@ -139,5 +140,16 @@ class CountingMetaService final : public MetaService {
  private:
   std::unique_ptr<MetaService> inner_;
 };
+
+// Wraps metadata in a CountingMetaService and points *out at it (the
+// shape of LocalVolume's metadata wrapper).
+inline std::function<std::unique_ptr<MetaService>(std::unique_ptr<MetaService>)>
+CountingWrapper(CountingMetaService** out) {
+  return [out](std::unique_ptr<MetaService> inner) {
+    auto c = std::make_unique<CountingMetaService>(std::move(inner));
+    *out = c.get();
+    return std::unique_ptr<MetaService>(std::move(c));
+  };
+}
 
 }  // namespace stripefs::testing

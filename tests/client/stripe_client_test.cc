@@ -44,11 +44,7 @@ class StripeClientTest : public ::testing::Test {
           faults_.push_back(w.get());
           return w;
         },
-        [this](std::unique_ptr<MetaService> inner) {
-          auto c = std::make_unique<CountingMetaService>(std::move(inner));
-          counting_ = c.get();
-          return c;
-        });
+        stripefs::testing::CountingWrapper(&counting_));
     ASSERT_TRUE(lv.ok()) << lv.status().ToString();
     lv_ = std::move(lv).value();
   }

@@ -37,11 +37,7 @@ class ReadPathTest : public ::testing::Test {
         [](ChunkStore* s) {
           return std::make_unique<FaultInjectingChunkService>(s);
         },
-        [this](std::unique_ptr<MetaService> inner) {
-          auto c = std::make_unique<CountingMetaService>(std::move(inner));
-          counting_ = c.get();
-          return c;
-        });
+        stripefs::testing::CountingWrapper(&counting_));
     ASSERT_TRUE(lv.ok()) << lv.status().ToString();
     lv_ = std::move(lv).value();
     volume_ = lv_->volume.get();
