@@ -103,7 +103,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
         {"aligned_pct", reqs ? 100.0 * Ld(f.write_aligned) / reqs : 0.0},
         {"mean_size", reqs ? static_cast<double>(bytes) / reqs : 0.0}};
     j["reads"] = {{"requests", Ld(f.read_requests)},
-                  {"bytes", Ld(f.read_bytes)}};
+                  {"bytes", Ld(f.read_bytes)},
+                  {"cached_attrs", in.cached_attrs}};
     json errs = json::object();
     for (int e = 1; e < kErrnoSlots; ++e) {
       const uint64_t c = Ld(f.errors[e]);
@@ -124,6 +125,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
   co["frontier_hold_ms"] = in.frontier_hold_ms;
   co["memory_cap"] = in.memory_cap;
   co["buffered_bytes"] = in.buffered_bytes;
+  co["live_writers"] = in.live_writers;
   if (in.coalesce_counters) {
     const CoalesceCounters& c = *in.coalesce_counters;
     co["full_from_buffer"] = Ld(c.full_from_buffer);
@@ -170,7 +172,13 @@ nlohmann::json StatsJson(const StatsInputs& in) {
       {"slow_chunk_reads", b.slow_chunk_reads},
       {"abandoned_chunk_reads", b.abandoned_chunk_reads},
       {"map_updates", b.map_updates},
-      {"hedged_chunk_reads", b.hedged_chunk_reads}};
+      {"hedged_chunk_reads", b.hedged_chunk_reads},
+      {"stripe_map_hits", b.stripe_map_hits},
+      {"stripe_map_misses", b.stripe_map_misses},
+      {"read_ahead_loads", b.read_ahead_loads},
+      {"degraded_stripe_loads", b.degraded_stripe_loads},
+      {"stripe_cache_hits", b.stripe_cache_hits},
+      {"stripe_cache_bytes", b.stripe_cache_bytes}};
   return j;
 }
 

@@ -72,6 +72,8 @@ struct StatsInputs {
   uint64_t frontier_hold_ms = 0;
   uint64_t memory_cap = 0;
   uint64_t buffered_bytes = 0;
+  uint64_t live_writers = 0;  // StripeWriters (files being written)
+  uint64_t cached_attrs = 0;  // AttrCache entries
   const FsCounters* fs = nullptr;
   const CoalesceCounters* coalesce_counters = nullptr;
   ClientCountersSnapshot client;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "fuse/dirent_encoder.h"
@@ -117,9 +118,7 @@ void StripeFs::FlusherLoop() {
     std::vector<std::shared_ptr<StripeWriter>> writers;
     {
       std::lock_guard<std::mutex> nl(nodes_mu_);
-      for (auto& [ino, n] : nodes_) {
-        if (n.writer) writers.push_back(n.writer);
-      }
+      for (auto& [ino, w] : writers_) writers.push_back(w);
     }
     const auto now = Clock::now();
     const auto cutoff = now - options_.idle_flush;
@@ -144,9 +143,7 @@ Status StripeFs::FlushAll(FlushReason why) {
   std::vector<std::shared_ptr<StripeWriter>> writers;
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
-    for (auto& [ino, n] : nodes_) {
-      if (n.writer) writers.push_back(n.writer);
-    }
+    for (auto& [ino, w] : writers_) writers.push_back(w);
   }
   Status first;
   for (auto& w : writers) {
@@ -171,6 +168,8 @@ nlohmann::json StripeFs::StatsJson() const {
   in.frontier_hold_ms = static_cast<uint64_t>(options_.frontier_hold.count());
   in.memory_cap = options_.memory_cap;
   in.buffered_bytes = budget_.used();
+  in.live_writers = live_writers();
+  in.cached_attrs = attr_cache_.size();
   in.fs = &counters_;
   in.coalesce_counters = &coalesce_counters_;
   in.client = client_.counters();
@@ -222,24 +221,75 @@ fuse_entry_out StripeFs::MakeEntry(const InodeAttr& a) {
 
 std::shared_ptr<StripeWriter> StripeFs::WriterFor(uint64_t ino, bool create) {
   std::lock_guard<std::mutex> lock(nodes_mu_);
-  auto it = nodes_.find(ino);
-  if (it == nodes_.end()) {
-    if (!create) return nullptr;
-    it = nodes_.emplace(ino, Node{}).first;
+  auto it = writers_.find(ino);
+  if (it != writers_.end()) return it->second;
+  if (!create) return nullptr;
+  StripeWriterOptions wo;
+  wo.coalesce = options_.coalesce;
+  wo.sender = sender_.get();
+  wo.file_window = options_.file_send_window;
+  auto w = std::make_shared<StripeWriter>(ino, &client_, &meta_, &budget_,
+                                          &coalesce_counters_, wo);
+  writers_.emplace(ino, w);
+  return w;
+}
+
+void StripeFs::DropIdleWriter(uint64_t ino) {
+  std::shared_ptr<StripeWriter> w;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = writers_.find(ino);
+    if (it == writers_.end()) return;
+    // Only the map holds it (nobody can take it without nodes_mu_), and
+    // it has nothing buffered, in flight or committed but not yet sized:
+    // dropping loses nothing.
+    const StripeWriter& sw = *it->second;
+    if (it->second.use_count() != 1 || sw.HasBuffered() ||
+        sw.BufferedEnd() != 0)
+      return;
+    w = std::move(it->second);
+    writers_.erase(it);
   }
-  if (!it->second.writer && create) {
-    StripeWriterOptions wo;
-    wo.coalesce = options_.coalesce;
-    wo.sender = sender_.get();
-    wo.file_window = options_.file_send_window;
-    it->second.writer = std::make_shared<StripeWriter>(
-        ino, &client_, &meta_, &budget_, &coalesce_counters_, wo);
+  // Its commits moved size and mtime: the next read fetches them.
+  attr_cache_.Forget(ino);
+}
+
+size_t StripeFs::live_writers() const {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  return writers_.size();
+}
+
+bool StripeFs::Revalidate(uint64_t token, const InodeAttr& a) {
+  if (!S_ISREG(a.mode)) return false;
+  if (!attr_cache_.Update(token, a)) return false;
+  client_.ForgetStripeMap(a.ino);
+  return true;
+}
+
+Result<InodeAttr> StripeFs::FetchAttr(uint64_t ino) {
+  const uint64_t token = attr_cache_.BeginFetch();
+  auto a = meta_.GetAttr(ino);
+  if (a.ok()) Revalidate(token, *a);
+  return a;
+}
+
+Result<size_t> StripeFs::ReadCommitted(uint64_t ino, uint64_t offset,
+                                       std::span<uint8_t> out) {
+  auto cached = attr_cache_.Get(ino);
+  uint64_t size = 0;
+  if (cached) {
+    size = cached->size;
+  } else {
+    auto a = FetchAttr(ino);
+    if (!a.ok()) return a.status();
+    if (!S_ISREG(a->mode)) return Status(EINVAL, "not a regular file");
+    size = a->size;
   }
-  return it->second.writer;
+  return client_.Read(ino, offset, out, size);
 }
 
 Result<InodeAttr> StripeFs::AttrWithBuffered(uint64_t ino) {
-  auto a = meta_.GetAttr(ino);
+  auto a = FetchAttr(ino);
   if (!a.ok()) return a;
   if (S_ISREG(a->mode)) {
     if (auto w = WriterFor(ino, false))
@@ -264,14 +314,19 @@ void StripeFs::MaybePurge(uint64_t ino) {
     if (it == nodes_.end()) return;
     const Node& n = it->second;
     if (n.lookups != 0 || n.opens != 0 || !n.maybe_orphan) return;
-    w = std::move(it->second.writer);
     nodes_.erase(it);
+    if (auto wi = writers_.find(ino); wi != writers_.end()) {
+      w = std::move(wi->second);
+      writers_.erase(wi);
+    }
   }
   if (w) w->Discard();
   Purge(ino);
 }
 
 void StripeFs::Purge(uint64_t ino) {
+  attr_cache_.Forget(ino);
+  client_.ForgetStripeMap(ino);
   std::vector<ObsoleteStripe> obsolete;
   Status st = meta_.PurgeInode(ino, &obsolete);
   if (st.ok()) {
@@ -283,6 +338,7 @@ void StripeFs::Purge(uint64_t ino) {
 }
 
 Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
+  attr_cache_.Forget(ino);
   auto a = meta_.GetAttr(ino);
   if (!a.ok()) return a;
   if (!S_ISREG(a->mode))
@@ -304,6 +360,7 @@ void StripeFs::Destroy() {
 }
 
 void StripeFs::Lookup(Replier r, uint64_t parent, std::string_view name) {
+  const uint64_t token = attr_cache_.BeginFetch();
   auto a = meta_.Lookup(parent, std::string(name));
   if (!a.ok()) {
     if (a.status().code() == ENOENT) {
@@ -312,6 +369,7 @@ void StripeFs::Lookup(Replier r, uint64_t parent, std::string_view name) {
     }
     return Fail(r, a.status());
   }
+  Revalidate(token, *a);
   if (S_ISREG(a->mode)) {
     if (auto w = WriterFor(a->ino, false))
       a->size = std::max(a->size, w->BufferedEnd());
@@ -330,10 +388,15 @@ void StripeFs::Forget(uint64_t nodeid, uint64_t nlookup) {
     Node& n = it->second;
     n.lookups -= std::min(n.lookups, nlookup);
     if (n.lookups != 0 || n.opens != 0) return;
-    w = std::move(n.writer);
     orphan = n.maybe_orphan;
     nodes_.erase(it);
+    if (auto wi = writers_.find(nodeid); wi != writers_.end()) {
+      w = std::move(wi->second);
+      writers_.erase(wi);
+    }
   }
+  attr_cache_.Forget(nodeid);
+  client_.ForgetStripeMap(nodeid);
   if (orphan) {
     if (w) w->Discard();
     Purge(nodeid);
@@ -354,6 +417,7 @@ void StripeFs::GetAttr(Replier r, uint64_t nodeid, const fuse_getattr_in&) {
 }
 
 void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
+  attr_cache_.Forget(nodeid);
   if (in.valid & FATTR_SIZE) {
     auto a = Resize(nodeid, in.size);
     if (!a.ok()) return Fail(r, a.status());
@@ -476,13 +540,20 @@ void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
     Status st = KillPriv(meta_, nodeid);
     if (!st.ok()) return Fail(r, st);
   }
+  // Close-to-open: revalidate against metadata; a file changed elsewhere
+  // also loses the kernel's cached attributes (its pages are dropped
+  // because the reply has no FOPEN_KEEP_CACHE).
+  const uint64_t token = attr_cache_.BeginFetch();
   auto a = meta_.GetAttr(nodeid);
   if (!a.ok()) return Fail(r, a.status());
+  if (Revalidate(token, *a)) {
+    if (fuse::Session* s = session_.load())
+      (void)s->NotifyInvalInode(nodeid, -1, 0);  // best effort
+  }
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
     nodes_[nodeid].opens++;
   }
-  if (S_ISREG(a->mode)) WriterFor(nodeid, true);
   fuse_open_out o{};
   o.fh = next_fh_.fetch_add(1);
   r.Open(o);
@@ -498,7 +569,6 @@ void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
     std::lock_guard<std::mutex> lock(nodes_mu_);
     nodes_[a->ino].opens++;
   }
-  WriterFor(a->ino, true);
   fuse_open_out op{};
   op.fh = next_fh_.fetch_add(1);
   r.Create(e, op);
@@ -506,7 +576,7 @@ void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
 
 void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   counters_.read_requests.fetch_add(1, std::memory_order_relaxed);
-  auto w = WriterFor(nodeid, true);
+  auto w = WriterFor(nodeid, false);
   std::vector<uint8_t> own;
   std::span<uint8_t> buf = r.ReplyBuffer(in.size);
   if (buf.size() < in.size) {
@@ -515,7 +585,7 @@ void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   } else {
     buf = buf.first(in.size);
   }
-  auto n = w->Read(in.offset, buf);
+  auto n = w ? w->Read(in.offset, buf) : ReadCommitted(nodeid, in.offset, buf);
   if (!n.ok()) return Fail(r, n.status());
   counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
   r.Data(std::span<const uint8_t>(buf.data(), *n));
@@ -575,6 +645,7 @@ void StripeFs::StatFs(Replier r, uint64_t) {
 }
 
 void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in&) {
+  bool last_close = false;
   if (auto w = WriterFor(nodeid, false)) {
     Status st = w->Flush(FlushReason::kRelease);
     if (!st.ok()) counters_.CountError(st.code());  // nobody to tell
@@ -583,7 +654,9 @@ void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in&) {
     std::lock_guard<std::mutex> lock(nodes_mu_);
     auto it = nodes_.find(nodeid);
     if (it != nodes_.end() && it->second.opens > 0) it->second.opens--;
+    last_close = it == nodes_.end() || it->second.opens == 0;
   }
+  if (last_close) DropIdleWriter(nodeid);
   MaybePurge(nodeid);
   r.Ok();
 }
@@ -757,6 +830,7 @@ void StripeFs::Fallocate(Replier r, uint64_t nodeid,
   if ((in.mode & FALLOC_FL_PUNCH_HOLE) && !(in.mode & FALLOC_FL_KEEP_SIZE)) {
     return Fail(r, EOPNOTSUPP);
   }
+  attr_cache_.Forget(nodeid);
   auto a = AttrWithBuffered(nodeid);
   if (!a.ok()) return Fail(r, a.status());
   if (!S_ISREG(a->mode)) return Fail(r, S_ISDIR(a->mode) ? EISDIR : ENODEV);

@@ -9,7 +9,18 @@
 // lookups and no open handles remain. Orphans left by a crash are purged
 // when the file system starts (ListOrphans()).
 //
-// Caching: entries and attributes are valid for `attr_timeout`. With the
+// Client caches (docs/filesystem.md "Client caches"): close-to-open. OPEN
+// (and every attribute fetch: LOOKUP, GETATTR) reads the file's attributes
+// from metadata; when its change marker moved (attr_cache.h) the file's
+// cached stripe map is forgotten and the kernel's attributes invalidated.
+// A READ of a file this mount is not writing then uses the cached size and
+// stripe map: no metadata call. Files with a StripeWriter read through it.
+//
+// Writers: a StripeWriter exists only for a file this mount wrote (WRITE,
+// fallocate); it is dropped at the last RELEASE once it holds nothing, so
+// reading creates none and the flusher walks only files being written.
+//
+// Kernel caching: entries and attributes are valid for `attr_timeout`. With the
 // writeback cache the kernel owns size and mtime while pages are dirty: WRITE
 // extends the file through the backend commit, SETATTR(size) truncates
 // (after flushing the file's buffered stripes), and GETATTR reports
@@ -34,6 +45,7 @@
 #include <unordered_map>
 
 #include "backend/client/volume.h"
+#include "fs/attr_cache.h"
 #include "fs/fs_counters.h"
 #include "fs/stripe_writer.h"
 #include "fuse/raw_file_system.h"
@@ -77,6 +89,9 @@ class StripeFs : public fuse::RawFileSystem {
   const CoalesceCounters& coalesce_counters() const {
     return coalesce_counters_;
   }
+  // StripeWriters alive (files this mount is writing or wrote and still
+  // holds open).
+  size_t live_writers() const;
 
   // ---- RawFileSystem ----
   void Init(const fuse::NegotiatedInit& negotiated) override;
@@ -146,8 +161,7 @@ class StripeFs : public fuse::RawFileSystem {
   struct Node {
     uint64_t lookups = 0;
     uint32_t opens = 0;
-    bool maybe_orphan = false;             // link count seen at zero
-    std::shared_ptr<StripeWriter> writer;  // regular files with data
+    bool maybe_orphan = false;  // link count seen at zero
   };
 
   // Replies an error (counted by errno).
@@ -160,7 +174,17 @@ class StripeFs : public fuse::RawFileSystem {
   fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);
   // GetAttr with the buffered size applied.
   Result<InodeAttr> AttrWithBuffered(uint64_t ino);
+  // GetAttr from metadata, revalidating the caches (see the header).
+  Result<InodeAttr> FetchAttr(uint64_t ino);
+  // Records attributes read from metadata after `token` (AttrCache); true
+  // if the file changed since they were last seen.
+  bool Revalidate(uint64_t token, const InodeAttr& a);
   std::shared_ptr<StripeWriter> WriterFor(uint64_t ino, bool create);
+  // Removes the writer of `ino` if nothing uses it and it holds no data.
+  void DropIdleWriter(uint64_t ino);
+  // READ of a file without a writer: cached size and stripe map.
+  Result<size_t> ReadCommitted(uint64_t ino, uint64_t offset,
+                               std::span<uint8_t> out);
   // Purges `ino` if it is an orphan nobody references (nodes_mu_ NOT held).
   void MaybePurge(uint64_t ino);
   void Purge(uint64_t ino);
@@ -185,8 +209,11 @@ class StripeFs : public fuse::RawFileSystem {
 
   // Before nodes_: the writers' pipelined sends run on it.
   std::unique_ptr<StripeSender> sender_;
-  std::mutex nodes_mu_;
+  mutable std::mutex nodes_mu_;
   std::unordered_map<uint64_t, Node> nodes_;  // guarded by nodes_mu_
+  // The files being written (guarded by nodes_mu_).
+  std::unordered_map<uint64_t, std::shared_ptr<StripeWriter>> writers_;
+  AttrCache attr_cache_;
   std::atomic<uint64_t> next_fh_{1};
 
   std::mutex flusher_mu_;

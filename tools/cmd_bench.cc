@@ -1,5 +1,5 @@
-// `stripefs bench cluster|transport|align|write [args...]`: runs a benchmark
-// driver, one python script per subcommand (kDrivers below):
+// `stripefs bench cluster|transport|align|write|read [args...]`: runs a
+// benchmark driver, one python script per subcommand (kDrivers below):
 //   cluster    bench/cluster/bench_cluster.py: fio through a mounted local
 //              cluster, healthy/degraded/repair, tmpfs and passthrough_ll
 //   transport  bench/fuse/transport_bench.py: /dev/fuse vs io-uring on an
@@ -8,6 +8,8 @@
 //              max_ratio
 //   write      bench/write/write_bench.py: the write path vs the disk
 //              reference, one `ratio=` line per row
+//   read       bench/read/read_bench.py: the read path vs passthrough_ll
+//              and the disk, one `ratio=` line per row
 //
 // The drivers share bench/lib/. This command finds a driver by walking up
 // from the directory of this binary (or takes --script) and execs it with the
@@ -53,6 +55,11 @@ constexpr Driver kDrivers[] = {
      "same run): chunk store, cluster and embedded mounts, CPU per MiB, "
      "random writes, creates/unlinks, partial stripes; one ratio= line per "
      "row, CSV and markdown in docs/results/write/"},
+    {"read", "bench/read/read_bench.py",
+     "the read path: 4 KiB random reads (embedded and cluster) vs "
+     "passthrough_ll, cluster 1 MiB sequential reads vs the disk and with "
+     "one server down, daemon CPU per read; one ratio= line per row, "
+     "results in --out (docs/results/read/ only with --update-docs)"},
 };
 
 // Returns the driver script `rel` found above the binary's directory, or "".

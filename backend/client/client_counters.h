@@ -29,6 +29,12 @@ struct ClientCountersSnapshot {
   uint64_t abandoned_chunk_reads = 0;  // still running when the read returned
   uint64_t map_updates = 0;            // cluster map changes picked up
   uint64_t hedged_chunk_reads = 0;  // reads of a suspect server not waited for
+  uint64_t stripe_map_hits = 0;     // reads whose stripe map was cached
+  uint64_t stripe_map_misses = 0;   // ... that asked metadata for it
+  uint64_t read_ahead_loads = 0;    // whole stripes read ahead
+  uint64_t degraded_stripe_loads = 0;  // degraded stripes loaded whole
+  uint64_t stripe_cache_hits = 0;      // stripe reads served from those
+  uint64_t stripe_cache_bytes = 0;     // bytes the stripe data cache holds
 };
 
 struct ClientCounters {
@@ -53,6 +59,9 @@ struct ClientCounters {
   STRIPEFS_CLIENT_COUNTER(abandoned_chunk_reads)
   STRIPEFS_CLIENT_COUNTER(map_updates)
   STRIPEFS_CLIENT_COUNTER(hedged_chunk_reads)
+  STRIPEFS_CLIENT_COUNTER(read_ahead_loads)
+  STRIPEFS_CLIENT_COUNTER(degraded_stripe_loads)
+  STRIPEFS_CLIENT_COUNTER(stripe_cache_hits)
 #undef STRIPEFS_CLIENT_COUNTER
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -83,6 +92,9 @@ struct ClientCounters {
     s.abandoned_chunk_reads = ld(abandoned_chunk_reads);
     s.map_updates = ld(map_updates);
     s.hedged_chunk_reads = ld(hedged_chunk_reads);
+    s.read_ahead_loads = ld(read_ahead_loads);
+    s.degraded_stripe_loads = ld(degraded_stripe_loads);
+    s.stripe_cache_hits = ld(stripe_cache_hits);
     return s;
   }
 };

@@ -40,8 +40,8 @@ Status ClusterView::Refresh() {
   auto placement = Placement::Create(*map, width_);
   if (!placement.ok()) return placement.status();
   std::lock_guard<std::mutex> lock(map_mu_);
-  map_ = std::move(map).value();
-  placement_ = std::make_shared<const Placement>(std::move(placement).value());
+  Install(std::move(map).value(),
+          std::make_shared<const Placement>(std::move(placement).value()));
   return Status::Ok();
 }
 
@@ -56,10 +56,20 @@ Result<bool> ClusterView::RefreshIfChanged() {
   if (!placement.ok()) return placement.status();
   std::lock_guard<std::mutex> lock(map_mu_);
   if (map->epoch < map_.epoch) return false;  // a newer one won the race
-  map_ = std::move(map).value();
-  placement_ = std::make_shared<const Placement>(std::move(placement).value());
+  Install(std::move(map).value(),
+          std::make_shared<const Placement>(std::move(placement).value()));
   ClientCounters::Add(counters_->map_updates);
   return true;
+}
+
+void ClusterView::Install(ClusterMap map,
+                          std::shared_ptr<const Placement> placement) {
+  bool all_up = true;
+  for (const auto& s : map.servers) all_up &= s.state == ServerState::kUp;
+  map_ = std::move(map);
+  shared_map_ = std::make_shared<const ClusterMap>(map_);
+  placement_ = std::move(placement);
+  all_up_.store(all_up, std::memory_order_relaxed);
 }
 
 uint64_t ClusterView::epoch() {
@@ -69,12 +79,13 @@ uint64_t ClusterView::epoch() {
 
 ChunkLayout ClusterView::LayoutFor(uint64_t ino, uint64_t stripe) {
   std::shared_ptr<const Placement> placement;
-  ClusterMap map;
+  std::shared_ptr<const ClusterMap> shared;
   {
     std::lock_guard<std::mutex> lock(map_mu_);
     placement = placement_;
-    map = map_;  // small; copied so Get() runs unlocked
+    shared = shared_map_;  // so Get() runs unlocked
   }
+  const ClusterMap& map = *shared;
   ChunkLayout layout;
   for (uint32_t id : placement->ServersFor(ino, stripe)) {
     auto it = std::find_if(map.servers.begin(), map.servers.end(),

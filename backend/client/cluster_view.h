@@ -13,6 +13,7 @@
 // concurrently; a ChunkLayout is a copy, valid after the map changes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -65,6 +66,8 @@ class ClusterView {
   uint64_t epoch();
 
   ChunkLayout LayoutFor(uint64_t ino, uint64_t stripe);
+  // Every server of the current map is up (cheap: no layout built).
+  bool AllUp() const { return all_up_.load(std::memory_order_relaxed); }
 
   // Servers a chunk read recently found slow or unreachable, for a window
   // long enough for metad to mark a hung server down.
@@ -73,6 +76,8 @@ class ClusterView {
 
  private:
   void RefreshLoop();
+  // Installs `map` and its placement. map_mu_ held.
+  void Install(ClusterMap map, std::shared_ptr<const Placement> placement);
 
   MetaService* const meta_;
   ChunkServerSet* const servers_;
@@ -81,7 +86,10 @@ class ClusterView {
   ClientCounters* const counters_;
 
   std::mutex map_mu_;
-  ClusterMap map_;                              // guarded by map_mu_
+  ClusterMap map_;  // guarded by map_mu_
+  // The same map, shared: LayoutFor takes it without copying the map.
+  std::shared_ptr<const ClusterMap> shared_map_;  // guarded by map_mu_
+  std::atomic<bool> all_up_{false};
   std::shared_ptr<const Placement> placement_;  // guarded by map_mu_
 
   std::mutex suspect_mu_;

@@ -151,6 +151,7 @@ Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
   if (still_missing != sv.missing_mask) {
     Status st = client.meta().SetStripeMissing(ino, sv.stripe, sv.version,
                                                still_missing);
+    client.ForgetStripeMap(ino);  // the cached missing mask is out of date
     if (!st.ok() && st.code() != ESTALE) return st;
   }
   if (failed != 0) return write_error.Annotate("repair write");

@@ -34,13 +34,18 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
       geo_(geometry),
       codec_(std::move(codec)),
       options_(options),
+      stripes_(options.read_cache_bytes),
       pool_(options.io_threads) {
   view_ = std::make_unique<ClusterView>(
       meta, servers, geo_.width(), options.map_refresh_interval, &counters_);
   fanout_ = std::make_unique<ChunkFanout>(&pool_, view_.get(), &counters_);
+  // Separate from pool_: a load waits for chunk reads that run on pool_.
+  ahead_pool_ = std::make_unique<ThreadPool>(2);
   reader_ = std::make_unique<StripeReader>(
-      StripeReader::Parts{meta, codec_.get(), view_.get(), &pool_, &counters_},
-      geo_, options.read_deadline);
+      StripeReader::Parts{
+          meta, codec_.get(), view_.get(), &pool_, &counters_, &maps_,
+          options.read_cache_bytes ? &stripes_ : nullptr, ahead_pool_.get()},
+      geo_, options.read_deadline, options.read_ahead_stripes);
   collector_ = std::make_unique<VersionCollector>(
       VersionCollector::Parts{meta, view_.get(), &pool_, &locks_, &counters_},
       options.gc_queue_stripes);
@@ -56,6 +61,7 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
 }
 
 StripeClient::~StripeClient() {
+  ahead_pool_.reset();  // finishes the read-ahead loads
   writer_.reset();
   collector_.reset();  // drains queued deletions
 }
@@ -81,6 +87,7 @@ Status StripeClient::Write(uint64_t ino, uint64_t offset,
         }
       });
   if (st.ok() && !batch.empty()) st = writer_->WriteMany(batch);
+  maps_.Forget(ino);  // committed or not, the map may have moved
   STRIPEFS_RETURN_IF_ERROR(st);
   ClientCounters::Add(counters_.bytes_written, data.size());
   return Status::Ok();
@@ -96,7 +103,9 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe,
   req.bytes = stripe_bytes;
   req.ranges = valid;
   req.min_file_size = min_file_size;
-  STRIPEFS_RETURN_IF_ERROR(writer_->Write(req));
+  Status st = writer_->Write(req);
+  maps_.Forget(ino);
+  STRIPEFS_RETURN_IF_ERROR(st);
   uint64_t bytes = 0;
   for (const StripeRange& r : valid) bytes += r.end - r.begin;
   ClientCounters::Add(counters_.bytes_written, bytes);
@@ -104,12 +113,15 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe,
 }
 
 Status StripeClient::WriteStripes(const std::vector<StripeWriteRequest>& reqs) {
-  for (size_t i = 0; i < reqs.size(); i += kStripesPerCommit) {
+  Status st;
+  for (size_t i = 0; i < reqs.size() && st.ok(); i += kStripesPerCommit) {
     const auto end = reqs.begin() + static_cast<long>(std::min(
                                         reqs.size(), i + kStripesPerCommit));
-    STRIPEFS_RETURN_IF_ERROR(writer_->WriteMany(std::vector<StripeWriteRequest>(
-        reqs.begin() + static_cast<long>(i), end)));
+    st = writer_->WriteMany(std::vector<StripeWriteRequest>(
+        reqs.begin() + static_cast<long>(i), end));
   }
+  for (const auto& r : reqs) maps_.Forget(r.ino);
+  STRIPEFS_RETURN_IF_ERROR(st);
   uint64_t bytes = 0;
   for (const auto& r : reqs)
     for (const StripeRange& range : r.ranges) bytes += range.end - range.begin;
@@ -130,19 +142,26 @@ Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,
     req.ino = ino;
     req.stripe = new_size / S;
     req.zero_from = new_size % S;
-    STRIPEFS_RETURN_IF_ERROR(writer_->Write(req).Annotate("truncate"));
+    Status st = writer_->Write(req);
+    maps_.Forget(ino);
+    STRIPEFS_RETURN_IF_ERROR(st.Annotate("truncate"));
   }
   SetAttrRequest req;
   req.mask = kSetSize;
   req.size = new_size;
   std::vector<ObsoleteStripe> obsolete;
   auto attr = meta_->SetAttr(ino, req, &obsolete);
+  maps_.Forget(ino);
   if (!attr.ok()) return attr.status();
   DeleteStripes(obsolete);
   return attr;
 }
 
 void StripeClient::DeleteStripes(const std::vector<ObsoleteStripe>& obsolete) {
+  uint64_t forgotten = 0;  // obsolete versions come grouped by inode
+  for (const auto& o : obsolete) {
+    if (o.inode != forgotten) maps_.Forget(o.inode), forgotten = o.inode;
+  }
   for (const auto& o : obsolete)
     collector_->Enqueue(o, view_->LayoutFor(o.inode, o.stripe),
                         /*dropped=*/true);

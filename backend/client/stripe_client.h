@@ -9,6 +9,12 @@
 //   StripeGeometry       the cell and stripe arithmetic
 // Repair and scrub of single stripes live in the repairer (repairer.h).
 //
+// Reads take the stripe map from a cache (stripe_map_cache.h): this
+// client's writes and truncates forget the file's map when they end; other
+// clients' commits are seen once the caller forgets the map
+// (ForgetStripeMap, the file system does it when a file's change marker
+// moved) or when a cached version can no longer be read.
+//
 // Writes: every stripe a call touches gets exactly one new version, made
 // durable (chunks, then the metadata commit) before the call returns; the
 // stripes of one Write() call are committed by one metadata call. Old
@@ -31,8 +37,10 @@
 #include "backend/client/chunk_server_set.h"
 #include "backend/client/client_counters.h"
 #include "backend/client/cluster_view.h"
+#include "backend/client/stripe_data_cache.h"
 #include "backend/client/stripe_geometry.h"
 #include "backend/client/stripe_locks.h"
+#include "backend/client/stripe_map_cache.h"
 #include "backend/client/stripe_read.h"
 #include "backend/client/stripe_write.h"
 #include "backend/client/thread_pool.h"
@@ -60,6 +68,12 @@ struct StripeClientOptions {
   // chunk transport error or slow read triggers one early. 0: only at
   // Create(), on failures and by RefreshClusterMap().
   std::chrono::milliseconds map_refresh_interval{1000};
+  // Read-ahead: a sequential reader gets up to this many whole stripes
+  // read ahead of it (0: none), within read_cache_bytes, which also holds
+  // degraded stripes reconstructed once for the readers that follow (0:
+  // neither).
+  uint32_t read_ahead_stripes = 8;
+  uint64_t read_cache_bytes = uint64_t{64} << 20;
   // Obsolete stripe versions waiting for background deletion before
   // writers wait for the collector.
   size_t gc_queue_stripes = 4096;
@@ -115,6 +129,10 @@ class StripeClient {
   // Waits until every deletion queued so far has been attempted.
   void DrainGarbage() { collector_->Drain(); }
 
+  // Drops the cached stripe map of `ino` (another client may have changed
+  // it): the next read asks metadata.
+  void ForgetStripeMap(uint64_t ino) { maps_.Forget(ino); }
+
   // Re-reads the cluster map (server states, new servers) from metadata.
   Status RefreshClusterMap() { return view_->Refresh(); }
   // Same, but only rebuilds placement when the map changed; true if it did.
@@ -124,7 +142,13 @@ class StripeClient {
   // Epoch of the cluster map the client currently uses.
   uint64_t map_epoch() { return view_->epoch(); }
 
-  ClientCountersSnapshot counters() const { return counters_.Snapshot(); }
+  ClientCountersSnapshot counters() const {
+    ClientCountersSnapshot s = counters_.Snapshot();
+    s.stripe_map_hits = maps_.hits();
+    s.stripe_map_misses = maps_.misses();
+    s.stripe_cache_bytes = stripes_.used();
+    return s;
+  }
   const ec::Codec& codec() const { return *codec_; }
 
   // The parts, for the repairer (which works on single stripes).
@@ -145,12 +169,15 @@ class StripeClient {
   const std::unique_ptr<ec::Codec> codec_;
   const StripeClientOptions options_;
   ClientCounters counters_;
+  StripeMapCache maps_;
+  StripeDataCache stripes_;  // outlives the read-ahead loads
   StripeLocks locks_;
   ThreadPool pool_;
   // Destroyed in reverse: the collector drains before the view and pool go.
   std::unique_ptr<ClusterView> view_;
   std::unique_ptr<ChunkFanout> fanout_;
   std::unique_ptr<StripeReader> reader_;
+  std::unique_ptr<ThreadPool> ahead_pool_;  // read-ahead loads; before reader_
   std::unique_ptr<VersionCollector> collector_;
   std::unique_ptr<StripeWriteExecutor> writer_;
 };

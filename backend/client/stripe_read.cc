@@ -202,9 +202,15 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
   const uint64_t total = std::min<uint64_t>(out.size(), file_size - offset);
   const uint64_t S = geo_.stripe_size();
   const uint64_t first = offset / S, last = (offset + total - 1) / S;
-  auto stripes = p_.meta->GetStripes(ino, first, last - first + 1);
+  auto stripes = StripeMap(ino, first, last, file_size);
   if (!stripes.ok()) return stripes.status().Annotate("reading stripe map");
   std::memset(out.data(), 0, total);
+  if (read_ahead_stripes_ > 0 && Sequential(ino, offset, offset + total)) {
+    const uint64_t file_last = (file_size - 1) / S;
+    const uint64_t from = (offset + total) % S ? last : last + 1;
+    const uint64_t to = std::min(file_last, last + read_ahead_stripes_);
+    if (from <= to) ReadAhead(ino, from, to);
+  }
   size_t next = 0;  // index into *stripes
   Status st;
   geo_.ForEachStripe(
@@ -212,11 +218,128 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
         if (!st.ok()) return;
         while (next < stripes->size() && (*stripes)[next].stripe < s) ++next;
         if (next == stripes->size() || (*stripes)[next].stripe != s) return;
-        st = ReadStripe(ino, (*stripes)[next], off, off + n, out.data() + pos);
+        st = ReadStripeCached(ino, (*stripes)[next], off, off + n,
+                              out.data() + pos);
       });
   if (!st.ok()) return st;
   ClientCounters::Add(p_.counters->bytes_read, total);
   return static_cast<size_t>(total);
+}
+
+bool StripeReader::Sequential(uint64_t ino, uint64_t offset, uint64_t end) {
+  constexpr size_t kMaxStreams = 4096;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  auto it = next_offset_.find(ino);
+  const bool seq = it != next_offset_.end() && it->second == offset;
+  if (it == next_offset_.end()) {
+    if (next_offset_.size() >= kMaxStreams) next_offset_.clear();
+    next_offset_.emplace(ino, end);
+  } else {
+    it->second = end;
+  }
+  return seq;
+}
+
+bool StripeReader::Degraded(uint64_t ino, const StripeVersion& sv) const {
+  const uint32_t data_mask = (1u << geo_.k()) - 1;
+  if (sv.missing_mask & data_mask) return true;
+  if (p_.view->AllUp()) return false;
+  const ChunkLayout layout = p_.view->LayoutFor(ino, sv.stripe);
+  for (uint32_t i = 0; i < geo_.k(); ++i) {
+    if ((sv.missing_mask & ChunkBit(i)) || !layout.IsUp(i)) return true;
+  }
+  return false;
+}
+
+CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
+                                         const StripeVersion& sv) {
+  auto c = std::make_shared<CachedStripe>();
+  c->chunk_len = sv.chunk_len;
+  if (sv.chunk_len == 0) return c;
+  std::vector<int> want;
+  for (uint32_t i = 0; i < geo_.k(); ++i) want.push_back(static_cast<int>(i));
+  std::vector<std::vector<uint8_t>> cols;
+  Status st = ReadColumns(ino, sv, p_.view->LayoutFor(ino, sv.stripe), want, 0,
+                          sv.chunk_len, &cols);
+  if (!st.ok()) return nullptr;
+  c->bytes.reserve(size_t{geo_.k()} * sv.chunk_len);
+  for (const auto& col : cols)
+    c->bytes.insert(c->bytes.end(), col.begin(), col.end());
+  return c;
+}
+
+void StripeReader::CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
+                           uint8_t* dst) const {
+  geo_.ForEachCell(a, b, c.chunk_len, [&](const CellSpan& span) {
+    std::memcpy(dst + (geo_.StripeOffset(span.cell, span.lo) - a),
+                c.bytes.data() + size_t{span.cell} * c.chunk_len + span.lo,
+                span.hi - span.lo);
+  });
+}
+
+Status StripeReader::ReadStripeCached(uint64_t ino, const StripeVersion& sv,
+                                      uint64_t a, uint64_t b, uint8_t* dst) {
+  if (p_.stripes) {
+    const StripeDataCache::Key key{ino, sv.stripe, sv.version};
+    CachedStripePtr c;
+    if (auto load = p_.stripes->Find(key)) {
+      c = load->get();  // waits for a load in flight
+    } else if (Degraded(ino, sv)) {
+      auto promise =
+          p_.stripes->Reserve(key, uint64_t{geo_.k()} * sv.chunk_len);
+      if (promise) {
+        CachedStripePtr loaded = LoadStripe(ino, sv);
+        p_.stripes->Complete(key, promise, loaded);
+        if (loaded) {
+          ClientCounters::Add(p_.counters->degraded_stripe_loads);
+          CopyOut(*loaded, a, b, dst);
+          return Status::Ok();
+        }
+      }
+    }
+    if (c) {
+      ClientCounters::Add(p_.counters->stripe_cache_hits);
+      CopyOut(*c, a, b, dst);
+      return Status::Ok();
+    }
+  }
+  return ReadStripe(ino, sv, a, b, dst);
+}
+
+void StripeReader::ReadAhead(uint64_t ino, uint64_t from, uint64_t to) {
+  std::vector<StripeVersion> svs;
+  if (!p_.maps->Lookup(ino, from, to - from + 1, &svs)) return;
+  for (const StripeVersion& sv : svs) {
+    const StripeDataCache::Key key{ino, sv.stripe, sv.version};
+    auto promise = p_.stripes->Reserve(key, uint64_t{geo_.k()} * sv.chunk_len);
+    if (!promise) continue;  // loaded, loading, or no room
+    ClientCounters::Add(p_.counters->read_ahead_loads);
+    if (Degraded(ino, sv))
+      ClientCounters::Add(p_.counters->degraded_stripe_loads);
+    p_.ahead->Submit([this, ino, sv, key, promise] {
+      p_.stripes->Complete(key, promise, LoadStripe(ino, sv));
+    });
+  }
+}
+
+Result<std::vector<StripeVersion>> StripeReader::StripeMap(uint64_t ino,
+                                                           uint64_t first,
+                                                           uint64_t last,
+                                                           uint64_t file_size) {
+  std::vector<StripeVersion> found;
+  if (p_.maps->Lookup(ino, first, last - first + 1, &found)) return found;
+  const uint64_t file_last = (file_size - 1) / geo_.stripe_size();
+  const uint64_t count = std::max(
+      last - first + 1,
+      std::min(kMapWindow, file_last >= first ? file_last - first + 1 : 0));
+  const uint64_t token = p_.maps->BeginFill();
+  auto got = p_.meta->GetStripes(ino, first, count);
+  if (!got.ok()) return got.status();
+  p_.maps->Fill(token, ino, first, count, *got);
+  found = std::move(got).value();
+  std::erase_if(found,
+                [&](const StripeVersion& sv) { return sv.stripe > last; });
+  return found;
 }
 
 Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,
@@ -246,9 +369,11 @@ Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,
     // Servers may have come back (or gone) since our map was read.
     auto map_changed = p_.view->RefreshIfChanged();
     // A writer may have replaced (and collected) this version meanwhile.
+    const uint64_t token = p_.maps->BeginFill();
     auto now = p_.meta->GetStripes(ino, sv.stripe, 1);
     if (now.ok() && !now->empty() && now->front().version != sv.version) {
       sv = now->front();
+      p_.maps->Put(token, ino, sv);
       continue;
     }
     if (!map_changed.ok() || !*map_changed) break;

@@ -8,18 +8,30 @@
 // committed versions; a version replaced (and collected) while being read
 // is retried on the new one.
 //
+// Whole stripes (parts.stripes, stripe_data_cache.h): a reader whose READ
+// starts where its previous one on the file ended is sequential, and gets
+// the next `read_ahead_stripes` stripes (with the one it ends inside) read
+// whole in the background (parts.ahead) for the READs that follow. A
+// stripe with a data chunk known missing or on a server that is down is
+// read whole too, reconstructed once, and kept for later readers. Both
+// only within the cache's budget; otherwise a READ reads what it needs.
+//
 // Ownership: borrows everything it is given (owned by StripeClient).
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/client/client_counters.h"
 #include "backend/client/cluster_view.h"
+#include "backend/client/stripe_data_cache.h"
 #include "backend/client/stripe_geometry.h"
+#include "backend/client/stripe_map_cache.h"
 #include "backend/client/thread_pool.h"
 #include "backend/meta/meta_service.h"
 #include "common/status.h"
@@ -35,13 +47,22 @@ class StripeReader {
     ClusterView* view;
     ThreadPool* pool;
     ClientCounters* counters;
+    StripeMapCache* maps;  // the stripe map is looked up here first
+    StripeDataCache* stripes = nullptr;  // null: no whole-stripe reads
+    ThreadPool* ahead = nullptr;         // runs read-ahead loads
   };
   StripeReader(const Parts& parts, StripeGeometry geometry,
-               std::chrono::milliseconds read_deadline)
-      : p_(parts), geo_(geometry), read_deadline_(read_deadline) {}
+               std::chrono::milliseconds read_deadline,
+               uint32_t read_ahead_stripes = 0)
+      : p_(parts),
+        geo_(geometry),
+        read_deadline_(read_deadline),
+        read_ahead_stripes_(p_.stripes && p_.ahead ? read_ahead_stripes : 0) {}
 
   // Reads min(out.size(), file_size - offset) bytes at `offset` (0 at or
-  // past EOF); holes read as zeros. Returns the byte count.
+  // past EOF); holes read as zeros. Returns the byte count. The stripe map
+  // comes from the cache; a miss reads up to kMapWindow stripes of it (not
+  // past EOF) in one metadata call, so sequential readers hit after that.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
                       uint64_t file_size);
 
@@ -54,13 +75,36 @@ class StripeReader {
                      std::vector<std::vector<uint8_t>>* out);
 
  private:
+  static constexpr uint64_t kMapWindow = 256;
+  // The committed versions of stripes [first, last] (holes omitted).
+  Result<std::vector<StripeVersion>> StripeMap(uint64_t ino, uint64_t first,
+                                               uint64_t last,
+                                               uint64_t file_size);
   // Reads stripe bytes [a, b) of committed stripe `sv` into dst.
   Status ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a, uint64_t b,
                     uint8_t* dst);
+  // Same, from the whole-stripe cache when the stripe is there or being
+  // loaded, or is degraded (then loaded whole here); else ReadStripe.
+  Status ReadStripeCached(uint64_t ino, const StripeVersion& sv, uint64_t a,
+                          uint64_t b, uint8_t* dst);
+  // Every data column of `sv`, reconstructed if need be; null on failure.
+  CachedStripePtr LoadStripe(uint64_t ino, const StripeVersion& sv);
+  // A data chunk of `sv` is known missing or its server is not up.
+  bool Degraded(uint64_t ino, const StripeVersion& sv) const;
+  // Records the READ [offset, end) of `ino`; true if it starts where the
+  // previous one ended.
+  bool Sequential(uint64_t ino, uint64_t offset, uint64_t end);
+  // Starts background loads of stripes [from, to] whose map is cached.
+  void ReadAhead(uint64_t ino, uint64_t from, uint64_t to);
+  void CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
+               uint8_t* dst) const;
 
   const Parts p_;
   const StripeGeometry geo_;
   const std::chrono::milliseconds read_deadline_;
+  const uint32_t read_ahead_stripes_;
+  std::mutex streams_mu_;
+  std::unordered_map<uint64_t, uint64_t> next_offset_;  // ino -> expected
 };
 
 }  // namespace stripefs

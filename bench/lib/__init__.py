@@ -1,8 +1,8 @@
 """bench/lib: the pieces every stripefs benchmark driver shares.
 
 One copy of each, imported by bench/cluster/bench_cluster.py,
-bench/fuse/transport_bench.py, bench/align/align_bench.py and
-bench/write/write_bench.py:
+bench/fuse/transport_bench.py, bench/align/align_bench.py,
+bench/write/write_bench.py and bench/read/read_bench.py:
 
   knobs        kernel knobs (/sys, /proc/sys) set for a run and restored,
                drop_caches
@@ -16,7 +16,8 @@ bench/write/write_bench.py:
   stripefs     the stripefs binary: finding it, running subcommands, mounts
                (pid from the banner, `stat --json`), umount with -l fallback
   run          logger with elapsed time, SIGTERM/SIGHUP -> KeyboardInterrupt,
-               removing a work dir only when nothing under it is mounted
+               removing a work dir only when nothing under it is mounted,
+               the checkout's commit, table number formatting
   plots        matplotlib (Agg) import, optional
 
 Drivers put ROOT/bench on sys.path and `import lib.<module>`; nothing here

@@ -6,6 +6,7 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import time
 
 from lib import sampling
@@ -87,3 +88,40 @@ def host_meta():
                 "%Y-%m-%d %H:%M UTC"),
             "host": platform.node(), "kernel": platform.release(),
             "cpus": os.cpu_count(), "loadavg_start": sampling.loadavg()}
+
+
+def git_commit(root):
+    """Short commit of the checkout at `root`, +dirty with changes; None
+    outside a git checkout."""
+    r = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                       capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                            "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (r.stdout.strip() + ("+dirty" if dirty else "")) or None
+
+
+def fmtn(v):
+    """A figure for a table: '-' for None, 3 significant digits or so."""
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def add_size_args(parser, sizes, quick_help):
+    """--quick and one --NAME option per (name, full, quick, what) of
+    `sizes`; resolve_sizes() fills in the defaults after parsing."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    for name, full, quick, what in sizes:
+        parser.add_argument("--" + name.replace("_", "-"), type=int,
+                            default=None,
+                            help=f"{what} (default {full}; quick {quick})")
+
+
+def resolve_sizes(args, sizes):
+    """Sizes not given on the command line: the full or the quick value."""
+    for name, full, quick, _ in sizes:
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)

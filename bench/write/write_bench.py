@@ -541,12 +541,7 @@ def all_rows(m, a):
     return rows
 
 
-def fmtn(v):
-    if v is None:
-        return "-"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+fmtn = run.fmtn
 
 
 def row_line(r):
@@ -630,12 +625,7 @@ def write_outputs(rows, m, meta, a):
 
 
 def git_commit():
-    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                       capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
-                            "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return (r.stdout.strip() + ("+dirty" if dirty else "")) or None
+    return run.git_commit(ROOT)
 
 
 # option, full run, --quick, what it sets

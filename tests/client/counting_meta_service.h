@@ -1,9 +1,11 @@
 // Test-only: a MetaService that forwards to another and counts the stripe
 // commits it sees, so tests can check how many metadata commits (and
-// committed versions) a client operation made.
+// committed versions) a client operation made, and the attribute and
+// stripe-map reads (the read path's metadata round trips).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "backend/meta/meta_service.h"
@@ -18,6 +20,8 @@ class CountingMetaService final : public MetaService {
   std::atomic<int> commit_calls{0};            // CommitStripe + CommitStripes
   std::atomic<int> stripes_committed{0};       // versions made current
   std::atomic<bool> batch_unsupported{false};  // CommitStripes: EOPNOTSUPP
+  std::atomic<int> getattr_calls{0};
+  std::atomic<int> getstripes_calls{0};
 
   Status CommitStripe(uint64_t ino, const StripeVersion& sv, uint64_t expected,
                       uint64_t min_size, ObsoleteStripe* obsolete) override {
@@ -51,6 +55,7 @@ class CountingMetaService final : public MetaService {
     return inner_->Lookup(parent, name);
   }
   Result<InodeAttr> GetAttr(uint64_t ino) override {
+    ++getattr_calls;
     return inner_->GetAttr(ino);
   }
   Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
@@ -119,6 +124,7 @@ class CountingMetaService final : public MetaService {
   }
   Result<std::vector<StripeVersion>> GetStripes(uint64_t ino, uint64_t first,
                                                 uint64_t count) override {
+    ++getstripes_calls;
     return inner_->GetStripes(ino, first, count);
   }
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
@@ -134,5 +140,16 @@ class CountingMetaService final : public MetaService {
  private:
   std::unique_ptr<MetaService> inner_;
 };
+
+// Wraps metadata in a CountingMetaService and points *out at it (the
+// shape of LocalVolume's metadata wrapper).
+inline std::function<std::unique_ptr<MetaService>(std::unique_ptr<MetaService>)>
+CountingWrapper(CountingMetaService** out) {
+  return [out](std::unique_ptr<MetaService> inner) {
+    auto c = std::make_unique<CountingMetaService>(std::move(inner));
+    *out = c.get();
+    return std::unique_ptr<MetaService>(std::move(c));
+  };
+}
 
 }  // namespace stripefs::testing

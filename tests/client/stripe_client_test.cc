@@ -14,6 +14,7 @@
 #include "backend/meta/meta_store.h"
 #include "tests/client/counting_meta_service.h"
 #include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/local_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -22,6 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CountingMetaService;
 using testing::FaultInjectingChunkService;
+using testing::LocalVolume;
 
 using testing::RandomBytes;
 
@@ -30,50 +32,25 @@ using testing::RandomBytes;
 class StripeClientTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
-  void TearDown() override {
-    volume_.reset();
-    stores_.clear();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { lv_.reset(); }
 
   void Open(int servers, Geometry g) {
-    volume_.reset();
-    stores_.clear();
-    if (!dir_.empty()) fs::remove_all(dir_);
-    char tmpl[] = "/tmp/stripefs-client-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", g, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
+    lv_.reset();
     faults_.clear();
-    for (int i = 0; i < servers; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      auto w = std::make_unique<FaultInjectingChunkService>(store->get());
-      faults_.push_back(w.get());
-      wrappers.push_back(std::move(w));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = static_cast<uint32_t>(i);
-      info.failure_domain = "host" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    auto counting = std::make_unique<CountingMetaService>(
-        std::unique_ptr<MetaService>(std::move(meta).value()));
-    counting_ = counting.get();
-    auto v = Volume::FromParts(
-        std::move(counting),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    auto lv = LocalVolume::Create(
+        servers, g,
+        [this](ChunkStore* s) {
+          auto w = std::make_unique<FaultInjectingChunkService>(s);
+          faults_.push_back(w.get());
+          return w;
+        },
+        stripefs::testing::CountingWrapper(&counting_));
+    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    lv_ = std::move(lv).value();
   }
 
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
+  MetaService& meta() { return lv_->volume->meta(); }
+  StripeClient& client() { return lv_->volume->client(); }
   uint64_t S() { return client().stripe_size(); }
 
   uint64_t NewFile(const std::string& name) {
@@ -89,7 +66,7 @@ class StripeClientTest : public ::testing::Test {
   }
   uint64_t StoredChunks() {
     uint64_t n = 0;
-    for (auto& s : stores_) n += s->Stats()->chunks;
+    for (auto& s : lv_->stores) n += s->Stats()->chunks;
     return n;
   }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
@@ -119,11 +96,9 @@ class StripeClientTest : public ::testing::Test {
     ASSERT_TRUE(client().RefreshClusterMap().ok());
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
+  std::unique_ptr<LocalVolume> lv_;  // the stores outlive the volume
   std::vector<FaultInjectingChunkService*> faults_;
-  CountingMetaService* counting_ = nullptr;  // owned by volume_
-  std::unique_ptr<Volume> volume_;
+  CountingMetaService* counting_ = nullptr;  // owned by lv_->volume
 };
 
 TEST_F(StripeClientTest, RandomWritesReadBackByteForByte) {
@@ -171,7 +146,7 @@ TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
   EXPECT_EQ(ReadAll(ino), data);
   client().DrainGarbage();  // old versions are collected in the background
   uint64_t chunks = 0;
-  for (auto& s : stores_) chunks += s->Stats()->chunks;
+  for (auto& s : lv_->stores) chunks += s->Stats()->chunks;
   EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
 }
 
@@ -240,7 +215,7 @@ TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
   // Client B: same metadata and chunk stores, its own wrappers and client.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
   std::vector<FaultInjectingChunkService*> b_faults;
-  for (auto& s : stores_) {
+  for (auto& s : lv_->stores) {
     auto w = std::make_unique<FaultInjectingChunkService>(s.get());
     b_faults.push_back(w.get());
     wrappers.push_back(std::move(w));
@@ -346,7 +321,7 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   auto sv = meta().GetStripes(ino, 0, 1)->front();
   auto servers = ServersOf(ino, 0);
   // Flip a bit in data chunk 1's bytes.
-  auto loc = stores_[servers[1]]->Locate({ino, 0, 1}, sv.version);
+  auto loc = lv_->stores[servers[1]]->Locate({ino, 0, 1}, sv.version);
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   {
     const auto at = static_cast<std::streamoff>(loc->offset + 17);
@@ -658,7 +633,7 @@ TEST_F(StripeClientTest, ClosingTheClientDrainsQueuedCollection) {
   ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 2)).ok());
   auto stripes = meta().GetStripes(ino, 0, 3);
   ASSERT_EQ(stripes->size(), 3u);
-  volume_.reset();  // no DrainGarbage: the destructor drains
+  lv_->volume.reset();  // no DrainGarbage: the destructor drains
   EXPECT_EQ(StoredChunks(), 3u * 6u);
 }
 
@@ -704,6 +679,188 @@ TEST(EmbeddedVolumeTest, CreatesReopensAndRejectsWrongDirs) {
   auto missing = Volume::OpenEmbedded(dir + "/none", no_create);
   EXPECT_EQ(missing.status().code(), ENOENT);
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace stripefs
+
+namespace stripefs {
+namespace {
+
+// ---- stripe map cache (read path without metadata round trips) ----------
+
+TEST_F(StripeClientTest, ReadOfACachedUnchangedStripeMakesNoMetadataCall) {
+  const uint64_t ino = NewFile("cached");
+  auto data = RandomBytes(3 * S() + 100, 11);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  const uint64_t size = data.size();
+  std::vector<uint8_t> out(4096);
+  ASSERT_TRUE(client().Read(ino, 0, out, size).ok());  // fills the map
+  const int attrs = counting_->getattr_calls.load();
+  const int maps = counting_->getstripes_calls.load();
+  for (uint64_t off = 0; off + out.size() <= size; off += 3000) {
+    auto n = client().Read(ino, off, out, size);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, out.size());
+    ASSERT_TRUE(std::equal(out.begin(), out.end(),
+                           data.begin() + static_cast<long>(off)));
+  }
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps);
+  EXPECT_EQ(counting_->getattr_calls.load(), attrs);
+  EXPECT_GT(client().counters().stripe_map_hits, 0u);
+  // Its own overwrite forgets the map: the next read sees the new version.
+  auto patch = RandomBytes(S(), 12);
+  ASSERT_TRUE(client().Write(ino, S(), patch).ok());
+  const int after_write = counting_->getstripes_calls.load();
+  std::copy(patch.begin(), patch.end(), data.begin() + static_cast<long>(S()));
+  EXPECT_EQ(ReadAll(ino), data);
+  EXPECT_EQ(counting_->getstripes_calls.load(), after_write + 1);
+  // So does its own truncate.
+  auto t = client().Truncate(ino, size, S() + 10);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  data.resize(S() + 10);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(StripeClientTest, AnotherClientsCommitIsSeenOnceTheMapIsForgotten) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("shared");
+  auto data = RandomBytes(2 * S(), 21);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  // Client B: same metadata and chunk stores.
+  std::vector<std::unique_ptr<ChunkService>> wrappers;
+  for (auto& s : lv_->stores)
+    wrappers.push_back(std::make_unique<FaultInjectingChunkService>(s.get()));
+  LocalChunkServers b_servers(std::move(wrappers));
+  auto b = StripeClient::Create(&meta(), &b_servers);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto b_read = [&](uint64_t size) {
+    std::vector<uint8_t> out(size);
+    auto n = (*b)->Read(ino, 0, out, size);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return out;
+  };
+  const uint64_t big = 3 * S();  // B believes the file is this long
+  std::vector<uint8_t> model = data;
+  model.resize(big, 0);
+  EXPECT_EQ(b_read(big), model);  // B caches stripes 0-1 and hole 2
+  // A overwrites stripe 0 and its old version is collected: B's cached
+  // version is gone, B re-reads that stripe's map and gets A's data.
+  auto patch = RandomBytes(S(), 22);
+  ASSERT_TRUE(client().Write(ino, 0, patch).ok());
+  client().DrainGarbage();
+  std::copy(patch.begin(), patch.end(), model.begin());
+  EXPECT_EQ(b_read(big), model);
+  // A fills the hole: B keeps reading its cached hole (the contract is
+  // close-to-open) until it forgets the map, as OPEN does on a change.
+  auto tail = RandomBytes(S(), 23);
+  ASSERT_TRUE(client().Write(ino, 2 * S(), tail).ok());
+  std::vector<uint8_t> stale = model;
+  EXPECT_EQ(b_read(big), stale);
+  (*b)->ForgetStripeMap(ino);
+  std::copy(tail.begin(), tail.end(), model.begin() + 2 * S());
+  EXPECT_EQ(b_read(big), model);
+}
+
+// A client of the fixture's metadata and stores with its own options and
+// fault injectors (their `down` mirrors the fixture's SetDown).
+struct SideClient {
+  std::vector<FaultInjectingChunkService*> faults;
+  std::unique_ptr<LocalChunkServers> servers;
+  std::unique_ptr<StripeClient> client;
+};
+SideClient MakeSideClient(MetaService& meta,
+                          std::vector<std::unique_ptr<ChunkStore>>& stores,
+                          const StripeClientOptions& options) {
+  SideClient c;
+  std::vector<std::unique_ptr<ChunkService>> wrappers;
+  for (auto& s : stores) {
+    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+    c.faults.push_back(w.get());
+    wrappers.push_back(std::move(w));
+  }
+  c.servers = std::make_unique<LocalChunkServers>(std::move(wrappers));
+  auto made = StripeClient::Create(&meta, c.servers.get(), options);
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  if (made.ok()) c.client = std::move(made).value();
+  return c;
+}
+
+// Reads [0, size) of `ino` in `piece`-byte READs, in order.
+std::vector<uint8_t> ReadSequentially(StripeClient& c, uint64_t ino,
+                                      uint64_t size, size_t piece) {
+  std::vector<uint8_t> out(size);
+  for (uint64_t off = 0; off < size; off += piece) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, size - off));
+    auto got = c.Read(ino, off, std::span<uint8_t>(out.data() + off, n), size);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok()) break;
+  }
+  return out;
+}
+
+TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("seq");
+  auto data = RandomBytes(40 * S() + 123, 31);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  StripeClientOptions o;
+  o.read_ahead_stripes = 8;
+  o.read_cache_bytes = 4 * S();  // room for 4 of the 8 asked for
+  SideClient side = MakeSideClient(meta(), lv_->stores, o);
+  ASSERT_TRUE(side.client);
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
+  const auto c = side.client->counters();
+  EXPECT_GT(c.read_ahead_loads, 0u);
+  EXPECT_GT(c.stripe_cache_hits, 0u);
+  EXPECT_LE(c.stripe_cache_bytes, o.read_cache_bytes);
+  // Random READs start no read-ahead.
+  SideClient random = MakeSideClient(meta(), lv_->stores, o);
+  std::vector<uint8_t> out(4096);
+  for (uint64_t off : {30 * S(), 2 * S(), 17 * S() + 5, S()})
+    ASSERT_TRUE(random.client->Read(ino, off, out, data.size()).ok());
+  EXPECT_EQ(random.client->counters().read_ahead_loads, 0u);
+}
+
+TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("degraded");
+  const uint64_t stripes = 6;
+  auto data = RandomBytes(stripes * S(), 41);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  StripeClientOptions o;
+  o.read_ahead_stripes = 0;  // only the degraded-stripe cache
+  o.read_cache_bytes = 64 * S();
+  SideClient side = MakeSideClient(meta(), lv_->stores, o);
+  ASSERT_TRUE(side.client);
+  // One server down: it holds a data chunk of some stripes (placement
+  // spreads them), each of which needs a reconstruction.
+  const uint32_t down = ServersOf(ino, 0)[0];
+  uint64_t degraded = 0;
+  for (uint64_t s = 0; s < stripes; ++s) {
+    auto servers = ServersOf(ino, s);
+    for (uint32_t i = 0; i < 4; ++i) degraded += servers[i] == down;
+  }
+  ASSERT_GT(degraded, 0u);
+  side.faults[down]->down = true;
+  SetDown(down, true);
+  ASSERT_TRUE(side.client->RefreshClusterMap().ok());
+  // Three readers, 4 KiB READs in and out of order: each degraded stripe is
+  // reconstructed once.
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
+  EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 1000), data);
+  std::vector<uint8_t> out(4096);
+  for (uint64_t off = data.size() - 4096;; off -= 4096) {
+    auto n = side.client->Read(ino, off, out, data.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_TRUE(std::equal(out.begin(), out.end(),
+                           data.begin() + static_cast<long>(off)));
+    if (off < 4096) break;
+  }
+  const auto c = side.client->counters();
+  EXPECT_EQ(c.degraded_reads, degraded);
+  EXPECT_EQ(c.degraded_stripe_loads, degraded);
+  EXPECT_GT(c.stripe_cache_hits, 0u);
 }
 
 }  // namespace

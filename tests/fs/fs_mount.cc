@@ -135,9 +135,10 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
   return m;
 }
 
-Status FsMount::Up() {
+MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
+                                            const StripeFsOptions& fs) const {
   MountServiceOptions o;
-  o.mountpoint = mnt_;
+  o.mountpoint = mnt;
   if (opts_.backend == FsBackend::kCluster) {
     o.meta_address = meta_address_;
     o.key_file = vol_dir_ + "/cluster.key";
@@ -147,11 +148,26 @@ Status FsMount::Up() {
     o.geometry.m = opts_.geometry.m;
     o.geometry.cell_size = opts_.geometry.cell_size;
   }
-  o.fs = opts_.fs;
+  o.fs = fs;
   o.transport = opts_.transport;
   o.mount_options = opts_.mount_options;
   o.publish_runtime_files = false;  // no `stripefs stat` socket in tests
-  auto s = MountService::Start(std::move(o));
+  return o;
+}
+
+Result<std::unique_ptr<MountService>> FsMount::MountAgain(
+    const std::string& name, StripeFsOptions fs, bool writeback_cache) {
+  if (opts_.backend != FsBackend::kCluster)
+    return Status::InvalidArgument("only a cluster can be mounted twice");
+  const std::string mnt = root_ + "/" + name;
+  std::filesystem::create_directories(mnt);
+  MountServiceOptions o = ServiceOptions(mnt, fs);
+  o.writeback_cache = writeback_cache;
+  return MountService::Start(std::move(o));
+}
+
+Status FsMount::Up() {
+  auto s = MountService::Start(ServiceOptions(mnt_, opts_.fs));
   if (!s.ok()) return s.status();
   service_ = std::move(s).value();
   return Status::Ok();

@@ -65,11 +65,20 @@ class FsMount {
   Volume& volume() { return service_->volume(); }
   // Unmount + close the volume, then open and mount it again.
   Status Remount();
+  // Cluster backend: another mount of the same cluster (another client) at
+  // a fresh mountpoint named `name` under this fixture's directory, with
+  // its own file system options. Destroy it before this FsMount.
+  Result<std::unique_ptr<MountService>> MountAgain(const std::string& name,
+                                                   StripeFsOptions fs,
+                                                   bool writeback_cache);
   void Teardown();  // unmount and close (idempotent)
 
  private:
   FsMount() = default;
   Status Up();
+  // The MountService options of a mount of this volume at `mnt`.
+  MountServiceOptions ServiceOptions(const std::string& mnt,
+                                     const StripeFsOptions& fs) const;
   Status ClusterUp();
   void ClusterDown();
   FsMountOptions opts_;

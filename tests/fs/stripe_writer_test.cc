@@ -23,6 +23,7 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/local_volume.h"
 
 namespace stripefs::fs {
 namespace {
@@ -125,34 +126,15 @@ class StripeWriterTest : public ::testing::Test {
   static constexpr int kServers = 6;
 
   void SetUp() override {
-    char tmpl[] = "/tmp/stripefs-writer-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    const Geometry g{4, 2, 4096};
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", g, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
-    for (int i = 0; i < kServers; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      auto w = std::make_unique<HookedChunkService>(store->get());
-      services_.push_back(w.get());
-      wrappers.push_back(std::move(w));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = static_cast<uint32_t>(i);
-      info.failure_domain = "host" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    auto v = Volume::FromParts(
-        std::move(meta).value(),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    auto lv = testing::LocalVolume::Create(
+        kServers, Geometry{4, 2, 4096}, [this](ChunkStore* s) {
+          auto w = std::make_unique<HookedChunkService>(s);
+          services_.push_back(w.get());
+          return w;
+        });
+    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    lv_ = std::move(lv).value();
+    volume_ = lv_->volume.get();
     S = volume_->client().stripe_size();
     ASSERT_EQ(S, 16384u);
     auto a = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0);
@@ -165,10 +147,7 @@ class StripeWriterTest : public ::testing::Test {
     for (auto* s : services_) s->SetIdHook(nullptr);
     writer_.reset();
     sender_.reset();
-    volume_.reset();
-    stores_.clear();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    lv_.reset();
   }
 
   StripeWriter& NewWriter(bool coalesce = true, uint64_t cap = 1ull << 30) {
@@ -243,10 +222,9 @@ class StripeWriterTest : public ::testing::Test {
     for (auto* s : services_) s->SetHook(h);
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;
+  std::unique_ptr<testing::LocalVolume> lv_;
   std::vector<HookedChunkService*> services_;
-  std::unique_ptr<Volume> volume_;
+  Volume* volume_ = nullptr;  // lv_'s
   uint64_t S = 0;
   uint64_t ino_ = 0;
   FakeClock clock_;

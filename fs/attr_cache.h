@@ -1,0 +1,52 @@
+// AttrCache: the mount's copy of regular files' attributes, so that a READ
+// of a file this mount is not writing needs no GetAttr (its size bounds
+// the read), and the change marker that decides whether the file's cached
+// stripe map is still valid.
+//
+// Change marker: (size, mtime, ctime). Every metadata commit of a stripe
+// sets mtime = ctime = now (CLOCK_REALTIME, nanoseconds), as do truncate and
+// every attribute change, so another client's write moves it. Update()
+// reports a moved (or unknown) marker; the caller then forgets the file's
+// stripe map (StripeClient::ForgetStripeMap). Known limit: two commits
+// with an equal timestamp and size (a clock stepped back) look unchanged.
+//
+// Own changes: the file system calls Forget() after its own size or data
+// changes; an Update() whose fetch began before that Forget() is dropped
+// (token check), so an attribute read before a commit never outlives it.
+//
+// Memory: at most `max_entries` inodes; past that the cache starts empty
+// (every file then revalidates once). Thread-safety: thread-safe (one
+// mutex).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "backend/meta/meta_types.h"
+
+namespace stripefs::fs {
+
+class AttrCache {
+ public:
+  explicit AttrCache(size_t max_entries = size_t{1} << 18)
+      : max_entries_(max_entries) {}
+
+  std::optional<InodeAttr> Get(uint64_t ino) const;
+  // Take BEFORE fetching the attributes to pass to Update().
+  uint64_t BeginFetch() const;
+  // Stores `fresh` (unless a Forget() came after `token`); true if the
+  // change marker differs from the cached one or none was cached.
+  bool Update(uint64_t token, const InodeAttr& fresh);
+  void Forget(uint64_t ino);
+  size_t size() const;
+
+ private:
+  const size_t max_entries_;
+  mutable std::mutex mu_;
+  uint64_t epoch_ = 0;  // bumped by Forget; guarded by mu_
+  std::unordered_map<uint64_t, InodeAttr> attrs_;
+};
+
+}  // namespace stripefs::fs
