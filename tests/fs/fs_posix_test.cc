@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -66,6 +67,10 @@ struct FsCase {
   FsBackend backend;
   fuse::TransportChoice transport;
 };
+void PrintTo(const FsCase& c, std::ostream* os) {
+  *os << FsBackendName(c.backend) << " over "
+      << fuse::TransportChoiceName(c.transport);
+}
 
 class FsPosixTest : public ::testing::TestWithParam<FsCase> {
  protected:
