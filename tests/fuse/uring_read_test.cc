@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -117,6 +118,39 @@ void PinToCpu0() {
   ::sched_setaffinity(0, sizeof(set), &set);
 }
 
+// One O_DIRECT open file and an aligned 4 KiB buffer: each Read() is one
+// READ, sent by the calling thread. Read() returns pread's result and
+// keeps its errno in err().
+class DirectReader {
+ public:
+  explicit DirectReader(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_DIRECT)),
+        buf_(static_cast<uint8_t*>(std::aligned_alloc(kBlock, kBlock))) {}
+  ~DirectReader() {
+    if (fd_ >= 0) ::close(fd_);
+    std::free(buf_);
+  }
+  DirectReader(const DirectReader&) = delete;
+  DirectReader& operator=(const DirectReader&) = delete;
+  bool ok() const { return fd_ >= 0 && buf_ != nullptr; }
+  ssize_t Read(size_t block) {
+    if (!ok()) return -1;
+    ssize_t n = ::pread(fd_, buf_, kBlock, static_cast<off_t>(block * kBlock));
+    err_ = n < 0 ? errno : 0;
+    return n;
+  }
+  int err() const { return err_; }
+  // Whether the buffer holds block `block` of `data`.
+  bool Holds(const std::vector<uint8_t>& data, size_t block) const {
+    return std::memcmp(buf_, data.data() + block * kBlock, kBlock) == 0;
+  }
+
+ private:
+  int fd_;
+  uint8_t* buf_;
+  int err_ = 0;
+};
+
 class UringRead : public ::testing::Test {
  protected:
   // `async_dio` false: an O_DIRECT read waits for its READ in the caller,
@@ -151,10 +185,6 @@ class UringRead : public ::testing::Test {
     ::close(fd);
     return d;
   }
-  // O_DIRECT: each pread is one READ, sent by the calling thread.
-  int OpenDirect(const std::string& name) {
-    return ::open(m_->Path(name).c_str(), O_RDONLY | O_DIRECT);
-  }
 
   int tasks_before_ = 0, fds_before_ = 0;
   std::unique_ptr<HeldReadFs> fs_;
@@ -168,21 +198,15 @@ TEST_F(UringRead, ReadsOfOneQueueAreServedConcurrently) {
   if (IsSkipped()) return;
   constexpr int kReaders = kWorkers;
   const auto data = PutFile("f", kReaders);
-  std::vector<std::vector<uint8_t>> got(kReaders, std::vector<uint8_t>(kBlock));
   std::vector<ssize_t> n(kReaders, -1);
+  std::vector<char> right(kReaders, 0);
   std::vector<std::thread> readers;
   for (int i = 0; i < kReaders; ++i) {
     readers.emplace_back([&, i] {
       PinToCpu0();
-      int fd = OpenDirect("f");
-      if (fd < 0) return;
-      void* buf = nullptr;
-      if (::posix_memalign(&buf, kBlock, kBlock) == 0) {
-        n[i] = ::pread(fd, buf, kBlock, static_cast<off_t>(i * kBlock));
-        std::memcpy(got[i].data(), buf, kBlock);
-        std::free(buf);
-      }
-      ::close(fd);
+      DirectReader r(m_->Path("f"));
+      n[i] = r.Read(static_cast<size_t>(i));
+      right[i] = r.Holds(data, static_cast<size_t>(i));
     });
   }
   const bool all_held = fs_->WaitHeld(kReaders);
@@ -192,9 +216,7 @@ TEST_F(UringRead, ReadsOfOneQueueAreServedConcurrently) {
                         << " READs were in the file system at once";
   for (int i = 0; i < kReaders; ++i) {
     ASSERT_EQ(n[i], static_cast<ssize_t>(kBlock)) << "reader " << i;
-    EXPECT_TRUE(
-        std::equal(got[i].begin(), got[i].end(), data.begin() + i * kBlock))
-        << "reader " << i << " got another block";
+    EXPECT_TRUE(right[i]) << "reader " << i << " got another block";
   }
 }
 
@@ -209,21 +231,12 @@ TEST_F(UringRead, ManyConcurrentReadsReturnTheirOwnData) {
   std::vector<std::thread> readers;
   for (int t = 0; t < 8; ++t) {
     readers.emplace_back([&, t] {
-      int fd = OpenDirect("f");
-      void* buf = nullptr;
-      if (fd < 0 || ::posix_memalign(&buf, kBlock, kBlock) != 0) {
-        bad.fetch_add(1);
-        return;
-      }
+      DirectReader r(m_->Path("f"));
       for (size_t i = 0; i < 4 * kBlocks; ++i) {
         size_t b = (i * 7 + static_cast<size_t>(t) * 13) % kBlocks;
-        ssize_t n = ::pread(fd, buf, kBlock, static_cast<off_t>(b * kBlock));
-        if (n != static_cast<ssize_t>(kBlock) ||
-            std::memcmp(buf, data.data() + b * kBlock, kBlock) != 0)
+        if (r.Read(b) != static_cast<ssize_t>(kBlock) || !r.Holds(data, b))
           bad.fetch_add(1);
       }
-      std::free(buf);
-      ::close(fd);
     });
   }
   for (auto& t : readers) t.join();
@@ -237,21 +250,14 @@ TEST_F(UringRead, RepliesFromExitedThreadsKeepTheEntries) {
   Mount(ReadMode::kShortThread);
   if (IsSkipped()) return;
   const auto data = PutFile("f", 4);
-  int fd = OpenDirect("f");
-  ASSERT_GE(fd, 0);
-  void* buf = nullptr;
-  ASSERT_EQ(::posix_memalign(&buf, kBlock, kBlock), 0);
+  DirectReader r(m_->Path("f"));
+  ASSERT_TRUE(r.ok()) << std::strerror(errno);
   const int reads = 8 * m_->session().Stats().uring_depth + 8;
   int good = 0;
   for (int i = 0; i < reads; ++i) {
     size_t b = static_cast<size_t>(i) % 4;
-    if (::pread(fd, buf, kBlock, static_cast<off_t>(b * kBlock)) ==
-            static_cast<ssize_t>(kBlock) &&
-        std::memcmp(buf, data.data() + b * kBlock, kBlock) == 0)
-      ++good;
+    if (r.Read(b) == static_cast<ssize_t>(kBlock) && r.Holds(data, b)) ++good;
   }
-  std::free(buf);
-  ::close(fd);
   EXPECT_EQ(good, reads);
 }
 
@@ -260,17 +266,12 @@ TEST_F(UringRead, DroppedReadAnswersEio) {
   Mount(ReadMode::kDropAtOffset0);
   if (IsSkipped()) return;
   const auto data = PutFile("f", 2);
-  int fd = OpenDirect("f");
-  ASSERT_GE(fd, 0);
-  void* buf = nullptr;
-  ASSERT_EQ(::posix_memalign(&buf, kBlock, kBlock), 0);
-  errno = 0;
-  EXPECT_EQ(::pread(fd, buf, kBlock, 0), -1);
-  EXPECT_EQ(errno, EIO);
-  EXPECT_EQ(::pread(fd, buf, kBlock, kBlock), static_cast<ssize_t>(kBlock));
-  EXPECT_EQ(std::memcmp(buf, data.data() + kBlock, kBlock), 0);
-  std::free(buf);
-  ::close(fd);
+  DirectReader r(m_->Path("f"));
+  ASSERT_TRUE(r.ok()) << std::strerror(errno);
+  EXPECT_EQ(r.Read(0), -1);
+  EXPECT_EQ(r.err(), EIO);
+  EXPECT_EQ(r.Read(1), static_cast<ssize_t>(kBlock));
+  EXPECT_TRUE(r.Holds(data, 1));
 }
 
 void NoopHandler(int) {}
@@ -288,14 +289,9 @@ TEST_F(UringRead, InterruptedReadAnswersEintr) {
   std::atomic<ssize_t> n{0};
   std::atomic<int> err{0};
   std::thread reader([&] {
-    int fd = OpenDirect("f");
-    void* buf = nullptr;
-    if (fd >= 0 && ::posix_memalign(&buf, kBlock, kBlock) == 0) {
-      n = ::pread(fd, buf, kBlock, 0);
-      err = errno;
-      std::free(buf);
-    }
-    if (fd >= 0) ::close(fd);
+    DirectReader r(m_->Path("f"));
+    n = r.Read(0);
+    err = r.err();
   });
   const bool held = fs_->WaitHeld(1);
   EXPECT_TRUE(held);
@@ -317,14 +313,8 @@ TEST_F(UringRead, UnmountWithReadsInFlightLeavesNothingBehind) {
   std::vector<std::thread> readers;
   for (int i = 0; i < kWorkers; ++i) {
     readers.emplace_back([&, i] {
-      int fd = OpenDirect("f");
-      void* buf = nullptr;
-      if (fd >= 0 && ::posix_memalign(&buf, kBlock, kBlock) == 0) {
-        [[maybe_unused]] ssize_t n =
-            ::pread(fd, buf, kBlock, static_cast<off_t>(i * kBlock));
-        std::free(buf);
-      }
-      if (fd >= 0) ::close(fd);
+      DirectReader r(m_->Path("f"));
+      [[maybe_unused]] ssize_t n = r.Read(static_cast<size_t>(i));
     });
   }
   EXPECT_TRUE(fs_->WaitHeld(kWorkers));
