@@ -8,21 +8,13 @@
 
 namespace stripefs::testing {
 
-inline int CountThreads() {
+inline int CountDirEntries(const char* dir) {
   int n = 0;
-  for ([[maybe_unused]] auto& e :
-       std::filesystem::directory_iterator("/proc/self/task"))
-    ++n;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(dir)) ++n;
   return n;
 }
-
-inline int CountFds() {
-  int n = 0;
-  for ([[maybe_unused]] auto& e :
-       std::filesystem::directory_iterator("/proc/self/fd"))
-    ++n;
-  return n;
-}
+inline int CountThreads() { return CountDirEntries("/proc/self/task"); }
+inline int CountFds() { return CountDirEntries("/proc/self/fd"); }
 
 inline int CountRingFds() {
   int rings = 0;
