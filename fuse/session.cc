@@ -482,6 +482,7 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
     UringTransportOptions uo;
     uo.queues = m.ncpu;
     uo.depth = m.opts.uring_queue_depth;
+    uo.read_workers = std::max(0, m.opts.uring_read_workers);
     uo.payload_size = std::max<size_t>(
         {kMinReadBuffer, static_cast<size_t>(n.max_write),
          static_cast<size_t>(RequestedMaxPages(m.opts.init)) * 4096});

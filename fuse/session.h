@@ -64,8 +64,9 @@ class RequestObserver {
 struct SessionOptions {
   InitOptions init;
   TransportChoice transport = TransportChoice::kAuto;
-  int dev_threads = 2;        // /dev/fuse workers
-  int uring_queue_depth = 8;  // entries per io-uring queue
+  int dev_threads = 2;         // /dev/fuse workers
+  int uring_queue_depth = 8;   // entries per io-uring queue
+  int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_pin_threads = true;
   bool log_requests = false;  // one stderr line per request (debug)
   RequestObserver* request_observer = nullptr;  // not owned; may be null

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -25,6 +26,12 @@ using namespace fuse_abi;  // NOLINT
 namespace {
 
 constexpr uint64_t kStopTag = 1;  // user_data of the stop-eventfd polls
+constexpr uint64_t kWakeTag = 2;  // user_data of the commit-wake poll
+
+// The transport whose ring commits this thread may submit itself: set on
+// queue threads and on the transport's READ workers, which all live until
+// Join. Any other thread hands its reply to the queue thread (see Complete).
+thread_local const UringTransport* tls_submitter = nullptr;
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -90,8 +97,13 @@ struct UringTransport::Queue {
   pthread_t tid{};
   std::thread thread;
   std::vector<std::unique_ptr<UringEntry>> entries;
+  // Replies written by threads that must not submit (see Complete): the
+  // queue thread commits them after `wake_fd` fires. Guarded by mu.
+  std::vector<UringEntry*> to_commit;
+  int wake_fd = -1;
   std::atomic<int> busy{0};
   int dead = 0;
+  ReadWorkers* read_workers = nullptr;  // the transport's, or null
   size_t payload_size = 0;
   int depth = 0;
   bool pin = true;
@@ -106,6 +118,10 @@ struct UringTransport::Queue {
   Status Setup();
   void Run();
   void Loop();
+  void PrepWakePollLocked();
+  void CommitHandedOverLocked();
+  void Serve(UringEntry* e, const fuse_in_header& h, size_t fixed,
+             size_t payload);
   void SubmitLocked() {
     int r = io_uring_submit(&ring);
     if (r < 0 && r != -EBUSY && r != -EAGAIN) {
@@ -113,6 +129,51 @@ struct UringTransport::Queue {
                    std::strerror(-r));
     }
   }
+};
+
+// READ requests handed over by queue threads: a fixed set of threads, so
+// several READs of one queue are served at once. The workers reply (and
+// submit the commit) themselves; they live until the transport's Join.
+class UringTransport::ReadWorkers {
+ public:
+  struct Job {
+    Queue* q;
+    UringEntry* e;
+    fuse_in_header h;
+    size_t fixed;
+    size_t payload;
+  };
+  ReadWorkers(const UringTransport* owner, int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this, owner] {
+        tls_submitter = owner;
+        Run();
+      });
+    }
+  }
+  ~ReadWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void Push(const Job& j) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(j);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool done_ = false;
+  std::vector<std::thread> threads_;
 };
 
 UringEntry::UringEntry(UringTransport::Queue* q, size_t payload_size)
@@ -203,6 +264,18 @@ void UringEntry::Complete(int error, std::span<const iovec> payload) {
 
   UringTransport::Queue* q = q_;
   std::lock_guard<std::mutex> lock(q->mu);
+  if (tls_submitter != q->t) {
+    // The kernel ties a COMMIT_AND_FETCH to the submitting thread: the next
+    // request is delivered in its task context, and when that thread exits
+    // the entry is cancelled for good. So a thread that may exit before
+    // the transport (a file system's own helper) only hands the entry over.
+    q->to_commit.push_back(this);
+    if (q->to_commit.size() == 1) {
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t r = ::write(q->wake_fd, &one, sizeof(one));
+    }
+    return;
+  }
   io_uring_sqe* sqe = io_uring_get_sqe(&q->ring);
   if (!sqe) {
     q->SubmitLocked();
@@ -218,6 +291,58 @@ void UringEntry::Complete(int error, std::span<const iovec> payload) {
   if (!q->on_queue_thread()) q->SubmitLocked();
 }
 
+void UringTransport::ReadWorkers::Run() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return done_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // done_ and nothing left
+      j = jobs_.front();
+      jobs_.pop_front();
+    }
+    j.q->Serve(j.e, j.h, j.fixed, j.payload);
+  }
+}
+
+void UringTransport::Queue::Serve(UringEntry* e, const fuse_in_header& h,
+                                  size_t fixed, size_t payload) {
+  sink->Dispatch(e, h, std::span<const uint8_t>(e->hdr_->op_in, fixed),
+                 std::span<const uint8_t>(e->payload_, payload));
+}
+
+void UringTransport::Queue::PrepWakePollLocked() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+  if (!sqe) {
+    SubmitLocked();
+    sqe = io_uring_get_sqe(&ring);
+  }
+  if (!sqe) {
+    std::fprintf(stderr, "stripefs-fuse: uring q%d has no SQE for wake poll\n",
+                 qid);
+    return;
+  }
+  io_uring_prep_poll_add(sqe, wake_fd, POLLIN);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+}
+
+void UringTransport::Queue::CommitHandedOverLocked() {
+  for (UringEntry* e : to_commit) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    if (!sqe) {
+      SubmitLocked();
+      sqe = io_uring_get_sqe(&ring);
+    }
+    if (!sqe) {
+      std::fprintf(stderr, "stripefs-fuse: uring q%d has no free SQE\n", qid);
+    } else {
+      e->PrepCommit(sqe, static_cast<uint16_t>(qid));
+    }
+    busy.fetch_sub(1);
+  }
+  to_commit.clear();
+}
+
 Status UringTransport::Queue::Setup() {
   if (pin) {
     cpu_set_t set;
@@ -229,11 +354,12 @@ Status UringTransport::Queue::Setup() {
                    qid, std::strerror(errno));
     }
   }
+  // SQEs: one command per entry plus the stop and wake polls.
+  const unsigned sq = static_cast<unsigned>(depth + 3);
   io_uring_params p{};
   p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
-  p.cq_entries = static_cast<unsigned>((depth + 2) * 2);
-  int r =
-      io_uring_queue_init_params(static_cast<unsigned>(depth + 2), &ring, &p);
+  p.cq_entries = sq * 2;
+  int r = io_uring_queue_init_params(sq, &ring, &p);
   if (r < 0) {
     return Status::FromErrno(
         -r, "io_uring_queue_init (SQE128) for queue " + std::to_string(qid));
@@ -256,6 +382,7 @@ Status UringTransport::Queue::Setup() {
     io_uring_prep_poll_add(sqe, fd, POLLIN);
     io_uring_sqe_set_data64(sqe, kStopTag);
   }
+  PrepWakePollLocked();
   r = io_uring_submit(&ring);
   if (r < 0) {
     return Status::FromErrno(
@@ -266,6 +393,7 @@ Status UringTransport::Queue::Setup() {
 
 void UringTransport::Queue::Run() {
   tid = pthread_self();
+  tls_submitter = t;
   Status st = Setup();
   {
     std::lock_guard<std::mutex> lock(start_mu);
@@ -283,6 +411,7 @@ void UringTransport::Queue::Loop() {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
+      CommitHandedOverLocked();
       SubmitLocked();
     }
     if (stopping && busy.load() == 0) break;
@@ -308,6 +437,13 @@ void UringTransport::Queue::Loop() {
       ++seen;
       if (io_uring_cqe_get_data64(cqe) == kStopTag) {
         stopping = true;
+        continue;
+      }
+      if (io_uring_cqe_get_data64(cqe) == kWakeTag) {
+        uint64_t n;
+        [[maybe_unused]] ssize_t rd = ::read(wake_fd, &n, sizeof(n));
+        std::lock_guard<std::mutex> lock(mu);
+        PrepWakePollLocked();  // handed-over entries commit at the loop top
         continue;
       }
       auto* e = static_cast<UringEntry*>(io_uring_cqe_get_data(cqe));
@@ -340,8 +476,13 @@ void UringTransport::Queue::Loop() {
         psz = std::min(psz, e->payload_size_);
       }
       e->payload_in_use_ = psz != 0;
-      sink->Dispatch(e, h, std::span<const uint8_t>(e->hdr_->op_in, f),
-                     std::span<const uint8_t>(e->payload_, psz));
+      // READs may wait on disks or servers: workers serve them so one queue
+      // keeps several in flight; the rest is answered right here.
+      if (read_workers && h.opcode == FUSE_READ) {
+        read_workers->Push({this, e, h, f, psz});
+      } else {
+        Serve(e, h, f, psz);
+      }
     }
     io_uring_cq_advance(&ring, seen);
   }
@@ -370,10 +511,16 @@ Status UringTransport::Start(RequestSink* sink) {
     q->session_stop_fd = stop_fd_;
     q->own_stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (q->own_stop_fd < 0) return Status::FromErrno(errno, "eventfd");
+    q->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (q->wake_fd < 0) return Status::FromErrno(errno, "eventfd");
     q->payload_size = opts_.payload_size;
     q->depth = opts_.depth;
     q->pin = opts_.pin_threads;
     queues_.push_back(std::move(q));
+  }
+  if (opts_.read_workers > 0) {
+    read_workers_ = std::make_unique<ReadWorkers>(this, opts_.read_workers);
+    for (auto& q : queues_) q->read_workers = read_workers_.get();
   }
   for (auto& q : queues_) {
     Queue* qp = q.get();
@@ -407,14 +554,17 @@ void UringTransport::Join() {
   for (auto& q : queues_) {
     if (q->thread.joinable()) q->thread.join();
   }
+  // Queue threads leave only once no entry is held, so no READ is queued
+  // or running any more.
+  read_workers_.reset();
   for (auto& q : queues_) {
     if (q->ring_ok) {
       io_uring_queue_exit(&q->ring);
       q->ring_ok = false;
     }
-    if (q->own_stop_fd >= 0) {
-      ::close(q->own_stop_fd);
-      q->own_stop_fd = -1;
+    for (int* fd : {&q->own_stop_fd, &q->wake_fd}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
     }
   }
   queues_.clear();

@@ -7,8 +7,18 @@
 // fuse_uring_cmd_req in the 80-byte command area and an iovec pair
 // (288-byte fuse_uring_req_header + payload buffer). A completion carries a
 // request; the reply goes back with COMMIT_AND_FETCH (commit_id from the
-// entry), which also fetches the next request. Replies from other threads
-// (async completion) submit under the queue's mutex.
+// entry), which also fetches the next request.
+//
+// READs are handed to `read_workers` threads (shared by all queues), so a
+// queue serves several at once; other requests are answered on the queue
+// thread. A reply may come from any thread (Replier contract), but the
+// kernel runs the fetch half of a COMMIT_AND_FETCH in the submitting
+// thread's context and cancels the entry for good when that thread exits.
+// So only threads that live as long as the transport (queue threads, READ
+// workers) submit commits, under the queue's mutex; any other thread hands
+// the finished entry to its queue thread (list + eventfd polled by the
+// ring). An entry belongs to the file system from its CQE until its reply;
+// the queue thread leaves only when no entry is held.
 //
 // Must be started only after the INIT reply granting FUSE_OVER_IO_URING was
 // written. Stop(): the session's stop eventfd is polled by every ring.
@@ -27,8 +37,9 @@
 namespace stripefs::fuse {
 
 struct UringTransportOptions {
-  int queues = 0;  // 0 = number of possible CPUs (what 7.2 expects)
-  int depth = 8;   // entries per queue
+  int queues = 0;        // 0 = number of possible CPUs (what 7.2 expects)
+  int depth = 8;         // entries per queue
+  int read_workers = 4;  // threads serving READs; 0 = on the queue thread
   size_t payload_size = 1u << 20;  // >= max(8 KiB, max_write, max_pages*4K)
   bool pin_threads = true;
   int first_queue = 0;  // index of qid 0 in the session's counters
@@ -52,12 +63,14 @@ class UringTransport : public Transport {
   int depth() const { return opts_.depth; }
 
   struct Queue;
+  class ReadWorkers;
 
  private:
   int fd_;
   int stop_fd_;
   UringTransportOptions opts_;
   std::vector<std::unique_ptr<Queue>> queues_;
+  std::unique_ptr<ReadWorkers> read_workers_;
 };
 
 }  // namespace stripefs::fuse

@@ -71,6 +71,29 @@ class ChunkService {
                                                  uint32_t offset,
                                                  uint32_t length) = 0;
 
+  // ReadChunk into the caller's buffer (e.g. a FUSE reply): reads
+  // [offset, offset + out.size()) with the same checks and errors. On error
+  // `out` holds unspecified bytes. The default copies from ReadChunk; a
+  // store overrides it to read in place, with no heap buffer per read.
+  virtual Status ReadChunkInto(const ChunkId& id, uint64_t version,
+                               uint32_t offset, std::span<uint8_t> out) {
+    if (out.size() > UINT32_MAX) {
+      return Status::InvalidArgument("chunk read of " +
+                                     std::to_string(out.size()) +
+                                     " bytes is larger than any chunk");
+    }
+    auto data =
+        ReadChunk(id, version, offset, static_cast<uint32_t>(out.size()));
+    if (!data.ok()) return data.status();
+    if (data->size() != out.size()) {
+      return Status::Corruption("chunk read returned " +
+                                std::to_string(data->size()) + " of " +
+                                std::to_string(out.size()) + " bytes");
+    }
+    std::copy(data->begin(), data->end(), out.begin());
+    return Status::Ok();
+  }
+
   // Deletes every stored version of `id` except `keep_version` (0 = delete
   // all). Deleting what is absent is OK.
   virtual Status DeleteChunk(const ChunkId& id, uint64_t keep_version) = 0;

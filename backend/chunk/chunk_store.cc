@@ -568,14 +568,15 @@ Result<ChunkLocation> ChunkStore::Locate(const ChunkId& id, uint64_t version) {
 Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
                                 const ChunkIndexValue& v,
                                 std::vector<uint8_t>* out) {
-  return ReadVerifiedRange(id, version, v, 0, v.length, out);
+  out->resize(v.length);
+  return ReadVerifiedRange(id, version, v, 0, *out);
 }
 
 Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
                                      const ChunkIndexValue& v, uint32_t offset,
-                                     uint32_t length,
-                                     std::vector<uint8_t>* out) {
+                                     std::span<uint8_t> out) {
   const std::string name = DescribeChunk(id, version);
+  const auto length = static_cast<uint32_t>(out.size());
   // Where the bytes are: an extent of a segment, or a legacy file of exactly
   // `length` bytes.
   std::shared_ptr<SegmentFile> seg;
@@ -624,7 +625,15 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     hi = std::min<uint64_t>(
         v.length, (uint64_t{offset} + length + block - 1) / block * block);
   }
-  std::vector<uint8_t> buf(hi - lo);
+  // Read straight into the caller's buffer when the verified range is the
+  // asked one (the whole chunk, or whole CRC blocks); else the covered
+  // blocks go to a bounce buffer and the asked bytes are copied out.
+  std::vector<uint8_t> bounce;
+  std::span<uint8_t> buf = out;
+  if (lo != offset || hi != uint64_t{offset} + length) {
+    bounce.resize(hi - lo);
+    buf = bounce;
+  }
   if (!buf.empty()) {
     auto got = io_->Read(fd, buf.data(), buf.size(), base + lo);
     if (!got.ok()) {
@@ -667,11 +676,8 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     const uint32_t crc = ec::Crc32c(buf.data(), buf.size());
     if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk");
   }
-  if (lo == offset && buf.size() == length) {
-    *out = std::move(buf);
-  } else {
-    out->assign(buf.begin() + (offset - lo),
-                buf.begin() + (offset - lo + length));
+  if (!bounce.empty() && length != 0) {
+    std::memcpy(out.data(), bounce.data() + (offset - lo), length);
   }
   return Status::Ok();
 }
@@ -680,6 +686,28 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
                                                    uint64_t version,
                                                    uint32_t offset,
                                                    uint32_t length) {
+  std::vector<uint8_t> buf;
+  STRIPEFS_RETURN_IF_ERROR(ReadRange(id, version, offset, length, [&] {
+    buf.resize(length);
+    return std::span<uint8_t>(buf);
+  }));
+  return buf;
+}
+
+Status ChunkStore::ReadChunkInto(const ChunkId& id, uint64_t version,
+                                 uint32_t offset, std::span<uint8_t> out) {
+  if (out.size() > UINT32_MAX) {
+    return Status::InvalidArgument("chunk read of " +
+                                   std::to_string(out.size()) +
+                                   " bytes is larger than any chunk");
+  }
+  return ReadRange(id, version, offset, static_cast<uint32_t>(out.size()),
+                   [out] { return out; });
+}
+
+Status ChunkStore::ReadRange(const ChunkId& id, uint64_t version,
+                             uint32_t offset, uint32_t length,
+                             const std::function<std::span<uint8_t>()>& dest) {
   const std::string name = DescribeChunk(id, version);
   std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id));
   bool found = false;
@@ -692,8 +720,7 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
         std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
         name + " is past its end (" + std::to_string(v.length) + " bytes)");
   }
-  std::vector<uint8_t> buf;
-  Status vs = ReadVerifiedRange(id, version, v, offset, length, &buf);
+  Status vs = ReadVerifiedRange(id, version, v, offset, dest());
   if (vs.code() == ENOENT) {
     // Indexed but gone: drop the entry (exclusively; no other mutation of
     // this chunk can run in between, since mutations hold it exclusively).
@@ -720,7 +747,7 @@ Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
   }
   if (!vs.ok()) return vs;
   reads_.fetch_add(1, std::memory_order_relaxed);
-  return buf;
+  return Status::Ok();
 }
 
 Status ChunkStore::DeleteChunk(const ChunkId& id, uint64_t keep_version) {

@@ -163,6 +163,11 @@ class ChunkStore final : public ChunkService {
   Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
                                          uint32_t offset,
                                          uint32_t length) override;
+  // Reads in place: block-aligned ranges (and whole chunks) go from the file
+  // straight into `out`, other ranges through a bounce buffer of the
+  // covered CRC blocks.
+  Status ReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
+                       std::span<uint8_t> out) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
@@ -224,11 +229,18 @@ class ChunkStore final : public ChunkService {
   // (counted) on any mismatch.
   Status ReadVerified(const ChunkId& id, uint64_t version,
                       const ChunkIndexValue& v, std::vector<uint8_t>* out);
-  // Bytes [offset, offset + length) of it (in range, checked by the caller):
-  // with block CRCs only the covered blocks are read and verified.
+  // Bytes [offset, offset + out.size()) of it into `out` (in range, checked
+  // by the caller): with block CRCs only the covered blocks are read and
+  // verified. On error `out` holds unspecified bytes.
   Status ReadVerifiedRange(const ChunkId& id, uint64_t version,
                            const ChunkIndexValue& v, uint32_t offset,
-                           uint32_t length, std::vector<uint8_t>* out);
+                           std::span<uint8_t> out);
+  // ReadChunk(Into): looks (id, version) up, checks the range, then reads
+  // into `dest()` (called once the range is known to be valid, so nothing
+  // is allocated for an impossible length).
+  Status ReadRange(const ChunkId& id, uint64_t version, uint32_t offset,
+                   uint32_t length,
+                   const std::function<std::span<uint8_t>()>& dest);
   Status DeleteMatching(const ChunkId& id,
                         const std::function<bool(uint64_t)>& doomed);
   // Looks up (id, version): *found false when absent; Corruption (counted)

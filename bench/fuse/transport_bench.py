@@ -17,9 +17,11 @@ Per job it records IOPS, MiB/s, mean/p99 latency, the CPU seconds of the FUSE
 daemon (and per FUSE request, from the `stripefs stat --json` queue
 counters), the machine's CPU busy fraction and load average.
 
-Outputs (under --out, default docs/results/transport/): results.json,
-results.csv (one line per run), results.md (median table).  Usually started
-as `stripefs bench transport [args]`.
+Outputs (under --out, default a fresh transport-YYYYmmdd-HHMMSS directory
+under the current one): results.json, results.csv (one line per run),
+results.md (median table).  The committed tables in docs/results/transport/
+are rewritten only with --update-docs.  Usually started as
+`stripefs bench transport [args]`.
 """
 import argparse
 import csv
@@ -40,9 +42,11 @@ from lib import fio, knobs, passthrough, run, sampling  # noqa: E402
 from lib.stripefs import Stripefs, find_binary  # noqa: E402
 
 TARGETS = ["stripefs-dev", "stripefs-uring", "fuse-ll", "tmpfs"]
+# The committed tables (rewritten only with --update-docs).
+DOCS_OUT = os.path.join(ROOT, "docs", "results", "transport")
 
 
-def job_matrix(quick, size_mib, runtime, ramp, ioengine):
+def job_matrix(quick, size_mib, runtime, ramp, ioengine, only=()):
     """[(name, kind, unit, fio args)]; kind read|write, unit iops|mib_s."""
     base = [f"--size={size_mib}M", "--time_based", f"--runtime={runtime}",
             f"--ramp_time={ramp}", "--direct=1", f"--ioengine={ioengine}",
@@ -64,7 +68,13 @@ def job_matrix(quick, size_mib, runtime, ramp, ioengine):
         keep = {"randread-4K-qd1-j1", "randread-4K-qd4-j2", "seqread-1M-qd4",
                 "seqwrite-1M-qd4"}
         jobs = [j for j in jobs if j[0] in keep]
+    if only:
+        jobs = [j for j in jobs if j[0] in only]
     return jobs
+
+
+def job_names():
+    return [j[0] for j in job_matrix(False, 1, 1, 0, "io_uring")]
 
 
 class TransportBench:
@@ -244,7 +254,8 @@ class TransportBench:
 
     def run(self):
         a = self.args
-        jobs = job_matrix(a.quick, a.size, a.runtime, a.ramp, a.ioengine)
+        jobs = job_matrix(a.quick, a.size, a.runtime, a.ramp, a.ioengine,
+                          a.jobs)
         targets = list(a.targets)
         if "stripefs-uring" in targets and not self.uring.exists():
             self.notes.append("no io-uring rows: this kernel has no "
@@ -438,8 +449,14 @@ def main():
     p.add_argument("--workdir", default="/var/tmp",
                    help="where the volume's work dir is created "
                         "(default /var/tmp: a disk, not tmpfs)")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
-                                                 "transport"))
+    p.add_argument("--jobs", default="",
+                   help="comma list of jobs to run (default all): "
+                        + ",".join(job_names()))
+    p.add_argument("--out", default=None,
+                   help="result directory (default: a fresh "
+                        "transport-YYYYmmdd-HHMMSS under the current one)")
+    p.add_argument("--update-docs", action="store_true",
+                   help="also rewrite the committed tables in " + DOCS_OUT)
     p.add_argument("--stripefs", default=os.environ.get("STRIPEFS_BIN"))
     a = p.parse_args()
     a.reps = a.reps or (1 if a.quick else 3)
@@ -448,6 +465,15 @@ def main():
     if a.ramp is None:
         a.ramp = 0 if a.quick else 1
     a.targets = [t for t in a.targets.split(",") if t]
+    a.jobs = [j for j in a.jobs.split(",") if j]
+    bad = [j for j in a.jobs if j not in job_names()]
+    if bad:
+        sys.exit(f"transport_bench: unknown job(s) {bad}; use {job_names()}")
+    if a.out is None:
+        a.out = os.path.join(os.getcwd(),
+                             time.strftime("transport-%Y%m%d-%H%M%S"))
+        if os.path.exists(a.out):
+            sys.exit(f"transport_bench: {a.out} exists; pass --out DIR")
     bad = [t for t in a.targets if t not in TARGETS]
     if bad:
         sys.exit(f"transport_bench: unknown target(s) {bad}; use {TARGETS}")
@@ -479,10 +505,13 @@ def main():
     if b.rows:
         if not hasattr(b, "jobs"):
             b.jobs = job_matrix(a.quick, a.size, a.runtime, a.ramp,
-                                a.ioengine)
+                                a.ioengine, a.jobs)
             b.targets_run = sorted({r["target"] for r in b.rows},
                                    key=TARGETS.index)
         table = write_outputs(b, a.out, meta)
+        if a.update_docs:
+            write_outputs(b, DOCS_OUT, meta)
+            print(f"committed tables rewritten: {DOCS_OUT}")
         print(f"\nsummary ({len(b.rows)} runs, {meta['wall_s']:.0f} s, load "
               f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}) -> "
               f"{a.out}")

@@ -15,6 +15,7 @@
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
 #include "tests/chunk/chunk_store_test_util.h"
+#include "tests/support/hanging_chunk_service.h"
 
 namespace stripefs {
 namespace {
@@ -206,6 +207,51 @@ TEST_P(ChunkStoreTest, RangeReadsAreByteExactAtEveryBlockEdge) {
   EXPECT_EQ(store_->ReadChunk(id, 3, 3 * 4096 + 120, 3).status().code(),
             EBADMSG);
   EXPECT_TRUE(store_->ReadChunk(id, 3, 0, 3 * 4096).ok());
+}
+
+// ReadChunkInto fills the caller's buffer with exactly ReadChunk's bytes
+// (in place for block-aligned ranges, through a bounce buffer otherwise),
+// with the same CRC and range checks; so does the ChunkService default.
+TEST_P(ChunkStoreTest, ReadChunkIntoFillsTheCallersBuffer) {
+  ChunkId id{5, 7, 1};
+  auto data = Payload(3 * 4096 + 123, 8);
+  ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
+  // Forwards ReadChunk only, so ReadChunkInto is ChunkService's default (as
+  // for a service without an in-place read); never hung here.
+  testing::HangingChunkService by_vector(store_.get());
+  for (ChunkService* svc : {static_cast<ChunkService*>(store_.get()),
+                            static_cast<ChunkService*>(&by_vector)}) {
+    for (uint32_t off : {0u, 1u, 4095u, 4096u, 8192u, 12288u, 12300u}) {
+      for (uint32_t len : {0u, 1u, 100u, 4096u, 4097u}) {
+        if (off + len > data.size()) continue;
+        std::vector<uint8_t> out(len, 0xEE);
+        Status st = svc->ReadChunkInto(id, 3, off, out);
+        ASSERT_TRUE(st.ok()) << off << "+" << len << " " << st.ToString();
+        EXPECT_EQ(out, std::vector<uint8_t>(data.begin() + off,
+                                            data.begin() + off + len))
+            << off << "+" << len;
+      }
+    }
+    std::vector<uint8_t> whole(data.size());
+    ASSERT_TRUE(svc->ReadChunkInto(id, 3, 0, whole).ok());
+    EXPECT_EQ(whole, data);
+    std::vector<uint8_t> past(2);
+    EXPECT_EQ(
+        svc->ReadChunkInto(id, 3, static_cast<uint32_t>(data.size()) - 1, past)
+            .code(),
+        EINVAL);
+    EXPECT_EQ(svc->ReadChunkInto(id, 4, 0, past).code(), ENOENT);
+  }
+  // A flipped bit is refused in place too: the aligned block that holds it
+  // and the whole chunk; the other blocks still read.
+  FlipChunkBits(*store_, id, 3, 4096 + 10, 0x02);
+  std::vector<uint8_t> block(4096);
+  EXPECT_EQ(store_->ReadChunkInto(id, 3, 4096, block).code(), EBADMSG);
+  std::vector<uint8_t> whole(data.size());
+  EXPECT_EQ(store_->ReadChunkInto(id, 3, 0, whole).code(), EBADMSG);
+  ASSERT_TRUE(store_->ReadChunkInto(id, 3, 8192, block).ok());
+  EXPECT_EQ(block,
+            std::vector<uint8_t>(data.begin() + 8192, data.begin() + 12288));
 }
 
 TEST_P(ChunkStoreTest, TruncatedSegmentIsCorruption) {

@@ -302,19 +302,23 @@ int Ops(int default_ops) {
 }
 
 void RunFsx(bool coalesce, FsBackend backend = FsBackend::kEmbedded,
-            int default_ops = 2000) {
-  const std::string skip = BackendSkipMessage(backend);
+            int default_ops = 2000,
+            fuse::TransportChoice transport = fuse::TransportChoice::kDev) {
+  const std::string skip = BackendSkipMessage(backend, transport);
   if (!skip.empty()) GTEST_SKIP() << skip;
   const uint64_t seed = Seed();
   const int ops = Ops(default_ops);
   std::printf(
-      "fsx: seed %llu, %d operations, coalescing %s, %s backend (replay: "
-      "STRIPEFS_FSX_SEED=%llu)\n",
+      "fsx: seed %llu, %d operations, coalescing %s, %s backend, %s "
+      "transport (replay: STRIPEFS_FSX_SEED=%llu)\n",
       static_cast<unsigned long long>(seed), ops, coalesce ? "on" : "off",
-      FsBackendName(backend), static_cast<unsigned long long>(seed));
+      FsBackendName(backend),
+      std::string(fuse::TransportChoiceName(transport)).c_str(),
+      static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   FsMountOptions o;
   o.backend = backend;
+  o.transport = transport;
   o.geometry.k = 4;
   o.geometry.m = 2;
   o.geometry.cell_size = 16 * 1024;
@@ -389,6 +393,10 @@ TEST(FsxTest, RandomOpsWithoutCoalescing) { RunFsx(false); }
 // fewer operations, every one is a network round trip.
 TEST(FsxTest, RandomOpsOnClusterWithCoalescing) {
   RunFsx(true, FsBackend::kCluster, 600);
+}
+// The same operations over FUSE-over-io-uring (READs on the read workers).
+TEST(FsxTest, RandomOpsOverUringWithCoalescing) {
+  RunFsx(true, FsBackend::kEmbedded, 2000, fuse::TransportChoice::kUring);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "fuse/kernel_knobs.h"
+
 namespace stripefs::fs::testing {
 
 std::string MountSkipReason() {
@@ -35,9 +37,13 @@ std::string ClusterSkipReason() {
 #endif
 }
 
-std::string BackendSkipMessage(FsBackend b) {
+std::string BackendSkipMessage(FsBackend b, fuse::TransportChoice t) {
   std::string why = MountSkipReason();
   if (!why.empty()) return "SKIPPED (cannot mount here): " + why;
+  if (t == fuse::TransportChoice::kUring && !fuse::UringKnobPresent()) {
+    return std::string("SKIPPED (no FUSE io-uring in this kernel): ") +
+           fuse::kEnableUringPath + " is missing";
+  }
   if (b == FsBackend::kCluster) {
     why = ClusterSkipReason();
     if (!why.empty()) return "SKIPPED (no local cluster possible): " + why;
@@ -150,6 +156,7 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
   }
   o.fs = fs;
   o.transport = opts_.transport;
+  o.enable_uring = opts_.transport == fuse::TransportChoice::kUring;
   o.mount_options = opts_.mount_options;
   o.publish_runtime_files = false;  // no `stripefs stat` socket in tests
   return o;
@@ -170,6 +177,12 @@ Status FsMount::Up() {
   auto s = MountService::Start(ServiceOptions(mnt_, opts_.fs));
   if (!s.ok()) return s.status();
   service_ = std::move(s).value();
+  if (opts_.transport == fuse::TransportChoice::kUring &&
+      service_->session().active_transport() != "uring") {
+    return Status::IoError("io-uring was asked for but the session runs on " +
+                           service_->session().active_transport() +
+                           " (did another test reset enable_uring meanwhile?)");
+  }
   return Status::Ok();
 }
 

@@ -33,16 +33,21 @@ const char* FsBackendName(FsBackend b);  // "embedded" / "cluster"
 // "" when a local cluster can be started (the stripefs binary was built),
 // else why not.
 std::string ClusterSkipReason();
-// "" when a file system on backend `b` can be mounted here, else the whole
-// skip message (which of the two reasons above, and why).
-std::string BackendSkipMessage(FsBackend b);
+// "" when a file system on backend `b` can be mounted here over transport
+// `t`, else the whole skip message (which reason above, and why; io-uring
+// also needs the fuse module's enable_uring knob, which FsMount sets and
+// restores).
+std::string BackendSkipMessage(
+    FsBackend b, fuse::TransportChoice t = fuse::TransportChoice::kDev);
 
 struct FsMountOptions {
   FsBackend backend = FsBackend::kEmbedded;
   int cluster_servers = 6;  // chunkd processes (cluster backend)
   Geometry geometry;        // 4+2, 256 KiB cells by default
   StripeFsOptions fs;       // mountpoint is set by FsMount
-  // The /dev/fuse transport (io-uring depends on a module knob).
+  // The /dev/fuse transport by default. kUring sets the fuse module's
+  // enable_uring for the life of the mount (restored at unmount) and fails
+  // Start() if the session does not end up on io-uring.
   fuse::TransportChoice transport = fuse::TransportChoice::kDev;
   // > 0: the volume lives in a tmpfs of this many MiB (root).
   uint64_t space_limit_mib = 0;

@@ -2,7 +2,8 @@
 // plain syscalls on a real mount (in-process server). Every test runs on
 // two backends: an embedded volume and a fresh local cluster (metad + 6
 // chunkd on loopback via `stripefs cluster up`, 4+2, Volume::ConnectCluster);
-// test names end in /embedded or /cluster.
+// test names end in /embedded or /cluster. The embedded cases also run over
+// FUSE-over-io-uring (/embedded_uring; enable_uring is set and restored).
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -60,13 +62,25 @@ uint64_t J(const nlohmann::json& j, const char* a, const char* b) {
   return j[a][b].get<uint64_t>();
 }
 
-class FsPosixTest : public ::testing::TestWithParam<FsBackend> {
+// Where the suite runs: a backend and the FUSE transport carrying it.
+struct FsCase {
+  FsBackend backend;
+  fuse::TransportChoice transport;
+};
+void PrintTo(const FsCase& c, std::ostream* os) {
+  *os << FsBackendName(c.backend) << " over "
+      << fuse::TransportChoiceName(c.transport);
+}
+
+class FsPosixTest : public ::testing::TestWithParam<FsCase> {
  protected:
   void SetUp() override {
-    const std::string skip = BackendSkipMessage(GetParam());
+    const std::string skip =
+        BackendSkipMessage(GetParam().backend, GetParam().transport);
     if (!skip.empty()) GTEST_SKIP() << skip;
     FsMountOptions o;
-    o.backend = GetParam();
+    o.backend = GetParam().backend;
+    o.transport = GetParam().transport;
     o.fs.idle_flush =
         std::chrono::milliseconds(60000);  // only explicit flushes
     Customize(&o);
@@ -563,17 +577,22 @@ TEST_P(FsPosixNoCoalesceTest, SmallWritesGoStraightToTheBackend) {
   EXPECT_EQ(ReadAll(P("c")), d);
 }
 
-std::string BackendParamName(const ::testing::TestParamInfo<FsBackend>& i) {
-  return FsBackendName(i.param);
+// /dev/fuse on both backends; io-uring on the embedded one (the transport
+// is what differs, so the cluster would only add minutes).
+const FsCase kCases[] = {
+    {FsBackend::kEmbedded, fuse::TransportChoice::kDev},
+    {FsBackend::kCluster, fuse::TransportChoice::kDev},
+    {FsBackend::kEmbedded, fuse::TransportChoice::kUring},
+};
+std::string CaseName(const ::testing::TestParamInfo<FsCase>& i) {
+  std::string name = FsBackendName(i.param.backend);
+  if (i.param.transport == fuse::TransportChoice::kUring) name += "_uring";
+  return name;
 }
-INSTANTIATE_TEST_SUITE_P(Backend, FsPosixTest,
-                         ::testing::Values(FsBackend::kEmbedded,
-                                           FsBackend::kCluster),
-                         BackendParamName);
+INSTANTIATE_TEST_SUITE_P(Backend, FsPosixTest, ::testing::ValuesIn(kCases),
+                         CaseName);
 INSTANTIATE_TEST_SUITE_P(Backend, FsPosixNoCoalesceTest,
-                         ::testing::Values(FsBackend::kEmbedded,
-                                           FsBackend::kCluster),
-                         BackendParamName);
+                         ::testing::ValuesIn(kCases), CaseName);
 
 }  // namespace
 }  // namespace stripefs::fs::testing

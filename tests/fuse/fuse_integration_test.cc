@@ -23,6 +23,7 @@
 #include "fuse/uring_transport.h"
 #include "tests/fuse/mem_fs.h"
 #include "tests/fuse/mounted_session.h"
+#include "tests/support/process_counts.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs::fuse {
@@ -41,24 +42,11 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& p) {
          (p.param.async ? "_async" : "_sync");
 }
 
-int CountThreads() {
-  int n = 0;
-  for ([[maybe_unused]] auto& e :
-       std::filesystem::directory_iterator("/proc/self/task"))
-    ++n;
-  return n;
-}
+using stripefs::testing::CountThreads;
 
 // Open fds, and those that are io_uring instances.
 std::pair<int, int> CountFds() {
-  int n = 0, rings = 0;
-  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    ++n;
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(e.path(), ec);
-    if (!ec && target.string().find("io_uring") != std::string::npos) ++rings;
-  }
-  return {n, rings};
+  return {stripefs::testing::CountFds(), stripefs::testing::CountRingFds()};
 }
 
 std::string ReadAll(const std::string& path) {
