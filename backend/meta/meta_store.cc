@@ -470,6 +470,31 @@ Result<bool> MetaStore::SetServerStateIf(const ServerInfo& seen,
   });
 }
 
+Result<bool> MetaStore::HoldLeadership(const std::string& holder,
+                                       std::chrono::milliseconds ttl) {
+  if (holder.empty() || holder.size() > 4096 || ttl.count() <= 0) {
+    return Status::InvalidArgument(
+        "leader lease needs a holder name (1..4096 bytes) and a positive ttl");
+  }
+  return Mutate([&]() -> Result<bool> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              m.txn().Get(MetaKey(kMetaLeader)));
+    const uint64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    if (v) {
+      STRIPEFS_ASSIGN_OR_RETURN(LeaderLease cur, DecodeLeaderLease(*v));
+      if (cur.holder != holder && cur.expires_ms > now) return false;
+    }
+    m.txn().Put(MetaKey(kMetaLeader),
+                EncodeLeaderLease({holder, now + ttl.count()}));
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return true;
+  });
+}
+
 // --- namespace reads -----------------------------------------------------
 
 namespace {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -104,6 +105,13 @@ class MetaStore final : public MetaService {
   // Returns true if the state changed (epoch bumped), false if the entry
   // differs from `seen` or is gone.
   Result<bool> SetServerStateIf(const ServerInfo& seen, ServerState state);
+  // Takes or renews the volume's leader lease for `holder` (until now +
+  // `ttl`, wall clock) if it is free, expired or already `holder`'s, as one
+  // transaction: of the metads sharing a volume at most one holds it at a
+  // time (given clocks that agree to well within `ttl`). Returns whether
+  // `holder` holds it now.
+  Result<bool> HoldLeadership(const std::string& holder,
+                              std::chrono::milliseconds ttl);
 
   Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override;
   Result<InodeAttr> GetAttr(uint64_t ino) override;

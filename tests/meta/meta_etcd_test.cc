@@ -13,6 +13,8 @@
 #include "backend/meta/etcd_kv.h"
 #include "backend/meta/meta_store.h"
 #include "backend/meta/rocks_kv.h"
+#include "backend/rpc/remote_meta_service.h"
+#include "backend/rpc/rpc_server.h"
 #include "tests/meta/meta_test_util.h"
 #include "tests/support/etcd_process.h"
 
@@ -299,6 +301,37 @@ TEST_F(EtcdMetaTest, LargeStripeCommitAndTruncateFitEtcdLimits) {
   EXPECT_EQ(dropped.size(), kStripes);
   EXPECT_TRUE(store_->GetStripes(ino, 0, kStripes)->empty());
   CheckInvariants(*store_);
+}
+
+// Two metads serve one etcd volume; a client that knows both moves to the
+// second when the first stops, and sees everything made through the first.
+TEST_F(EtcdMetaTest, ClientMovesToTheOtherMetadWhenOneStops) {
+  auto second = MetaStore::Open(location_);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::array<uint8_t, rpc::kClusterKeySize> bytes;
+  bytes.fill(3);
+  std::shared_ptr<const rpc::ClusterKey> key =
+      rpc::ClusterKey::FromBytes(bytes);
+  rpc::MetaServiceServer handler_a(store_.get());
+  rpc::MetaServiceServer handler_b(second->get());
+  rpc::RpcServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.log_name = "metad-test";
+  auto a = rpc::RpcServer::Start(so, key, &handler_a);
+  auto b = rpc::RpcServer::Start(so, key, &handler_b);
+  ASSERT_TRUE(a.ok() && b.ok());
+  rpc::RemoteMetaService client((*a)->address() + "," + (*b)->address(), key);
+  auto d = client.Mkdir(kRootInode, "d", 0755, 0, 0);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  (*a)->Stop();
+  a->reset();
+  auto seen = client.Lookup(kRootInode, "d");
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->ino, d->ino);
+  auto f = client.MkNode(d->ino, "f", S_IFREG | 0644, 0, 0, 0);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(store_->Lookup(d->ino, "f")->ino, f->ino);  // same volume
+  (*b)->Stop();
 }
 
 // More entries than one etcd range request returns: readdir pages on.

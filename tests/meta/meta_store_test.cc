@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "backend/meta/meta_schema.h"
 #include "tests/meta/meta_test_util.h"
@@ -1245,6 +1246,19 @@ TEST(MetaSchema, DecodersRejectMalformedInput) {
   EXPECT_FALSE(DecodeDentry("short").ok());
   EXPECT_FALSE(ParseStripe("S123", EncodeStripeValue(1, 0, 4096)).ok());
   EXPECT_EQ(PrefixEnd(std::string("a\xff", 2)), "b");
+}
+
+// The leader lease has one holder at a time; it passes on only when it
+// expires.
+TEST_P(MetaStoreTest, LeaderLeaseHasOneHolder) {
+  using std::chrono::milliseconds;
+  EXPECT_TRUE(Must(store_->HoldLeadership("a", milliseconds(60000))));
+  EXPECT_FALSE(Must(store_->HoldLeadership("b", milliseconds(60000))));
+  EXPECT_TRUE(Must(store_->HoldLeadership("a", milliseconds(1))));  // renew
+  std::this_thread::sleep_for(milliseconds(20));  // let it expire
+  EXPECT_TRUE(Must(store_->HoldLeadership("b", milliseconds(60000))));
+  EXPECT_FALSE(Must(store_->HoldLeadership("a", milliseconds(60000))));
+  EXPECT_EQ(Err(store_->HoldLeadership("", milliseconds(1))), EINVAL);
 }
 
 INSTANTIATE_TEST_SUITE_P(RocksDb, MetaStoreTest,
