@@ -34,13 +34,15 @@ bool Retryable(const grpc::Status& s) {
 class EtcdKv;
 
 // Reads pinned to one revision (taken from the first answer).
-class EtcdReader {
+// `Interface` is KvReader (a snapshot) or KvTxn (which records the reads).
+template <typename Interface>
+class EtcdReader : public Interface {
  public:
   explicit EtcdReader(EtcdKv* kv) : kv_(kv) {}
-  virtual ~EtcdReader() = default;
-  Result<std::optional<std::string>> Get(const std::string& key);
+  Result<std::optional<std::string>> Get(const std::string& key) override;
   Result<std::vector<KvPair>> Scan(const std::string& start,
-                                   const std::string& end, size_t limit);
+                                   const std::string& end,
+                                   size_t limit) override;
 
  protected:
   // What a read saw, for the commit's compares.
@@ -76,7 +78,7 @@ class EtcdKv final : public KvStore {
   }
 
   Result<std::optional<std::string>> Get(const std::string& key) override {
-    EtcdReader r(this);
+    EtcdReader<KvReader> r(this);
     return r.Get(key);
   }
   std::unique_ptr<KvReader> Snapshot() override;
@@ -165,7 +167,9 @@ class EtcdKv final : public KvStore {
   std::atomic<uint64_t> commits_{0};
 };
 
-Result<std::optional<std::string>> EtcdReader::Get(const std::string& key) {
+template <typename Interface>
+Result<std::optional<std::string>> EtcdReader<Interface>::Get(
+    const std::string& key) {
   pb::RangeRequest req;
   req.set_key(kv_->prefix() + key);
   req.set_revision(revision_);
@@ -181,9 +185,9 @@ Result<std::optional<std::string>> EtcdReader::Get(const std::string& key) {
   return std::optional<std::string>(resp.kvs(0).value());
 }
 
-Result<std::vector<KvPair>> EtcdReader::Scan(const std::string& start,
-                                             const std::string& end,
-                                             size_t limit) {
+template <typename Interface>
+Result<std::vector<KvPair>> EtcdReader<Interface>::Scan(
+    const std::string& start, const std::string& end, size_t limit) {
   std::vector<KvPair> out;
   const std::string& p = kv_->prefix();
   std::string from = p + start;
@@ -209,18 +213,10 @@ Result<std::vector<KvPair>> EtcdReader::Scan(const std::string& start,
   return out;
 }
 
-class EtcdTxn final : public KvTxn, private EtcdReader {
+class EtcdTxn final : public EtcdReader<KvTxn> {
  public:
   explicit EtcdTxn(EtcdKv* kv) : EtcdReader(kv) {}
 
-  Result<std::optional<std::string>> Get(const std::string& key) override {
-    return EtcdReader::Get(key);
-  }
-  Result<std::vector<KvPair>> Scan(const std::string& start,
-                                   const std::string& end,
-                                   size_t limit) override {
-    return EtcdReader::Scan(start, end, limit);
-  }
   void Put(const std::string& key, std::string value) override {
     auto* put = Op()->mutable_request_put();
     put->set_key(kv_->prefix() + key);
@@ -306,21 +302,8 @@ class EtcdTxn final : public KvTxn, private EtcdReader {
   pb::TxnRequest req_;
 };
 
-class EtcdSnapshot final : public KvReader, private EtcdReader {
- public:
-  explicit EtcdSnapshot(EtcdKv* kv) : EtcdReader(kv) {}
-  Result<std::optional<std::string>> Get(const std::string& key) override {
-    return EtcdReader::Get(key);
-  }
-  Result<std::vector<KvPair>> Scan(const std::string& start,
-                                   const std::string& end,
-                                   size_t limit) override {
-    return EtcdReader::Scan(start, end, limit);
-  }
-};
-
 std::unique_ptr<KvReader> EtcdKv::Snapshot() {
-  return std::make_unique<EtcdSnapshot>(this);
+  return std::make_unique<EtcdReader<KvReader>>(this);
 }
 
 std::unique_ptr<KvTxn> EtcdKv::Begin() {

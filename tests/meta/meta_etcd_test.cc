@@ -37,12 +37,12 @@ class KvStoreContract : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
     if (GetParam() == Engine::kEtcd) {
-      auto etcd = testing::SharedEtcd();
-      if (!etcd.ok()) {
+      auto loc = testing::SharedEtcdLocation("kv-contract");
+      if (!loc.ok()) {
         GTEST_SKIP() << "etcd engine tests skipped: "
-                     << etcd.status().ToString();
+                     << loc.status().ToString();
       }
-      auto where = ParseEtcdLocation((*etcd)->NewLocation("kv-contract"));
+      auto where = ParseEtcdLocation(*loc);
       ASSERT_TRUE(where.ok()) << where.status().ToString();
       auto kv = ConnectEtcd(*where);
       ASSERT_TRUE(kv.ok()) << kv.status().ToString();
@@ -182,11 +182,11 @@ INSTANTIATE_TEST_SUITE_P(Etcd, KvStoreContract,
 class EtcdMetaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto etcd = testing::SharedEtcd();
-    if (!etcd.ok()) {
-      GTEST_SKIP() << "etcd engine tests skipped: " << etcd.status().ToString();
+    auto loc = testing::SharedEtcdLocation("etcd-meta");
+    if (!loc.ok()) {
+      GTEST_SKIP() << "etcd engine tests skipped: " << loc.status().ToString();
     }
-    location_ = (*etcd)->NewLocation("etcd-meta");
+    location_ = *loc;
     auto s = MetaStore::Create(location_, geo_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();

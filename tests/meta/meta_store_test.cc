@@ -53,12 +53,12 @@ class MetaStoreTest : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
     if (GetParam() == Engine::kEtcd) {
-      auto etcd = testing::SharedEtcd();
-      if (!etcd.ok()) {
+      auto loc = testing::SharedEtcdLocation("meta-test");
+      if (!loc.ok()) {
         GTEST_SKIP() << "etcd engine tests skipped: "
-                     << etcd.status().ToString();
+                     << loc.status().ToString();
       }
-      location_ = (*etcd)->NewLocation("meta-test");
+      location_ = *loc;
     } else {
       location_ = tmp_.sub("meta");
     }

@@ -182,4 +182,9 @@ Result<EtcdProcess*> SharedEtcd() {
   return holder->etcd.get();
 }
 
+Result<std::string> SharedEtcdLocation(const std::string& name) {
+  STRIPEFS_ASSIGN_OR_RETURN(EtcdProcess * etcd, SharedEtcd());
+  return etcd->NewLocation(name);
+}
+
 }  // namespace stripefs::testing

@@ -48,5 +48,7 @@ class EtcdProcess {
 // process, started on first use in a temporary directory and stopped at
 // exit. The failure status is kept too (tests skip with it).
 Result<EtcdProcess*> SharedEtcd();
+// SharedEtcd()->NewLocation(name), or why there is no etcd (skip with it).
+Result<std::string> SharedEtcdLocation(const std::string& name);
 
 }  // namespace stripefs::testing
