@@ -248,6 +248,10 @@ int RunMetad(const MetadFlags& f) {
   // Failure detector: marks chunk servers that stop answering down (and up
   // again), see backend/meta/health_monitor.h and docs/cluster.md.
   ChunkProber prober(*key);
+  // Several metads may serve an etcd volume: one monitors at a time.
+  if (MetaStore::IsEtcdLocation(f.dir)) {
+    ho.leader_id = (*server)->address() + "/" + std::to_string(getpid());
+  }
   HealthMonitor monitor(store->get(), &prober, ho);
   if (f.health_monitor) {
     monitor.Start();
@@ -428,7 +432,10 @@ CommandRegistration daemon_commands([](CLI::App& app) {
         "metad",
         "run the metadata service (creates the volume on first start)");
     auto f = std::make_shared<MetadFlags>();
-    cmd->add_option("--dir", f->dir, "metadata directory (RocksDB)")
+    cmd->add_option("--dir", f->dir,
+                    "metadata directory (RocksDB), or "
+                    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a volume in "
+                    "etcd that several metads may serve")
         ->required();
     AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
     auto* k = cmd->add_option("--k", f->geometry.k,

@@ -72,6 +72,18 @@ void HealthMonitor::Loop() {
 
 Status HealthMonitor::RunRound() {
   std::lock_guard<std::mutex> round(round_mu_);
+  if (!options_.leader_id.empty()) {
+    auto leader =
+        store_->HoldLeadership(options_.leader_id, 3 * options_.interval);
+    if (!leader.ok()) {
+      return leader.status().Annotate("health monitor: leader lease");
+    }
+    if (!*leader) {
+      std::lock_guard<std::mutex> lock(mu_);
+      counters_.skipped_not_leader++;
+      return Status::Ok();
+    }
+  }
   auto map = store_->GetClusterMap();
   if (!map.ok()) {
     return map.status().Annotate("health monitor: reading the cluster map");

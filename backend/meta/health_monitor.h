@@ -37,6 +37,10 @@ struct HealthMonitorOptions {
   std::chrono::milliseconds probe_timeout{1000};  // deadline of one probe
   uint32_t down_after = 3;  // consecutive misses: up -> down
   uint32_t up_after = 1;    // consecutive answers: down -> up
+  // With several metads on one volume (etcd engine): this metad's name for
+  // the leader lease (MetaStore::HoldLeadership, ttl 3 x interval); rounds
+  // run only while it holds the lease. Empty: always run (one metad).
+  std::string leader_id;
 };
 
 // What the monitor knows about one server (for logs, status, tests).
@@ -56,6 +60,7 @@ struct HealthMonitorCounters {
   uint64_t misses = 0;
   uint64_t marked_down = 0;
   uint64_t marked_up = 0;
+  uint64_t skipped_not_leader = 0;  // rounds left to another metad
 };
 
 class HealthMonitor {

@@ -354,6 +354,22 @@ Result<ClusterMap> DecodeClusterMap(std::string_view in) {
   return m;
 }
 
+std::string EncodeLeaderLease(const LeaderLease& l) {
+  Writer w;
+  w.Str(l.holder);
+  w.U64(l.expires_ms);
+  return w.Take();
+}
+
+Result<LeaderLease> DecodeLeaderLease(std::string_view in) {
+  Reader r(in);
+  LeaderLease l;
+  l.holder = r.Str(4096);
+  l.expires_ms = r.U64();
+  if (!r.done()) return Corrupt("leader lease");
+  return l;
+}
+
 Status ValidateGeometry(const Geometry& g) {
   constexpr uint32_t kMaxCell = 64u << 20;
   if (g.k < 1 || g.m < 1 || g.k + g.m > 32 || g.k > 32 || g.m > 32) {

@@ -39,6 +39,14 @@ inline constexpr std::string_view kMetaNextInode = "next_inode";  // u64
 inline constexpr std::string_view kMetaVersionLimit = "version_limit";  // u64
 inline constexpr std::string_view kMetaStats = "stats";      // FsStats
 inline constexpr std::string_view kMetaCluster = "cluster";  // ClusterMap
+inline constexpr std::string_view kMetaLeader = "leader";    // LeaderLease
+
+// Who runs the volume-wide background work (the health monitor) until
+// when: one holder at a time among the metads of a volume.
+struct LeaderLease {
+  std::string holder;
+  uint64_t expires_ms = 0;  // wall clock, ms since the Unix epoch
+};
 
 // ReadDir cookies: 1 = ".", 2 = "..", entries use their sequence number,
 // which starts at kFirstEntrySeq and only grows per directory.
@@ -102,6 +110,8 @@ std::string EncodeStats(const FsStats& s);
 Result<FsStats> DecodeStats(std::string_view in);
 std::string EncodeClusterMap(const ClusterMap& m);
 Result<ClusterMap> DecodeClusterMap(std::string_view in);
+std::string EncodeLeaderLease(const LeaderLease& l);
+Result<LeaderLease> DecodeLeaderLease(std::string_view in);
 
 // Checks the limits MetaStore accepts: 1 <= k, 1 <= m, k + m <= 32,
 // cell_size a multiple of 4096 in [4096, 64 MiB].

@@ -1,20 +1,18 @@
 #include "backend/meta/meta_store.h"
 
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
-#include <rocksdb/options.h>
-#include <rocksdb/snapshot.h>
-#include <rocksdb/write_batch.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <thread>
 
-#include "common/rocks_glue.h"
+#include "backend/meta/etcd_kv.h"
+#include "backend/meta/rocks_kv.h"
 
 namespace stripefs {
 
@@ -41,11 +39,6 @@ bool IsDir(uint32_t mode) { return S_ISDIR(mode); }
 bool IsReg(uint32_t mode) { return S_ISREG(mode); }
 
 std::string InoStr(uint64_t ino) { return "inode " + std::to_string(ino); }
-
-Status DbError(const rocksdb::Status& s, std::string_view what) {
-  return Status::IoError(std::string(what) + ": RocksDB: " + s.ToString() +
-                         " (check the disk holding the metadata store)");
-}
 
 // Checks a directory entry name. "." and ".." pass; callers decide.
 Status ValidateName(const std::string& name) {
@@ -74,25 +67,33 @@ Status ValidateXattrName(const std::string& name) {
 }  // namespace
 
 // One atomic change: inode records are loaded once, modified in memory and
-// written together with every other change in a single synced WriteBatch.
-// Must be used with mu_ held.
+// written together with every other change in a single transaction. The
+// volume counters (statistics, next inode) are read into the transaction
+// only when the change needs them. Must be used with mu_ held.
 class MetaStore::Mutation {
  public:
-  explicit Mutation(MetaStore* s)
-      : s_(s), stats_(s->stats_), next_inode_(s->next_inode_), now_(Now()) {}
+  explicit Mutation(MetaStore* s) : s_(s), txn_(s->kv_->Begin()), now_(Now()) {}
 
   const Timespec& now() const { return now_; }
-  rocksdb::WriteBatch& batch() { return batch_; }
-  FsStats& stats() { return stats_; }
+  KvTxn& txn() { return *txn_; }
+  FsStats& stats() {
+    LoadCounter(MetaKey(kMetaStats), &stats_loaded_, [&](std::string_view v) {
+      STRIPEFS_ASSIGN_OR_RETURN(stats_, DecodeStats(v));
+      loaded_stats_ = stats_;
+      return Status::Ok();
+    });
+    return stats_;
+  }
 
   Result<InodeRecord*> Inode(uint64_t ino) {
     if (deleted_.count(ino))
       return Status::NotFound(InoStr(ino) + " was removed");
     auto it = inodes_.find(ino);
     if (it != inodes_.end()) return &it->second;
-    STRIPEFS_ASSIGN_OR_RETURN(std::string v,
-                              s_->Get(InodeKey(ino), InoStr(ino)));
-    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, DecodeInode(v));
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              txn_->Get(InodeKey(ino)));
+    if (!v) return Status::NotFound(InoStr(ino) + " does not exist");
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, DecodeInode(*v));
     return &inodes_.emplace(ino, std::move(rec)).first->second;
   }
   // Like Inode() and marks it to be written back.
@@ -109,91 +110,100 @@ class MetaStore::Mutation {
     return rec;
   }
   InodeRecord* NewInode() {
+    LoadCounter(MetaKey(kMetaNextInode), &next_inode_loaded_,
+                [&](std::string_view v) {
+                  STRIPEFS_ASSIGN_OR_RETURN(next_inode_, DecodeU64(v));
+                  loaded_next_inode_ = next_inode_;
+                  return Status::Ok();
+                });
     uint64_t ino = next_inode_++;
     InodeRecord& rec = inodes_[ino];
     rec.attr.ino = ino;
     rec.attr.generation = 1;
     rec.attr.atime = rec.attr.mtime = rec.attr.ctime = now_;
     dirty_.insert(ino);
-    stats_.inodes++;
+    stats().inodes++;
     return &rec;
   }
   // Deletes the inode record and its symlink target, xattrs and orphan mark
   // (not its stripes: see DropStripesFrom).
   Status DeleteInode(uint64_t ino) {
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Inode(ino));
-    if (IsReg(rec->attr.mode)) stats_.bytes_used -= rec->attr.size;
-    stats_.inodes--;
+    if (IsReg(rec->attr.mode)) stats().bytes_used -= rec->attr.size;
+    stats().inodes--;
     deleted_.insert(ino);
     dirty_.erase(ino);
-    batch_.Delete(InodeKey(ino));
-    batch_.Delete(SymlinkKey(ino));
-    batch_.Delete(OrphanKey(ino));
+    txn_->Delete(InodeKey(ino));
+    txn_->Delete(SymlinkKey(ino));
+    txn_->Delete(OrphanKey(ino));
     std::string prefix = XattrPrefix(ino);
-    std::string end = PrefixEnd(prefix);
-    rocksdb::ReadOptions ro;
-    rocksdb::Slice upper(end);
-    ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(s_->db_->NewIterator(ro));
-    for (it->Seek(prefix); it->Valid(); it->Next()) batch_.Delete(it->key());
-    if (!it->status().ok()) return DbError(it->status(), "listing xattrs");
+    txn_->DeleteRange(prefix, PrefixEnd(prefix));
     return Status::Ok();
   }
 
   Result<std::optional<DentryValue>> GetDentry(uint64_t parent,
                                                const std::string& name) {
-    std::string v;
-    rocksdb::Status st =
-        s_->db_->Get(rocksdb::ReadOptions(), DentryKey(parent, name), &v);
-    if (st.IsNotFound()) return std::optional<DentryValue>();
-    if (!st.ok()) return DbError(st, "reading a directory entry");
-    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              txn_->Get(DentryKey(parent, name)));
+    if (!v) return std::optional<DentryValue>();
+    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(*v));
     return std::optional<DentryValue>(d);
   }
   void PutDentry(uint64_t parent, const std::string& name,
                  const DentryValue& d) {
-    batch_.Put(DentryKey(parent, name), EncodeDentry(d));
-    batch_.Put(CookieKey(parent, d.seq), name);
+    txn_->Put(DentryKey(parent, name), EncodeDentry(d));
+    txn_->Put(CookieKey(parent, d.seq), name);
   }
   void DeleteDentry(uint64_t parent, const std::string& name, uint64_t seq) {
-    batch_.Delete(DentryKey(parent, name));
-    batch_.Delete(CookieKey(parent, seq));
+    txn_->Delete(DentryKey(parent, name));
+    txn_->Delete(CookieKey(parent, seq));
   }
   Result<bool> DirIsEmpty(uint64_t dir) {
     std::string prefix = DentryPrefix(dir);
-    std::string end = PrefixEnd(prefix);
-    rocksdb::ReadOptions ro;
-    rocksdb::Slice upper(end);
-    ro.iterate_upper_bound = &upper;
-    std::unique_ptr<rocksdb::Iterator> it(s_->db_->NewIterator(ro));
-    it->Seek(prefix);
-    if (!it->status().ok()) return DbError(it->status(), "listing a directory");
-    return !it->Valid();
+    STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> first,
+                              txn_->Scan(prefix, PrefixEnd(prefix), 1));
+    return first.empty();
   }
 
   Status Commit() {
+    STRIPEFS_RETURN_IF_ERROR(counter_error_);
     for (uint64_t ino : dirty_) {
-      batch_.Put(InodeKey(ino), EncodeInode(inodes_.at(ino)));
+      txn_->Put(InodeKey(ino), EncodeInode(inodes_.at(ino)));
     }
-    if (stats_.inodes != s_->stats_.inodes ||
-        stats_.bytes_used != s_->stats_.bytes_used) {
-      batch_.Put(MetaKey(kMetaStats), EncodeStats(stats_));
+    if (stats_loaded_ && (stats_.inodes != loaded_stats_.inodes ||
+                          stats_.bytes_used != loaded_stats_.bytes_used)) {
+      txn_->Put(MetaKey(kMetaStats), EncodeStats(stats_));
     }
-    if (next_inode_ != s_->next_inode_) {
-      batch_.Put(MetaKey(kMetaNextInode), EncodeU64(next_inode_));
+    if (next_inode_loaded_ && next_inode_ != loaded_next_inode_) {
+      txn_->Put(MetaKey(kMetaNextInode), EncodeU64(next_inode_));
     }
-    STRIPEFS_RETURN_IF_ERROR(s_->Write(&batch_));
-    s_->stats_ = stats_;
-    s_->next_inode_ = next_inode_;
-    return Status::Ok();
+    return txn_->Commit().status();
   }
 
  private:
+  // Reads a volume counter into the transaction on first use; an error is
+  // kept and returned by Commit (callers use the counters as plain fields).
+  template <typename F>
+  void LoadCounter(const std::string& key, bool* loaded, F&& decode) {
+    if (*loaded) return;
+    *loaded = true;
+    auto v = txn_->Get(key);
+    Status st = v.status();
+    if (st.ok() && !*v) st = Status::Corruption(key.substr(1) + " is missing");
+    if (st.ok()) st = decode(**v);
+    if (!st.ok() && counter_error_.ok()) counter_error_ = st;
+  }
+
   MetaStore* s_;
+  std::unique_ptr<KvTxn> txn_;
   FsStats stats_;
-  uint64_t next_inode_;
+  FsStats loaded_stats_;
+  bool stats_loaded_ = false;
+  uint64_t next_inode_ = 0;
+  uint64_t loaded_next_inode_ = 0;
+  bool next_inode_loaded_ = false;
+  Status counter_error_;
   Timespec now_;
-  rocksdb::WriteBatch batch_;
   std::map<uint64_t, InodeRecord> inodes_;
   std::set<uint64_t> dirty_;
   std::set<uint64_t> deleted_;
@@ -202,48 +212,38 @@ class MetaStore::Mutation {
 // --- lifecycle -----------------------------------------------------------
 
 MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
-                     std::unique_ptr<rocksdb::DB> db)
-    : dir_(std::move(dir)), options_(options), db_(std::move(db)) {}
+                     std::unique_ptr<KvStore> kv)
+    : dir_(std::move(dir)), options_(options), kv_(std::move(kv)) {}
 
-MetaStore::~MetaStore() {
-  if (db_) {
-    rocksdb::FlushOptions fo;
-    (void)db_->Flush(fo);
-    (void)db_->Close();
-  }
+MetaStore::~MetaStore() = default;
+
+bool MetaStore::IsEtcdLocation(const std::string& location) {
+  return location.starts_with(kEtcdScheme);
 }
 
 bool MetaStore::Exists(const std::string& dir) {
-  std::error_code ec;
-  return std::filesystem::exists(std::filesystem::path(dir) / "CURRENT", ec);
+  if (!IsEtcdLocation(dir)) return RocksKv::Exists(dir);
+  auto kv = OpenKv(dir, /*create=*/false);
+  if (!kv.ok()) return false;
+  auto v = (*kv)->Get(MetaKey(kMetaFormat));
+  return v.ok() && v->has_value();
 }
 
-Result<std::unique_ptr<rocksdb::DB>> MetaStore::OpenDb(const std::string& dir,
-                                                       bool create) {
-  rocksdb::Options opts;
-  opts.create_if_missing = create;
-  opts.error_if_exists = create;
-  opts.keep_log_file_num = 4;
-  opts.max_background_jobs = 2;
-  opts.paranoid_checks = true;
-  ApplyRocksGlue(&opts, "metadata store " + dir);
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status st = rocksdb::DB::Open(opts, dir, &raw);
-  if (!st.ok()) {
-    std::string msg = st.ToString();
-    if (msg.find("lock") != std::string::npos ||
-        msg.find("LOCK") != std::string::npos) {
-      return Status(EBUSY, "metadata store " + dir +
-                               " is in use by another process (a metad or "
-                               "mount still running?): " +
-                               msg);
-    }
-    if (st.IsCorruption())
-      return Status::Corruption("metadata store " + dir +
-                                " is corrupted: " + msg);
-    return Status::IoError("cannot open metadata store " + dir + ": " + msg);
+Result<std::unique_ptr<KvStore>> MetaStore::OpenKv(const std::string& location,
+                                                   bool create) {
+  if (IsEtcdLocation(location)) {
+    STRIPEFS_ASSIGN_OR_RETURN(EtcdLocation where, ParseEtcdLocation(location));
+    return ConnectEtcd(where);
   }
-  return std::unique_ptr<rocksdb::DB>(raw);
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<RocksKv> kv,
+                            RocksKv::Open(location, create));
+  return std::unique_ptr<KvStore>(std::move(kv));
+}
+
+void MetaStore::BackOff(int attempt) {
+  // Up to ~10 ms, so metads that collide retry at different times.
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(100 * std::min(attempt, 100)));
 }
 
 Result<std::unique_ptr<MetaStore>> MetaStore::Create(
@@ -255,17 +255,27 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
                           "; open it instead, or remove the directory "
                           "to start a new volume");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return Status(ec.value(),
-                  "cannot create directory " + dir + ": " + ec.message());
+  if (!IsEtcdLocation(dir)) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return Status(ec.value(),
+                    "cannot create directory " + dir + ": " + ec.message());
+    }
   }
-  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db,
-                            OpenDb(dir, /*create=*/true));
-  // Everything a volume needs, in one batch: a crash leaves either nothing
-  // (Open reports "not a stripefs metadata store") or a complete volume.
-  rocksdb::WriteBatch b;
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
+                            OpenKv(dir, /*create=*/true));
+  // Everything a volume needs, in one transaction: a crash leaves either
+  // nothing (Open reports "not a stripefs metadata store") or a complete
+  // volume; of two concurrent creators on etcd, one wins.
+  std::unique_ptr<KvTxn> b = kv->Begin();
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> format,
+                            b->Get(MetaKey(kMetaFormat)));
+  if (format) {
+    return Status::Exists("a stripefs metadata store already exists in " + dir +
+                          "; open it instead, or remove it to start a new "
+                          "volume");
+  }
   InodeRecord root;
   root.attr.ino = kRootInode;
   root.attr.mode = S_IFDIR | (options.root_mode & 07777);
@@ -276,18 +286,24 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
   root.attr.atime = root.attr.mtime = root.attr.ctime = Now();
   root.parent = kRootInode;
   root.next_seq = kFirstEntrySeq;
-  b.Put(InodeKey(kRootInode), EncodeInode(root));
-  b.Put(MetaKey(kMetaGeometry), EncodeGeometry(geometry));
-  b.Put(MetaKey(kMetaNextInode), EncodeU64(kRootInode + 1));
-  b.Put(MetaKey(kMetaVersionLimit), EncodeU64(1));
-  b.Put(MetaKey(kMetaStats), EncodeStats(FsStats{1, 0}));
-  b.Put(MetaKey(kMetaCluster), EncodeClusterMap(ClusterMap{}));
-  b.Put(MetaKey(kMetaFormat), EncodeU32(kFormatVersion));
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  rocksdb::Status st = db->Write(wo, &b);
-  if (!st.ok()) return DbError(st, "initialising metadata store " + dir);
-  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(db)));
+  b->Put(InodeKey(kRootInode), EncodeInode(root));
+  b->Put(MetaKey(kMetaGeometry), EncodeGeometry(geometry));
+  b->Put(MetaKey(kMetaNextInode), EncodeU64(kRootInode + 1));
+  b->Put(MetaKey(kMetaVersionLimit), EncodeU64(1));
+  b->Put(MetaKey(kMetaStats), EncodeStats(FsStats{1, 0}));
+  b->Put(MetaKey(kMetaCluster), EncodeClusterMap(ClusterMap{}));
+  b->Put(MetaKey(kMetaFormat), EncodeU32(kFormatVersion));
+  auto ticket = b->Commit();
+  if (ticket.ok()) STRIPEFS_RETURN_IF_ERROR(kv->WaitDurable(*ticket));
+  if (ticket.status().code() == kKvConflict) {
+    return Status::Exists("another process created a volume in " + dir +
+                          " at the same time; open it instead");
+  }
+  if (!ticket.ok()) {
+    return Status(ticket.status().code(), "initialising metadata store " + dir +
+                                              ": " + ticket.status().message());
+  }
+  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(kv)));
   STRIPEFS_RETURN_IF_ERROR(store->LoadState());
   return store;
 }
@@ -298,9 +314,9 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(
     return Status::NotFound("no stripefs metadata store in " + dir +
                             " (create a volume first, e.g. `stripefs mkfs`)");
   }
-  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<rocksdb::DB> db,
-                            OpenDb(dir, /*create=*/false));
-  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(db)));
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
+                            OpenKv(dir, /*create=*/false));
+  std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(kv)));
   STRIPEFS_RETURN_IF_ERROR(store->LoadState());
   return store;
 }
@@ -325,17 +341,20 @@ Result<std::unique_ptr<MetaStore>> MetaStore::OpenOrCreate(
 }
 
 Status MetaStore::LoadState() {
-  std::string v;
-  rocksdb::Status st =
-      db_->Get(rocksdb::ReadOptions(), MetaKey(kMetaFormat), &v);
-  if (st.IsNotFound()) {
+  if (options_.before_wal_sync && !IsEtcdLocation(dir_)) {
+    static_cast<RocksKv*>(kv_.get())->set_before_wal_sync(
+        options_.before_wal_sync);
+  }
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> fv,
+                            kv_->Get(MetaKey(kMetaFormat)));
+  if (!fv) {
     return Status::InvalidArgument(
-        dir_ +
-        " is a RocksDB database but not a stripefs metadata store "
+        kv_->Describe() +
+        " is not a stripefs metadata store "
         "(or its creation was interrupted; remove it and create the "
         "volume again)");
   }
-  if (!st.ok()) return DbError(st, "reading the format version");
+  std::string v = *fv;
   STRIPEFS_ASSIGN_OR_RETURN(uint32_t format, DecodeU32(v));
   if (format != kFormatVersion) {
     return Status::InvalidArgument(
@@ -345,66 +364,20 @@ Status MetaStore::LoadState() {
   }
   STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaGeometry), "geometry"));
   STRIPEFS_ASSIGN_OR_RETURN(geometry_, DecodeGeometry(v));
-  STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaNextInode), "inode counter"));
-  STRIPEFS_ASSIGN_OR_RETURN(next_inode_, DecodeU64(v));
   STRIPEFS_ASSIGN_OR_RETURN(v,
                             Get(MetaKey(kMetaVersionLimit), "version counter"));
   STRIPEFS_ASSIGN_OR_RETURN(version_limit_, DecodeU64(v));
   // Versions below the durable limit may have been handed out before a
   // restart: never hand them out again.
   next_version_ = version_limit_;
-  STRIPEFS_ASSIGN_OR_RETURN(v, Get(MetaKey(kMetaStats), "statistics"));
-  STRIPEFS_ASSIGN_OR_RETURN(stats_, DecodeStats(v));
   return Status::Ok();
 }
 
 Result<std::string> MetaStore::Get(const std::string& key,
                                    const std::string& what) {
-  std::string v;
-  rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
-  if (st.IsNotFound()) return Status::NotFound(what + " does not exist");
-  if (!st.ok()) return DbError(st, "reading " + what);
-  return v;
-}
-
-Status MetaStore::Write(rocksdb::WriteBatch* batch) {
-  // Not synced here: Mutate() syncs the WAL after releasing mu_, so that
-  // concurrent mutations share one fsync (group commit).
-  rocksdb::WriteOptions wo;
-  wo.sync = false;
-  rocksdb::Status st = db_->Write(wo, batch);
-  if (!st.ok()) return DbError(st, "writing metadata");
-  written_seq_++;
-  return Status::Ok();
-}
-
-Status MetaStore::WaitDurable(uint64_t seq) {
-  std::unique_lock<std::mutex> lock(sync_mu_);
-  while (synced_seq_ < seq) {
-    if (syncing_) {
-      sync_cv_.wait(lock);
-      continue;
-    }
-    // Become the leader: one fsync covers every write done so far.
-    syncing_ = true;
-    lock.unlock();
-    if (options_.before_wal_sync) options_.before_wal_sync();
-    // Read after unlocking: writes applied meanwhile join this sync too.
-    const uint64_t target = written_seq_.load();
-    rocksdb::Status st = db_->SyncWAL();
-    wal_syncs_++;
-    lock.lock();
-    syncing_ = false;
-    sync_cv_.notify_all();
-    if (!st.ok()) {
-      return Status::IoError(
-          "syncing the metadata WAL failed, the last change may not be "
-          "durable (check the disk holding the metadata store): " +
-          st.ToString());
-    }
-    synced_seq_ = std::max(synced_seq_, target);
-  }
-  return Status::Ok();
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v, kv_->Get(key));
+  if (!v) return Status::NotFound(what + " does not exist");
+  return std::move(*v);
 }
 
 // --- volume and cluster --------------------------------------------------
@@ -417,6 +390,17 @@ Result<ClusterMap> MetaStore::GetClusterMap() {
   return DecodeClusterMap(v);
 }
 
+namespace {
+
+Result<ClusterMap> ReadClusterMap(KvReader& r) {
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                            r.Get(MetaKey(kMetaCluster)));
+  if (!v) return Status::NotFound("cluster map does not exist");
+  return DecodeClusterMap(*v);
+}
+
+}  // namespace
+
 Status MetaStore::UpsertServer(const ServerInfo& info) {
   if (info.address.size() > 4096 || info.failure_domain.size() > 4096) {
     return Status::InvalidArgument(
@@ -427,7 +411,8 @@ Status MetaStore::UpsertServer(const ServerInfo& info) {
     return Status::InvalidArgument("unknown server state");
   }
   return Mutate([&]() -> Status {
-    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, ReadClusterMap(m.txn()));
     auto it =
         std::find_if(map.servers.begin(), map.servers.end(),
                      [&](const ServerInfo& s) { return s.id >= info.id; });
@@ -437,9 +422,8 @@ Status MetaStore::UpsertServer(const ServerInfo& info) {
       map.servers.insert(it, info);
     }
     map.epoch++;
-    rocksdb::WriteBatch b;
-    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
-    return Write(&b);
+    m.txn().Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    return m.Commit();
   });
 }
 
@@ -448,7 +432,8 @@ Status MetaStore::SetServerState(uint32_t id, ServerState state) {
     return Status::InvalidArgument("unknown server state");
   }
   return Mutate([&]() -> Status {
-    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, ReadClusterMap(m.txn()));
     auto it = std::find_if(map.servers.begin(), map.servers.end(),
                            [&](const ServerInfo& s) { return s.id == id; });
     if (it == map.servers.end()) {
@@ -458,9 +443,8 @@ Status MetaStore::SetServerState(uint32_t id, ServerState state) {
     if (it->state == state) return Status::Ok();
     it->state = state;
     map.epoch++;
-    rocksdb::WriteBatch b;
-    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
-    return Write(&b);
+    m.txn().Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    return m.Commit();
   });
 }
 
@@ -470,7 +454,8 @@ Result<bool> MetaStore::SetServerStateIf(const ServerInfo& seen,
     return Status::InvalidArgument("unknown server state");
   }
   return Mutate([&]() -> Result<bool> {
-    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, GetClusterMap());
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(ClusterMap map, ReadClusterMap(m.txn()));
     auto it =
         std::find_if(map.servers.begin(), map.servers.end(),
                      [&](const ServerInfo& s) { return s.id == seen.id; });
@@ -479,9 +464,33 @@ Result<bool> MetaStore::SetServerStateIf(const ServerInfo& seen,
     }
     it->state = state;
     map.epoch++;
-    rocksdb::WriteBatch b;
-    b.Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
-    STRIPEFS_RETURN_IF_ERROR(Write(&b));
+    m.txn().Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return true;
+  });
+}
+
+Result<bool> MetaStore::HoldLeadership(const std::string& holder,
+                                       std::chrono::milliseconds ttl) {
+  if (holder.empty() || holder.size() > 4096 || ttl.count() <= 0) {
+    return Status::InvalidArgument(
+        "leader lease needs a holder name (1..4096 bytes) and a positive ttl");
+  }
+  return Mutate([&]() -> Result<bool> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              m.txn().Get(MetaKey(kMetaLeader)));
+    const uint64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    if (v) {
+      STRIPEFS_ASSIGN_OR_RETURN(LeaderLease cur, DecodeLeaderLease(*v));
+      if (cur.holder != holder && cur.expires_ms > now) return false;
+    }
+    m.txn().Put(MetaKey(kMetaLeader),
+                EncodeLeaderLease({holder, now + ttl.count()}));
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
     return true;
   });
 }
@@ -493,20 +502,13 @@ namespace {
 // Reads through one snapshot, so multi-record reads are consistent.
 class SnapshotReader {
  public:
-  explicit SnapshotReader(rocksdb::DB* db) : db_(db), snap_(db->GetSnapshot()) {
-    ro_.snapshot = snap_;
-  }
-  ~SnapshotReader() { db_->ReleaseSnapshot(snap_); }
-  SnapshotReader(const SnapshotReader&) = delete;
-  SnapshotReader& operator=(const SnapshotReader&) = delete;
+  explicit SnapshotReader(KvStore* kv) : r_(kv->Snapshot()) {}
 
   // ENOENT (with `what`) if missing.
   Result<std::string> Get(const std::string& key, const std::string& what) {
-    std::string v;
-    rocksdb::Status st = db_->Get(ro_, key, &v);
-    if (st.IsNotFound()) return Status::NotFound(what + " does not exist");
-    if (!st.ok()) return DbError(st, "reading " + what);
-    return v;
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v, r_->Get(key));
+    if (!v) return Status::NotFound(what + " does not exist");
+    return std::move(*v);
   }
   Result<InodeRecord> Inode(uint64_t ino) {
     STRIPEFS_ASSIGN_OR_RETURN(std::string v, Get(InodeKey(ino), InoStr(ino)));
@@ -519,20 +521,14 @@ class SnapshotReader {
     }
     return rec;
   }
-  // Iterator over [start, end) in the snapshot; `end` must outlive it.
-  std::unique_ptr<rocksdb::Iterator> Range(const std::string& start,
-                                           const rocksdb::Slice* end) {
-    rocksdb::ReadOptions ro = ro_;
-    ro.iterate_upper_bound = end;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-    it->Seek(start);
-    return it;
+  // The pairs in [start, end) in the snapshot, at most `limit` (0 = all).
+  Result<std::vector<KvPair>> Range(const std::string& start,
+                                    const std::string& end, size_t limit = 0) {
+    return r_->Scan(start, end, limit);
   }
 
  private:
-  rocksdb::DB* db_;
-  const rocksdb::Snapshot* snap_;
-  rocksdb::ReadOptions ro_;
+  std::unique_ptr<KvReader> r_;
 };
 
 }  // namespace
@@ -541,7 +537,7 @@ Result<InodeAttr> MetaStore::Lookup(uint64_t parent, const std::string& name) {
   if (name.empty()) return Status::NotFound("empty file name");
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
   if (name == "." || name == "..") {
-    SnapshotReader r(db_.get());
+    SnapshotReader r(kv_.get());
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(parent));
     if (name == ".") return dir.attr;
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord up, r.Inode(dir.parent));
@@ -550,16 +546,15 @@ Result<InodeAttr> MetaStore::Lookup(uint64_t parent, const std::string& name) {
   // The hot path: two point reads, no snapshot (taking one costs a DB
   // mutex). An entry removed between the reads is reported as ENOENT, as if
   // the lookup had come after the removal.
-  std::string v;
-  rocksdb::Status st =
-      db_->Get(rocksdb::ReadOptions(), DentryKey(parent, name), &v);
-  if (st.ok()) {
-    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> dv,
+                            kv_->Get(DentryKey(parent, name)));
+  if (dv) {
+    STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(*dv));
     return GetAttr(d.ino);
   }
-  if (!st.IsNotFound()) return DbError(st, "reading a directory entry");
   // No entry: say why (missing parent, parent not a directory, no name).
-  STRIPEFS_ASSIGN_OR_RETURN(v, Get(InodeKey(parent), InoStr(parent)));
+  STRIPEFS_ASSIGN_OR_RETURN(std::string v,
+                            Get(InodeKey(parent), InoStr(parent)));
   STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, DecodeInode(v));
   if (!IsDir(dir.attr.mode)) {
     return Status(ENOTDIR, InoStr(parent) + " is not a directory");
@@ -574,7 +569,7 @@ Result<InodeAttr> MetaStore::GetAttr(uint64_t ino) {
 }
 
 Result<std::string> MetaStore::ReadLink(uint64_t ino) {
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   STRIPEFS_ASSIGN_OR_RETURN(InodeRecord rec, r.Inode(ino));
   if (!S_ISLNK(rec.attr.mode)) {
     return Status::InvalidArgument(InoStr(ino) + " is not a symbolic link");
@@ -584,7 +579,7 @@ Result<std::string> MetaStore::ReadLink(uint64_t ino) {
 
 Result<std::vector<DirEntry>> MetaStore::ReadDir(uint64_t ino, uint64_t cookie,
                                                  uint32_t max_entries) {
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   STRIPEFS_ASSIGN_OR_RETURN(InodeRecord dir, r.Dir(ino));
   std::vector<DirEntry> out;
   if (cookie < kCookieDot && out.size() < max_entries) {
@@ -598,20 +593,18 @@ Result<std::vector<DirEntry>> MetaStore::ReadDir(uint64_t ino, uint64_t cookie,
     return out;
   }
   std::string prefix = CookiePrefix(ino);
-  std::string end = PrefixEnd(prefix);
-  rocksdb::Slice upper(end);
-  auto it =
-      r.Range(CookieKey(ino, std::max(cookie + 1, kFirstEntrySeq)), &upper);
-  for (; it->Valid() && out.size() < max_entries; it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(uint64_t seq,
-                              ParseCookieSeq(it->key().ToStringView()));
-    std::string name = it->value().ToString();
+  STRIPEFS_ASSIGN_OR_RETURN(
+      std::vector<KvPair> cookies,
+      r.Range(CookieKey(ino, std::max(cookie + 1, kFirstEntrySeq)),
+              PrefixEnd(prefix), max_entries - out.size()));
+  for (KvPair& p : cookies) {
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t seq, ParseCookieSeq(p.key));
+    std::string name = std::move(p.value);
     STRIPEFS_ASSIGN_OR_RETURN(
         std::string v, r.Get(DentryKey(ino, name), "entry '" + name + "'"));
     STRIPEFS_ASSIGN_OR_RETURN(DentryValue d, DecodeDentry(v));
     out.push_back(DirEntry{std::move(name), d.ino, d.type, seq});
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing a directory");
   return out;
 }
 
@@ -648,7 +641,7 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
     }
     if (symlink) {
       rec->attr.size = symlink->size();
-      m.batch().Put(SymlinkKey(rec->attr.ino), *symlink);
+      m.txn().Put(SymlinkKey(rec->attr.ino), *symlink);
     }
     m.PutDentry(parent, name,
                 DentryValue{rec->attr.ino, mode & S_IFMT, dir->next_seq++});
@@ -747,7 +740,7 @@ Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
     m.DeleteDentry(parent, name, d->seq);
     if (rec->attr.nlink > 0) rec->attr.nlink--;
     rec->attr.ctime = m.now();
-    if (rec->attr.nlink == 0) m.batch().Put(OrphanKey(d->ino), "");
+    if (rec->attr.nlink == 0) m.txn().Put(OrphanKey(d->ino), "");
     dir->attr.mtime = dir->attr.ctime = m.now();
     InodeAttr attr = rec->attr;
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
@@ -810,6 +803,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
   return Mutate([&]() -> Status {
+    if (replaced) *replaced = 0;
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * npdir, m.ModifyDir(new_parent));
@@ -899,7 +893,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
           STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
           if (drec->attr.nlink > 0) drec->attr.nlink--;
           drec->attr.ctime = now;
-          if (drec->attr.nlink == 0) m.batch().Put(OrphanKey(dst->ino), "");
+          if (drec->attr.nlink == 0) m.txn().Put(OrphanKey(dst->ino), "");
         }
         if (replaced) *replaced = dst->ino;
         seq = dst->seq;  // the moved entry takes over the replaced one's slot
@@ -923,7 +917,9 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
 
 Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
                                      std::vector<ObsoleteStripe>* obsolete) {
-  return Mutate([&]() -> Result<InodeAttr> {
+  std::vector<ObsoleteStripe> dropped;
+  auto result = Mutate([&]() -> Result<InodeAttr> {
+    dropped.clear();
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     InodeAttr& a = rec->attr;
@@ -941,7 +937,7 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
         const uint64_t s = geometry_.stripe_size();
         const uint64_t first_dropped = new_size / s + (new_size % s ? 1 : 0);
         STRIPEFS_RETURN_IF_ERROR(
-            DropStripesFrom(m, ino, first_dropped, obsolete));
+            DropStripesFrom(m, ino, first_dropped, &dropped));
       }
       m.stats().bytes_used = m.stats().bytes_used - a.size + new_size;
       if (new_size != a.size) a.mtime = now;
@@ -959,37 +955,39 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
     return attr;
   });
+  if (result.ok() && obsolete) {
+    obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+  }
+  return result;
 }
 
 Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
                                   uint64_t first_dropped,
                                   std::vector<ObsoleteStripe>* obsolete) {
-  std::string end = PrefixEnd(StripePrefix(ino));
-  rocksdb::ReadOptions ro;
-  rocksdb::Slice upper(end);
-  ro.iterate_upper_bound = &upper;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-  for (it->Seek(StripeKey(ino, first_dropped)); it->Valid(); it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(
-        StripeRef ref,
-        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
-    m.batch().Delete(it->key());
+  const std::string start = StripeKey(ino, first_dropped);
+  const std::string end = PrefixEnd(StripePrefix(ino));
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> stripes,
+                            m.txn().Scan(start, end, 0));
+  for (const KvPair& p : stripes) {
+    STRIPEFS_ASSIGN_OR_RETURN(StripeRef ref, ParseStripe(p.key, p.value));
     if (obsolete) obsolete->push_back({ino, ref.sv.stripe, ref.sv.version});
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
+  // One operation however many stripes the file has.
+  if (!stripes.empty()) m.txn().DeleteRange(start, end);
   return Status::Ok();
 }
 
 Status MetaStore::PurgeInode(uint64_t ino,
                              std::vector<ObsoleteStripe>* obsolete) {
+  std::vector<ObsoleteStripe> dropped;
   return Mutate([&]() -> Status {
+    dropped.clear();
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
     if (rec->attr.nlink != 0) {
       return Status(EBUSY, InoStr(ino) + " still has " +
                                std::to_string(rec->attr.nlink) + " link(s)");
     }
-    std::vector<ObsoleteStripe> dropped;
     STRIPEFS_RETURN_IF_ERROR(DropStripesFrom(m, ino, 0, &dropped));
     STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(ino));
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
@@ -1000,24 +998,22 @@ Status MetaStore::PurgeInode(uint64_t ino,
 }
 
 Result<std::vector<uint64_t>> MetaStore::ListOrphans() {
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   std::string prefix(1, kPrefixOrphan);
-  std::string end = PrefixEnd(prefix);
-  rocksdb::Slice upper(end);
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> orphans,
+                            r.Range(prefix, PrefixEnd(prefix)));
   std::vector<uint64_t> out;
-  auto it = r.Range(prefix, &upper);
-  for (; it->Valid(); it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino,
-                              ParseOrphanIno(it->key().ToStringView()));
+  for (const KvPair& p : orphans) {
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino, ParseOrphanIno(p.key));
     out.push_back(ino);
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing orphans");
   return out;
 }
 
 Result<FsStats> MetaStore::StatFs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  STRIPEFS_ASSIGN_OR_RETURN(std::string v,
+                            Get(MetaKey(kMetaStats), "statistics"));
+  return DecodeStats(v);
 }
 
 // --- xattrs ---------------------------------------------------------------
@@ -1038,16 +1034,14 @@ Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     std::string key = XattrKey(ino, name);
-    std::string old;
-    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
-    if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading an xattr");
-    if (st.ok() && (flags & kXattrCreate)) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> old, m.txn().Get(key));
+    if (old && (flags & kXattrCreate)) {
       return Status::Exists("xattr '" + name + "' already exists");
     }
-    if (st.IsNotFound() && (flags & kXattrReplace)) {
+    if (!old && (flags & kXattrReplace)) {
       return Status(ENODATA, "xattr '" + name + "' does not exist");
     }
-    m.batch().Put(key, value);
+    m.txn().Put(key, value);
     rec->attr.ctime = m.now();
     return m.Commit();
   });
@@ -1055,7 +1049,7 @@ Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
 
 Result<std::string> MetaStore::GetXattr(uint64_t ino, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
   auto v = r.Get(XattrKey(ino, name), "xattr");
   if (!v.ok() && v.status().code() == ENOENT) {
@@ -1065,19 +1059,16 @@ Result<std::string> MetaStore::GetXattr(uint64_t ino, const std::string& name) {
 }
 
 Result<std::vector<std::string>> MetaStore::ListXattr(uint64_t ino) {
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
   std::string prefix = XattrPrefix(ino);
-  std::string end = PrefixEnd(prefix);
-  rocksdb::Slice upper(end);
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> xattrs,
+                            r.Range(prefix, PrefixEnd(prefix)));
   std::vector<std::string> out;
-  auto it = r.Range(prefix, &upper);
-  for (; it->Valid(); it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(std::string name,
-                              ParseXattrName(it->key().ToStringView()));
+  for (const KvPair& p : xattrs) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::string name, ParseXattrName(p.key));
     out.push_back(std::move(name));
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing xattrs");
   return out;
 }
 
@@ -1087,13 +1078,11 @@ Status MetaStore::RemoveXattr(uint64_t ino, const std::string& name) {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     std::string key = XattrKey(ino, name);
-    std::string old;
-    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &old);
-    if (st.IsNotFound()) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> old, m.txn().Get(key));
+    if (!old) {
       return Status(ENODATA, "xattr '" + name + "' does not exist");
     }
-    if (!st.ok()) return DbError(st, "reading an xattr");
-    m.batch().Delete(key);
+    m.txn().Delete(key);
     rec->attr.ctime = m.now();
     return m.Commit();
   });
@@ -1113,13 +1102,34 @@ Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
     }
     if (next_version_ + count > version_limit_) {
       // Reserve a batch durably before handing any of it out; after a crash
-      // LoadState resumes at the reserved limit, so nothing is reused.
-      uint64_t limit = next_version_ + count + options_.version_batch;
-      rocksdb::WriteBatch b;
-      b.Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
-      STRIPEFS_RETURN_IF_ERROR(Write(&b));
-      version_limit_ = limit;
-      version_limit_seq_ = written_seq_.load();
+      // LoadState resumes at the reserved limit, so nothing is reused. The
+      // stored limit is shared by every MetaStore of the volume: if another
+      // one reserved since, this one's rest is skipped.
+      for (int attempt = 1;; ++attempt) {
+        std::unique_ptr<KvTxn> txn = kv_->Begin();
+        STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                                  txn->Get(MetaKey(kMetaVersionLimit)));
+        if (!v) return Status::Corruption("version counter is missing");
+        STRIPEFS_ASSIGN_OR_RETURN(uint64_t stored, DecodeU64(*v));
+        const uint64_t start =
+            stored == version_limit_ ? next_version_ : stored;
+        if (start > std::numeric_limits<uint64_t>::max() - count -
+                        options_.version_batch) {
+          return Status(EOVERFLOW, "stripe version numbers exhausted");
+        }
+        uint64_t limit = start + count + options_.version_batch;
+        txn->Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
+        auto ticket = txn->Commit();
+        if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
+          BackOff(attempt);
+          continue;
+        }
+        STRIPEFS_RETURN_IF_ERROR(ticket.status());
+        next_version_ = start;
+        version_limit_ = limit;
+        version_limit_seq_ = *ticket;
+        break;
+      }
     }
     first = next_version_;
     next_version_ += count;
@@ -1128,29 +1138,26 @@ Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
   // Only the reservation must be durable (even with options_.sync off:
   // reusing a version after a crash would make two versions of a stripe
   // indistinguishable); other mutations' writes need not be waited for.
-  STRIPEFS_RETURN_IF_ERROR(WaitDurable(reserved_seq));
+  STRIPEFS_RETURN_IF_ERROR(kv_->WaitDurable(reserved_seq));
   return first;
 }
 
 Result<std::vector<StripeVersion>> MetaStore::GetStripes(uint64_t ino,
                                                          uint64_t first,
                                                          uint64_t count) {
-  SnapshotReader r(db_.get());
+  SnapshotReader r(kv_.get());
   STRIPEFS_RETURN_IF_ERROR(r.Inode(ino).status());
   std::vector<StripeVersion> out;
   if (count == 0) return out;
   std::string end = first > std::numeric_limits<uint64_t>::max() - count
                         ? PrefixEnd(StripePrefix(ino))
                         : StripeKey(ino, first + count);
-  rocksdb::Slice upper(end);
-  auto it = r.Range(StripeKey(ino, first), &upper);
-  for (; it->Valid(); it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(
-        StripeRef ref,
-        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> stripes,
+                            r.Range(StripeKey(ino, first), end));
+  for (const KvPair& p : stripes) {
+    STRIPEFS_ASSIGN_OR_RETURN(StripeRef ref, ParseStripe(p.key, p.value));
     out.push_back(ref.sv);
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
   return out;
 }
 
@@ -1222,8 +1229,28 @@ Status MetaStore::CommitStripes(uint64_t ino,
         "min_file_size " + std::to_string(min_file_size) +
         " lies beyond the end of stripe " + std::to_string(last));
   }
+  // An engine that bounds transactions gets groups that fit (a stripe is
+  // one write and one read, plus the inode and statistics records).
+  const size_t max_ops = kv_->limits().max_ops;
+  const size_t group =
+      max_ops == 0 ? commits.size() : std::max<size_t>(1, max_ops / 2);
   std::vector<ObsoleteStripe> replaced;
-  Status result = Mutate([&]() -> Status {
+  for (size_t i = 0; i < commits.size(); i += group) {
+    const size_t n = std::min(group, commits.size() - i);
+    const bool last_group = i + n == commits.size();
+    STRIPEFS_RETURN_IF_ERROR(CommitStripeGroup(
+        ino, &commits[i], n, last_group ? min_file_size : 0, &replaced));
+  }
+  if (obsolete) *obsolete = std::move(replaced);
+  return Status::Ok();
+}
+
+Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
+                                    size_t n, uint64_t min_file_size,
+                                    std::vector<ObsoleteStripe>* replaced) {
+  const size_t replaced_before = replaced->size();
+  return Mutate([&]() -> Status {
+    replaced->resize(replaced_before);
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     InodeAttr& a = rec->attr;
@@ -1231,22 +1258,14 @@ Status MetaStore::CommitStripes(uint64_t ino,
       return Status(IsDir(a.mode) ? EISDIR : EINVAL,
                     InoStr(ino) + " is not a regular file");
     }
-    for (const StripeCommit& c : commits) {
+    for (size_t i = 0; i < n; ++i) {
+      const StripeCommit& c = commits[i];
       const StripeVersion& sv = c.sv;
-      if (sv.version >= next_version_) {
-        return Status::InvalidArgument(
-            "stripe version " + std::to_string(sv.version) +
-            " was never allocated (AllocateVersions)");
-      }
+      STRIPEFS_RETURN_IF_ERROR(CheckAllocated(sv.version));
       std::string key = StripeKey(ino, sv.stripe);
-      std::string v;
-      rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
+      STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v, m.txn().Get(key));
       StripeVersion cur;
-      if (st.ok()) {
-        STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
-      } else if (!st.IsNotFound()) {
-        return DbError(st, "reading a stripe version");
-      }
+      if (v) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(*v, &cur));
       if (cur.version != c.expected_version) {
         return Status(ESTALE,
                       "stripe " + std::to_string(sv.stripe) + " of " +
@@ -1255,9 +1274,9 @@ Status MetaStore::CommitStripes(uint64_t ino,
                           std::to_string(c.expected_version) +
                           " (someone else committed; re-read and retry)");
       }
-      m.batch().Put(
-          key, EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
-      replaced.push_back(ObsoleteStripe{ino, sv.stripe, cur.version});
+      m.txn().Put(key,
+                  EncodeStripeValue(sv.version, sv.missing_mask, sv.chunk_len));
+      replaced->push_back(ObsoleteStripe{ino, sv.stripe, cur.version});
     }
     if (min_file_size > a.size) {
       m.stats().bytes_used += min_file_size - a.size;
@@ -1266,8 +1285,24 @@ Status MetaStore::CommitStripes(uint64_t ino,
     a.mtime = a.ctime = m.now();
     return m.Commit();
   });
-  if (result.ok() && obsolete) *obsolete = std::move(replaced);
-  return result;
+}
+
+Status MetaStore::CheckAllocated(uint64_t version) {
+  // Versions below next_version_ were handed out here or by another
+  // MetaStore of the volume; [next_version_, version_limit_) is reserved
+  // here but not handed out; others reserve below the stored limit.
+  bool allocated = version < next_version_;
+  if (!allocated && version >= version_limit_) {
+    STRIPEFS_ASSIGN_OR_RETURN(
+        std::string v, Get(MetaKey(kMetaVersionLimit), "version counter"));
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t stored, DecodeU64(v));
+    allocated = version < stored;
+  }
+  if (!allocated) {
+    return Status::InvalidArgument("stripe version " + std::to_string(version) +
+                                   " was never allocated (AllocateVersions)");
+  }
+  return Status::Ok();
 }
 
 Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
@@ -1277,12 +1312,11 @@ Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
     return Status::InvalidArgument("missing mask has bits past k+m");
   }
   return Mutate([&]() -> Status {
+    Mutation m(this);
     std::string key = StripeKey(ino, stripe);
-    std::string v;
-    rocksdb::Status st = db_->Get(rocksdb::ReadOptions(), key, &v);
-    if (!st.ok() && !st.IsNotFound()) return DbError(st, "reading a stripe");
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v, m.txn().Get(key));
     StripeVersion cur;
-    if (st.ok()) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(v, &cur));
+    if (v) STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(*v, &cur));
     if (cur.version != version) {
       return Status(ESTALE, "stripe " + std::to_string(stripe) + " of " +
                                 InoStr(ino) + " is at version " +
@@ -1290,9 +1324,8 @@ Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
                                 std::to_string(version));
     }
     if (cur.missing_mask == missing_mask) return Status::Ok();
-    rocksdb::WriteBatch b;
-    b.Put(key, EncodeStripeValue(version, missing_mask, cur.chunk_len));
-    return Write(&b);
+    m.txn().Put(key, EncodeStripeValue(version, missing_mask, cur.chunk_len));
+    return m.Commit();
   });
 }
 
@@ -1309,17 +1342,15 @@ Result<std::vector<StripeRef>> MetaStore::ListStripes(uint64_t after_inode,
   } else {
     return out;
   }
-  SnapshotReader r(db_.get());
-  std::string end = PrefixEnd(std::string(1, kPrefixStripe));
-  rocksdb::Slice upper(end);
-  auto it = r.Range(start, &upper);
-  for (; it->Valid() && out.size() < limit; it->Next()) {
-    STRIPEFS_ASSIGN_OR_RETURN(
-        StripeRef ref,
-        ParseStripe(it->key().ToStringView(), it->value().ToStringView()));
+  SnapshotReader r(kv_.get());
+  if (limit == 0) return out;
+  STRIPEFS_ASSIGN_OR_RETURN(
+      std::vector<KvPair> stripes,
+      r.Range(start, PrefixEnd(std::string(1, kPrefixStripe)), limit));
+  for (const KvPair& p : stripes) {
+    STRIPEFS_ASSIGN_OR_RETURN(StripeRef ref, ParseStripe(p.key, p.value));
     out.push_back(ref);
   }
-  if (!it->status().ok()) return DbError(it->status(), "listing stripes");
   return out;
 }
 

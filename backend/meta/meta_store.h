@@ -1,21 +1,30 @@
-// MetaStore: the MetaService of one volume, kept in a local RocksDB.
+// MetaStore: the MetaService of one volume, kept in a transactional
+// key-value store (backend/meta/kv_store.h).
 //
-// Used in process by the embedded mount and by metad. Owns the RocksDB
-// instance in `dir` (RocksDB's LOCK file keeps a second process out). Every
-// mutation is one WriteBatch written with a synced WAL before the method
-// returns, so an acknowledged change survives a crash and a crash never
-// leaves half a change. Key schema: backend/meta/meta_schema.h and
-// docs/metadata.md.
+// Used in process by the embedded mount and by metad. `location` names the
+// store: a directory holds an embedded RocksDB (RocksKv; its LOCK file keeps
+// a second process out); "etcd://host:port[,host:port...]/prefix" names a
+// volume kept in etcd under that key prefix (EtcdKv), which any number of
+// MetaStores in any number of processes may serve at once. Every mutation
+// is one optimistic transaction, durable before the method returns, so an
+// acknowledged change survives a crash and a crash never leaves half a
+// change; a transaction that lost to a concurrent change elsewhere is re-run.
+// Key schema: backend/meta/meta_schema.h and docs/metadata.md.
 //
 // Thread-safety: all methods may be called from many threads. Mutations are
-// serialised by one mutex (each is a read-modify-write of several records)
-// and then wait, without it, for a shared WAL fsync (group commit). Reads run
-// without the mutex (multi-record reads on a RocksDB snapshot); they may
-// observe a change whose method has not returned yet (it is applied before
-// it is synced).
+// serialised per MetaStore by one mutex (each is a read-modify-write of
+// several records) and then wait, without it, for durability (RocksDB: a
+// shared WAL fsync, group commit). Reads run without the mutex (multi-record
+// reads on a snapshot); on RocksDB they may observe a change whose method
+// has not returned yet (it is applied before it is synced).
+//
+// Known limit: on an engine with a per-transaction bound (etcd), a
+// CommitStripes larger than the bound is committed in several atomic groups
+// (each stripe is still all-or-nothing; see docs/metadata.md).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -26,15 +35,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/meta/kv_store.h"
 #include "backend/meta/meta_schema.h"
 #include "backend/meta/meta_service.h"
 #include "backend/meta/meta_types.h"
 #include "common/status.h"
-
-namespace rocksdb {
-class DB;
-class WriteBatch;
-}  // namespace rocksdb
 
 namespace stripefs {
 
@@ -78,8 +83,11 @@ class MetaStore final : public MetaService {
   static Result<std::unique_ptr<MetaStore>> OpenOrCreate(
       const std::string& dir, const Geometry& geometry,
       const MetaStoreOptions& options = {});
-  // True if `dir` looks like a metadata store (has a RocksDB CURRENT file).
+  // True if `dir` holds a metadata store (a RocksDB CURRENT file, or for an
+  // etcd:// location a reachable etcd with a volume under the prefix).
   static bool Exists(const std::string& dir);
+  // True if `location` names an etcd volume rather than a directory.
+  static bool IsEtcdLocation(const std::string& location);
 
   ~MetaStore() override;
   MetaStore(const MetaStore&) = delete;
@@ -97,6 +105,13 @@ class MetaStore final : public MetaService {
   // Returns true if the state changed (epoch bumped), false if the entry
   // differs from `seen` or is gone.
   Result<bool> SetServerStateIf(const ServerInfo& seen, ServerState state);
+  // Takes or renews the volume's leader lease for `holder` (until now +
+  // `ttl`, wall clock) if it is free, expired or already `holder`'s, as one
+  // transaction: of the metads sharing a volume at most one holds it at a
+  // time (given clocks that agree to well within `ttl`). Returns whether
+  // `holder` holds it now.
+  Result<bool> HoldLeadership(const std::string& holder,
+                              std::chrono::milliseconds ttl);
 
   Result<InodeAttr> Lookup(uint64_t parent, const std::string& name) override;
   Result<InodeAttr> GetAttr(uint64_t ino) override;
@@ -147,7 +162,7 @@ class MetaStore final : public MetaService {
                                              uint32_t limit) override;
 
   MetaCommitStats commit_stats() const {
-    return {written_seq_.load(), wal_syncs_.load()};
+    return {kv_->last_ticket(), kv_->syncs()};
   }
 
   // The directory this store lives in.
@@ -157,66 +172,76 @@ class MetaStore final : public MetaService {
   class Mutation;  // one atomic change under mu_, see meta_store.cc
 
   MetaStore(std::string dir, MetaStoreOptions options,
-            std::unique_ptr<rocksdb::DB> db);
-  static Result<std::unique_ptr<rocksdb::DB>> OpenDb(const std::string& dir,
-                                                     bool create);
+            std::unique_ptr<KvStore> kv);
+  // Opens (or with `create` makes) the key-value store `location` names.
+  static Result<std::unique_ptr<KvStore>> OpenKv(const std::string& location,
+                                                 bool create);
   Status LoadState();
   // Point read of the latest value; NotFound -> ENOENT with `what`.
   Result<std::string> Get(const std::string& key, const std::string& what);
-  // Applies `batch` (visible at once, not yet synced); needs mu_ held.
-  Status Write(rocksdb::WriteBatch* batch);
-  // Returns once every write up to number `seq` is in the synced WAL.
-  Status WaitDurable(uint64_t seq);
-  // Runs `f` (a read-modify-write) under mu_, then - without mu_ - waits
-  // until everything written so far is durable, so one WAL fsync serves
-  // all concurrent mutations (group commit). Waiting for all writes, not
-  // just f's, means a result that depended on another mutation's change is
-  // never returned before that change is durable.
+  static const Status& StatusOf(const Status& s) { return s; }
+  template <typename T>
+  static Status StatusOf(const Result<T>& r) {
+    return r.status();
+  }
+  // Runs `f` (a read-modify-write transaction) under mu_, re-running it
+  // while it loses to concurrent changes made elsewhere (kKvConflict, a
+  // bounded number of times), then - without mu_ - waits until everything
+  // committed so far is durable, so one WAL fsync serves all concurrent
+  // mutations (group commit). Waiting for all writes, not just f's, means a
+  // result that depended on another mutation's change is never returned
+  // before that change is durable. `f` must reset its outputs when it runs.
   template <typename F>
   auto Mutate(F&& f, bool force_durable = false) -> decltype(f()) {
     uint64_t target = 0;
     auto result = [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      auto r = f();
-      target = written_seq_.load();
-      return r;
+      for (int attempt = 1;; ++attempt) {
+        auto r = f();
+        if (StatusOf(r).code() != kKvConflict || attempt == kMaxAttempts) {
+          target = kv_->last_ticket();
+          return r;
+        }
+        BackOff(attempt);
+      }
     }();
     if (options_.sync || force_durable) {
-      Status st = WaitDurable(target);
+      Status st = kv_->WaitDurable(target);
       if (!st.ok()) return st;
     }
     return result;
   }
+  static constexpr int kMaxAttempts = 64;
+  static void BackOff(int attempt);
   // Argument checks of one stripe of a commit that need no state.
   Status ValidateStripeCommit(const StripeCommit& c) const;
   Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
                                uint32_t mode, uint32_t uid, uint32_t gid,
                                uint32_t rdev, const std::string* symlink);
-  // Drops stripes of `ino` with index >= first_dropped into m's batch.
+  // Drops stripes of `ino` with index >= first_dropped in m's transaction.
   Status DropStripesFrom(Mutation& m, uint64_t ino, uint64_t first_dropped,
                          std::vector<ObsoleteStripe>* obsolete);
+  // One atomic group of CommitStripes; appends what it replaced.
+  Status CommitStripeGroup(uint64_t ino, const StripeCommit* commits, size_t n,
+                           uint64_t min_file_size,
+                           std::vector<ObsoleteStripe>* replaced);
+  // EINVAL unless `version` was handed out by AllocateVersions (here or by
+  // another MetaStore of the volume).
+  Status CheckAllocated(uint64_t version);
   // Whether `ancestor` is `ino` or one of its ancestors (via '..').
   Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
 
   const std::string dir_;
   const MetaStoreOptions options_;
-  std::unique_ptr<rocksdb::DB> db_;
-  Geometry geometry_;
+  std::unique_ptr<KvStore> kv_;
+  Geometry geometry_;  // immutable once the volume exists
 
   std::mutex mu_;  // serialises mutations; guards the fields below
-  uint64_t next_inode_ = 0;
-  uint64_t next_version_ = 0;       // next version AllocateVersions hands out
-  uint64_t version_limit_ = 0;      // durable: versions < limit may be in use
-  uint64_t version_limit_seq_ = 0;  // write number of the last reservation
-  FsStats stats_;
-  // Number of batches written; changed under mu_, read by the sync leader.
-  std::atomic<uint64_t> written_seq_{0};
-
-  std::mutex sync_mu_;  // guards the fields below; never held with mu_
-  std::condition_variable sync_cv_;
-  bool syncing_ = false;
-  uint64_t synced_seq_ = 0;  // batches known to be in the synced WAL
-  std::atomic<uint64_t> wal_syncs_{0};
+  // This process's reserved range of versions: [next_version_,
+  // version_limit_) is durably reserved and not yet handed out.
+  uint64_t next_version_ = 0;
+  uint64_t version_limit_ = 0;
+  uint64_t version_limit_seq_ = 0;  // commit ticket of the last reservation
 };
 
 }  // namespace stripefs

@@ -7,9 +7,26 @@
 
 namespace stripefs::rpc {
 
+namespace {
+
+std::vector<std::string> SplitAddresses(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 RpcClient::RpcClient(std::string address, std::shared_ptr<const ClusterKey> key,
                      RpcClientOptions options)
     : address_(std::move(address)),
+      addresses_(SplitAddresses(address_)),
       key_(std::move(key)),
       options_(std::move(options)) {}
 
@@ -36,12 +53,22 @@ Status RpcClient::AuthFailed(const std::string& what, const Status& s) const {
 
 Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
     Deadline deadline, const std::string& what) {
-  Deadline cd = std::min(deadline, Clock::now() + options_.connect_timeout);
-  Result<UniqueFd> fd = ConnectTcp(address_, cd);
-  if (!fd.ok()) {
+  // Several addresses (metads serving one volume): start at the last one
+  // that answered and move on while they refuse. Only a failed connect
+  // moves on, so no request is ever sent twice.
+  Result<UniqueFd> fd = Status::InvalidArgument("no address in " + address_);
+  const size_t n = addresses_.size();
+  const size_t first = preferred_.load();
+  for (size_t i = 0; i < n; ++i) {
+    Deadline cd = std::min(deadline, Clock::now() + options_.connect_timeout);
+    fd = ConnectTcp(addresses_[(first + i) % n], cd);
+    if (fd.ok()) {
+      preferred_.store((first + i) % n);
+      break;
+    }
     if (fd.status().code() == EINVAL) return fd.status();  // bad address
-    return Unreachable(fd.status());
   }
+  if (!fd.ok()) return Unreachable(fd.status());
   Result<Session> s = ClientHandshake(fd->get(), *key_, deadline);
   if (!s.ok()) {
     const Status& e = s.status();

@@ -1,5 +1,10 @@
 // RpcClient: calls one RPC server (metad or a chunkd) at a fixed address.
 //
+// The address may list several servers, "HOST:PORT,HOST:PORT" (metads that
+// serve one volume from etcd): a new connection goes to the one that last
+// answered and moves to the next when it cannot connect (never after a
+// request was sent, so nothing is applied twice).
+//
 // Keeps a pool of idle TCP connections, each with its session (handshake.h:
 // a new connection proves the cluster key both ways before its first
 // request and gets its own frame keys); each call takes one (or opens a
@@ -97,6 +102,8 @@ class RpcClient {
   Status AuthFailed(const std::string& what, const Status& s) const;
 
   const std::string address_;
+  const std::vector<std::string> addresses_;  // address_ split at ','
+  std::atomic<size_t> preferred_{0};          // the last one that connected
   const std::shared_ptr<const ClusterKey> key_;
   const RpcClientOptions options_;
   std::atomic<uint64_t> next_request_id_{1};

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto same = [&](const std::string& enc) {
     if (enc != in) __builtin_trap();
   };
-  switch (data[0] % 9) {
+  switch (data[0] % 10) {
     case 0:
       if (auto r = DecodeInode(in); r.ok()) same(EncodeInode(*r));
       break;
@@ -57,6 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 8:
       if (auto r = DecodeU32(in); r.ok()) same(EncodeU32(*r));
+      break;
+    case 9:
+      if (auto r = DecodeLeaderLease(in); r.ok()) same(EncodeLeaderLease(*r));
       break;
   }
   return 0;

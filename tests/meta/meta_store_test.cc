@@ -11,9 +11,11 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "backend/meta/meta_schema.h"
 #include "tests/meta/meta_test_util.h"
+#include "tests/support/etcd_process.h"
 
 namespace stripefs {
 namespace {
@@ -41,17 +43,33 @@ int Err(const Result<T>& r) {
 }
 int Err(const Status& s) { return s.code(); }
 
-class MetaStoreTest : public ::testing::Test {
+// Which key-value engine a MetaStoreTest runs on.
+enum class Engine { kRocksDb, kEtcd };
+
+// Every MetaStoreTest runs on both engines: RocksDB in a temporary
+// directory, and etcd (one loopback etcd per test process, a fresh key
+// prefix per test; the etcd instantiation is one ctest entry, so one etcd).
+class MetaStoreTest : public ::testing::TestWithParam<Engine> {
  protected:
   void SetUp() override {
+    if (GetParam() == Engine::kEtcd) {
+      auto loc = testing::SharedEtcdLocation("meta-test");
+      if (!loc.ok()) {
+        GTEST_SKIP() << "etcd engine tests skipped: "
+                     << loc.status().ToString();
+      }
+      location_ = *loc;
+    } else {
+      location_ = tmp_.sub("meta");
+    }
     MetaStoreOptions o;
     o.root_uid = 1000;
     o.root_gid = 100;
-    store_ = Must(MetaStore::Create(tmp_.sub("meta"), geo_, o));
+    store_ = Must(MetaStore::Create(location_, geo_, o));
   }
   void Reopen() {
     store_.reset();
-    store_ = Must(MetaStore::Open(tmp_.sub("meta")));
+    store_ = Must(MetaStore::Open(location_));
   }
   uint64_t File(uint64_t parent, const std::string& name) {
     return Must(store_->MkNode(parent, name, S_IFREG | 0644, 1, 2, 0)).ino;
@@ -78,6 +96,7 @@ class MetaStoreTest : public ::testing::Test {
   }
 
   TempDir tmp_;
+  std::string location_;
   Geometry geo_{4, 2, 64 * 1024};  // stripe = 256 KiB
   std::unique_ptr<MetaStore> store_;
 };
@@ -160,7 +179,7 @@ TEST(MetaStoreLifecycle, OpenMissingOrForeign) {
             std::string::npos);
 }
 
-TEST_F(MetaStoreTest, RootOwnerFromOptions) {
+TEST_P(MetaStoreTest, RootOwnerFromOptions) {
   auto root = Attr(kRootInode);
   EXPECT_EQ(root.uid, 1000u);
   EXPECT_EQ(root.gid, 100u);
@@ -173,7 +192,7 @@ TEST_F(MetaStoreTest, RootOwnerFromOptions) {
 // --- create / lookup / getattr
 // --------------------------------------------------
 
-TEST_F(MetaStoreTest, MkNodeLookupGetAttr) {
+TEST_P(MetaStoreTest, MkNodeLookupGetAttr) {
   auto before = Attr(kRootInode);
   auto a = Must(store_->MkNode(kRootInode, "f", S_IFREG | 0640, 7, 8, 0));
   EXPECT_EQ(a.mode, static_cast<uint32_t>(S_IFREG | 0640));
@@ -214,7 +233,7 @@ TEST_F(MetaStoreTest, MkNodeLookupGetAttr) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, CreateErrors) {
+TEST_P(MetaStoreTest, CreateErrors) {
   File(kRootInode, "f");
   EXPECT_EQ(Err(store_->MkNode(kRootInode, "f", S_IFREG, 0, 0, 0)), EEXIST);
   EXPECT_EQ(Err(store_->Mkdir(kRootInode, "f", 0755, 0, 0)), EEXIST);
@@ -241,7 +260,7 @@ TEST_F(MetaStoreTest, CreateErrors) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, LookupErrorsAndDots) {
+TEST_P(MetaStoreTest, LookupErrorsAndDots) {
   uint64_t d = Dir(kRootInode, "d");
   uint64_t f = File(d, "f");
   EXPECT_EQ(Must(store_->Lookup(d, ".")).ino, d);
@@ -256,7 +275,7 @@ TEST_F(MetaStoreTest, LookupErrorsAndDots) {
   EXPECT_EQ(Err(store_->GetAttr(0)), ENOENT);
 }
 
-TEST_F(MetaStoreTest, MkdirRmdirNlink) {
+TEST_P(MetaStoreTest, MkdirRmdirNlink) {
   uint64_t a = Dir(kRootInode, "a");
   EXPECT_EQ(Attr(kRootInode).nlink, 3u);
   EXPECT_EQ(Attr(a).nlink, 2u);
@@ -287,7 +306,7 @@ TEST_F(MetaStoreTest, MkdirRmdirNlink) {
   EXPECT_EQ(c.orphans, 1u);  // "f" was unlinked but never purged
 }
 
-TEST_F(MetaStoreTest, SymlinkAndReadLink) {
+TEST_P(MetaStoreTest, SymlinkAndReadLink) {
   auto l = Must(store_->Symlink(kRootInode, "l", "../some/target", 3, 4));
   EXPECT_EQ(l.mode, static_cast<uint32_t>(S_IFLNK | 0777));
   EXPECT_EQ(l.size, 14u);
@@ -310,7 +329,7 @@ TEST_F(MetaStoreTest, SymlinkAndReadLink) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, LinkCountsAndErrors) {
+TEST_P(MetaStoreTest, LinkCountsAndErrors) {
   uint64_t d = Dir(kRootInode, "d");
   uint64_t f = File(kRootInode, "f");
   auto a = Must(store_->Link(f, d, "g"));
@@ -335,7 +354,7 @@ TEST_F(MetaStoreTest, LinkCountsAndErrors) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, UnlinkOrphanAndPurge) {
+TEST_P(MetaStoreTest, UnlinkOrphanAndPurge) {
   uint64_t f = File(kRootInode, "f");
   uint64_t v0 = Commit(f, 0, 1000);
   uint64_t v1 = Commit(f, 1, 300000);
@@ -378,7 +397,7 @@ TEST_F(MetaStoreTest, UnlinkOrphanAndPurge) {
 // --- setattr
 // ------------------------------------------------------------------
 
-TEST_F(MetaStoreTest, SetAttrFields) {
+TEST_P(MetaStoreTest, SetAttrFields) {
   uint64_t f = File(kRootInode, "f");
   SetAttrRequest r;
   r.mask = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime;
@@ -418,7 +437,7 @@ TEST_F(MetaStoreTest, SetAttrFields) {
   EXPECT_EQ(Attr(f), before);
 }
 
-TEST_F(MetaStoreTest, SizeAtLeastOnlyRaises) {
+TEST_P(MetaStoreTest, SizeAtLeastOnlyRaises) {
   const uint64_t S = geo_.stripe_size();
   uint64_t f = File(kRootInode, "f");
   Commit(f, 0, S);
@@ -437,7 +456,7 @@ TEST_F(MetaStoreTest, SizeAtLeastOnlyRaises) {
   EXPECT_EQ(Attr(f).size, 3 * S);
 }
 
-TEST_F(MetaStoreTest, TruncateDropsStripesWhollyPastNewSize) {
+TEST_P(MetaStoreTest, TruncateDropsStripesWhollyPastNewSize) {
   const uint64_t S = geo_.stripe_size();
   uint64_t f = File(kRootInode, "f");
   std::vector<uint64_t> v;
@@ -486,7 +505,7 @@ TEST_F(MetaStoreTest, TruncateDropsStripesWhollyPastNewSize) {
 // --- readdir
 // ------------------------------------------------------------------
 
-TEST_F(MetaStoreTest, ReadDirBasics) {
+TEST_P(MetaStoreTest, ReadDirBasics) {
   uint64_t d = Dir(kRootInode, "d");
   uint64_t sub = Dir(d, "sub");
   File(d, "f");
@@ -515,7 +534,7 @@ TEST_F(MetaStoreTest, ReadDirBasics) {
   EXPECT_EQ(root[1].ino, kRootInode);
 }
 
-TEST_F(MetaStoreTest, ReadDirCookiesStableUnderConcurrentChanges) {
+TEST_P(MetaStoreTest, ReadDirCookiesStableUnderConcurrentChanges) {
   uint64_t d = Dir(kRootInode, "d");
   std::set<std::string> live;
   for (int i = 0; i < 200; ++i) {
@@ -571,7 +590,7 @@ TEST_F(MetaStoreTest, ReadDirCookiesStableUnderConcurrentChanges) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, ReadDirCookieSurvivesReopen) {
+TEST_P(MetaStoreTest, ReadDirCookieSurvivesReopen) {
   uint64_t d = Dir(kRootInode, "d");
   for (int i = 0; i < 20; ++i) File(d, "f" + std::to_string(i));
   auto first = Must(store_->ReadDir(d, 0, 8));
@@ -594,7 +613,7 @@ TEST_F(MetaStoreTest, ReadDirCookieSurvivesReopen) {
 // --- rename
 // -------------------------------------------------------------------
 
-TEST_F(MetaStoreTest, RenameFileSameAndCrossDir) {
+TEST_P(MetaStoreTest, RenameFileSameAndCrossDir) {
   uint64_t a = Dir(kRootInode, "a");
   uint64_t b = Dir(kRootInode, "b");
   uint64_t f = File(a, "f");
@@ -624,7 +643,7 @@ TEST_F(MetaStoreTest, RenameFileSameAndCrossDir) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, RenameDirectoryUpdatesDotDotAndNlink) {
+TEST_P(MetaStoreTest, RenameDirectoryUpdatesDotDotAndNlink) {
   uint64_t a = Dir(kRootInode, "a");
   uint64_t b = Dir(kRootInode, "b");
   uint64_t d = Dir(a, "d");
@@ -647,7 +666,7 @@ TEST_F(MetaStoreTest, RenameDirectoryUpdatesDotDotAndNlink) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, RenameErrors) {
+TEST_P(MetaStoreTest, RenameErrors) {
   uint64_t a = Dir(kRootInode, "a");
   uint64_t sub = Dir(a, "sub");
   uint64_t deep = Dir(sub, "deep");
@@ -702,7 +721,7 @@ TEST_F(MetaStoreTest, RenameErrors) {
   EXPECT_EQ(c.dirs, 6u);
 }
 
-TEST_F(MetaStoreTest, RenameOntoItselfOrHardLinkIsNoop) {
+TEST_P(MetaStoreTest, RenameOntoItselfOrHardLinkIsNoop) {
   uint64_t f = File(kRootInode, "f");
   Must(store_->Link(f, kRootInode, "g"));
   auto before = Attr(f);
@@ -721,7 +740,7 @@ TEST_F(MetaStoreTest, RenameOntoItselfOrHardLinkIsNoop) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, RenameExchange) {
+TEST_P(MetaStoreTest, RenameExchange) {
   uint64_t a = Dir(kRootInode, "a");
   uint64_t b = Dir(kRootInode, "b");
   uint64_t da = Dir(a, "x");   // directory
@@ -754,7 +773,7 @@ TEST_F(MetaStoreTest, RenameExchange) {
 }
 
 // The full matrix: source kind x target kind x flags x same/other directory.
-TEST_F(MetaStoreTest, RenameMatrix) {
+TEST_P(MetaStoreTest, RenameMatrix) {
   enum Kind { kNone, kFile, kEmptyDir, kFullDir, kSymlink };
   const char* kind_names[] = {"none", "file", "emptydir", "fulldir", "symlink"};
   auto is_dir = [](Kind k) { return k == kEmptyDir || k == kFullDir; };
@@ -829,7 +848,7 @@ TEST_F(MetaStoreTest, RenameMatrix) {
 // --- xattrs
 // ---------------------------------------------------------------------
 
-TEST_F(MetaStoreTest, Xattrs) {
+TEST_P(MetaStoreTest, Xattrs) {
   uint64_t f = File(kRootInode, "f");
   auto c0 = Attr(f).ctime;
   EXPECT_EQ(Err(store_->GetXattr(f, "user.a")), ENODATA);
@@ -872,7 +891,7 @@ TEST_F(MetaStoreTest, Xattrs) {
 // --- stripe map
 // -----------------------------------------------------------------
 
-TEST_F(MetaStoreTest, AllocateVersionsNeverReused) {
+TEST_P(MetaStoreTest, AllocateVersionsNeverReused) {
   uint64_t a = Must(store_->AllocateVersions(10));
   EXPECT_GE(a, 1u);
   uint64_t b = Must(store_->AllocateVersions(1));
@@ -885,7 +904,7 @@ TEST_F(MetaStoreTest, AllocateVersionsNeverReused) {
   EXPECT_GE(c, big + 100000);
 }
 
-TEST_F(MetaStoreTest, CommitStripeCasRules) {
+TEST_P(MetaStoreTest, CommitStripeCasRules) {
   const uint64_t S = geo_.stripe_size();
   uint64_t f = File(kRootInode, "f");
   uint64_t v1 = Must(store_->AllocateVersions(3));
@@ -943,7 +962,7 @@ TEST_F(MetaStoreTest, CommitStripeCasRules) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, CommitStripesIsAllOrNothing) {
+TEST_P(MetaStoreTest, CommitStripesIsAllOrNothing) {
   const uint64_t S = geo_.stripe_size();
   uint64_t f = File(kRootInode, "f");
   uint64_t v = Must(store_->AllocateVersions(20));
@@ -1011,7 +1030,7 @@ TEST_F(MetaStoreTest, CommitStripesIsAllOrNothing) {
   CheckInvariants(*store_);
 }
 
-TEST_F(MetaStoreTest, CommitUpdatesTimesAndStats) {
+TEST_P(MetaStoreTest, CommitUpdatesTimesAndStats) {
   uint64_t f = File(kRootInode, "f");
   SetAttrRequest r;
   r.mask = kSetMtime | kSetCtime;
@@ -1025,7 +1044,7 @@ TEST_F(MetaStoreTest, CommitUpdatesTimesAndStats) {
   EXPECT_EQ(Must(store_->StatFs()).bytes_used, 4096u);
 }
 
-TEST_F(MetaStoreTest, GetStripesRangeAndHoles) {
+TEST_P(MetaStoreTest, GetStripesRangeAndHoles) {
   uint64_t f = File(kRootInode, "f");
   const uint64_t S = geo_.stripe_size();
   for (uint64_t i : {0, 3, 4, 9}) Commit(f, i, (i + 1) * S);
@@ -1045,7 +1064,7 @@ TEST_F(MetaStoreTest, GetStripesRangeAndHoles) {
   EXPECT_EQ(Err(store_->GetStripes(999, 0, 1)), ENOENT);
 }
 
-TEST_F(MetaStoreTest, SetStripeMissing) {
+TEST_P(MetaStoreTest, SetStripeMissing) {
   uint64_t f = File(kRootInode, "f");
   uint64_t v = Commit(f, 1, 100);
   EXPECT_EQ(store_->SetStripeMissing(f, 1, v, 0b11).code(), 0);
@@ -1058,7 +1077,7 @@ TEST_F(MetaStoreTest, SetStripeMissing) {
   EXPECT_EQ(Must(store_->GetStripes(f, 1, 1))[0], (StripeVersion{1, v, 0}));
 }
 
-TEST_F(MetaStoreTest, ListStripesCursor) {
+TEST_P(MetaStoreTest, ListStripesCursor) {
   std::vector<StripeRef> want;
   for (int i = 0; i < 5; ++i) {
     uint64_t f = File(kRootInode, "f" + std::to_string(i));
@@ -1093,7 +1112,7 @@ TEST_F(MetaStoreTest, ListStripesCursor) {
 // --- cluster map
 // ----------------------------------------------------------------
 
-TEST_F(MetaStoreTest, ClusterMap) {
+TEST_P(MetaStoreTest, ClusterMap) {
   auto m = Must(store_->GetClusterMap());
   EXPECT_EQ(m.epoch, 0u);
   EXPECT_TRUE(m.servers.empty());
@@ -1130,7 +1149,7 @@ TEST_F(MetaStoreTest, ClusterMap) {
 // --- persistence
 // ----------------------------------------------------------------
 
-TEST_F(MetaStoreTest, ReopenGivesIdenticalState) {
+TEST_P(MetaStoreTest, ReopenGivesIdenticalState) {
   uint64_t a = Dir(kRootInode, "a");
   uint64_t f = File(a, "f");
   Must(store_->Link(f, kRootInode, "f2"));
@@ -1228,6 +1247,23 @@ TEST(MetaSchema, DecodersRejectMalformedInput) {
   EXPECT_FALSE(ParseStripe("S123", EncodeStripeValue(1, 0, 4096)).ok());
   EXPECT_EQ(PrefixEnd(std::string("a\xff", 2)), "b");
 }
+
+// The leader lease has one holder at a time; it passes on only when it
+// expires.
+TEST_P(MetaStoreTest, LeaderLeaseHasOneHolder) {
+  using std::chrono::milliseconds;
+  EXPECT_TRUE(Must(store_->HoldLeadership("a", milliseconds(60000))));
+  EXPECT_FALSE(Must(store_->HoldLeadership("b", milliseconds(60000))));
+  EXPECT_TRUE(Must(store_->HoldLeadership("a", milliseconds(1))));  // renew
+  std::this_thread::sleep_for(milliseconds(20));  // let it expire
+  EXPECT_TRUE(Must(store_->HoldLeadership("b", milliseconds(60000))));
+  EXPECT_FALSE(Must(store_->HoldLeadership("a", milliseconds(60000))));
+  EXPECT_EQ(Err(store_->HoldLeadership("", milliseconds(1))), EINVAL);
+}
+
+INSTANTIATE_TEST_SUITE_P(RocksDb, MetaStoreTest,
+                         ::testing::Values(Engine::kRocksDb));
+INSTANTIATE_TEST_SUITE_P(Etcd, MetaStoreTest, ::testing::Values(Engine::kEtcd));
 
 }  // namespace
 }  // namespace stripefs

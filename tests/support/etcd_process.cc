@@ -1,0 +1,190 @@
+#include "tests/support/etcd_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "backend/meta/etcd_kv.h"
+
+namespace stripefs::testing {
+
+namespace {
+
+constexpr const char* kEtcdBinary = "/usr/bin/etcd";
+
+// A loopback port that was free a moment ago (the kernel picked it).
+Result<int> FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    int e = errno;
+    close(fd);
+    return Status::FromErrno(e, "bind a loopback port");
+  }
+  close(fd);
+  return static_cast<int>(ntohs(a.sin_port));
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
+  std::vector<char*> argv;
+  for (const std::string& s : args)
+    argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
+                                                        int members) {
+  if (!EtcdEngineMissing().empty()) {
+    return Status::NotSupported("etcd engine not built: " +
+                                std::string(EtcdEngineMissing()));
+  }
+  if (access(kEtcdBinary, X_OK) != 0) {
+    return Status::NotFound(std::string(kEtcdBinary) +
+                            " not installed (apt-get install etcd-server)");
+  }
+  std::unique_ptr<EtcdProcess> p(new EtcdProcess());
+  std::vector<int> peer_ports;
+  std::string cluster;
+  for (int i = 0; i < members; ++i) {
+    STRIPEFS_ASSIGN_OR_RETURN(int client, FreePort());
+    STRIPEFS_ASSIGN_OR_RETURN(int peer, FreePort());
+    p->members_.push_back({"127.0.0.1:" + std::to_string(client), -1});
+    peer_ports.push_back(peer);
+    cluster += (i ? "," : "") + std::string("m") + std::to_string(i) +
+               "=http://127.0.0.1:" + std::to_string(peer);
+  }
+  for (int i = 0; i < members; ++i) {
+    const std::string name = "m" + std::to_string(i);
+    const std::string data = dir + "/" + name;
+    std::filesystem::create_directories(data);
+    const std::string peer =
+        "http://127.0.0.1:" + std::to_string(peer_ports[i]);
+    const std::string client = "http://" + p->members_[i].client;
+    p->members_[i].pid = Spawn({kEtcdBinary,
+                                "--name",
+                                name,
+                                "--data-dir",
+                                data,
+                                "--listen-client-urls",
+                                client,
+                                "--advertise-client-urls",
+                                client,
+                                "--listen-peer-urls",
+                                peer,
+                                "--initial-advertise-peer-urls",
+                                peer,
+                                "--initial-cluster",
+                                cluster,
+                                "--initial-cluster-state",
+                                "new",
+                                "--initial-cluster-token",
+                                "stripefs-test",
+                                "--log-level",
+                                "warn"},
+                               data + ".log");
+    if (p->members_[i].pid < 0) return Status::FromErrno(errno, "fork etcd");
+  }
+  // Ready when a read through the engine succeeds (bounded wait).
+  EtcdLocation where;
+  for (const Member& m : p->members_) where.endpoints.push_back(m.client);
+  where.prefix = "stripefs-test-ready/";
+  where.timeout = std::chrono::milliseconds(500);
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv, ConnectEtcd(where));
+  for (int i = 0; i < 120; ++i) {
+    if (kv->Get("probe").ok()) return p;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return Status(ETIMEDOUT, "etcd in " + dir +
+                               " did not answer within 30 s (see the *.log "
+                               "files there)");
+}
+
+EtcdProcess::~EtcdProcess() {
+  for (Member& m : members_) {
+    if (m.pid > 0) kill(m.pid, SIGKILL);
+  }
+  for (Member& m : members_) {
+    if (m.pid > 0) waitpid(m.pid, nullptr, 0);
+  }
+}
+
+std::string EtcdProcess::endpoints() const {
+  std::string out;
+  for (const Member& m : members_) out += (out.empty() ? "" : ",") + m.client;
+  return out;
+}
+
+std::string EtcdProcess::NewLocation(const std::string& name) {
+  return "etcd://" + endpoints() + "/" + name + "-" + std::to_string(getpid()) +
+         "-" + std::to_string(++locations_);
+}
+
+namespace {
+
+// The shared instance and the directory it lives in (removed at exit).
+struct SharedEtcdHolder {
+  std::string dir;
+  Status status;
+  std::unique_ptr<EtcdProcess> etcd;
+  ~SharedEtcdHolder() {
+    etcd.reset();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+Result<EtcdProcess*> SharedEtcd() {
+  static SharedEtcdHolder* holder = [] {
+    static SharedEtcdHolder h;
+    std::string tmpl = "/tmp/stripefs-etcd-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      h.status = Status::FromErrno(errno, "mkdtemp");
+      return &h;
+    }
+    h.dir = tmpl;
+    auto e = EtcdProcess::Start(h.dir, 1);
+    if (e.ok()) {
+      h.etcd = std::move(e).value();
+    } else {
+      h.status = e.status();
+    }
+    return &h;
+  }();
+  if (!holder->etcd) return holder->status;
+  return holder->etcd.get();
+}
+
+Result<std::string> SharedEtcdLocation(const std::string& name) {
+  STRIPEFS_ASSIGN_OR_RETURN(EtcdProcess * etcd, SharedEtcd());
+  return etcd->NewLocation(name);
+}
+
+}  // namespace stripefs::testing

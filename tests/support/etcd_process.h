@@ -1,0 +1,54 @@
+// EtcdProcess: a throwaway etcd cluster (Debian's /usr/bin/etcd) on loopback
+// ports, data in a directory the caller owns, for tests of the etcd
+// metadata engine. Each member is a child process that dies with the test
+// (PR_SET_PDEATHSIG) and is SIGKILLed and reaped by the destructor.
+//
+// Start returns ENOENT when no etcd binary is installed, EOPNOTSUPP when the
+// etcd engine is not built: tests then GTEST_SKIP with the message.
+// Not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace stripefs::testing {
+
+class EtcdProcess {
+ public:
+  // Starts `members` members with data under `dir` and waits (bounded) until
+  // they answer.
+  static Result<std::unique_ptr<EtcdProcess>> Start(const std::string& dir,
+                                                    int members = 1);
+  ~EtcdProcess();
+  EtcdProcess(const EtcdProcess&) = delete;
+  EtcdProcess& operator=(const EtcdProcess&) = delete;
+
+  // "host:port,host:port,..." of the client URLs.
+  std::string endpoints() const;
+  // An etcd:// MetaStore location under a prefix unique to this call.
+  std::string NewLocation(const std::string& name);
+  pid_t pid(int member) const { return members_.at(member).pid; }
+
+ private:
+  struct Member {
+    std::string client;  // host:port
+    pid_t pid = -1;
+  };
+  EtcdProcess() = default;
+  std::vector<Member> members_;
+  int locations_ = 0;
+};
+
+// One etcd (single member, loopback) shared by every test of the calling
+// process, started on first use in a temporary directory and stopped at
+// exit. The failure status is kept too (tests skip with it).
+Result<EtcdProcess*> SharedEtcd();
+// SharedEtcd()->NewLocation(name), or why there is no etcd (skip with it).
+Result<std::string> SharedEtcdLocation(const std::string& name);
+
+}  // namespace stripefs::testing
