@@ -28,6 +28,7 @@ constexpr size_t kXattrNameMax = 255;
 constexpr size_t kXattrValueMax = 64 * 1024;
 constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
+constexpr uint32_t kRenameWhiteout = 4;
 constexpr uint32_t kXattrCreate = 1;
 constexpr uint32_t kXattrReplace = 2;
 
@@ -137,6 +138,16 @@ class MetaStore::Mutation {
     std::unique_ptr<rocksdb::Iterator> it(s_->db_->NewIterator(ro));
     for (it->Seek(prefix); it->Valid(); it->Next()) batch_.Delete(it->key());
     if (!it->status().ok()) return DbError(it->status(), "listing xattrs");
+    return Status::Ok();
+  }
+
+  // A removed (empty) directory stays as an orphan with nlink 0 until
+  // PurgeInode, so that handles still open on it keep working.
+  Status OrphanDirectory(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Modify(ino));
+    rec->attr.nlink = 0;
+    rec->attr.ctime = now_;
+    batch_.Put(OrphanKey(ino), "");
     return Status::Ok();
   }
 
@@ -659,11 +670,33 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
   });
 }
 
+Result<InodeAttr> MetaStore::CreateAnonymous(uint64_t parent, uint32_t mode,
+                                             uint32_t uid, uint32_t gid) {
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.Inode(parent));
+    if (!IsDir(dir->attr.mode)) {
+      return Status(ENOTDIR, InoStr(parent) + " is not a directory");
+    }
+    InodeRecord* rec = m.NewInode();
+    rec->attr.mode = S_IFREG | (mode & 07777);
+    rec->attr.uid = uid;
+    rec->attr.gid = gid;
+    rec->attr.nlink = 0;
+    m.batch().Put(OrphanKey(rec->attr.ino), kOrphanLinkable);
+    InodeAttr attr = rec->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
+}
+
 Result<InodeAttr> MetaStore::MkNode(uint64_t parent, const std::string& name,
                                     uint32_t mode, uint32_t uid, uint32_t gid,
                                     uint32_t rdev) {
   uint32_t type = mode & S_IFMT;
   if (type == 0) type = S_IFREG;
+  if (name.empty() && type == S_IFREG)
+    return CreateAnonymous(parent, mode, uid, gid);
   if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
       type != S_IFIFO && type != S_IFSOCK) {
     return Status::InvalidArgument(
@@ -702,8 +735,12 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     if (IsDir(rec->attr.mode)) {
       return Status(EPERM, "cannot hard-link directory " + InoStr(ino));
     }
-    if (rec->attr.nlink == 0) {
-      return Status::NotFound(InoStr(ino) + " was unlinked");
+    const bool relink = rec->attr.nlink == 0;
+    if (relink) {
+      auto orphan = Get(OrphanKey(ino), "orphan record of " + InoStr(ino));
+      if (!orphan.ok() || *orphan != kOrphanLinkable) {
+        return Status::NotFound(InoStr(ino) + " was unlinked");
+      }
     }
     if (rec->attr.nlink == std::numeric_limits<uint32_t>::max()) {
       return Status(EMLINK, InoStr(ino) + " has too many links");
@@ -720,6 +757,7 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     m.PutDentry(new_parent, new_name,
                 DentryValue{ino, rec->attr.mode & S_IFMT, dir->next_seq++});
     rec->attr.nlink++;
+    if (relink) m.batch().Delete(OrphanKey(ino));  // O_TMPFILE gets a name
     rec->attr.ctime = m.now();
     dir->attr.mtime = dir->attr.ctime = m.now();
     InodeAttr attr = rec->attr;
@@ -776,7 +814,7 @@ Status MetaStore::Rmdir(uint64_t parent, const std::string& name) {
       return Status(ENOTEMPTY, "directory '" + name + "' is not empty");
     }
     m.DeleteDentry(parent, name, d->seq);
-    STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(d->ino));
+    STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(d->ino));
     dir->attr.nlink--;
     dir->attr.mtime = dir->attr.ctime = m.now();
     return m.Commit();
@@ -797,12 +835,26 @@ Result<bool> MetaStore::IsAncestor(Mutation& m, uint64_t ancestor,
       "store is damaged");
 }
 
+// RENAME_WHITEOUT: the source name becomes an overlayfs whiteout, a
+// character device 0/0 with mode 0, owned like the inode that moved.
+void MetaStore::PutWhiteout(Mutation& m, uint64_t parent,
+                            const std::string& name, const InodeRecord& moved,
+                            InodeRecord* pdir) {
+  InodeRecord* w = m.NewInode();
+  w->attr.mode = S_IFCHR;
+  w->attr.uid = moved.attr.uid;
+  w->attr.gid = moved.attr.gid;
+  w->attr.nlink = 1;
+  m.PutDentry(parent, name,
+              DentryValue{w->attr.ino, S_IFCHR, pdir->next_seq++});
+}
+
 Status MetaStore::Rename(uint64_t parent, const std::string& name,
                          uint64_t new_parent, const std::string& new_name,
                          uint32_t flags, uint64_t* replaced) {
   if (replaced) *replaced = 0;
-  if ((flags & ~(kRenameNoReplace | kRenameExchange)) != 0 ||
-      flags == (kRenameNoReplace | kRenameExchange)) {
+  if ((flags & ~(kRenameNoReplace | kRenameExchange | kRenameWhiteout)) != 0 ||
+      ((flags & kRenameExchange) && flags != kRenameExchange)) {
     return Status::InvalidArgument("unsupported rename flags " +
                                    std::to_string(flags));
   }
@@ -893,7 +945,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
             return Status(ENOTEMPTY,
                           "directory '" + new_name + "' is not empty");
           }
-          STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(dst->ino));
+          STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(dst->ino));
           npdir->attr.nlink--;
         } else {
           STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
@@ -908,6 +960,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
       }
       m.DeleteDentry(parent, name, src->seq);
       m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
+      if (flags & kRenameWhiteout) PutWhiteout(m, parent, name, *srec, pdir);
       if (src_dir && parent != new_parent) {
         srec->parent = new_parent;
         pdir->attr.nlink--;
@@ -963,8 +1016,11 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
 
 Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
                                   uint64_t first_dropped,
-                                  std::vector<ObsoleteStripe>* obsolete) {
-  std::string end = PrefixEnd(StripePrefix(ino));
+                                  std::vector<ObsoleteStripe>* obsolete,
+                                  uint64_t end_stripe) {
+  std::string end = end_stripe == std::numeric_limits<uint64_t>::max()
+                        ? PrefixEnd(StripePrefix(ino))
+                        : StripeKey(ino, end_stripe);
   rocksdb::ReadOptions ro;
   rocksdb::Slice upper(end);
   ro.iterate_upper_bound = &upper;
@@ -978,6 +1034,28 @@ Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
   }
   if (!it->status().ok()) return DbError(it->status(), "listing stripes");
   return Status::Ok();
+}
+
+Status MetaStore::DropStripes(uint64_t ino, uint64_t first, uint64_t count,
+                              std::vector<ObsoleteStripe>* obsolete) {
+  if (count == 0 || first > std::numeric_limits<uint64_t>::max() - count) {
+    return Status::InvalidArgument("stripe range out of bounds");
+  }
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    if (!IsReg(rec->attr.mode)) {
+      return Status::InvalidArgument(InoStr(ino) + " is not a regular file");
+    }
+    std::vector<ObsoleteStripe> dropped;
+    STRIPEFS_RETURN_IF_ERROR(
+        DropStripesFrom(m, ino, first, &dropped, first + count));
+    rec->attr.mtime = rec->attr.ctime = m.now();
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    if (obsolete)
+      obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+    return Status::Ok();
+  });
 }
 
 Status MetaStore::PurgeInode(uint64_t ino,
