@@ -366,6 +366,28 @@ TEST_F(MetaStoreTest, AnonymousFileIsAnOrphanUntilItsFirstLink) {
   CheckInvariants(*store_);
 }
 
+TEST_F(MetaStoreTest, DropStripesPunchesWholeStripesAndKeepsTheSize) {
+  uint64_t f = File(kRootInode, "f");
+  std::vector<uint64_t> v;
+  const uint64_t S = geo_.stripe_size();
+  for (uint64_t s = 0; s < 4; ++s) v.push_back(Commit(f, s, (s + 1) * S));
+  std::vector<ObsoleteStripe> ob;
+  ASSERT_TRUE(store_->DropStripes(f, 1, 2, &ob).ok());
+  EXPECT_EQ(ob, (std::vector<ObsoleteStripe>{{f, 1, v[1]}, {f, 2, v[2]}}));
+  auto left = Must(store_->GetStripes(f, 0, 10));
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].stripe, 0u);
+  EXPECT_EQ(left[1].stripe, 3u);
+  EXPECT_EQ(Attr(f).size, 4 * S);
+  ob.clear();
+  ASSERT_TRUE(store_->DropStripes(f, 1, 2, &ob).ok());  // already holes
+  EXPECT_TRUE(ob.empty());
+  EXPECT_EQ(Err(store_->DropStripes(f, 0, 0, &ob)), EINVAL);
+  EXPECT_EQ(Err(store_->DropStripes(kRootInode, 0, 1, &ob)), EINVAL);
+  EXPECT_EQ(Err(store_->DropStripes(999, 0, 1, &ob)), ENOENT);
+  CheckInvariants(*store_);
+}
+
 TEST_F(MetaStoreTest, UnlinkOrphanAndPurge) {
   uint64_t f = File(kRootInode, "f");
   uint64_t v0 = Commit(f, 0, 1000);
