@@ -21,8 +21,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint32_t kRenameMask =
-    fuse_abi::kRenameNoReplace | fuse_abi::kRenameExchange;
+constexpr uint32_t kRenameMask = fuse_abi::kRenameNoReplace |
+                                 fuse_abi::kRenameExchange |
+                                 fuse_abi::kRenameWhiteout;
 
 void SplitTimeout(std::chrono::milliseconds t, uint64_t* sec, uint32_t* nsec) {
   *sec = static_cast<uint64_t>(t.count() / 1000);
@@ -185,11 +186,45 @@ void StripeFs::Fail(Replier& r, int err) {
   r.Error(err);
 }
 
-fuse_attr StripeFs::ToAttr(const InodeAttr& a) const {
+Result<std::map<uint64_t, uint64_t>> StripeFs::DataStripes(uint64_t ino,
+                                                           uint64_t first,
+                                                           uint64_t last) {
+  // Bounded replies: a huge file's map is read in batches.
+  constexpr uint64_t kBatch = 4096;
+  const uint64_t k = volume_->geometry().k;
+  std::map<uint64_t, uint64_t> out;
+  for (uint64_t s = first; s <= last;) {
+    const uint64_t n = std::min(kBatch, last - s + 1);
+    auto stripes = meta_.GetStripes(ino, s, n);
+    if (!stripes.ok()) return stripes.status();
+    for (const auto& sv : *stripes) out[sv.stripe] = k * sv.chunk_len;
+    if (last - s < n) break;
+    s += n;
+  }
+  if (auto w = WriterFor(ino, false)) {
+    for (uint64_t s : w->BufferedStripes()) {
+      if (s >= first && s <= last) out[s] = stripe_size_;
+    }
+  }
+  return out;
+}
+
+uint64_t StripeFs::StoredBytes(const InodeAttr& a) {
+  if (!S_ISREG(a.mode) || a.size == 0) return 0;
+  auto stripes = DataStripes(a.ino, 0, (a.size - 1) / stripe_size_);
+  if (!stripes.ok()) return 0;
+  uint64_t bytes = 0;
+  for (const auto& [s, n] : *stripes) {
+    bytes += std::min(n, a.size - s * stripe_size_);
+  }
+  return bytes;
+}
+
+fuse_attr StripeFs::ToAttr(const InodeAttr& a) {
   fuse_attr o{};
   o.ino = a.ino;
   o.size = a.size;
-  o.blocks = (a.size + 511) / 512;
+  o.blocks = (StoredBytes(a) + 511) / 512;
   o.atime = static_cast<uint64_t>(a.atime.sec);
   o.mtime = static_cast<uint64_t>(a.mtime.sec);
   o.ctime = static_cast<uint64_t>(a.ctime.sec);
@@ -504,15 +539,19 @@ void StripeFs::Unlink(Replier r, uint64_t parent, std::string_view name) {
 }
 
 void StripeFs::Rmdir(Replier r, uint64_t parent, std::string_view name) {
+  // The kernel holds the directory locked: the looked-up inode is the one
+  // removed. It stays an orphan while open or looked up.
+  auto victim = meta_.Lookup(parent, std::string(name));
   Status st = meta_.Rmdir(parent, std::string(name));
   if (!st.ok()) return Fail(r, st);
+  if (victim.ok()) MarkOrphan(victim->ino);
   r.Ok();
 }
 
 void StripeFs::Rename(Replier r, uint64_t olddir, std::string_view oldname,
                       uint64_t newdir, std::string_view newname,
                       uint32_t flags) {
-  if (flags & ~kRenameMask) return Fail(r, EINVAL);  // RENAME_WHITEOUT
+  if (flags & ~kRenameMask) return Fail(r, EINVAL);
   uint64_t replaced = 0;
   Status st = meta_.Rename(olddir, std::string(oldname), newdir,
                            std::string(newname), flags, &replaced);
@@ -528,6 +567,11 @@ void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
                     std::string_view newname) {
   auto a = meta_.Link(oldnode, newparent, std::string(newname));
   if (!a.ok()) return Fail(r, a.status());
+  {  // an O_TMPFILE given a name is no orphan any more
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = nodes_.find(oldnode);
+    if (it != nodes_.end()) it->second.maybe_orphan = false;
+  }
   if (S_ISREG(a->mode)) {
     if (auto w = WriterFor(a->ino, false))
       a->size = std::max(a->size, w->BufferedEnd());
@@ -569,6 +613,23 @@ void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
     std::lock_guard<std::mutex> lock(nodes_mu_);
     nodes_[a->ino].opens++;
   }
+  fuse_open_out op{};
+  op.fh = next_fh_.fetch_add(1);
+  r.Create(e, op);
+}
+
+void StripeFs::TmpFile(Replier r, uint64_t parent, const fuse_create_in& in) {
+  NewOwner o = OwnerFor(meta_, parent, r, S_IFREG | (in.mode & 07777));
+  auto a = meta_.MkNode(parent, "", o.mode, o.uid, o.gid, 0);  // anonymous
+  if (!a.ok()) return Fail(r, a.status());
+  fuse_entry_out e = MakeEntry(*a);
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    Node& n = nodes_[a->ino];
+    n.opens++;
+    n.maybe_orphan = true;  // purged at the last close unless linked
+  }
+  WriterFor(a->ino, true);
   fuse_open_out op{};
   op.fh = next_fh_.fetch_add(1);
   r.Create(e, op);
@@ -836,25 +897,59 @@ void StripeFs::Fallocate(Replier r, uint64_t nodeid,
   if (!S_ISREG(a->mode)) return Fail(r, S_ISDIR(a->mode) ? EISDIR : ENODEV);
   const uint64_t end = in.offset + in.length;
   if (in.mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
-    // Implemented as writing zeros (the backend has no sparse stripes
-    // inside a stripe; whole zero stripes are still encoded).
     const uint64_t zero_end = std::min(end, a->size);
-    if (in.offset < zero_end) {
-      auto w = WriterFor(nodeid, true);
-      static const std::vector<uint8_t> kZeros(1u << 20, 0);
-      for (uint64_t pos = in.offset; pos < zero_end;) {
-        const uint64_t n = std::min<uint64_t>(kZeros.size(), zero_end - pos);
-        Status st = w->Write(pos, std::span<const uint8_t>(kZeros.data(), n));
-        if (!st.ok()) return Fail(r, st);
-        pos += n;
-      }
+    uint64_t zeros_to = zero_end;
+    if ((in.mode & FALLOC_FL_PUNCH_HOLE) && in.offset < zero_end) {
+      auto head = PunchWholeStripes(nodeid, in.offset, zero_end, a->size);
+      if (!head.ok()) return Fail(r, head.status());
+      zeros_to = *head;
     }
+    // The rest is written as zeros (the backend has no holes inside a
+    // stripe; ZERO_RANGE keeps the stripes allocated).
+    Status st = WriteZeros(nodeid, in.offset, zeros_to);
+    if (!st.ok()) return Fail(r, st);
   }
   if (!(in.mode & FALLOC_FL_KEEP_SIZE) && end > a->size) {
     auto g = Resize(nodeid, end);
     if (!g.ok()) return Fail(r, g.status());
   }
   r.Ok();
+}
+
+Status StripeFs::WriteZeros(uint64_t ino, uint64_t from, uint64_t to) {
+  if (from >= to) return Status::Ok();
+  static const std::vector<uint8_t> kZeros(1u << 20, 0);
+  auto w = WriterFor(ino, true);
+  for (uint64_t pos = from; pos < to;) {
+    const uint64_t n = std::min<uint64_t>(kZeros.size(), to - pos);
+    Status st = w->Write(pos, std::span<const uint8_t>(kZeros.data(), n));
+    if (!st.ok()) return st;
+    pos += n;
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> StripeFs::PunchWholeStripes(uint64_t ino, uint64_t from,
+                                             uint64_t to, uint64_t size) {
+  const uint64_t S = stripe_size_;
+  const uint64_t first = (from + S - 1) / S;
+  // A punch reaching EOF takes the last stripe too: past EOF is zeros.
+  const uint64_t last_end = to == size ? (to + S - 1) / S : to / S;
+  if (first >= last_end) return to;  // no whole stripe inside
+  // Buffered bytes of the punched stripes commit first, then go with them.
+  if (auto w = WriterFor(ino, false)) {
+    STRIPEFS_RETURN_IF_ERROR(w->Flush(FlushReason::kTruncate));
+  }
+  std::vector<ObsoleteStripe> obsolete;
+  Status st = meta_.DropStripes(ino, first, last_end - first, &obsolete);
+  if (st.code() == EOPNOTSUPP) return to;  // zeros everywhere instead
+  STRIPEFS_RETURN_IF_ERROR(st);
+  if (!obsolete.empty()) client_.DeleteStripes(obsolete);
+  // Zeros are still due in [from, first * S) and [last_end * S, to).
+  if (to > last_end * S) {
+    STRIPEFS_RETURN_IF_ERROR(WriteZeros(ino, last_end * S, to));
+  }
+  return std::min(to, first * S);
 }
 
 void StripeFs::Lseek(Replier r, uint64_t nodeid, const fuse_lseek_in& in) {
@@ -865,20 +960,14 @@ void StripeFs::Lseek(Replier r, uint64_t nodeid, const fuse_lseek_in& in) {
   if (off >= size) return r.Error(ENXIO);
   const uint64_t S = stripe_size_;
   const uint64_t first = off / S, last = (size - 1) / S;
-  std::set<uint64_t> data;
-  auto stripes = meta_.GetStripes(nodeid, first, last - first + 1);
-  if (!stripes.ok()) return Fail(r, stripes.status());
-  for (const auto& sv : *stripes) data.insert(sv.stripe);
-  if (auto w = WriterFor(nodeid, false)) {
-    for (uint64_t s : w->BufferedStripes()) data.insert(s);
-  }
+  auto data = DataStripes(nodeid, first, last);  // what st_blocks counts
+  if (!data.ok()) return Fail(r, data.status());
   if (in.whence == SEEK_DATA) {
-    auto it = data.lower_bound(first);
-    if (it == data.end() || *it > last) return r.Error(ENXIO);
-    return r.Lseek(std::max(off, *it * S));
+    if (data->empty()) return r.Error(ENXIO);
+    return r.Lseek(std::max(off, data->begin()->first * S));
   }
   for (uint64_t s = first; s <= last; ++s) {
-    if (!data.count(s)) return r.Lseek(std::max(off, s * S));
+    if (!data->count(s)) return r.Lseek(std::max(off, s * S));
   }
   r.Lseek(size);
 }

@@ -4,10 +4,16 @@
 // (StripeWriter) in between.
 //
 // Node lifetime: the kernel's lookup count and the open handles of every
-// inode are tracked. An inode whose link count reached zero (unlink, rename
-// over it) is purged -- metadata deleted, stripe chunks deleted -- once no
-// lookups and no open handles remain. Orphans left by a crash are purged
-// when the file system starts (ListOrphans()).
+// inode are tracked. An inode whose link count reached zero (unlink, rmdir,
+// rename over it, an O_TMPFILE never linked) is purged -- metadata deleted,
+// stripe chunks deleted -- once no lookups and no open handles remain.
+// Orphans left by a crash are purged when the file system starts
+// (ListOrphans()).
+//
+// st_blocks counts what is stored, in 512-byte units: the data share
+// (k cells of chunk_len, cut at EOF) of each committed stripe, plus the
+// stripes still buffered; holes count 0. SEEK_DATA/SEEK_HOLE use the same
+// stripe map.
 //
 // Client caches (docs/filesystem.md "Client caches"): close-to-open. OPEN
 // (and every attribute fetch: LOOKUP, GETATTR) reads the file's attributes
@@ -38,8 +44,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -150,6 +158,8 @@ class StripeFs : public fuse::RawFileSystem {
   void Access(fuse::Replier r, uint64_t nodeid, uint32_t mask) override;
   void Create(fuse::Replier r, uint64_t parent, std::string_view name,
               const fuse_abi::fuse_create_in& in) override;
+  void TmpFile(fuse::Replier r, uint64_t parent,
+               const fuse_abi::fuse_create_in& in) override;
   void Interrupt(uint64_t unique) override;
   void Fallocate(fuse::Replier r, uint64_t nodeid,
                  const fuse_abi::fuse_fallocate_in& in) override;
@@ -169,7 +179,16 @@ class StripeFs : public fuse::RawFileSystem {
   void Fail(fuse::Replier& r, const Status& s) {
     Fail(r, s.code() ? s.code() : EIO);
   }
-  fuse_abi::fuse_attr ToAttr(const InodeAttr& a) const;
+  // Attributes for the kernel; st_blocks from StoredBytes.
+  fuse_abi::fuse_attr ToAttr(const InodeAttr& a);
+  // Data bytes stored for `a`: committed stripes' data share up to EOF,
+  // plus buffered stripes (0 on a metadata error: st_blocks is advisory).
+  uint64_t StoredBytes(const InodeAttr& a);
+  // Stripes of `ino` in [first, last] that hold data, committed or
+  // buffered, each with the data bytes it stores (k * chunk_len, or the
+  // whole stripe while buffered), before any cut at EOF.
+  Result<std::map<uint64_t, uint64_t>> DataStripes(uint64_t ino, uint64_t first,
+                                                   uint64_t last);
   // Entry reply for `a` (takes a lookup reference).
   fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);
   // GetAttr with the buffered size applied.
@@ -192,6 +211,15 @@ class StripeFs : public fuse::RawFileSystem {
   void FlusherLoop();
   void ReplyReadDir(fuse::Replier& r, uint64_t ino,
                     const fuse_abi::fuse_read_in& in, bool plus);
+  // Writes zeros over [from, to) through the file's writer.
+  Status WriteZeros(uint64_t ino, uint64_t from, uint64_t to);
+  // PUNCH_HOLE over [from, to) (to <= size): drops the whole stripes inside
+  // from the stripe map and deletes their chunks (a real hole), zeroes the
+  // partial stripe after them; returns the end of [from, end) where zeros
+  // are still due (`to` when no whole stripe is inside or the service
+  // cannot drop stripes).
+  Result<uint64_t> PunchWholeStripes(uint64_t ino, uint64_t from, uint64_t to,
+                                     uint64_t size);
   // Resize through the stripe client (after flushing buffered data).
   Result<InodeAttr> Resize(uint64_t ino, uint64_t new_size);
 

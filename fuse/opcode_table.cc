@@ -100,6 +100,9 @@ void Access(const OpCall& c) {
 void Create(const OpCall& c) {
   c.fs.Create(c.Reply(), c.node(), c.q.name, c.q.In<fuse_create_in>());
 }
+void TmpFile(const OpCall& c) {
+  c.fs.TmpFile(c.Reply(), c.node(), c.q.In<fuse_create_in>());
+}
 void Interrupt(const OpCall& c) {
   c.engine.Interrupt(c.inflight, c.q.In<fuse_interrupt_in>().unique);
 }
@@ -218,7 +221,7 @@ constexpr OpcodeRow kRows[] = {
   R(FUSE_SETUPMAPPING,   "SETUPMAPPING",  kNoArgs,                  Tail::kAny,      nullptr),
   R(FUSE_REMOVEMAPPING,  "REMOVEMAPPING", kNoArgs,                  Tail::kAny,      nullptr),
   R(FUSE_SYNCFS,       "SYNCFS",       sizeof(fuse_syncfs_in),      Tail::kNone,     SyncFs),
-  R(FUSE_TMPFILE,      "TMPFILE",      sizeof(fuse_create_in),      Tail::kName,     Unsupported),
+  R(FUSE_TMPFILE,      "TMPFILE",      sizeof(fuse_create_in),      Tail::kName,     TmpFile),
   R(FUSE_STATX,        "STATX",        sizeof(fuse_statx_in),       Tail::kNone,     Unsupported),
   R(FUSE_COPY_FILE_RANGE_64, "COPY_FILE_RANGE_64", sizeof(fuse_copy_file_range_in), Tail::kNone, CopyFileRange),
 };

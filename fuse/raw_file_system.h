@@ -249,6 +249,13 @@ class RawFileSystem {
     r.Error(ENOSYS);
     (void)parent, (void)name, (void)in;
   }
+  // O_TMPFILE in directory `parent`: an unnamed file with nlink 0 that LINK
+  // may name later. Reply with Create(entry, open), as for CREATE.
+  virtual void TmpFile(Replier r, uint64_t parent,
+                       const fuse_abi::fuse_create_in& in) {
+    r.Error(ENOSYS);
+    (void)parent, (void)in;
+  }
   // The kernel interrupted request `unique` (its Replier now reports
   // interrupted()). Informational; no reply.
   virtual void Interrupt(uint64_t unique) { (void)unique; }

@@ -262,6 +262,15 @@ Status HoldingMetaService::SetStripeMissing(uint64_t ino, uint64_t stripe,
     return inner_->SetStripeMissing(ino, stripe, version, missing_mask);
   });
 }
+Status HoldingMetaService::DropStripes(uint64_t ino, uint64_t first,
+                                       uint64_t count,
+                                       std::vector<ObsoleteStripe>* obsolete) {
+  // Dropping again after a lost reply finds nothing left: harmless.
+  return Hold("DropStripes", nullptr, [&] {
+    if (obsolete) obsolete->clear();
+    return inner_->DropStripes(ino, first, count, obsolete);
+  });
+}
 Result<std::vector<StripeRef>> HoldingMetaService::ListStripes(
     uint64_t after_inode, uint64_t after_stripe, uint32_t limit) {
   return Hold("ListStripes", nullptr, [&] {

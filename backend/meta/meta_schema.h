@@ -29,7 +29,7 @@ inline constexpr char kPrefixDentry = 'D';   // D<parent><name> -> DentryValue
 inline constexpr char kPrefixCookie = 'C';   // C<parent><seq> -> name
 inline constexpr char kPrefixXattr = 'X';    // X<ino><name> -> value
 inline constexpr char kPrefixStripe = 'S';   // S<ino><stripe> -> StripeVersion
-inline constexpr char kPrefixOrphan = 'O';   // O<ino> -> ""
+inline constexpr char kPrefixOrphan = 'O';   // O<ino> -> "" or kLinkable
 inline constexpr char kPrefixSymlink = 'L';  // L<ino> -> target
 
 // Names of the M records.
@@ -47,6 +47,10 @@ struct LeaderLease {
   std::string holder;
   uint64_t expires_ms = 0;  // wall clock, ms since the Unix epoch
 };
+
+// Value of the orphan record of an O_TMPFILE inode never linked: the one
+// kind of orphan Link may give a name.
+inline constexpr std::string_view kOrphanLinkable = "linkable";
 
 // ReadDir cookies: 1 = ".", 2 = "..", entries use their sequence number,
 // which starts at kFirstEntrySeq and only grows per directory.

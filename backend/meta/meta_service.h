@@ -46,6 +46,8 @@ class MetaService {
   virtual Result<InodeAttr> SetAttr(uint64_t ino, const SetAttrRequest& req,
                                     std::vector<ObsoleteStripe>* obsolete) = 0;
   // Creates a regular file, device, fifo or socket (per mode's type bits).
+  // An empty `name` with a regular-file mode makes an anonymous file
+  // (O_TMPFILE): in no directory, nlink 0, an orphan until Link names it.
   virtual Result<InodeAttr> MkNode(uint64_t parent, const std::string& name,
                                    uint32_t mode, uint32_t uid, uint32_t gid,
                                    uint32_t rdev) = 0;
@@ -56,6 +58,9 @@ class MetaService {
                                     const std::string& target, uint32_t uid,
                                     uint32_t gid) = 0;
   virtual Result<std::string> ReadLink(uint64_t ino) = 0;
+  // ENOENT for an orphan (nlink 0), except an anonymous file from MkNode
+  // that was never linked (linkat of an O_TMPFILE): it gets its name and
+  // stops being an orphan.
   virtual Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
                                  const std::string& new_name) = 0;
   // Removes the entry. When the inode's link count drops to zero it becomes
@@ -63,11 +68,15 @@ class MetaService {
   // PurgeInode. Returns the inode's attributes after the unlink.
   virtual Result<InodeAttr> Unlink(uint64_t parent,
                                    const std::string& name) = 0;
+  // The removed directory stays an orphan (nlink 0) until PurgeInode, so
+  // that open handles on it keep working.
   virtual Status Rmdir(uint64_t parent, const std::string& name) = 0;
-  // flags: 0, RENAME_NOREPLACE (1) or RENAME_EXCHANGE (2) as in renameat2.
+  // flags: 0, RENAME_NOREPLACE (1), RENAME_EXCHANGE (2) or RENAME_WHITEOUT
+  // (4, with or without NOREPLACE: the source name becomes a character
+  // device 0/0, mode 0, owned like the moved inode) as in renameat2.
   // A replaced target is unlinked as by Unlink (orphaned when its link count
-  // reaches zero); its inode number is returned through *replaced (0 if
-  // none).
+  // reaches zero; a replaced empty directory is orphaned as by Rmdir); its
+  // inode number is returned through *replaced (0 if none).
   virtual Status Rename(uint64_t parent, const std::string& name,
                         uint64_t new_parent, const std::string& new_name,
                         uint32_t flags, uint64_t* replaced) = 0;
@@ -125,6 +134,18 @@ class MetaService {
     (void)min_file_size;
     (void)obsolete;
     return Status::NotSupported("CommitStripes");
+  }
+  // Punches whole stripes: drops the committed stripes [first, first+count)
+  // of regular file `ino` (they read back as zeros and store nothing) and
+  // returns them in `obsolete`; the size stays. A service without it
+  // returns EOPNOTSUPP (the default); callers then write zeros.
+  virtual Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
+                             std::vector<ObsoleteStripe>* obsolete) {
+    (void)ino;
+    (void)first;
+    (void)count;
+    (void)obsolete;
+    return Status::NotSupported("DropStripes");
   }
   // Repair: sets the missing mask of the committed `version` of a stripe
   // (ESTALE if another version was committed meanwhile).

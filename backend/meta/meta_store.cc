@@ -26,6 +26,7 @@ constexpr size_t kXattrNameMax = 255;
 constexpr size_t kXattrValueMax = 64 * 1024;
 constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
+constexpr uint32_t kRenameWhiteout = 4;
 constexpr uint32_t kXattrCreate = 1;
 constexpr uint32_t kXattrReplace = 2;
 
@@ -138,6 +139,16 @@ class MetaStore::Mutation {
     txn_->Delete(OrphanKey(ino));
     std::string prefix = XattrPrefix(ino);
     txn_->DeleteRange(prefix, PrefixEnd(prefix));
+    return Status::Ok();
+  }
+
+  // A removed (empty) directory stays as an orphan with nlink 0 until
+  // PurgeInode, so that handles still open on it keep working.
+  Status OrphanDirectory(uint64_t ino) {
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Modify(ino));
+    rec->attr.nlink = 0;
+    rec->attr.ctime = now_;
+    batch_.Put(OrphanKey(ino), "");
     return Status::Ok();
   }
 
@@ -652,11 +663,33 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
   });
 }
 
+Result<InodeAttr> MetaStore::CreateAnonymous(uint64_t parent, uint32_t mode,
+                                             uint32_t uid, uint32_t gid) {
+  return Mutate([&]() -> Result<InodeAttr> {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.Inode(parent));
+    if (!IsDir(dir->attr.mode)) {
+      return Status(ENOTDIR, InoStr(parent) + " is not a directory");
+    }
+    InodeRecord* rec = m.NewInode();
+    rec->attr.mode = S_IFREG | (mode & 07777);
+    rec->attr.uid = uid;
+    rec->attr.gid = gid;
+    rec->attr.nlink = 0;
+    m.txn().Put(OrphanKey(rec->attr.ino), kOrphanLinkable);
+    InodeAttr attr = rec->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return attr;
+  });
+}
+
 Result<InodeAttr> MetaStore::MkNode(uint64_t parent, const std::string& name,
                                     uint32_t mode, uint32_t uid, uint32_t gid,
                                     uint32_t rdev) {
   uint32_t type = mode & S_IFMT;
   if (type == 0) type = S_IFREG;
+  if (name.empty() && type == S_IFREG)
+    return CreateAnonymous(parent, mode, uid, gid);
   if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
       type != S_IFIFO && type != S_IFSOCK) {
     return Status::InvalidArgument(
@@ -695,8 +728,12 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     if (IsDir(rec->attr.mode)) {
       return Status(EPERM, "cannot hard-link directory " + InoStr(ino));
     }
-    if (rec->attr.nlink == 0) {
-      return Status::NotFound(InoStr(ino) + " was unlinked");
+    const bool relink = rec->attr.nlink == 0;
+    if (relink) {
+      auto orphan = Get(OrphanKey(ino), "orphan record of " + InoStr(ino));
+      if (!orphan.ok() || *orphan != kOrphanLinkable) {
+        return Status::NotFound(InoStr(ino) + " was unlinked");
+      }
     }
     if (rec->attr.nlink == std::numeric_limits<uint32_t>::max()) {
       return Status(EMLINK, InoStr(ino) + " has too many links");
@@ -713,6 +750,7 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     m.PutDentry(new_parent, new_name,
                 DentryValue{ino, rec->attr.mode & S_IFMT, dir->next_seq++});
     rec->attr.nlink++;
+    if (relink) m.txn().Delete(OrphanKey(ino));  // O_TMPFILE gets a name
     rec->attr.ctime = m.now();
     dir->attr.mtime = dir->attr.ctime = m.now();
     InodeAttr attr = rec->attr;
@@ -769,7 +807,7 @@ Status MetaStore::Rmdir(uint64_t parent, const std::string& name) {
       return Status(ENOTEMPTY, "directory '" + name + "' is not empty");
     }
     m.DeleteDentry(parent, name, d->seq);
-    STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(d->ino));
+    STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(d->ino));
     dir->attr.nlink--;
     dir->attr.mtime = dir->attr.ctime = m.now();
     return m.Commit();
@@ -790,12 +828,26 @@ Result<bool> MetaStore::IsAncestor(Mutation& m, uint64_t ancestor,
       "store is damaged");
 }
 
+// RENAME_WHITEOUT: the source name becomes an overlayfs whiteout, a
+// character device 0/0 with mode 0, owned like the inode that moved.
+void MetaStore::PutWhiteout(Mutation& m, uint64_t parent,
+                            const std::string& name, const InodeRecord& moved,
+                            InodeRecord* pdir) {
+  InodeRecord* w = m.NewInode();
+  w->attr.mode = S_IFCHR;
+  w->attr.uid = moved.attr.uid;
+  w->attr.gid = moved.attr.gid;
+  w->attr.nlink = 1;
+  m.PutDentry(parent, name,
+              DentryValue{w->attr.ino, S_IFCHR, pdir->next_seq++});
+}
+
 Status MetaStore::Rename(uint64_t parent, const std::string& name,
                          uint64_t new_parent, const std::string& new_name,
                          uint32_t flags, uint64_t* replaced) {
   if (replaced) *replaced = 0;
-  if ((flags & ~(kRenameNoReplace | kRenameExchange)) != 0 ||
-      flags == (kRenameNoReplace | kRenameExchange)) {
+  if ((flags & ~(kRenameNoReplace | kRenameExchange | kRenameWhiteout)) != 0 ||
+      ((flags & kRenameExchange) && flags != kRenameExchange)) {
     return Status::InvalidArgument("unsupported rename flags " +
                                    std::to_string(flags));
   }
@@ -887,7 +939,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
             return Status(ENOTEMPTY,
                           "directory '" + new_name + "' is not empty");
           }
-          STRIPEFS_RETURN_IF_ERROR(m.DeleteInode(dst->ino));
+          STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(dst->ino));
           npdir->attr.nlink--;
         } else {
           STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
@@ -902,6 +954,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
       }
       m.DeleteDentry(parent, name, src->seq);
       m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
+      if (flags & kRenameWhiteout) PutWhiteout(m, parent, name, *srec, pdir);
       if (src_dir && parent != new_parent) {
         srec->parent = new_parent;
         pdir->attr.nlink--;
@@ -963,9 +1016,12 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
 
 Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
                                   uint64_t first_dropped,
-                                  std::vector<ObsoleteStripe>* obsolete) {
+                                  std::vector<ObsoleteStripe>* obsolete,
+                                  uint64_t end_stripe) {
   const std::string start = StripeKey(ino, first_dropped);
-  const std::string end = PrefixEnd(StripePrefix(ino));
+  const std::string end = end_stripe == std::numeric_limits<uint64_t>::max()
+                              ? PrefixEnd(StripePrefix(ino))
+                              : StripeKey(ino, end_stripe);
   STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> stripes,
                             m.txn().Scan(start, end, 0));
   for (const KvPair& p : stripes) {
@@ -975,6 +1031,28 @@ Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
   // One operation however many stripes the file has.
   if (!stripes.empty()) m.txn().DeleteRange(start, end);
   return Status::Ok();
+}
+
+Status MetaStore::DropStripes(uint64_t ino, uint64_t first, uint64_t count,
+                              std::vector<ObsoleteStripe>* obsolete) {
+  if (count == 0 || first > std::numeric_limits<uint64_t>::max() - count) {
+    return Status::InvalidArgument("stripe range out of bounds");
+  }
+  return Mutate([&]() -> Status {
+    Mutation m(this);
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
+    if (!IsReg(rec->attr.mode)) {
+      return Status::InvalidArgument(InoStr(ino) + " is not a regular file");
+    }
+    std::vector<ObsoleteStripe> dropped;
+    STRIPEFS_RETURN_IF_ERROR(
+        DropStripesFrom(m, ino, first, &dropped, first + count));
+    rec->attr.mtime = rec->attr.ctime = m.now();
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    if (obsolete)
+      obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+    return Status::Ok();
+  });
 }
 
 Status MetaStore::PurgeInode(uint64_t ino,

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -157,6 +158,8 @@ class MetaStore final : public MetaService {
                        std::vector<ObsoleteStripe>* obsolete) override;
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
                           uint32_t missing_mask) override;
+  Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
+                     std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;
@@ -215,12 +218,21 @@ class MetaStore final : public MetaService {
   static void BackOff(int attempt);
   // Argument checks of one stripe of a commit that need no state.
   Status ValidateStripeCommit(const StripeCommit& c) const;
+  // MkNode with an empty name: an O_TMPFILE inode (nlink 0, an orphan).
+  Result<InodeAttr> CreateAnonymous(uint64_t parent, uint32_t mode,
+                                    uint32_t uid, uint32_t gid);
+  void PutWhiteout(Mutation& m, uint64_t parent, const std::string& name,
+                   const meta_schema::InodeRecord& moved,
+                   meta_schema::InodeRecord* pdir);
   Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
                                uint32_t mode, uint32_t uid, uint32_t gid,
                                uint32_t rdev, const std::string* symlink);
-  // Drops stripes of `ino` with index >= first_dropped in m's transaction.
-  Status DropStripesFrom(Mutation& m, uint64_t ino, uint64_t first_dropped,
-                         std::vector<ObsoleteStripe>* obsolete);
+  // Drops stripes of `ino` with index in [first_dropped, end_stripe) in m's
+  // transaction.
+  Status DropStripesFrom(
+      Mutation& m, uint64_t ino, uint64_t first_dropped,
+      std::vector<ObsoleteStripe>* obsolete,
+      uint64_t end_stripe = std::numeric_limits<uint64_t>::max());
   // One atomic group of CommitStripes; appends what it replaced.
   Status CommitStripeGroup(uint64_t ino, const StripeCommit* commits, size_t n,
                            uint64_t min_file_size,

@@ -183,6 +183,14 @@ Status RemoteMetaService::SetStripeMissing(uint64_t ino, uint64_t stripe,
   return InvokeStatus<MsgType::kSetStripeMissing>(
       client_, {ino, stripe, version, missing_mask});
 }
+Status RemoteMetaService::DropStripes(uint64_t ino, uint64_t first,
+                                      uint64_t count,
+                                      std::vector<ObsoleteStripe>* obsolete) {
+  auto r = InvokeOne<MsgType::kDropStripes>(client_, {ino, first, count});
+  if (!r.ok()) return r.status();
+  if (obsolete) *obsolete = std::move(r).value();
+  return Status::Ok();
+}
 Result<std::vector<StripeRef>> RemoteMetaService::ListStripes(
     uint64_t after_inode, uint64_t after_stripe, uint32_t limit) {
   return InvokeOne<MsgType::kListStripes>(client_,
@@ -336,6 +344,11 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply,
             [&](auto&, auto ino, auto stripe, auto version, auto mask) {
               return s.SetStripeMissing(ino, stripe, version, mask);
+            });
+      case MsgType::kDropStripes:
+        return ServeTyped<MsgType::kDropStripes>(
+            p, reply, [&](auto& out, auto ino, auto first, auto count) {
+              return s.DropStripes(ino, first, count, &std::get<0>(out));
             });
       case MsgType::kListStripes:
         return ServeTyped<MsgType::kListStripes>(

@@ -78,6 +78,8 @@ class RemoteMetaService final : public MetaService {
                        std::vector<ObsoleteStripe>* obsolete) override;
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
                           uint32_t missing_mask) override;
+  Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
+                     std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;

@@ -59,6 +59,7 @@ namespace stripefs::rpc {
   X(SetStripeMissing, 42, false)  \
   X(ListStripes, 43, true)        \
   X(CommitStripes, 44, false)     \
+  X(DropStripes, 45, false)       \
   X(WriteChunk, 64, true)         \
   X(ReadChunk, 65, true)          \
   X(DeleteChunk, 66, true)        \
@@ -220,6 +221,8 @@ template <>
 struct Msg<MsgType::kCommitStripes> : MsgDef<Tup<U64, std::vector<StripeCommit>, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino commits min_size
 template <>
 struct Msg<MsgType::kSetStripeMissing> : MsgDef<Tup<U64, U64, U64, U32>, Tup<>> {};
+template <>
+struct Msg<MsgType::kDropStripes> : MsgDef<Tup<U64, U64, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino first count
 template <>
 struct Msg<MsgType::kListStripes> : MsgDef<Tup<U64, U64, U32>, Tup<std::vector<StripeRef>>> {};
 template <>

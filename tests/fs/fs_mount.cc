@@ -1,5 +1,6 @@
 #include "tests/fs/fs_mount.h"
 
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <iterator>
 
 #include "fuse/kernel_knobs.h"
+#include "fs/stats_socket.h"
+#include "fuse/fuse_mount.h"
 
 namespace stripefs::fs::testing {
 
@@ -186,7 +189,41 @@ Status FsMount::Up() {
   return Status::Ok();
 }
 
+Status FsMount::StartDaemon() {
+  Teardown();
+  const std::string source =
+      opts_.backend == FsBackend::kCluster
+          ? "--meta " + meta_address_ + " --key " + vol_dir_ + "/cluster.key"
+          : vol_dir_;
+  const std::string log = root_ + "/daemon-cli.log";
+  if (int rc = RunCli("mount " + source + " " + mnt_, log); rc != 0) {
+    return Status::IoError("stripefs mount failed (exit " + std::to_string(rc) +
+                           "):\n" + Tail(log));
+  }
+  std::ifstream pf(RuntimePathsFor(mnt_).pidfile);
+  if (!(pf >> daemon_pid_) || daemon_pid_ <= 0) {
+    daemon_pid_ = 0;
+    return Status::IoError("no pid file after stripefs mount");
+  }
+  return Status::Ok();
+}
+
+Status FsMount::KillDaemon() {
+  if (daemon_pid_ <= 0) return Status::InvalidArgument("no daemon running");
+  const pid_t pid = static_cast<pid_t>(daemon_pid_);
+  daemon_pid_ = 0;
+  if (::kill(pid, SIGKILL) != 0) return Status::FromErrno(errno, "kill -9");
+  // Not our child (the CLI daemonized it): poll until it is gone (5 s).
+  for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i) ::usleep(50000);
+  if (::kill(pid, 0) == 0) return Status::IoError("daemon survived SIGKILL");
+  if (fuse::IsFuseMountPoint(mnt_)) {
+    STRIPEFS_RETURN_IF_ERROR(fuse::UnmountPath(mnt_, true));
+  }
+  return Status::Ok();
+}
+
 void FsMount::Teardown() {
+  if (daemon_pid_ > 0) (void)KillDaemon();
   if (!service_) return;
   Status st = service_->Stop();
   if (!st.ok()) std::fprintf(stderr, "teardown: %s\n", st.ToString().c_str());

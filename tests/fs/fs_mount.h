@@ -76,7 +76,13 @@ class FsMount {
   Result<std::unique_ptr<MountService>> MountAgain(const std::string& name,
                                                    StripeFsOptions fs,
                                                    bool writeback_cache);
-  void Teardown();  // unmount and close (idempotent)
+  void Teardown();  // unmount and close (idempotent); kills a daemon
+  // Crash tests: unmounts, then serves the same volume from a `stripefs
+  // mount` daemon (the real binary) on the same mountpoint ...
+  Status StartDaemon();
+  // ... which this SIGKILLs (waits for it to exit, detaches the dead mount).
+  // Remount() then mounts in process again, as after a crash.
+  Status KillDaemon();
 
  private:
   FsMount() = default;
@@ -91,6 +97,7 @@ class FsMount {
   std::string space_dir_;     // the tmpfs, when space_limit_mib > 0
   std::string meta_address_;  // cluster backend
   bool cluster_started_ = false;
+  long daemon_pid_ = 0;  // StartDaemon, until KillDaemon
   std::unique_ptr<MountService> service_;
 };
 

@@ -8,15 +8,24 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/falloc.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <ostream>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -552,6 +561,345 @@ TEST_P(FsPosixTest, PersistenceAcrossRemount) {
   // Only the order is certain: not before that write, not after the remount.
   EXPECT_GE(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_LE(after.st_mtim.tv_sec, remounted.tv_sec);
+}
+
+// Bounded wait until the volume has no orphans left (the kernel sends
+// FORGET/RELEASE asynchronously after close).
+bool OrphansGone(Volume& v) {
+  for (int i = 0; i < 100; ++i) {
+    auto o = v.meta().ListOrphans();
+    if (o.ok() && o->empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST_P(FsPosixTest, RemovedOpenDirectoryStaysValidWithNlinkZero) {
+  // rmdir of an open directory.
+  ASSERT_EQ(::mkdir(P("b").c_str(), 0755), 0);
+  int fd = ::open(P("b").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::rmdir(P("b").c_str()), 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_nlink, 0u);
+  // Creating inside a removed directory fails as on any Linux fs.
+  EXPECT_EQ(::openat(fd, "x", O_CREAT | O_WRONLY, 0644), -1);
+  EXPECT_EQ(errno, ENOENT);
+  ::close(fd);
+  // rename(A, B) over an open directory B.
+  ASSERT_EQ(::mkdir(P("A").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(P("B").c_str(), 0700), 0);
+  fd = ::open(P("B").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  struct stat before {};
+  ASSERT_EQ(::fstat(fd, &before), 0);
+  ASSERT_EQ(::rename(P("A").c_str(), P("B").c_str()), 0);
+  ASSERT_EQ(::fstat(fd, &st), 0) << std::strerror(errno);
+  EXPECT_EQ(st.st_ino, before.st_ino);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_nlink, 0u);
+  DIR* dir = ::fdopendir(fd);  // takes fd
+  ASSERT_NE(dir, nullptr);
+  while (::readdir(dir) != nullptr) {
+  }
+  ::closedir(dir);
+  struct stat now {};
+  ASSERT_EQ(::stat(P("B").c_str(), &now), 0);
+  EXPECT_NE(now.st_ino, before.st_ino);  // the moved A
+  // Both removed directories are purged once the kernel lets go.
+  EXPECT_TRUE(OrphansGone(m_->volume()));
+}
+
+TEST_P(FsPosixTest, TmpFileIsAnonymousUntilLinkedElsePurged) {
+  ASSERT_EQ(::mkdir(P("t").c_str(), 0755), 0);
+  auto d = Pattern(kMiB + 4321, 21);
+  // Linked through /proc/self/fd: keeps its data, across a remount.
+  int fd = ::open(P("t").c_str(), O_TMPFILE | O_RDWR, 0640);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  WriteAll(fd, d, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_nlink, 0u);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(d.size()));
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  ASSERT_EQ(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, P("t/named").c_str(),
+                     AT_SYMLINK_FOLLOW),
+            0)
+      << std::strerror(errno);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_nlink, 1u);
+  ::close(fd);
+  // linkat(AT_EMPTY_PATH) names another one.
+  fd = ::open(P("t").c_str(), O_TMPFILE | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, Pattern(1000, 22), 0);
+  int dirfd = ::open(P("t").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dirfd, 0);
+  ASSERT_EQ(::linkat(fd, "", dirfd, "second", AT_EMPTY_PATH), 0)
+      << std::strerror(errno);
+  ::close(dirfd);
+  ::close(fd);
+  const uint64_t purged = m_->fs().counters().inodes_purged.load();
+  // O_EXCL: never linkable.
+  fd = ::open(P("t").c_str(), O_TMPFILE | O_RDWR | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd)).c_str(),
+                     AT_FDCWD, P("t/never").c_str(), AT_SYMLINK_FOLLOW),
+            -1);
+  ::close(fd);
+  // Not linked: purged, data and all, at the last close.
+  fd = ::open(P("t").c_str(), O_TMPFILE | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, Pattern(3 * kMiB, 23), 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  EXPECT_TRUE(OrphansGone(m_->volume()));
+  // The counter moves after the chunk deletes: bounded wait.
+  for (int i = 0;
+       i < 100 && m_->fs().counters().inodes_purged.load() < purged + 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(m_->fs().counters().inodes_purged.load(), purged + 2);
+  DIR* dir = ::opendir(P("t").c_str());
+  ASSERT_NE(dir, nullptr);
+  std::set<std::string> names;
+  while (auto* e = ::readdir(dir)) names.insert(e->d_name);
+  ::closedir(dir);
+  EXPECT_EQ(names, (std::set<std::string>{".", "..", "named", "second"}));
+  ASSERT_TRUE(m_->Remount().ok());
+  EXPECT_EQ(ReadAll(P("t/named")), d);
+  EXPECT_EQ(ReadAll(P("t/second")), Pattern(1000, 22));
+}
+
+TEST_P(FsPosixTest, TmpFileOrphanDoesNotSurviveADaemonCrash) {
+  ASSERT_TRUE(m_->StartDaemon().ok());
+  int fd = ::open(P("").c_str(), O_TMPFILE | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  WriteAll(fd, Pattern(2 * kMiB, 24), 0);
+  ASSERT_EQ(::fsync(fd), 0);  // stripes committed: an orphan with data
+  Status st = m_->KillDaemon();
+  ::close(fd);  // the connection is gone: nothing reaches a server
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(m_->Remount().ok());
+  EXPECT_EQ(m_->fs().counters().orphans_purged_at_mount.load(), 1u);
+  auto orphans = m_->volume().meta().ListOrphans();
+  ASSERT_TRUE(orphans.ok());
+  EXPECT_TRUE(orphans->empty());
+}
+
+// fstat that asks the server (the kernel caches attributes for the attr
+// timeout, and st_blocks changes when the server commits, not on WRITE).
+int FreshStat(int fd, struct stat* st) {
+  struct statx sx {};
+  if (::statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_BASIC_STATS,
+              &sx) != 0) {
+    return -1;
+  }
+  *st = {};
+  st->st_size = static_cast<off_t>(sx.stx_size);
+  st->st_blocks = static_cast<blkcnt_t>(sx.stx_blocks);
+  st->st_nlink = sx.stx_nlink;
+  st->st_mode = sx.stx_mode;
+  return 0;
+}
+
+TEST_P(FsPosixTest, SparseFilesCountOnlyStoredStripes) {
+  // The example: 50 KiB at 1.6 MiB (tmpfs: 104 blocks).
+  const off_t off = 1677722;
+  auto d = Pattern(50 * 1024, 31);
+  int fd = ::open(P("sparse").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  WriteAll(fd, d, off);
+  ASSERT_EQ(::fsync(fd), 0);
+  struct stat st {};
+  ASSERT_EQ(FreshStat(fd, &st), 0);
+  const uint64_t size = off + d.size();
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), size);
+  // Stripe 0 is a hole; stripe 1's data share up to EOF is stored.
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, d.size());
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, size - kMiB + 511);
+  std::printf("50 KiB at 1.6 MiB: st_blocks %lld\n",
+              static_cast<long long>(st.st_blocks));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), static_cast<off_t>(kMiB));
+  EXPECT_EQ(::lseek(fd, 0, SEEK_HOLE), 0);
+  // Truncated, then extended: all hole.
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  ASSERT_EQ(::ftruncate(fd, 8 * kMiB), 0);
+  ASSERT_EQ(FreshStat(fd, &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), -1);
+  EXPECT_EQ(errno, ENXIO);
+  ::close(fd);
+  // Punched: the whole stripes inside are holes, the edges zeros.
+  auto model = Pattern(3 * kMiB - 100, 34);
+  PutFile(P("punched"), model);
+  fd = ::open(P("punched").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        kMiB / 2, 2 * kMiB),
+            0)
+      << std::strerror(errno);
+  std::fill(model.begin() + kMiB / 2, model.begin() + kMiB / 2 + 2 * kMiB, 0);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        2 * kMiB, kMiB),
+            0);  // to EOF: the last stripe goes too
+  std::fill(model.begin() + 2 * kMiB, model.end(), 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(FreshStat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(model.size()));
+  EXPECT_EQ(st.st_blocks, static_cast<blkcnt_t>(kMiB / 512));  // stripe 0
+  EXPECT_EQ(::lseek(fd, 0, SEEK_HOLE), static_cast<off_t>(kMiB));
+  EXPECT_EQ(::lseek(fd, kMiB, SEEK_DATA), -1);
+  EXPECT_EQ(errno, ENXIO);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(P("punched")), model);
+  // A dense file counts its size exactly (no parity), also after a remount.
+  PutFile(P("dense"), Pattern(3 * kMiB, 32));
+  PutFile(P("small"), Pattern(10, 33));
+  ASSERT_TRUE(m_->Remount().ok());
+  EXPECT_EQ(ReadAll(P("punched")), model);
+  ASSERT_EQ(::stat(P("dense").c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, static_cast<blkcnt_t>(3 * kMiB / 512));
+  ASSERT_EQ(::stat(P("small").c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 1);
+  ASSERT_EQ(::stat(P("sparse").c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+}
+
+TEST_P(FsPosixTest, RenameWhiteoutLeavesAWhiteout) {
+  PutFile(P("src"), Pattern(5000, 41));
+  ASSERT_EQ(::renameat2(AT_FDCWD, P("src").c_str(), AT_FDCWD, P("dst").c_str(),
+                        RENAME_WHITEOUT),
+            0)
+      << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(::stat(P("src").c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(0, 0));
+  EXPECT_EQ(ReadAll(P("dst")), Pattern(5000, 41));
+  // With NOREPLACE over an existing name: EEXIST, nothing changes.
+  PutFile(P("src2"), Pattern(10, 42));
+  EXPECT_EQ(::renameat2(AT_FDCWD, P("src2").c_str(), AT_FDCWD, P("dst").c_str(),
+                        RENAME_WHITEOUT | RENAME_NOREPLACE),
+            -1);
+  EXPECT_EQ(errno, EEXIST);
+  // Survives a remount (it is a real inode, not a cached dentry).
+  ASSERT_TRUE(m_->Remount().ok());
+  ASSERT_EQ(::lstat(P("src").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(0, 0));
+}
+
+// overlayfs with its upper and work directories on stripefs: deleting and
+// renaming lower files leaves whiteouts in the upper layer.
+TEST_P(FsPosixTest, OverlayfsUpperLayerOnStripefs) {
+  char tmpl[] = "/tmp/stripefs-ovl.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  struct Cleanup {
+    std::string root, merged;
+    ~Cleanup() {
+      ::umount2(merged.c_str(), MNT_DETACH);
+      RemoveTree(root);
+    }
+  } cleanup{root, root + "/merged"};
+  const std::string lower = root + "/lower", merged = root + "/merged";
+  ASSERT_EQ(::mkdir(lower.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(merged.c_str(), 0755), 0);
+  PutFile(lower + "/gone", Pattern(100, 61));
+  PutFile(lower + "/moved", Pattern(200, 62));
+  ASSERT_EQ(::mkdir(P("upper").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(P("work").c_str(), 0755), 0);
+  const std::string opts =
+      "lowerdir=" + lower + ",upperdir=" + P("upper") + ",workdir=" + P("work");
+  {
+    std::ifstream fs("/proc/filesystems");
+    std::string all(std::istreambuf_iterator<char>(fs), {});
+    if (all.find("\toverlay\n") == std::string::npos) {
+      GTEST_SKIP()
+          << "SKIPPED: no overlayfs in this kernel (/proc/filesystems)";
+    }
+  }
+  // overlayfs refuses (EINVAL) an upper layer without RENAME_WHITEOUT and
+  // O_TMPFILE support.
+  ASSERT_EQ(::mount("overlay", merged.c_str(), "overlay", 0, opts.c_str()), 0)
+      << std::strerror(errno) << " (see dmesg)";
+  ASSERT_EQ(::unlink((merged + "/gone").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::rename((merged + "/moved").c_str(), (merged + "/new").c_str()), 0)
+      << std::strerror(errno);
+  PutFile(merged + "/fresh", Pattern(300, 63));
+  struct stat st {};
+  EXPECT_EQ(::stat((merged + "/gone").c_str(), &st), -1);
+  EXPECT_EQ(::stat((merged + "/moved").c_str(), &st), -1);
+  EXPECT_EQ(ReadAll(merged + "/new"), Pattern(200, 62));
+  EXPECT_EQ(ReadAll(merged + "/fresh"), Pattern(300, 63));
+  ASSERT_EQ(::umount2(merged.c_str(), 0), 0) << std::strerror(errno);
+  // The upper layer as stored: whiteouts for both lower names.
+  for (const char* w : {"gone", "moved"}) {
+    ASSERT_EQ(::lstat(P(std::string("upper/") + w).c_str(), &st), 0) << w;
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << w;
+    EXPECT_EQ(st.st_rdev, makedev(0, 0)) << w;
+  }
+  EXPECT_EQ(ReadAll(P("upper/new")), Pattern(200, 62));
+  EXPECT_EQ(ReadAll(P("upper/fresh")), Pattern(300, 63));
+}
+
+// The unsupported operations of docs/filesystem.md, each with its errno.
+TEST_P(FsPosixTest, UnsupportedOperationsGiveTheDocumentedErrno) {
+  PutFile(P("u1"), Pattern(2 * kMiB, 51));
+  PutFile(P("u2"), Pattern(2 * kMiB, 52));
+  int a = ::open(P("u1").c_str(), O_RDWR);
+  int b = ::open(P("u2").c_str(), O_RDWR);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  auto expect_errno = [](int rc, int want, const char* what) {
+    EXPECT_EQ(rc, -1) << what;
+    EXPECT_EQ(errno, want) << what << ": " << std::strerror(errno);
+  };
+  expect_errno(::ioctl(b, FICLONE, a), EOPNOTSUPP, "FICLONE");
+  struct file_clone_range cr {};
+  cr.src_fd = a;
+  cr.src_length = kMiB;
+  expect_errno(::ioctl(b, FICLONERANGE, &cr), EOPNOTSUPP, "FICLONERANGE");
+  std::vector<uint8_t> dedupe(sizeof(file_dedupe_range) +
+                              sizeof(file_dedupe_range_info));
+  auto* dr = reinterpret_cast<file_dedupe_range*>(dedupe.data());
+  dr->src_length = kMiB;
+  dr->dest_count = 1;
+  dr->info[0].dest_fd = b;
+  expect_errno(::ioctl(a, FIDEDUPERANGE, dr), EOPNOTSUPP, "FIDEDUPERANGE");
+  expect_errno(::fallocate(a, FALLOC_FL_COLLAPSE_RANGE, 0, kMiB), EOPNOTSUPP,
+               "COLLAPSE_RANGE");
+  expect_errno(::fallocate(a, FALLOC_FL_INSERT_RANGE, 0, kMiB), EOPNOTSUPP,
+               "INSERT_RANGE");
+  expect_errno(::fallocate(a, FALLOC_FL_PUNCH_HOLE, 0, kMiB), EOPNOTSUPP,
+               "PUNCH_HOLE without KEEP_SIZE");
+  std::vector<uint8_t> fm(sizeof(fiemap) + sizeof(fiemap_extent));
+  auto* f = reinterpret_cast<fiemap*>(fm.data());
+  f->fm_length = FIEMAP_MAX_OFFSET;
+  f->fm_extent_count = 1;
+  expect_errno(::ioctl(a, FS_IOC_FIEMAP, f), EOPNOTSUPP, "FS_IOC_FIEMAP");
+  uint32_t how = 0;  // FS_SHUTDOWN_FLAGS_DEFAULT
+  expect_errno(::ioctl(a, _IOR('X', 125, uint32_t), &how), ENOTTY,
+               "FS_IOC_SHUTDOWN");
+  long flags = 0;
+  expect_errno(::ioctl(a, FS_IOC_GETFLAGS, &flags), ENOTTY, "FS_IOC_GETFLAGS");
+  // Locks are the kernel's own (local to this mount).
+  EXPECT_EQ(::flock(a, LOCK_EX | LOCK_NB), 0) << std::strerror(errno);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_len = 100;
+  EXPECT_EQ(::fcntl(b, F_SETLK, &fl), 0) << std::strerror(errno);
+  // copy_file_range works (the kernel copies through read/write).
+  loff_t in = 0, out = 0;
+  EXPECT_EQ(::copy_file_range(a, &in, b, &out, 4096, 0), 4096);
+  ::close(a);
+  ::close(b);
 }
 
 class FsPosixNoCoalesceTest : public FsPosixTest {

@@ -242,7 +242,8 @@ TEST_P(MetaStoreTest, CreateErrors) {
     EXPECT_EQ(Err(store_->MkNode(kRootInode, dots, S_IFREG, 0, 0, 0)), EEXIST);
     EXPECT_EQ(Err(store_->Mkdir(kRootInode, dots, 0755, 0, 0)), EEXIST);
   }
-  EXPECT_EQ(Err(store_->MkNode(kRootInode, "", S_IFREG, 0, 0, 0)), EINVAL);
+  EXPECT_EQ(Err(store_->MkNode(kRootInode, "", S_IFIFO, 0, 0, 0)), EINVAL);
+  EXPECT_EQ(Err(store_->Mkdir(kRootInode, "", 0755, 0, 0)), EINVAL);
   EXPECT_EQ(Err(store_->MkNode(kRootInode, "a/b", S_IFREG, 0, 0, 0)), EINVAL);
   EXPECT_EQ(
       Err(store_->MkNode(kRootInode, std::string("a\0b", 3), S_IFREG, 0, 0, 0)),
@@ -283,7 +284,7 @@ TEST_P(MetaStoreTest, MkdirRmdirNlink) {
   Dir(a, "c");
   EXPECT_EQ(Attr(a).nlink, 4u);
   EXPECT_EQ(Must(store_->Lookup(b, "..")).ino, a);
-  File(b, "f");
+  uint64_t f = File(b, "f");
   EXPECT_EQ(Err(store_->Rmdir(a, "b")), ENOTEMPTY);
   EXPECT_EQ(Err(store_->Rmdir(b, "f")), ENOTDIR);
   EXPECT_EQ(Err(store_->Rmdir(a, "nope")), ENOENT);
@@ -294,16 +295,24 @@ TEST_P(MetaStoreTest, MkdirRmdirNlink) {
   ASSERT_TRUE(store_->Unlink(b, "f").ok());
   ASSERT_TRUE(store_->Rmdir(a, "b").ok());
   EXPECT_EQ(Attr(a).nlink, 3u);
-  EXPECT_EQ(Err(store_->GetAttr(b)), ENOENT);
+  // The removed directory is an orphan until purged (open handles).
+  EXPECT_EQ(Attr(b).nlink, 0u);
+  EXPECT_EQ(Must(store_->ReadDir(b, 0, 10)).size(), 2u);  // "." and ".."
   EXPECT_EQ(Err(store_->Lookup(a, "b")), ENOENT);
+  EXPECT_EQ(Must(store_->ListOrphans()), (std::vector<uint64_t>{b, f}));
+  std::vector<ObsoleteStripe> ob;
+  ASSERT_TRUE(store_->PurgeInode(b, &ob).ok());
+  EXPECT_EQ(Err(store_->GetAttr(b)), ENOENT);
   ASSERT_TRUE(store_->SetXattr(a, "user.x", "1", 0).ok());
   ASSERT_TRUE(store_->Rmdir(a, "c").ok());
   ASSERT_TRUE(store_->Rmdir(kRootInode, "a").ok());
   EXPECT_EQ(Attr(kRootInode).nlink, 2u);
+  EXPECT_EQ(Must(store_->ListXattr(a)).size(), 1u);  // kept until purged
+  ASSERT_TRUE(store_->PurgeInode(a, &ob).ok());
   EXPECT_EQ(Err(store_->ListXattr(a)), ENOENT);
   auto c = CheckInvariants(*store_);
   EXPECT_EQ(c.dirs, 1u);
-  EXPECT_EQ(c.orphans, 1u);  // "f" was unlinked but never purged
+  EXPECT_EQ(c.orphans, 2u);  // "f" and directory "c": never purged
 }
 
 TEST_P(MetaStoreTest, SymlinkAndReadLink) {
@@ -351,6 +360,50 @@ TEST_P(MetaStoreTest, LinkCountsAndErrors) {
   EXPECT_EQ(Must(store_->ListOrphans()), std::vector<uint64_t>{f});
   // An orphan cannot get new links.
   EXPECT_EQ(Err(store_->Link(f, d, "back")), ENOENT);
+  CheckInvariants(*store_);
+}
+
+TEST_P(MetaStoreTest, AnonymousFileIsAnOrphanUntilItsFirstLink) {
+  uint64_t d = Dir(kRootInode, "d");
+  auto t = Must(store_->MkNode(d, "", S_IFREG | 0600, 5, 6, 0));
+  EXPECT_EQ(t.nlink, 0u);
+  EXPECT_EQ(t.mode, static_cast<uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(t.uid, 5u);
+  EXPECT_EQ(Must(store_->ReadDir(d, 0, 10)).size(), 2u);  // no entry
+  EXPECT_EQ(Must(store_->ListOrphans()), std::vector<uint64_t>{t.ino});
+  CheckInvariants(*store_);
+  EXPECT_EQ(Err(store_->MkNode(t.ino, "", S_IFREG | 0600, 0, 0, 0)), ENOTDIR);
+  EXPECT_EQ(Err(store_->MkNode(d, "", S_IFCHR | 0600, 0, 0, 0)), EINVAL);
+  Commit(t.ino, 0, 5000);
+  auto l = Must(store_->Link(t.ino, kRootInode, "named"));
+  EXPECT_EQ(l.nlink, 1u);
+  EXPECT_EQ(l.size, 5000u);
+  EXPECT_TRUE(Must(store_->ListOrphans()).empty());
+  // Unlinked again it is an ordinary orphan: no second resurrection.
+  ASSERT_TRUE(store_->Unlink(kRootInode, "named").ok());
+  EXPECT_EQ(Err(store_->Link(t.ino, kRootInode, "again")), ENOENT);
+  CheckInvariants(*store_);
+}
+
+TEST_P(MetaStoreTest, DropStripesPunchesWholeStripesAndKeepsTheSize) {
+  uint64_t f = File(kRootInode, "f");
+  std::vector<uint64_t> v;
+  const uint64_t S = geo_.stripe_size();
+  for (uint64_t s = 0; s < 4; ++s) v.push_back(Commit(f, s, (s + 1) * S));
+  std::vector<ObsoleteStripe> ob;
+  ASSERT_TRUE(store_->DropStripes(f, 1, 2, &ob).ok());
+  EXPECT_EQ(ob, (std::vector<ObsoleteStripe>{{f, 1, v[1]}, {f, 2, v[2]}}));
+  auto left = Must(store_->GetStripes(f, 0, 10));
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].stripe, 0u);
+  EXPECT_EQ(left[1].stripe, 3u);
+  EXPECT_EQ(Attr(f).size, 4 * S);
+  ob.clear();
+  ASSERT_TRUE(store_->DropStripes(f, 1, 2, &ob).ok());  // already holes
+  EXPECT_TRUE(ob.empty());
+  EXPECT_EQ(Err(store_->DropStripes(f, 0, 0, &ob)), EINVAL);
+  EXPECT_EQ(Err(store_->DropStripes(kRootInode, 0, 1, &ob)), EINVAL);
+  EXPECT_EQ(Err(store_->DropStripes(999, 0, 1, &ob)), ENOENT);
   CheckInvariants(*store_);
 }
 
@@ -660,7 +713,8 @@ TEST_P(MetaStoreTest, RenameDirectoryUpdatesDotDotAndNlink) {
   uint64_t replaced = 0;
   ASSERT_TRUE(store_->Rename(b, "d", a, "e", 0, &replaced).ok());
   EXPECT_EQ(replaced, e);
-  EXPECT_EQ(Err(store_->GetAttr(e)), ENOENT);  // directories are not orphaned
+  EXPECT_EQ(Attr(e).nlink, 0u);  // orphaned like an rmdir'ed directory
+  EXPECT_EQ(Must(store_->ListOrphans()), std::vector<uint64_t>{e});
   EXPECT_EQ(Attr(a).nlink, 3u);
   EXPECT_EQ(Attr(b).nlink, 2u);
   CheckInvariants(*store_);
@@ -700,7 +754,9 @@ TEST_P(MetaStoreTest, RenameErrors) {
             ENOENT);
   EXPECT_EQ(Err(store_->Rename(kRootInode, "f", kRootInode, "zz", 3, &r)),
             EINVAL);
-  EXPECT_EQ(Err(store_->Rename(kRootInode, "f", kRootInode, "zz", 4, &r)),
+  EXPECT_EQ(Err(store_->Rename(kRootInode, "f", kRootInode, "zz", 6, &r)),
+            EINVAL);
+  EXPECT_EQ(Err(store_->Rename(kRootInode, "f", kRootInode, "zz", 8, &r)),
             EINVAL);
   // Exchange that would put a directory under itself.
   EXPECT_EQ(Err(store_->Rename(sub, "deep", kRootInode, "a", 2, &r)), EINVAL);
@@ -737,6 +793,32 @@ TEST_P(MetaStoreTest, RenameOntoItselfOrHardLinkIsNoop) {
   uint64_t d = Dir(kRootInode, "d");
   ASSERT_TRUE(store_->Rename(kRootInode, "d", kRootInode, "d", 0, &r).ok());
   EXPECT_EQ(Must(store_->Lookup(kRootInode, "d")).ino, d);
+  CheckInvariants(*store_);
+}
+
+TEST_P(MetaStoreTest, RenameWhiteoutLeavesACharDeviceZeroZero) {
+  uint64_t a = Dir(kRootInode, "a");
+  uint64_t f = File(kRootInode, "f");
+  uint64_t old_target = File(a, "g");
+  uint64_t r = 0;
+  ASSERT_TRUE(store_->Rename(kRootInode, "f", a, "g", 4, &r).ok());
+  EXPECT_EQ(r, old_target);
+  EXPECT_EQ(Must(store_->Lookup(a, "g")).ino, f);
+  auto w = Must(store_->Lookup(kRootInode, "f"));
+  EXPECT_NE(w.ino, f);
+  EXPECT_EQ(w.mode, static_cast<uint32_t>(S_IFCHR));
+  EXPECT_EQ(w.rdev, 0u);
+  EXPECT_EQ(w.nlink, 1u);
+  EXPECT_EQ(w.uid, 1u);  // owned like the moved file
+  // With NOREPLACE: EEXIST when the target exists, nothing changes.
+  EXPECT_EQ(Err(store_->Rename(kRootInode, "f", a, "g", 5, &r)), EEXIST);
+  uint64_t d = Dir(a, "d");
+  ASSERT_TRUE(store_->Rename(a, "d", kRootInode, "d", 5, &r).ok());
+  EXPECT_EQ(Must(store_->Lookup(kRootInode, "d")).ino, d);
+  EXPECT_TRUE(S_ISCHR(Must(store_->Lookup(a, "d")).mode));
+  EXPECT_EQ(Attr(a).nlink, 2u);  // the directory left, the whiteout is no dir
+  Reopen();
+  EXPECT_TRUE(S_ISCHR(Must(store_->Lookup(kRootInode, "f")).mode));
   CheckInvariants(*store_);
 }
 
