@@ -5,9 +5,9 @@
 //
 // Node lifetime: the kernel's lookup count and the open handles of every
 // inode are tracked. An inode whose link count reached zero (unlink, rename
-// over it) is purged -- metadata deleted, stripe chunks deleted -- once no
-// lookups and no open handles remain. Orphans left by a crash are purged
-// when the file system starts (ListOrphans()).
+// over it) is queued for the background OrphanPurger (stripe chunks deleted,
+// then metadata) once no lookups and no open handles remain. Orphans left by
+// a crash are queued when the file system starts (ListOrphans()).
 //
 // Caching: entries and attributes are valid for `attr_timeout`. With the
 // writeback cache the kernel owns size and mtime while pages are dirty: WRITE
@@ -33,6 +33,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backend/client/orphan_purger.h"
 #include "backend/client/volume.h"
 #include "fs/fs_counters.h"
 #include "fs/stripe_writer.h"
@@ -163,6 +164,7 @@ class StripeFs : public fuse::RawFileSystem {
   std::shared_ptr<StripeWriter> WriterFor(uint64_t ino, bool create);
   // Purges `ino` if it is an orphan nobody references (nodes_mu_ NOT held).
   void MaybePurge(uint64_t ino);
+  // Queues `ino` for the purger.
   void Purge(uint64_t ino);
   void MarkOrphan(uint64_t ino);
   void FlusherLoop();
@@ -194,6 +196,8 @@ class StripeFs : public fuse::RawFileSystem {
   bool stop_ = false;
   std::thread flusher_;
   std::atomic<bool> destroyed_{false};
+  // Last: destroyed (drained) first, while everything it uses still lives.
+  std::unique_ptr<OrphanPurger> purger_;
 };
 
 }  // namespace stripefs::fs

@@ -110,7 +110,7 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
     ASSERT_NE(MsgTypeName(n), nullptr);
     EXPECT_TRUE(names.insert(MsgTypeName(n)).second);
   }
-  EXPECT_EQ(AllMsgTypes().size(), 38u);
+  EXPECT_EQ(AllMsgTypes().size(), 39u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 
