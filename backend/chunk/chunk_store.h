@@ -102,8 +102,10 @@ struct ChunkStoreOptions {
   // Zero-filled segment files kept ready in the background, so that data
   // syncs commit no extent conversion (segment_set.h). Only on a file
   // system of at least kMinSegmentsForSpares segments, and while 16
-  // segments plus the reserve are free. 0: segments are only preallocated.
-  uint32_t spare_segments = 2;
+  // segments plus the reserve are free. 0 (default: the zero writes cost
+  // more than they saved on the VM measured, docs/chunk-store.md):
+  // segments are only preallocated.
+  uint32_t spare_segments = 0;
   // Punch the extent of a deleted version out of its segment at once.
   bool punch_holes = true;
   // Background compaction: a sealed segment whose live bytes fall below this
