@@ -11,6 +11,7 @@ PKGS=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   clang clang-format clang-tidy libclang-rt-14-dev
   fio iproute2 python3 python3-matplotlib kmod procps psmisc
+  linux-perf  # bench write: syncs per MiB and --profile
 )
 KERNEL_PKGS=(
   qemu-system-x86 busybox-static cpio bc bison flex libelf-dev libssl-dev
