@@ -10,6 +10,8 @@ namespace {
 constexpr size_t kGroup = 256;
 // Stripes asked for per GetStripes call.
 constexpr uint64_t kStripePage = 4096;
+// PurgeInode calls in flight per group.
+constexpr size_t kPurgesInFlight = 8;
 
 bool StripeLess(const ObsoleteStripe& a, const ObsoleteStripe& b) {
   return std::tie(a.inode, a.stripe, a.version) <
@@ -91,22 +93,34 @@ void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
   p_.client->DeleteStripes(stripes);
   p_.client->DrainGarbage();
   std::sort(stripes.begin(), stripes.end(), StripeLess);
-  for (uint64_t ino : orphans) {
-    std::vector<ObsoleteStripe> dropped;
-    Status st = p_.meta->PurgeInode(ino, &dropped);
-    if (st.ok()) {
-      p_.purged->fetch_add(1);
-    } else if (st.code() != EBUSY && st.code() != ENOENT) {
-      p_.errors->fetch_add(1);
+  // Several PurgeInode calls in flight, so metad's group commit can cover
+  // them with one sync.
+  std::atomic<size_t> next{0};
+  std::mutex rest_mu;
+  std::vector<ObsoleteStripe> rest;
+  auto purge = [&] {
+    for (size_t i = next++; i < orphans.size(); i = next++) {
+      std::vector<ObsoleteStripe> dropped;
+      Status st = p_.meta->PurgeInode(orphans[i], &dropped);
+      if (st.ok()) {
+        p_.purged->fetch_add(1);
+      } else if (st.code() != EBUSY && st.code() != ENOENT) {
+        p_.errors->fetch_add(1);
+      }
+      // Stripes the listing did not see (none without a writer) go too.
+      std::lock_guard<std::mutex> lock(rest_mu);
+      for (const ObsoleteStripe& o : dropped) {
+        if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
+          rest.push_back(o);
+      }
     }
-    // Stripes the listing did not see (none without a writer) go too.
-    std::vector<ObsoleteStripe> rest;
-    for (const ObsoleteStripe& o : dropped) {
-      if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
-        rest.push_back(o);
-    }
-    p_.client->DeleteStripes(rest);
-  }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < std::min(orphans.size(), kPurgesInFlight); ++t)
+    threads.emplace_back(purge);
+  purge();
+  for (auto& t : threads) t.join();
+  p_.client->DeleteStripes(rest);
 }
 
 }  // namespace stripefs
