@@ -85,6 +85,8 @@ StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
       budget_(options_.memory_cap) {
   if (options_.coalesce && options_.send_window > 0)
     sender_ = std::make_unique<StripeSender>(options_.send_window);
+  purger_ = std::make_unique<OrphanPurger>(OrphanPurger::Parts{
+      &meta_, &client_, &counters_.inodes_purged, &counters_.purge_errors});
   if (options_.purge_orphans_at_start) {
     auto orphans = meta_.ListOrphans();
     if (orphans.ok()) {
@@ -362,14 +364,7 @@ void StripeFs::MaybePurge(uint64_t ino) {
 void StripeFs::Purge(uint64_t ino) {
   attr_cache_.Forget(ino);
   client_.ForgetStripeMap(ino);
-  std::vector<ObsoleteStripe> obsolete;
-  Status st = meta_.PurgeInode(ino, &obsolete);
-  if (st.ok()) {
-    client_.DeleteStripes(obsolete);
-    counters_.inodes_purged.fetch_add(1);
-  } else if (st.code() != EBUSY && st.code() != ENOENT) {
-    counters_.purge_errors.fetch_add(1);
-  }
+  purger_->Enqueue(ino);
 }
 
 Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {

@@ -5,10 +5,10 @@
 //
 // Node lifetime: the kernel's lookup count and the open handles of every
 // inode are tracked. An inode whose link count reached zero (unlink, rmdir,
-// rename over it, an O_TMPFILE never linked) is purged -- metadata deleted,
-// stripe chunks deleted -- once no lookups and no open handles remain.
-// Orphans left by a crash are purged when the file system starts
-// (ListOrphans()).
+// rename over it, an O_TMPFILE never linked) is queued for the background
+// OrphanPurger (stripe chunks deleted, then metadata) once no lookups and no
+// open handles remain. Orphans left by a crash are queued when the file
+// system starts (ListOrphans()).
 //
 // st_blocks counts what is stored, in 512-byte units: the data share
 // (k cells of chunk_len, cut at EOF) of each committed stripe, plus the
@@ -52,6 +52,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backend/client/orphan_purger.h"
 #include "backend/client/volume.h"
 #include "fs/attr_cache.h"
 #include "fs/fs_counters.h"
@@ -206,6 +207,7 @@ class StripeFs : public fuse::RawFileSystem {
                                std::span<uint8_t> out);
   // Purges `ino` if it is an orphan nobody references (nodes_mu_ NOT held).
   void MaybePurge(uint64_t ino);
+  // Queues `ino` for the purger.
   void Purge(uint64_t ino);
   void MarkOrphan(uint64_t ino);
   void FlusherLoop();
@@ -249,6 +251,8 @@ class StripeFs : public fuse::RawFileSystem {
   bool stop_ = false;
   std::thread flusher_;
   std::atomic<bool> destroyed_{false};
+  // Last: destroyed (drained) first, while everything it uses still lives.
+  std::unique_ptr<OrphanPurger> purger_;
 };
 
 }  // namespace stripefs::fs

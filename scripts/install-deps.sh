@@ -15,6 +15,7 @@ PKGS=(
   etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   protobuf-compiler golang-etcd-server-dev golang-github-gogo-protobuf-dev
   golang-github-grpc-ecosystem-grpc-gateway-dev
+  linux-perf  # bench write: syncs per MiB and --profile
 )
 KERNEL_PKGS=(
   qemu-system-x86 busybox-static cpio bc bison flex libelf-dev libssl-dev

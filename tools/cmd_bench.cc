@@ -54,7 +54,8 @@ constexpr Driver kDrivers[] = {
      "the write path vs the disk reference (fio O_DIRECT 1 MiB QD8 in the "
      "same run): chunk store, cluster and embedded mounts, CPU per MiB, "
      "random writes, creates/unlinks, partial stripes; one ratio= line per "
-     "row, CSV and markdown in docs/results/write/"},
+     "row, CSV and markdown under --out (docs/results/write/ with "
+     "--update-docs)"},
     {"read", "bench/read/read_bench.py",
      "the read path: 4 KiB random reads (embedded and cluster) vs "
      "passthrough_ll, cluster 1 MiB sequential reads vs the disk and with "

@@ -81,10 +81,28 @@ std::string SegmentFileName(uint64_t seq) {
   return Hex16(seq) + kSegmentSuffix;
 }
 
-bool ParseSegmentFileName(std::string_view name, uint64_t* seq) {
-  const std::string_view suffix = kSegmentSuffix;
+namespace {
+bool ParseHexWithSuffix(std::string_view name, std::string_view suffix,
+                        uint64_t* n) {
   return name.size() == 16 + suffix.size() && name.substr(16) == suffix &&
-         ParseHex64(name.substr(0, 16), seq);
+         ParseHex64(name.substr(0, 16), n);
+}
+}  // namespace
+
+bool ParseSegmentFileName(std::string_view name, uint64_t* seq) {
+  return ParseHexWithSuffix(name, kSegmentSuffix, seq);
+}
+
+std::string SpareFileName(uint64_t n) { return Hex16(n) + kSpareSuffix; }
+
+bool ParseSpareFileName(std::string_view name, uint64_t* n) {
+  return ParseHexWithSuffix(name, kSpareSuffix, n);
+}
+
+std::string SpareTmpFileName(uint64_t n) { return Hex16(n) + kSpareTmpSuffix; }
+
+bool ParseSpareTmpFileName(std::string_view name, uint64_t* n) {
+  return ParseHexWithSuffix(name, kSpareTmpSuffix, n);
 }
 
 bool IsNoSpace(int err) { return err == ENOSPC || err == EDQUOT; }

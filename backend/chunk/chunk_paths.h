@@ -10,6 +10,9 @@
 //   segments/<seq %016x>.seg
 //                     append-only, preallocated segment files holding the
 //                     chunks written by this engine
+//   segments/<n %016x>.spare
+//                     a zero-filled (already written) file waiting to become
+//                     the next segment; "<n>.spare.tmp" while being filled
 //   index.reserve     kIndexReserveBytes preallocated, given up when the index
 //                     cannot be written on a full disk (so deletes, which
 //                     free space only once committed, still commit)
@@ -39,6 +42,8 @@ inline constexpr char kSegmentsName[] = "segments";
 inline constexpr char kDataName[] = "data";
 inline constexpr char kTmpName[] = "tmp";
 inline constexpr char kSegmentSuffix[] = ".seg";
+inline constexpr char kSpareSuffix[] = ".spare";
+inline constexpr char kSpareTmpSuffix[] = ".spare.tmp";
 inline constexpr char kIndexReserveName[] = "index.reserve";
 // Lets the WAL records of deletes and the memtable flush of RocksDB's
 // resume through on a full disk (256 KiB was measured too small).
@@ -55,6 +60,11 @@ bool ParseLegacyChunkFileName(std::string_view name, uint64_t* stripe,
 // "<seq %016x>.seg" <-> seq.
 std::string SegmentFileName(uint64_t seq);
 bool ParseSegmentFileName(std::string_view name, uint64_t* seq);
+// "<n %016x>.spare" <-> n; "<n %016x>.spare.tmp" for one being filled.
+std::string SpareFileName(uint64_t n);
+bool ParseSpareFileName(std::string_view name, uint64_t* n);
+std::string SpareTmpFileName(uint64_t n);
+bool ParseSpareTmpFileName(std::string_view name, uint64_t* n);
 
 bool ParseHex64(std::string_view s, uint64_t* out);
 std::string Hex16(uint64_t v);

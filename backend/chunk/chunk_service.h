@@ -29,6 +29,14 @@ struct ChunkId {
   friend auto operator<=>(const ChunkId&, const ChunkId&) = default;
 };
 
+// One version of one chunk (a batched delete names many).
+struct ChunkVersion {
+  ChunkId id;
+  uint64_t version = 0;
+
+  friend bool operator==(const ChunkVersion&, const ChunkVersion&) = default;
+};
+
 struct ChunkInfo {
   ChunkId id;
   uint64_t version = 0;
@@ -113,6 +121,20 @@ class ChunkService {
     (void)id;
     (void)version;
     return Status::NotSupported("DeleteChunkVersion");
+  }
+
+  // Deletes exactly each (id, version) of `chunks`, like DeleteChunkVersion
+  // (absent ones are OK), in one request and, where the store can, one
+  // durable index commit. Used by the version collector and the purge of
+  // unlinked files, one call per server. The default tries every entry one
+  // by one and returns the first error.
+  virtual Status DeleteChunkVersions(std::span<const ChunkVersion> chunks) {
+    Status first = Status::Ok();
+    for (const ChunkVersion& c : chunks) {
+      Status st = DeleteChunkVersion(c.id, c.version);
+      if (first.ok() && !st.ok()) first = st;
+    }
+    return first;
   }
 
   // Makes (id, to_version) a copy of (id, from_version), whose length is

@@ -10,10 +10,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "backend/chunk/chunk_commit_op.h"
 #include "backend/chunk/chunk_index_codec.h"
@@ -237,9 +239,15 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
   SegmentSet::Options so;
   so.segment_bytes = ScaledSegmentBytes(options.segment_bytes, capacity);
   so.use_direct_io = options.use_direct_io;
+  // A small file system keeps its space for chunks.
+  if (capacity / so.segment_bytes >= kMinSegmentsForSpares) {
+    so.spare_segments = options.spare_segments;
+    so.spare_min_free_bytes = store->reserve_bytes_ + 16 * so.segment_bytes;
+  }
   store->segments_ =
       std::make_unique<SegmentSet>(dir + "/" + chunk_paths::kSegmentsName, so);
   STRIPEFS_RETURN_IF_ERROR(store->OpenSegments());
+  store->segments_->StartFiller();
   store->reserve_fd_.Reset(
       ::open((dir + "/" + chunk_paths::kIndexReserveName).c_str(),
              O_RDWR | O_CREAT | O_CLOEXEC, 0644));
@@ -759,14 +767,13 @@ Status ChunkStore::DeleteChunkVersion(const ChunkId& id, uint64_t version) {
   return DeleteMatching(id, [version](uint64_t v) { return v == version; });
 }
 
-Status ChunkStore::DeleteMatching(const ChunkId& id,
-                                  const std::function<bool(uint64_t)>& doomed) {
-  std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
+Status ChunkStore::PrepareDelete(const ChunkId& id,
+                                 const std::function<bool(uint64_t)>& doomed,
+                                 CommitOp* op, uint64_t* counted,
+                                 uint64_t* counted_bytes) {
   const std::string prefix = EncodeChunkIdPrefix(id);
-  CommitOp op;
-  op.kind = CommitOp::Kind::kDelete;
-  op.id = id;
-  uint64_t counted = 0, counted_bytes = 0;
+  op->kind = CommitOp::Kind::kDelete;
+  op->id = id;
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
@@ -779,25 +786,24 @@ Status ChunkStore::DeleteMatching(const ChunkId& id,
           !doomed(ver)) {
         continue;
       }
-      op.keys.push_back(k.ToString());
+      op->keys.push_back(k.ToString());
       auto v = DecodeChunkValue(
           std::string_view(it->value().data(), it->value().size()));
       if (!v.ok()) continue;  // malformed: uncounted, just removed
-      ++counted;
-      counted_bytes += v->length;
-      op.freed.push_back({ver, std::move(*v)});
+      ++*counted;
+      *counted_bytes += v->length;
+      op->freed.push_back({ver, std::move(*v)});
     }
     if (!it->status().ok()) {
       return Status::IoError("scanning chunk index of " + dir_ + ": " +
                              RocksMessage(it->status()));
     }
   }
-  if (op.keys.empty()) return Status::Ok();
   // Legacy files first, then the index entries: this frees space before the
   // index is written, so deleting works on a full disk. A crash in between
   // leaves entries without files; Sweep drops them (they were being deleted
   // anyway).
-  for (const Freed& f : op.freed) {
+  for (const Freed& f : op->freed) {
     if (f.value.in_segment) continue;
     const std::string path =
         chunk_paths::LegacyChunkPath(data_dir_, id, f.version);
@@ -806,10 +812,62 @@ Status ChunkStore::DeleteMatching(const ChunkId& id,
           std::strerror(errno));
     }
   }
+  return Status::Ok();
+}
+
+Status ChunkStore::DeleteMatching(const ChunkId& id,
+                                  const std::function<bool(uint64_t)>& doomed) {
+  std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
+  CommitOp op;
+  uint64_t counted = 0, counted_bytes = 0;
+  STRIPEFS_RETURN_IF_ERROR(
+      PrepareDelete(id, doomed, &op, &counted, &counted_bytes));
+  if (op.keys.empty()) return Status::Ok();
   Status st = Submit(&op);
   if (!st.ok()) {
     return st.Annotate("deleting " + std::to_string(op.keys.size()) +
                        " versions of " + DescribeChunk(id, 0) +
+                       ": legacy files removed, index entries left (reads "
+                       "report them missing; Sweep drops them)");
+  }
+  chunks_.fetch_sub(counted, std::memory_order_relaxed);
+  bytes_.fetch_sub(counted_bytes, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ChunkStore::DeleteChunkVersions(std::span<const ChunkVersion> chunks) {
+  // The versions per chunk, and the distinct lock stripes, locked in address
+  // order (every other path holds one chunk lock at a time).
+  std::map<ChunkId, std::vector<uint64_t>> by_id;
+  for (const ChunkVersion& c : chunks) by_id[c.id].push_back(c.version);
+  std::vector<std::shared_mutex*> mutexes;
+  for (const auto& [id, versions] : by_id) mutexes.push_back(&LockFor(id));
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<std::unique_lock<std::shared_mutex>> locks;
+  locks.reserve(mutexes.size());
+  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+
+  std::vector<CommitOp> ops(by_id.size());
+  std::vector<CommitOp*> queued;
+  uint64_t counted = 0, counted_bytes = 0;
+  size_t i = 0;
+  for (const auto& [id, versions] : by_id) {
+    CommitOp& op = ops[i++];
+    STRIPEFS_RETURN_IF_ERROR(PrepareDelete(
+        id,
+        [&versions](uint64_t v) {
+          return std::find(versions.begin(), versions.end(), v) !=
+                 versions.end();
+        },
+        &op, &counted, &counted_bytes));
+    if (!op.keys.empty()) queued.push_back(&op);
+  }
+  if (queued.empty()) return Status::Ok();
+  Status st = SubmitAll(queued);
+  if (!st.ok()) {
+    return st.Annotate("deleting " + std::to_string(chunks.size()) +
+                       " chunk versions in " + dir_ +
                        ": legacy files removed, index entries left (reads "
                        "report them missing; Sweep drops them)");
   }
@@ -949,6 +1007,8 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.holes_punched = holes_.load();
   c.chunks_relocated = relocated_.load();
   c.segments_removed = segments_ ? segments_->removed() : 0;
+  c.segments_from_spares = segments_ ? segments_->rolled_onto_spares() : 0;
+  c.spares_filled = segments_ ? segments_->spares_filled() : 0;
   return c;
 }
 

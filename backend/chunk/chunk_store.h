@@ -76,6 +76,9 @@ inline constexpr uint64_t kScaledReserve = ~uint64_t{0};
 // of a small volume do not preallocate it whole.
 inline constexpr uint64_t kMinSegmentBytes = uint64_t{1} << 20;
 uint64_t ScaledSegmentBytes(uint64_t wanted, uint64_t capacity_bytes);
+// Zero-filled spare segments are kept only on a file system this many
+// segments big (ChunkStoreOptions::spare_segments).
+inline constexpr uint64_t kMinSegmentsForSpares = 256;
 
 struct ChunkStoreOptions {
   // Writes are refused with ENOSPC (before anything is written) when the
@@ -96,6 +99,13 @@ struct ChunkStoreOptions {
   uint64_t segment_bytes = uint64_t{64} << 20;
   // Write segments with O_DIRECT where the file system allows it.
   bool use_direct_io = true;
+  // Zero-filled segment files kept ready in the background, so that data
+  // syncs commit no extent conversion (segment_set.h). Only on a file
+  // system of at least kMinSegmentsForSpares segments, and while 16
+  // segments plus the reserve are free. 0 (default: the zero writes cost
+  // more than they saved on the VM measured, docs/chunk-store.md):
+  // segments are only preallocated.
+  uint32_t spare_segments = 0;
   // Punch the extent of a deleted version out of its segment at once.
   bool punch_holes = true;
   // Background compaction: a sealed segment whose live bytes fall below this
@@ -120,6 +130,8 @@ struct ChunkStoreCounters {
   uint64_t holes_punched = 0;
   uint64_t chunks_relocated = 0;  // by compaction
   uint64_t segments_removed = 0;
+  uint64_t segments_from_spares = 0;  // started as a zero-filled spare
+  uint64_t spares_filled = 0;
 };
 
 // What one Sweep() found and did.
@@ -174,6 +186,9 @@ class ChunkStore final : public ChunkService {
   Result<ChunkStoreStats> Stats() override;
   // Deletes exactly (id, version) (absent is OK).
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
+  // All of them in one group commit (one synced index write), holding the
+  // chunk locks they need in address order.
+  Status DeleteChunkVersions(std::span<const ChunkVersion> chunks) override;
   // Whole chunk in a segment: a new index entry sharing the source's extent
   // (CRC-verified first; versions are immutable, and the extent is freed
   // when its last entry goes). A prefix, or a legacy source file: the
@@ -243,6 +258,13 @@ class ChunkStore final : public ChunkService {
                    const std::function<std::span<uint8_t>()>& dest);
   Status DeleteMatching(const ChunkId& id,
                         const std::function<bool(uint64_t)>& doomed);
+  // The delete op of the versions of `id` that `doomed` picks (op->keys
+  // empty when none), their counts, legacy files removed (chunk lock of
+  // `id` held exclusively).
+  Status PrepareDelete(const ChunkId& id,
+                       const std::function<bool(uint64_t)>& doomed,
+                       CommitOp* op, uint64_t* counted,
+                       uint64_t* counted_bytes);
   // Looks up (id, version): *found false when absent; Corruption (counted)
   // when malformed.
   Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
@@ -253,6 +275,9 @@ class ChunkStore final : public ChunkService {
 
   // The group commit (chunk_store_commit.cc).
   Status Submit(CommitOp* op);
+  // Queues ops without data together (so they share one batch) and waits
+  // for all; returns the first error.
+  Status SubmitAll(const std::vector<CommitOp*>& ops);
   // Two stages, each batching what queued up while it was busy: the commit
   // thread fdatasyncs the segments of a batch, the index thread then
   // commits its entries (so batch N's index sync overlaps batch N+1's data

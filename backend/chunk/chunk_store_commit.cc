@@ -5,6 +5,7 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -84,6 +85,26 @@ Status ChunkStore::Submit(CommitOp* op) {
   queue_cv_.notify_one();
   done_cv_.wait(lock, [op] { return op->done; });
   return op->status;
+}
+
+Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  if (stop_) return Status::Unavailable("chunk store " + dir_ + " is closing");
+  for (CommitOp* op : ops) {
+    op->done = false;
+    op->status = Status::Ok();
+    op->extent = {};
+    queue_.push_back(op);
+  }
+  queue_cv_.notify_one();
+  done_cv_.wait(lock, [&ops] {
+    return std::all_of(ops.begin(), ops.end(),
+                       [](const CommitOp* op) { return op->done; });
+  });
+  for (const CommitOp* op : ops) {
+    if (!op->status.ok()) return op->status;
+  }
+  return Status::Ok();
 }
 
 void ChunkStore::CommitLoop() {

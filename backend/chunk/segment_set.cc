@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
@@ -17,6 +21,16 @@ using chunk_paths::IsNoSpace;
 
 SegmentSet::SegmentSet(std::string dir, const Options& options)
     : dir_(std::move(dir)), options_(options) {}
+
+SegmentSet::~SegmentSet() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_fill_.store(true);
+  fill_cv_.notify_all();
+  if (filler_.joinable()) filler_.join();
+}
 
 Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
                                                           bool create) {
@@ -50,6 +64,19 @@ Result<std::vector<uint64_t>> SegmentSet::Load(
                             chunk_paths::ListDir(dir_));
   for (const auto& n : names) {
     uint64_t seq;
+    if (chunk_paths::ParseSpareTmpFileName(n, &seq)) {
+      ::unlink((dir_ + "/" + n).c_str());  // its filler did not finish
+      continue;
+    }
+    if (chunk_paths::ParseSpareFileName(n, &seq)) {
+      next_spare_ = std::max(next_spare_, seq + 1);
+      if (spares_.size() < options_.spare_segments) {
+        spares_.push_back(dir_ + "/" + n);
+      } else {
+        ::unlink((dir_ + "/" + n).c_str());
+      }
+      continue;
+    }
     if (!chunk_paths::ParseSegmentFileName(n, &seq)) continue;
     next_seq_ = std::max(next_seq_, seq + 1);
     const std::string path = dir_ + "/" + n;
@@ -103,39 +130,148 @@ void SegmentSet::SealActiveLocked() {
   MaybeRemoveLocked(was);
 }
 
+std::shared_ptr<SegmentFile> SegmentSet::TakeSpareLocked(uint64_t seq,
+                                                         uint64_t at_least,
+                                                         uint64_t* capacity) {
+  while (!spares_.empty()) {
+    const std::string spare = std::move(spares_.back());
+    spares_.pop_back();
+    fill_cv_.notify_all();
+    struct stat st;
+    if (::stat(spare.c_str(), &st) != 0 ||
+        static_cast<uint64_t>(st.st_size) < at_least) {
+      ::unlink(spare.c_str());
+      continue;
+    }
+    const std::string path = dir_ + "/" + chunk_paths::SegmentFileName(seq);
+    if (::rename(spare.c_str(), path.c_str()) != 0) {
+      ::unlink(spare.c_str());
+      continue;
+    }
+    auto f = OpenFile(seq, false);
+    if (!f.ok()) {
+      ::unlink(path.c_str());
+      continue;
+    }
+    *capacity =
+        static_cast<uint64_t>(st.st_size) / kSegmentAlign * kSegmentAlign;
+    ++rolled_onto_spares_;
+    return *f;
+  }
+  return nullptr;
+}
+
 Status SegmentSet::Roll(uint64_t at_least) {
   SealActiveLocked();
   at_least = std::max<uint64_t>(at_least, kSegmentAlign);
   const uint64_t seq = next_seq_++;
-  STRIPEFS_ASSIGN_OR_RETURN(std::shared_ptr<SegmentFile> f,
-                            OpenFile(seq, true));
-  auto fail = [&](int err, const std::string& what) {
-    ::unlink(f->path.c_str());
-    return Status::FromErrno(err, what + " " + f->path);
-  };
-  uint64_t capacity = std::max(options_.segment_bytes, at_least);
-  if (::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(capacity)) != 0) {
-    int err = errno;
-    // Nearly full: a segment just big enough for this write.
-    if (IsNoSpace(err) && capacity > at_least &&
-        ::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(at_least)) ==
-            0) {
-      capacity = at_least;
-    } else if (err == EOPNOTSUPP) {
-      capacity = UINT64_MAX;  // no preallocation: the file grows as written
-    } else {
-      return fail(err, "preallocate segment");
+  uint64_t capacity = 0;
+  std::shared_ptr<SegmentFile> f = TakeSpareLocked(seq, at_least, &capacity);
+  if (!f) {
+    STRIPEFS_ASSIGN_OR_RETURN(f, OpenFile(seq, true));
+    capacity = std::max(options_.segment_bytes, at_least);
+    if (::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(capacity)) !=
+        0) {
+      int err = errno;
+      // Nearly full: a segment just big enough for this write.
+      if (IsNoSpace(err) && capacity > at_least &&
+          ::fallocate(f->write_fd.get(), 0, 0, static_cast<off_t>(at_least)) ==
+              0) {
+        capacity = at_least;
+      } else if (err == EOPNOTSUPP) {
+        capacity = UINT64_MAX;  // no preallocation: the file grows as written
+      } else {
+        ::unlink(f->path.c_str());
+        return Status::FromErrno(err, "preallocate segment " + f->path);
+      }
     }
   }
   // The segment's name must survive a crash before any entry points into it.
   Status st = FsyncDir(dir_);
-  if (!st.ok()) return fail(st.code(), "fsync directory of");
+  if (!st.ok()) {
+    ::unlink(f->path.c_str());
+    return st.Annotate("new segment " + f->path);
+  }
   Segment s;
   s.file = std::move(f);
   s.capacity = capacity;
   segments_.emplace(seq, std::move(s));
   active_ = seq;
+  ++rolls_;
+  fill_cv_.notify_all();
   return Status::Ok();
+}
+
+void SegmentSet::StartFiller() {
+  if (options_.spare_segments == 0 || filler_.joinable()) return;
+  filler_ = std::thread([this] { FillLoop(); });
+}
+
+bool SegmentSet::RoomForSpare() const {
+  struct statvfs vfs;
+  if (::statvfs(dir_.c_str(), &vfs) != 0) return false;
+  const uint64_t avail =
+      static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+  return avail >= options_.spare_min_free_bytes + options_.segment_bytes;
+}
+
+void SegmentSet::FillLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    // Only a store being written (it filled a segment since open) gets
+    // spares: idle and test stores cost no zero-filling.
+    if (rolls_ < 2 || spares_.size() >= options_.spare_segments) {
+      fill_cv_.wait(lock);
+      continue;
+    }
+    const uint64_t n = next_spare_++;
+    lock.unlock();
+    Result<std::string> path =
+        RoomForSpare() ? FillSpare(n)
+                       : Result<std::string>(Status::NoSpace("free space"));
+    lock.lock();
+    if (path.ok()) {
+      spares_.push_back(std::move(*path));
+      ++spares_filled_;
+    } else {
+      // Full disk or I/O error: segments are preallocated meanwhile.
+      fill_cv_.wait_for(lock, std::chrono::seconds(5));
+    }
+  }
+}
+
+Result<std::string> SegmentSet::FillSpare(uint64_t n) {
+  const std::string tmp = dir_ + "/" + chunk_paths::SpareTmpFileName(n);
+  int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  UniqueFd fd(::open(tmp.c_str(), flags | O_DIRECT, 0644));
+  if (!fd.valid()) fd.Reset(::open(tmp.c_str(), flags, 0644));
+  if (!fd.valid()) return Status::FromErrno(errno, "create spare " + tmp);
+  auto fail = [&](int err, const char* what) {
+    ::unlink(tmp.c_str());
+    return Status::FromErrno(err, std::string(what) + " spare " + tmp);
+  };
+  constexpr size_t kBlock = size_t{1} << 20;
+  void* raw = nullptr;
+  if (::posix_memalign(&raw, kSegmentAlign, kBlock) != 0) {
+    return fail(ENOMEM, "buffer for");
+  }
+  std::unique_ptr<void, decltype(&std::free)> zeros(raw, &std::free);
+  std::memset(raw, 0, kBlock);
+  for (uint64_t off = 0; off < options_.segment_bytes; off += kBlock) {
+    if (stop_fill_.load()) return fail(ECANCELED, "stopped filling");
+    const size_t len = static_cast<size_t>(
+        std::min<uint64_t>(kBlock, options_.segment_bytes - off));
+    if (::pwrite(fd.get(), raw, len, static_cast<off_t>(off)) !=
+        static_cast<ssize_t>(len)) {
+      return fail(errno ? errno : EIO, "write");
+    }
+  }
+  if (::fdatasync(fd.get()) != 0) return fail(errno, "sync");
+  const std::string path = dir_ + "/" + chunk_paths::SpareFileName(n);
+  // No directory sync: a crash before the next Roll's leaves a tmp name,
+  // which Load removes.
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno, "rename");
+  return path;
 }
 
 Result<SegmentExtent> SegmentSet::Allocate(uint64_t bytes) {
@@ -246,6 +382,16 @@ uint64_t SegmentSet::RemoveDead() {
 uint64_t SegmentSet::removed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return removed_;
+}
+
+uint64_t SegmentSet::rolled_onto_spares() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rolled_onto_spares_;
+}
+
+uint64_t SegmentSet::spares_filled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spares_filled_;
 }
 
 }  // namespace stripefs

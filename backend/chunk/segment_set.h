@@ -15,17 +15,31 @@
 // counts in step with the index: AddLive after an entry is committed,
 // RemoveLive after it is deleted or moved.
 //
+// Spares: `fdatasync` after `O_DIRECT` writes into fallocated (unwritten)
+// extents must commit the extents' conversion to written in the file
+// system's journal, a second journal commit per batch besides the index's.
+// With `spare_segments` > 0 a filler thread (StartFiller) keeps that many
+// zero-filled, synced files ready once a second segment was started since
+// open (so idle stores write no zeros), and Roll renames one into the next
+// segment, whose data syncs are then cache flushes only. A spare is only
+// made while the file system has `spare_min_free_bytes` free; without one,
+// Roll preallocates as before. Spares are never referenced by the index: a
+// crash leaves them for the next open to reuse (finished) or remove (tmp).
+//
 // Thread-safety: all methods may be called concurrently (one mutex).
 // Allocate is meant for the store's single commit thread. Files are shared
 // with readers through shared_ptr, so a reader keeps a segment readable
 // while it is being unlinked.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -66,15 +80,23 @@ class SegmentSet {
   struct Options {
     uint64_t segment_bytes = uint64_t{64} << 20;
     bool use_direct_io = true;
+    uint32_t spare_segments = 0;
+    uint64_t spare_min_free_bytes = 0;
   };
   SegmentSet(std::string dir, const Options& options);
+  ~SegmentSet();  // stops the filler (an unfinished spare stays tmp)
+  SegmentSet(const SegmentSet&) = delete;
+  SegmentSet& operator=(const SegmentSet&) = delete;
 
   // Opens every segment file in the directory, sealed, with `usage` (from
   // the index scan). Files no entry points to are removed, tails past the
   // last entry are cut off. Returns the segments the index names that have
   // no file (their entries are missing chunks).
+  // Finished spares are kept (up to spare_segments), tmp ones removed.
   Result<std::vector<uint64_t>> Load(
       const std::map<uint64_t, SegmentUsage>& usage, uint64_t* removed);
+  // Starts the filler thread when spare_segments > 0 (after Load).
+  void StartFiller();
 
   // Reserves `bytes` (a multiple of kSegmentAlign) in the active segment,
   // first rolling to a new, preallocated one when it does not fit. The
@@ -99,6 +121,9 @@ class SegmentSet {
   // Unlinks every sealed, unused segment; returns how many.
   uint64_t RemoveDead();
   uint64_t removed() const;
+  // Segments that started from a spare; spares zero-filled.
+  uint64_t rolled_onto_spares() const;
+  uint64_t spares_filled() const;
 
  private:
   struct Segment {
@@ -110,6 +135,15 @@ class SegmentSet {
   };
   Result<std::shared_ptr<SegmentFile>> OpenFile(uint64_t seq, bool create);
   Status Roll(uint64_t at_least);
+  // A ready spare renamed to segment `seq`, with its capacity; null when
+  // there is none that holds `at_least` (mu_ held).
+  std::shared_ptr<SegmentFile> TakeSpareLocked(uint64_t seq, uint64_t at_least,
+                                               uint64_t* capacity);
+  void FillLoop();
+  // Writes segment_bytes of zeros into a new tmp file, syncs it and renames
+  // it to spare `n`; returns its path.
+  Result<std::string> FillSpare(uint64_t n);
+  bool RoomForSpare() const;
   void SealActiveLocked();
   // Unlinks `seq` when sealed and unused (mu_ held).
   void MaybeRemoveLocked(uint64_t seq);
@@ -121,6 +155,15 @@ class SegmentSet {
   uint64_t active_ = 0;  // 0: none
   uint64_t next_seq_ = 1;
   uint64_t removed_ = 0;
+  std::vector<std::string> spares_;  // ready spare paths
+  uint64_t next_spare_ = 1;
+  uint64_t rolls_ = 0;  // segments started since open
+  uint64_t rolled_onto_spares_ = 0;
+  uint64_t spares_filled_ = 0;
+  bool stop_ = false;
+  std::atomic<bool> stop_fill_{false};
+  std::condition_variable fill_cv_;  // a spare was taken, or stopping
+  std::thread filler_;
 };
 
 }  // namespace stripefs

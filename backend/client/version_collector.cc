@@ -71,12 +71,32 @@ void VersionCollector::Collect(std::vector<Item> items) {
   }
   std::vector<std::function<void()>> tasks;
   for (auto& [svc, batch] : batches) {
-    (void)svc;
-    tasks.push_back([this, &items, &batch = batch] {
-      for (const auto& [j, i] : batch) DeleteOne(items[j], i);
+    tasks.push_back([this, &items, svc = svc, &batch = batch] {
+      DeleteBatch(svc, items, batch);
     });
   }
   p_.pool->RunAll(std::move(tasks));
+}
+
+void VersionCollector::DeleteBatch(
+    ChunkService* svc, const std::vector<Item>& items,
+    const std::vector<std::pair<size_t, uint32_t>>& batch) {
+  std::vector<ChunkVersion> chunks;
+  chunks.reserve(batch.size());
+  for (const auto& [j, i] : batch) {
+    const ObsoleteStripe& o = items[j].stripe;
+    chunks.push_back({{o.inode, o.stripe, i}, o.version});
+  }
+  Status st = svc->DeleteChunkVersions(chunks);
+  if (st.code() == EOPNOTSUPP) {
+    // No exact deletes there: one by one, with the fallback for dropped
+    // stripes.
+    for (const auto& [j, i] : batch) DeleteOne(items[j], i);
+    return;
+  }
+  ClientCounters::Add(
+      st.ok() ? p_.counters->gc_chunk_deletes : p_.counters->gc_errors,
+      batch.size());
 }
 
 void VersionCollector::DeleteOne(const Item& item, uint32_t index) {

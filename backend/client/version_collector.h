@@ -3,10 +3,11 @@
 //
 // Writers hand over what a commit made obsolete (Enqueue) and return at
 // once. One collector thread takes everything queued, groups the deletions
-// by chunk server and runs each server's batch as one task on the I/O pool
-// (servers in parallel, one server's deletes back to back), deleting exactly
-// the obsolete (inode, stripe, index, version): never "all but the newest",
-// so a newer version committed meanwhile is never touched.
+// by chunk server and sends each server's batch as one DeleteChunkVersions
+// call on the I/O pool (servers in parallel; one request per frame-full and
+// one index commit on the server), deleting exactly the obsolete (inode,
+// stripe, index, version): never "all but the newest", so a newer version
+// committed meanwhile is never touched.
 //
 // Bounded: at most `capacity` stripes wait; Enqueue blocks while the queue
 // is full (memory stays bounded when servers are slow). Drain() waits until
@@ -26,6 +27,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/client/client_counters.h"
@@ -67,6 +69,9 @@ class VersionCollector {
   };
   void Loop();
   void Collect(std::vector<Item> items);
+  // One server's share: (item, chunk index) pairs.
+  void DeleteBatch(ChunkService* svc, const std::vector<Item>& items,
+                   const std::vector<std::pair<size_t, uint32_t>>& batch);
   void DeleteOne(const Item& item, uint32_t index);
 
   const Parts p_;

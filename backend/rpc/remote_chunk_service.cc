@@ -1,5 +1,6 @@
 #include "backend/rpc/remote_chunk_service.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "backend/rpc/typed_call.h"
@@ -81,6 +82,21 @@ Status RemoteChunkService::DeleteChunkVersion(const ChunkId& id,
   return CallTyped<MsgType::kDeleteChunkVersion>(client_, {id, version}, &resp);
 }
 
+Status RemoteChunkService::DeleteChunkVersions(
+    std::span<const ChunkVersion> chunks) {
+  for (size_t at = 0; at < chunks.size(); at += kMaxChunkVersionsPerDelete) {
+    const auto part = chunks.subspan(
+        at, std::min(kMaxChunkVersionsPerDelete, chunks.size() - at));
+    Msg<MsgType::kDeleteChunkVersions>::Response resp;
+    Status st = CallTyped<MsgType::kDeleteChunkVersions>(
+        client_, {std::vector<ChunkVersion>(part.begin(), part.end())}, &resp);
+    // An older chunkd: the message is unknown there.
+    if (st.code() == EOPNOTSUPP) st = ChunkService::DeleteChunkVersions(part);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
 Status RemoteChunkService::CloneChunk(const ChunkId& id, uint64_t from_version,
                                       uint64_t to_version, uint32_t length) {
   Msg<MsgType::kCloneChunk>::Response resp;
@@ -158,6 +174,10 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply, [&](auto&, auto& id, auto version) {
               return s.DeleteChunkVersion(id, version);
             });
+      case MsgType::kDeleteChunkVersions:
+        return ServeTyped<MsgType::kDeleteChunkVersions>(
+            p, reply,
+            [&](auto&, auto& chunks) { return s.DeleteChunkVersions(chunks); });
       case MsgType::kCloneChunk:
         return ServeTyped<MsgType::kCloneChunk>(
             p, reply, [&](auto&, auto& id, auto from, auto to, auto length) {

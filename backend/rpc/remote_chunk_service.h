@@ -46,6 +46,9 @@ class RemoteChunkService final : public ChunkService {
                                             uint32_t limit) override;
   Result<ChunkStoreStats> Stats() override;
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override;
+  // One frame per kMaxChunkVersionsPerDelete entries; a chunkd that does not
+  // know the message gets them one by one.
+  Status DeleteChunkVersions(std::span<const ChunkVersion> chunks) override;
   // Runs on the chunk server (a hard link there, no data on the wire).
   // Sends only the patch bytes; chunkd reads, patches and writes locally.
   Status PatchChunk(const ChunkId& id, uint64_t from_version,

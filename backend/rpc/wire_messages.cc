@@ -179,6 +179,14 @@ bool Get(Decoder& d, ChunkId* v) {
   return d.U64(&v->inode) && d.U64(&v->stripe) && d.U32(&v->index);
 }
 
+void Put(Encoder& e, const ChunkVersion& v) {
+  Put(e, v.id);
+  e.U64(v.version);
+}
+bool Get(Decoder& d, ChunkVersion* v) {
+  return Get(d, &v->id) && d.U64(&v->version);
+}
+
 void Put(Encoder& e, const ChunkInfo& v) {
   Put(e, v.id);
   e.U64(v.version);

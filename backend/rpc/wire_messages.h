@@ -67,7 +67,8 @@ namespace stripefs::rpc {
   X(ChunkStats, 68, true)         \
   X(DeleteChunkVersion, 69, true) \
   X(CloneChunk, 70, true)         \
-  X(PatchChunk, 71, true)
+  X(PatchChunk, 71, true)         \
+  X(DeleteChunkVersions, 72, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -96,6 +97,7 @@ void Put(Encoder& e, const ClusterMap& v);
 void Put(Encoder& e, const FsStats& v);
 void Put(Encoder& e, const StripeRef& v);
 void Put(Encoder& e, const ChunkId& v);
+void Put(Encoder& e, const ChunkVersion& v);
 void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
 bool Get(Decoder& d, Geometry* v);
@@ -112,6 +114,7 @@ bool Get(Decoder& d, ClusterMap* v);
 bool Get(Decoder& d, FsStats* v);
 bool Get(Decoder& d, StripeRef* v);
 bool Get(Decoder& d, ChunkId* v);
+bool Get(Decoder& d, ChunkVersion* v);
 bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
 
@@ -243,6 +246,13 @@ struct Msg<MsgType::kCloneChunk>
 template <>
 struct Msg<MsgType::kPatchChunk>
     : MsgDef<Tup<ChunkId, U64, U64, U32, U32>, Tup<>> {};  // id from to length offset + bulk: bytes
+template <>
+struct Msg<MsgType::kDeleteChunkVersions> : MsgDef<Tup<std::vector<ChunkVersion>>, Tup<>> {};
+// clang-format on
+// Entries per DeleteChunkVersions frame (28 bytes each: far below
+// kMaxPayload; the client splits longer lists).
+inline constexpr size_t kMaxChunkVersionsPerDelete = 8192;
+// clang-format off
 // clang-format on
 
 // ---- whole payloads ---------------------------------------------------------

@@ -25,7 +25,8 @@ for rows b, c, e, h.
 Row a runs the chunk-store bench binary (bench/chunk/, --chunk-bench); when
 it is not built the row says "not built", loudly, and has no figure.
 
-Outputs under --out (default docs/results/write/): results.json,
+Outputs under --out (default ./write-bench-results; --update-docs writes
+the committed tables in docs/results/write/ instead): results.json,
 results.csv, results.md. Mounts, the cluster and passthrough_ll are always
 stopped and /proc/sys/fs/fuse/max_pages_limit restored (finally block, also
 on Ctrl-C/SIGTERM/SIGHUP). Usually started as `stripefs bench write`.
@@ -654,8 +655,11 @@ def parse_args():
     p.add_argument("--workdir", default="/var/tmp",
                    help="where every store, mount and the disk reference "
                         "live (default /var/tmp: a disk, not tmpfs)")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
-                                                 "write"))
+    p.add_argument("--out", default=None,
+                   help="output directory (default ./write-bench-results)")
+    p.add_argument("--update-docs", action="store_true",
+                   help="write into docs/results/write/ of the checkout "
+                        "(the committed tables)")
     p.add_argument("--chunk-bench", default=None,
                    help="chunk-store bench binary for row a (default: "
                         "bench/chunk/chunk_bench of the build dir)")
@@ -667,6 +671,12 @@ def parse_args():
                         "processes; written to OUT/profiles.md")
     p.add_argument("--stripefs", default=None)
     a = p.parse_args()
+    if a.update_docs and a.out:
+        sys.exit("write_bench: --out and --update-docs exclude each other")
+    if a.update_docs:
+        a.out = os.path.join(ROOT, "docs", "results", "write")
+    elif not a.out:
+        a.out = os.path.abspath("write-bench-results")
     q = a.quick
     for name, full, quick, _ in SIZES:
         if getattr(a, name) is None:

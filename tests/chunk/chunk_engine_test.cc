@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -72,6 +73,93 @@ TEST(ChunkEngine, GroupCommitSharesSyncsAcrossWriters) {
   EXPECT_EQ(c.index_syncs, c.commit_batches);
   EXPECT_LE(c.data_syncs, c.committed_ops);
   EXPECT_LE(c.commit_batches, c.committed_ops);
+}
+
+TEST(ChunkEngine, DeleteChunkVersionsIsOneCommit) {
+  TempDir tmp;
+  auto s = OpenStore(tmp.path() + "/store");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& store = *s;
+  // 40 chunks, two versions each; delete version 1 of all and version 2 of
+  // the even ones (plus an absent version) in one call.
+  std::vector<ChunkVersion> doomed;
+  for (uint64_t n = 0; n < 40; ++n) {
+    for (uint64_t v : {1, 2})
+      ASSERT_TRUE(store->WriteChunk({4, n, 1}, v, Payload(5000, n + v)).ok());
+    doomed.push_back({{4, n, 1}, 1});
+    if (n % 2 == 0) doomed.push_back({{4, n, 1}, 2});
+  }
+  doomed.push_back({{4, 99, 1}, 7});
+  const auto before = store->Counters();
+  ASSERT_TRUE(store->DeleteChunkVersions(doomed).ok());
+  const auto after = store->Counters();
+  EXPECT_EQ(after.commit_batches - before.commit_batches, 1u);
+  EXPECT_EQ(after.index_syncs - before.index_syncs, 1u);
+  EXPECT_EQ(store->Stats()->chunks, 20u);
+  for (uint64_t n = 0; n < 40; ++n) {
+    EXPECT_EQ(store->ReadChunk({4, n, 1}, 1, 0, 1).status().code(), ENOENT);
+    auto v2 = store->ReadChunk({4, n, 1}, 2, 0, 5000);
+    if (n % 2 == 0) {
+      EXPECT_EQ(v2.status().code(), ENOENT);
+    } else {
+      ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+      EXPECT_EQ(*v2, Payload(5000, n + 2));
+    }
+  }
+}
+
+// Waits (bounded) until the store's filler has made `n` spares.
+bool WaitForSpares(ChunkStore& store, uint64_t n) {
+  for (int i = 0; i < 1000 && store.Counters().spares_filled < n; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return store.Counters().spares_filled >= n;
+}
+
+TEST(ChunkEngine, SegmentsStartFromZeroFilledSpares) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/store";
+  ChunkStoreOptions o = EngineOptions();
+  o.spare_segments = 1;
+  {
+    auto s = OpenStore(dir, o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto& store = *s;
+    // 100 KiB chunks: two fit a 256 KiB segment. The first two segments
+    // are preallocated (the filler starts once a store fills a segment),
+    // the next five start from spares.
+    for (uint64_t n = 0; n < 4; ++n)
+      ASSERT_TRUE(store->WriteChunk({2, n, 0}, 1, Payload(100000, n)).ok());
+    EXPECT_EQ(store->Counters().segments_from_spares, 0u);
+    ASSERT_TRUE(WaitForSpares(*store, 1)) << "no spare after 10 s";
+    for (uint64_t n = 4; n < 14; ++n) {
+      ASSERT_TRUE(store->WriteChunk({2, n, 0}, 1, Payload(100000, n)).ok());
+      if (n % 2 == 1) {
+        ASSERT_TRUE(WaitForSpares(*store, (n - 5) / 2 + 2));
+      }
+    }
+    EXPECT_EQ(store->Counters().segments_from_spares, 5u);
+    for (uint64_t n = 0; n < 14; ++n) {
+      auto got = store->ReadChunk({2, n, 0}, 1, 0, 100000);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(*got, Payload(100000, n));
+    }
+  }
+  // A spare left by the last run is taken again; an unfinished one (tmp)
+  // is removed; chunks in segments that began as spares survive a reopen.
+  EXPECT_EQ(CountFiles(dir + "/segments", ".spare"), 1u);
+  std::ofstream(dir + "/segments/00000000000000ff.spare.tmp") << "half";
+  auto s = OpenStore(dir, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(CountFiles(dir + "/segments", ".spare.tmp") +
+                CountFiles(dir + "/segments", ".spare"),
+            1u);
+  ASSERT_TRUE((*s)->WriteChunk({3, 0, 0}, 1, Payload(200000, 7)).ok());
+  EXPECT_EQ((*s)->Counters().segments_from_spares, 1u);
+  for (uint64_t n = 0; n < 14; ++n) {
+    auto got = (*s)->ReadChunk({2, n, 0}, 1, 0, 100000);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Payload(100000, n));
+  }
 }
 
 TEST(ChunkEngine, CompactionMovesLiveChunksWhileReadsRun) {

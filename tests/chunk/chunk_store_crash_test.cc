@@ -49,7 +49,8 @@ bool ReadAck(int fd, Ack* a) {
 }
 
 // After a reopen: every segment left holds live entries, together exactly
-// the chunks present, and no other file is in segments/.
+// the chunks present, and no other segment file is in segments/ (spares
+// may be).
 void ExpectNoGarbage(ChunkStore* store, const std::string& dir,
                      size_t present) {
   size_t live = 0;
@@ -59,7 +60,7 @@ void ExpectNoGarbage(ChunkStore* store, const std::string& dir,
     live += seg.usage.live_entries;
   }
   EXPECT_EQ(live, present);
-  EXPECT_EQ(CountFiles(dir + "/segments"), store->Segments().size());
+  EXPECT_EQ(CountFiles(dir + "/segments", ".seg"), store->Segments().size());
   EXPECT_EQ(CountFiles(dir + "/tmp"), 0u);
 }
 

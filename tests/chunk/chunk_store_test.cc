@@ -318,7 +318,7 @@ TEST_P(ChunkStoreTest, DeleteKeepsOnlyKeepVersion) {
   // With everything deleted, compaction leaves no segment behind.
   ASSERT_TRUE(store_->DeleteChunk(other, 0).ok());
   ASSERT_TRUE(store_->Compact(true).ok());
-  EXPECT_EQ(CountFiles(StorePath() + "/segments"), 0u);
+  EXPECT_EQ(CountFiles(StorePath() + "/segments", ".seg"), 0u);
   EXPECT_TRUE(store_->Segments().empty());
 }
 
@@ -692,7 +692,7 @@ TEST(ChunkStoreOpen, ReserveRefusesWritesCleanly) {
   EXPECT_NE(st.message().find("full"), std::string::npos) << st.message();
   EXPECT_EQ((*s)->ReadChunk({1, 1, 1}, 1, 0, 1).status().code(), ENOENT);
   EXPECT_EQ((*s)->Counters().nospace_refusals, 1u);
-  EXPECT_EQ(CountFiles(dir.path() + "/segments"), 0u);
+  EXPECT_EQ(CountFiles(dir.path() + "/segments", ".seg"), 0u);
 }
 
 }  // namespace

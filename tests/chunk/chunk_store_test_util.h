@@ -95,12 +95,17 @@ inline void FlipChunkBits(ChunkStore& store, const ChunkId& id,
   FlipBits(loc->path, static_cast<off_t>(loc->offset + offset), mask);
 }
 
-inline size_t CountFiles(const std::string& dir) {
+// Regular files under `dir` whose name ends with `suffix`.
+inline size_t CountFiles(const std::string& dir,
+                         const std::string& suffix = "") {
   size_t n = 0;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); ++it) {
-    if (it->is_regular_file()) ++n;
+    const std::string name = it->path().filename().string();
+    if (it->is_regular_file() && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      ++n;
   }
   return n;
 }

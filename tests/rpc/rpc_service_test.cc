@@ -397,6 +397,15 @@ TEST_F(ChunkRpcTest, EveryMethodRoundTrips) {
   ASSERT_TRUE(c.DeleteChunkVersion(id, 8).ok());
   EXPECT_EQ(c.ReadChunk(id, 8, 0, 1).status().code(), ENOENT);
   EXPECT_TRUE(c.ReadChunk(id, 9, 0, 100).ok());
+  // Many exact deletes in one request; absent ones are OK.
+  const ChunkId other{id.inode, id.stripe + 1, id.index};
+  ASSERT_TRUE(c.WriteChunk(other, 20, Data(30, 4)).ok());
+  ASSERT_TRUE(c.WriteChunk(other, 21, Data(30, 5)).ok());
+  const std::vector<ChunkVersion> doomed = {{other, 20}, {id, 9}, {other, 99}};
+  ASSERT_TRUE(c.DeleteChunkVersions(doomed).ok());
+  EXPECT_EQ(c.ReadChunk(other, 20, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(c.ReadChunk(id, 9, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(*c.ReadChunk(other, 21, 0, 30), Data(30, 5));
   auto ping = remote_->Ping();
   ASSERT_TRUE(ping.ok());
   EXPECT_EQ(*ping, "chunkd");

@@ -53,6 +53,7 @@ struct Sampler {
   void Fill(FsStats& v) { Fill(v.inodes), Fill(v.bytes_used); }
   void Fill(StripeRef& v) { Fill(v.inode), Fill(v.sv); }
   void Fill(ChunkId& v) { Fill(v.inode), Fill(v.stripe), Fill(v.index); }
+  void Fill(ChunkVersion& v) { Fill(v.id), Fill(v.version); }
   void Fill(ChunkInfo& v) {
     Fill(v.id), Fill(v.version), Fill(v.length), Fill(v.crc32c);
   }
