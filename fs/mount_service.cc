@@ -57,8 +57,8 @@ Status CheckMountpoint(const std::string& mnt) {
                              "`stripefs umount " +
                              mnt + "` or pick another mountpoint");
   }
-  // A missing device is refused; its mode is not: where /dev/fuse is 0600
-  // a user mounts through the setuid fusermount3, which opens it.
+  // A missing device is refused; its mode is not: whether this user may
+  // open it (directly, or through fusermount3) the mount path says.
   if (::access("/dev/fuse", F_OK) != 0) {
     return Status(ENODEV,
                   "no /dev/fuse (" + std::string(std::strerror(errno)) +

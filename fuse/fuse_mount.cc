@@ -94,8 +94,8 @@ class LogCapture {
 
 Result<std::unique_ptr<FuseMount>> FuseMount::Mount(
     const std::string& mountpoint, const MountOptions& opts) {
-  // Only a missing device is refused here: where /dev/fuse is 0600 a user
-  // still mounts through the setuid fusermount3, which opens it.
+  // Only a missing device is refused here: whether a user may open it is
+  // for the mount path (libfuse, fusermount3) to find out and say.
   if (::access("/dev/fuse", F_OK) != 0) {
     return Status::FromErrno(errno,
                              "/dev/fuse is missing; load the fuse module "
@@ -131,13 +131,20 @@ Result<std::unique_ptr<FuseMount>> FuseMount::Mount(
   }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_session_destroy(se);
-    return Status(
-        EPERM,
-        "mounting FUSE at " + mountpoint + " failed" + log.Reason() +
-            (::geteuid() == 0 ? ""
-                              : "; as a user you need fusermount3 (setuid, "
-                                "package fuse3) and, for allow_other, "
-                                "user_allow_other in /etc/fuse.conf"));
+    std::string fix;
+    if (::geteuid() != 0 && ::access("/dev/fuse", R_OK | W_OK) != 0) {
+      // fusermount3 opens the device as the user too: its mode decides.
+      fix =
+          "; /dev/fuse is closed to you: ask root for access (Debian "
+          "ships it 0666; or `setfacl -m u:" +
+          std::to_string(::getuid()) + ":rw /dev/fuse`)";
+    } else if (::geteuid() != 0) {
+      fix =
+          "; as a user you need fusermount3 (setuid, package fuse3) and, "
+          "for allow_other, user_allow_other in /etc/fuse.conf";
+    }
+    return Status(EPERM, "mounting FUSE at " + mountpoint + " failed" +
+                             log.Reason() + fix);
   }
   std::unique_ptr<FuseMount> m(new FuseMount());
   m->se_ = se;
