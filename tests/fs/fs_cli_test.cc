@@ -63,6 +63,15 @@ class CliTest : public ::testing::Test {
   std::string Mount(int* rc) {
     return Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_, rc);
   }
+  // `mount -o OPTS VOL MNT` (-o first, as with mount(8)).
+  std::string MountWith(const std::string& opts, int* rc) {
+    return Sh(
+        "timeout 60 " + Bin() + " mount -o " + opts + " " + vol_ + " " + mnt_,
+        rc);
+  }
+  std::string Umount(int* rc) {
+    return Sh("timeout 120 " + Bin() + " umount " + mnt_, rc);
+  }
   std::string root_, vol_, mnt_;
 };
 
@@ -357,26 +366,24 @@ TEST_F(CliTest, VfsOptionsReachTheKernel) {
   for (const char* o : {"nosuid", "nodev", "noexec", "relatime", "nodiratime"})
     EXPECT_TRUE(m.Has(m.options, o)) << o << " in " << m.options;
   EXPECT_TRUE(m.Has(m.super_options, "lazytime")) << m.super_options;
-  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  out = Umount(&rc);
   ASSERT_EQ(rc, 0) << out;
   // -o before the positional arguments, as with mount(8).
-  out = Sh(
-      "timeout 60 " + Bin() + " mount -o strictatime,sync " + vol_ + " " + mnt_,
-      &rc);
+  out = MountWith("strictatime,sync", &rc);
   ASSERT_EQ(rc, 0) << out;
   m = MountInfoOf(mnt_);
   EXPECT_FALSE(m.Has(m.options, "relatime")) << m.options;
   EXPECT_FALSE(m.Has(m.options, "noatime")) << m.options;
   EXPECT_TRUE(m.Has(m.super_options, "sync")) << m.super_options;
-  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  out = Umount(&rc);
   ASSERT_EQ(rc, 0) << out;
-  out = Sh("timeout 60 " + Bin() + " mount -o ro " + vol_ + " " + mnt_, &rc);
+  out = MountWith("ro", &rc);
   ASSERT_EQ(rc, 0) << out;
   m = MountInfoOf(mnt_);
   EXPECT_TRUE(m.Has(m.options, "ro")) << m.options;
   EXPECT_LT(::open((mnt_ + "/w").c_str(), O_CREAT | O_WRONLY, 0644), 0);
   EXPECT_EQ(errno, EROFS);
-  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  out = Umount(&rc);
   EXPECT_EQ(rc, 0) << out;
 }
 
@@ -400,14 +407,12 @@ TEST_F(CliTest, RootMountIsMultiUserUnlessNoAllowOther) {
     });
   };
   EXPECT_EQ(read_as_user(), 0);
-  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  out = Umount(&rc);
   ASSERT_EQ(rc, 0) << out;
-  out = Sh(
-      "timeout 60 " + Bin() + " mount -o no_allow_other " + vol_ + " " + mnt_,
-      &rc);
+  out = MountWith("no_allow_other", &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(read_as_user(), EACCES);
-  out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
+  out = Umount(&rc);
   EXPECT_EQ(rc, 0) << out;
 }
 
