@@ -431,6 +431,7 @@ Status MountService::Up() {
   mo.fsname = o_.fsname.empty() ? volume_->description() : o_.fsname;
   fuse::SessionOptions so;
   DeriveFuseOptions(&so);
+  so.request_observer = o_.request_observer;
   // POSIX ACLs: the kernel enforces them (it needs default_permissions);
   // we keep mode and ACL in step and apply the umask ourselves, since a
   // default ACL replaces it (posix_acl.h).
