@@ -1,5 +1,7 @@
 #include "fs/mount_service.h"
 
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "common/human_bytes.h"
+#include "common/unique_fd.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
@@ -54,17 +57,21 @@ Status CheckMountpoint(const std::string& mnt) {
                              "`stripefs umount " +
                              mnt + "` or pick another mountpoint");
   }
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+  // A missing device is refused; its mode is not: whether this user may
+  // open it (directly, or through fusermount3) the mount path says.
+  if (::access("/dev/fuse", F_OK) != 0) {
     return Status(ENODEV,
-                  "no usable /dev/fuse (" + std::string(std::strerror(errno)) +
+                  "no /dev/fuse (" + std::string(std::strerror(errno)) +
                       "): load the module (`modprobe fuse`) or give the "
                       "container the device (--device /dev/fuse)");
   }
-  if (::geteuid() != 0 && ::access("/usr/bin/fusermount3", X_OK) != 0 &&
+  if (::geteuid() != 0 && ::access("/dev/fuse", R_OK | W_OK) != 0 &&
+      ::access("/usr/bin/fusermount3", X_OK) != 0 &&
       ::access("/bin/fusermount3", X_OK) != 0) {
     return Status(EPERM,
-                  "not root and fusermount3 is missing: run as root or "
-                  "install fuse3 (apt-get install fuse3)");
+                  "not root, /dev/fuse is not open to you and fusermount3 is "
+                  "missing: run as root or install fuse3 (apt-get install "
+                  "fuse3)");
   }
   return Status::Ok();
 }
@@ -86,6 +93,133 @@ Status SetBdiMaxRatio(const std::string& mnt, int ratio) {
   f.flush();
   if (!f)
     return Status::IoError("writing " + std::to_string(ratio) + " to " + path);
+  return Status::Ok();
+}
+
+// A standard VFS mount option (mount(8)). libfuse 3.14 takes some itself;
+// the others it rejects, so they are set on the mount once it exists.
+struct VfsOption {
+  const char* name;
+  bool to_libfuse;
+  uint64_t attr_set = 0, attr_clr = 0;  // mount_setattr(2) MOUNT_ATTR_*
+  bool lazytime = false;                // superblock flag
+};
+constexpr VfsOption kVfsOptions[] = {
+    {"ro", true},
+    {"rw", true},
+    {"nosuid", true},
+    {"suid", true},
+    {"nodev", true},
+    {"dev", true},
+    {"noexec", true},
+    {"exec", true},
+    {"sync", true},
+    {"async", true},
+    {"dirsync", true},
+    {"noatime", true},
+    {"atime", true},
+    {"relatime", false, MOUNT_ATTR_RELATIME, MOUNT_ATTR__ATIME},
+    {"strictatime", false, MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME},
+    {"nodiratime", false, MOUNT_ATTR_NODIRATIME, 0},
+    {"diratime", false, 0, MOUNT_ATTR_NODIRATIME},
+    {"lazytime", false, 0, 0, true},
+};
+
+// What libfuse cannot set, to set on the mount once it exists.
+struct MountAttrs {
+  uint64_t set = 0, clr = 0;
+  bool lazytime = false;
+  std::string names;  // "strictatime,lazytime"
+  void Add(const VfsOption& v);
+};
+
+void MountAttrs::Add(const VfsOption& v) {
+  // The last atime option wins, as with mount(8).
+  if (v.attr_clr & MOUNT_ATTR__ATIME) set &= ~uint64_t{MOUNT_ATTR__ATIME};
+  set = (set & ~v.attr_clr) | v.attr_set;
+  clr = (clr & ~v.attr_set) | v.attr_clr;
+  lazytime |= v.lazytime;
+  names += (names.empty() ? "" : ",") + std::string(v.name);
+}
+
+const VfsOption* FindVfsOption(const std::string& name) {
+  for (const auto& v : kVfsOptions)
+    if (name == v.name) return &v;
+  return nullptr;
+}
+
+// The -o values: our own options, the VFS ones, and the rest for libfuse.
+Status ParseMountOptions(const MountServiceOptions& so, fuse::MountOptions* mo,
+                         MountAttrs* after_mount) {
+  // Multi-user by default when root mounts: the kernel checks permissions
+  // (default_permissions), so allow_other is safe.
+  mo->allow_other = ::geteuid() == 0;
+  for (const auto& opt : so.mount_options) {
+    size_t start = 0;
+    while (start <= opt.size()) {
+      const size_t comma = opt.find(',', start);
+      const std::string o =
+          opt.substr(start, comma == std::string::npos ? std::string::npos
+                                                       : comma - start);
+      const VfsOption* vfs = FindVfsOption(o);
+      if (o == "ro" || o == "rw") {
+        mo->read_only = o == "ro";
+      } else if (vfs && vfs->to_libfuse) {
+        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
+      } else if (vfs) {
+        after_mount->Add(*vfs);
+      } else if (o == "allow_other") {
+        mo->allow_other = true;
+      } else if (o == "no_allow_other") {
+        mo->allow_other = false;
+      } else if (o == "default_permissions") {
+        mo->default_permissions = true;
+      } else if (o == "no_default_permissions") {
+        mo->default_permissions = false;
+      } else if (o == "auto_unmount") {
+        mo->auto_unmount = true;
+      } else if (o.rfind("fsname=", 0) == 0 || o.rfind("subtype=", 0) == 0) {
+        return Status::InvalidArgument("-o " + o +
+                                       ": stripefs sets fsname and subtype "
+                                       "itself; drop it");
+      } else if (!o.empty()) {
+        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (::geteuid() != 0) {
+    // relatime is what a FUSE mount gets anyway; the others need root.
+    if (after_mount->names == "relatime") *after_mount = MountAttrs{};
+    if (!after_mount->names.empty()) {
+      return Status(EPERM, "-o " + after_mount->names +
+                               ": only root can set these on a FUSE mount "
+                               "(fusermount3 does not take them); drop them");
+    }
+  }
+  return Status::Ok();
+}
+
+// Sets what libfuse could not on the new mount: per-mount atime flags
+// (mount_setattr) and lazytime (a superblock flag: fspick + reconfigure).
+Status ApplyMountAttrs(const std::string& mnt, const MountAttrs& a) {
+  if (a.set != 0 || a.clr != 0) {
+    struct mount_attr attr {};
+    attr.attr_set = a.set;
+    attr.attr_clr = a.clr;
+    if (::mount_setattr(AT_FDCWD, mnt.c_str(), 0, &attr, sizeof(attr)) != 0)
+      return Status::FromErrno(errno, "-o " + a.names + ": mount_setattr");
+  }
+  if (a.lazytime) {
+    UniqueFd fd(::fspick(AT_FDCWD, mnt.c_str(), FSPICK_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(errno, "-o lazytime: fspick");
+    if (::fsconfig(fd.get(), FSCONFIG_SET_FLAG, "lazytime", nullptr, 0) != 0 ||
+        ::fsconfig(fd.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) !=
+            0) {
+      return Status::FromErrno(errno, "-o lazytime: reconfiguring the mount");
+    }
+  }
   return Status::Ok();
 }
 
@@ -278,36 +412,6 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
     so->init.align_page_order = static_cast<uint8_t>(__builtin_ctzll(S));
 }
 
-Status MountService::ParseMountOptions(fuse::MountOptions* mo) const {
-  mo->fsname = volume_->description();
-  for (const auto& opt : o_.mount_options) {
-    size_t start = 0;
-    while (start <= opt.size()) {
-      const size_t comma = opt.find(',', start);
-      const std::string o =
-          opt.substr(start, comma == std::string::npos ? std::string::npos
-                                                       : comma - start);
-      if (o == "allow_other")
-        mo->allow_other = true;
-      else if (o == "ro")
-        mo->read_only = true;
-      else if (o == "no_default_permissions")
-        mo->default_permissions = false;
-      else if (o == "auto_unmount")
-        mo->auto_unmount = true;
-      else if (o.rfind("fsname=", 0) == 0 || o.rfind("subtype=", 0) == 0)
-        return Status::InvalidArgument("-o " + o +
-                                       ": stripefs sets fsname and subtype "
-                                       "itself; drop it");
-      else if (!o.empty())
-        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return Status::Ok();
-}
-
 Status MountService::Up() {
   // --enable-uring: the kernel offers io-uring at INIT only while the fuse
   // module's enable_uring is Y; set it for the life of this mount.
@@ -320,12 +424,25 @@ Status MountService::Up() {
                        uring_knob_->previous() + " -> Y (restored at unmount)");
     }
   }
+  fuse::MountOptions mo;
+  MountAttrs after_mount;
+  STRIPEFS_RETURN_IF_ERROR(ParseMountOptions(o_, &mo, &after_mount));
   STRIPEFS_RETURN_IF_ERROR(OpenVolume());
+  mo.fsname = o_.fsname.empty() ? volume_->description() : o_.fsname;
   fuse::SessionOptions so;
   DeriveFuseOptions(&so);
   so.request_observer = o_.request_observer;
-  fuse::MountOptions mo;
-  STRIPEFS_RETURN_IF_ERROR(ParseMountOptions(&mo));
+  // POSIX ACLs: the kernel enforces them (it needs default_permissions);
+  // we keep mode and ACL in step and apply the umask ourselves, since a
+  // default ACL replaces it (posix_acl.h).
+  so.init.posix_acl = mo.default_permissions;
+  so.init.dont_mask = mo.default_permissions;
+  permissions_ = mo.allow_other ? "multi-user (allow_other)" : "owner only";
+  if (mo.default_permissions) {
+    permissions_ += ", checked by the kernel with POSIX ACLs";
+  } else {
+    permissions_ += ", not checked by the kernel (no_default_permissions)";
+  }
 
   fs_ = std::make_unique<StripeFs>(volume_.get(), o_.fs);
   session_ = std::make_unique<fuse::Session>(fs_.get(), so);
@@ -340,6 +457,7 @@ Status MountService::Up() {
                                  std::to_string(kInitTimeout.count()) +
                                  " s on " + o_.mountpoint);
   }
+  STRIPEFS_RETURN_IF_ERROR(ApplyMountAttrs(o_.mountpoint, after_mount));
   if (o_.max_ratio >= 0) {
     Status rs = SetBdiMaxRatio(o_.mountpoint, o_.max_ratio);
     notes_.push_back(rs.ok() ? "bdi max_ratio set to " +
@@ -397,6 +515,8 @@ std::vector<std::string> MountService::Describe() const {
            ? "on (idle flush " + std::to_string(o_.fs.idle_flush.count()) +
                  " ms, memory cap " + HumanBytes(o_.fs.memory_cap) + ")"
            : "off (every WRITE goes to the backend at once)"));
+  out.push_back("  access: " + permissions_ +
+                (n.Has(fuse_abi::FUSE_POSIX_ACL) ? "" : " (kernel: no ACLs)"));
   for (const auto& note : notes_) out.push_back("  " + note);
   out.push_back("  unmount: stripefs umount " + o_.mountpoint);
   return out;

@@ -100,9 +100,18 @@ struct MountServiceOptions {
   bool enable_uring = false;  // set the fuse module's enable_uring (root)
   int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
   int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO
-  // -o values (comma lists): allow_other, ro, no_default_permissions and
-  // auto_unmount are ours; the rest go to libfuse as they are.
+  // -o values (comma lists). Ours: allow_other / no_allow_other (default:
+  // allow_other when running as root, the kernel checking permissions),
+  // default_permissions / no_default_permissions (default on; off also
+  // turns POSIX ACLs off), auto_unmount, ro / rw. The standard VFS options
+  // (atime, noatime, relatime, strictatime, nodiratime, diratime, lazytime,
+  // sync, async, dirsync, nosuid, suid, nodev, dev, noexec, exec) reach the
+  // kernel: through libfuse, or set on the mount right after it is made
+  // (mount_setattr, reconfigure: root only). The rest go to libfuse as is;
+  // what it rejects fails Start() with libfuse's reason.
   std::vector<std::string> mount_options;
+  // The source shown in /proc/mounts ("" = the volume's description).
+  std::string fsname;
   // Serve `stripefs stat` on the runtime socket and write the pid file.
   bool publish_runtime_files = true;
   // Told the latency of every FUSE request (metrics); not owned, may be
@@ -142,7 +151,6 @@ class MountService {
   Status Up();
   Status OpenVolume();
   void DeriveFuseOptions(fuse::SessionOptions* so);
-  Status ParseMountOptions(fuse::MountOptions* mo) const;
   void PublishRuntimeFiles();
   void RemoveCreatedVolume();
 
@@ -150,6 +158,7 @@ class MountService {
   bool created_volume_dir_ = false;  // this attempt made the directory
   bool created_volume_ = false;      // ...or filled an empty one
   std::vector<std::string> notes_;   // extra Describe() lines
+  std::string permissions_;          // who may use the mount (Describe())
   std::unique_ptr<fuse::ScopedKnob> uring_knob_;
   std::unique_ptr<Volume> volume_;
   std::unique_ptr<StripeFs> fs_;

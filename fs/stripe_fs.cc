@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "fs/posix_acl.h"
 #include "fuse/dirent_encoder.h"
 
 namespace stripefs::fs {
@@ -44,6 +45,14 @@ NewOwner OwnerFor(MetaService& meta, uint64_t parent, const Replier& r,
     if (S_ISDIR(mode)) o.mode |= S_ISGID;
   }
   return o;
+}
+
+// The new inode's mode after the umask (when the kernel left it to us) or
+// its parent's default ACL, and the ACLs to store on it (posix_acl.h).
+Result<InheritedAcl> NewInodeAcl(MetaService& meta, uint64_t parent,
+                                 NewOwner* o, uint32_t umask, bool dont_mask) {
+  return InheritAcl(meta, parent, &o->mode,
+                    dont_mask ? std::optional<uint32_t>(umask) : std::nullopt);
 }
 
 // FUSE_HANDLE_KILLPRIV_V2 (raw_file_system.h): the mode without its
@@ -382,6 +391,7 @@ Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
 
 void StripeFs::Init(const fuse::NegotiatedInit& negotiated) {
   max_write_.store(negotiated.max_write);
+  dont_mask_.store(negotiated.Has(FUSE_DONT_MASK));
 }
 
 void StripeFs::Destroy() {
@@ -485,6 +495,10 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
     auto a = meta_.SetAttr(nodeid, req, &obsolete);
     if (!a.ok()) return Fail(r, a.status());
     if (!obsolete.empty()) client_.DeleteStripes(obsolete);
+    if (req.mask & kSetMode) {
+      Status st = ChmodAcl(meta_, nodeid, req.mode);
+      if (!st.ok()) return Fail(r, st);
+    }
   }
   auto a = AttrWithBuffered(nodeid);
   if (!a.ok()) return Fail(r, a.status());
@@ -512,17 +526,25 @@ void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
 void StripeFs::Mknod(Replier r, uint64_t parent, std::string_view name,
                      const fuse_mknod_in& in) {
   NewOwner o = OwnerFor(meta_, parent, r, in.mode);
+  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
+  if (!acl.ok()) return Fail(r, acl.status());
   auto a =
       meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, in.rdev);
   if (!a.ok()) return Fail(r, a.status());
+  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
+  if (!st.ok()) return Fail(r, st);
   r.Entry(MakeEntry(*a));
 }
 
 void StripeFs::Mkdir(Replier r, uint64_t parent, std::string_view name,
                      const fuse_mkdir_in& in) {
   NewOwner o = OwnerFor(meta_, parent, r, S_IFDIR | (in.mode & 07777));
+  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
+  if (!acl.ok()) return Fail(r, acl.status());
   auto a = meta_.Mkdir(parent, std::string(name), o.mode, o.uid, o.gid);
   if (!a.ok()) return Fail(r, a.status());
+  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
+  if (!st.ok()) return Fail(r, st);
   r.Entry(MakeEntry(*a));
 }
 
@@ -601,8 +623,12 @@ void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
 void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
                       const fuse_create_in& in) {
   NewOwner o = OwnerFor(meta_, parent, r, S_IFREG | (in.mode & 07777));
+  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
+  if (!acl.ok()) return Fail(r, acl.status());
   auto a = meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, 0);
   if (!a.ok()) return Fail(r, a.status());
+  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
+  if (!st.ok()) return Fail(r, st);
   fuse_entry_out e = MakeEntry(*a);
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
@@ -736,10 +762,17 @@ void StripeFs::Flush(Replier r, uint64_t nodeid, const fuse_flush_in&) {
 void StripeFs::SetXattr(Replier r, uint64_t nodeid, std::string_view name,
                         std::span<const uint8_t> value,
                         const fuse_setxattr_in& in) {
-  Status st = meta_.SetXattr(
-      nodeid, std::string(name),
-      std::string(reinterpret_cast<const char*>(value.data()), value.size()),
-      in.flags);
+  Status st;
+  if (name == kAclAccessXattr) {
+    st = SetAccessAcl(meta_, nodeid, value, in.flags, in.setxattr_flags);
+  } else if (name == kAclDefaultXattr) {
+    st = SetDefaultAcl(meta_, nodeid, value, in.flags);
+  } else {
+    st = meta_.SetXattr(
+        nodeid, std::string(name),
+        std::string(reinterpret_cast<const char*>(value.data()), value.size()),
+        in.flags);
+  }
   if (!st.ok()) return Fail(r, st);
   r.Ok();
 }

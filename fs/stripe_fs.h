@@ -33,8 +33,9 @@
 // size = max(committed size, end of buffered data).
 //
 // Permissions: the mount uses default_permissions, so the kernel checks
-// modes itself; ACCESS answers from the mode bits for callers that still
-// send it.
+// modes itself, and POSIX ACLs when FUSE_POSIX_ACL was agreed; mode and
+// ACLs are kept in step here (posix_acl.h). ACCESS answers from the mode
+// bits for callers that still send it.
 //
 // Ownership: borrows the Volume (must outlive this); owns the writers and
 // the background flusher thread (idle timeout and memory cap).
@@ -232,6 +233,7 @@ class StripeFs : public fuse::RawFileSystem {
   const uint64_t stripe_size_;
   std::atomic<fuse::Session*> session_{nullptr};
   std::atomic<uint32_t> max_write_{0};
+  std::atomic<bool> dont_mask_{false};  // FUSE_DONT_MASK: umask is ours
 
   FsCounters counters_;
   CoalesceCounters coalesce_counters_;

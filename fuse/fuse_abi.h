@@ -697,4 +697,32 @@ static_assert(offsetof(fuse_uring_req_header, ring_ent_in_out) == 256);
 static_assert(sizeof(fuse_uring_cmd_req) == 24);
 static_assert(sizeof(fuse_uring_cmd_req) <= kUringSqe128CmdBytes);
 
+// ---- POSIX ACL xattr values (uapi linux/posix_acl_xattr.h, acl.h) ----
+// With FUSE_POSIX_ACL the kernel reads and writes ACLs as these xattrs,
+// little-endian: a header, then entries sorted by tag, then id.
+inline constexpr char kAclAccessXattr[] = "system.posix_acl_access";
+inline constexpr char kAclDefaultXattr[] = "system.posix_acl_default";
+inline constexpr uint32_t kAclXattrVersion = 0x0002;
+struct posix_acl_xattr_header {
+  uint32_t a_version;
+};
+struct posix_acl_xattr_entry {
+  uint16_t e_tag;
+  uint16_t e_perm;  // kAclRead | kAclWrite | kAclExecute
+  uint32_t e_id;    // uid (kAclUser) or gid (kAclGroup), else undefined
+};
+inline constexpr uint16_t kAclUserObj = 0x01;
+inline constexpr uint16_t kAclUser = 0x02;
+inline constexpr uint16_t kAclGroupObj = 0x04;
+inline constexpr uint16_t kAclGroup = 0x08;
+inline constexpr uint16_t kAclMask = 0x10;
+inline constexpr uint16_t kAclOther = 0x20;
+inline constexpr uint16_t kAclRead = 0x04;
+inline constexpr uint16_t kAclWrite = 0x02;
+inline constexpr uint16_t kAclExecute = 0x01;
+inline constexpr uint32_t kAclUndefinedId = 0xffffffffu;
+static_assert(sizeof(posix_acl_xattr_header) == 4);
+static_assert(sizeof(posix_acl_xattr_entry) == 8);
+static_assert(offsetof(posix_acl_xattr_entry, e_id) == 4);
+
 }  // namespace stripefs::fuse_abi

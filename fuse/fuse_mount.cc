@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -52,13 +55,50 @@ std::string Unescape(const std::string& s) {
   return out;
 }
 
+// libfuse reports why it rejected an option or a mount through fuse_log
+// (stderr by default, which a daemon may have redirected). While a mount is
+// being made the messages are collected so the error can carry them.
+std::mutex g_log_mu;  // one capture at a time (the log function is global)
+std::string* g_log_sink = nullptr;
+
+void CaptureLog(enum fuse_log_level, const char* fmt, va_list ap) {
+  char buf[1024];
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  std::string line = buf;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  if (g_log_sink && !line.empty())
+    *g_log_sink += (g_log_sink->empty() ? "" : "; ") + line;
+}
+
+class LogCapture {
+ public:
+  LogCapture() : lock_(g_log_mu) {
+    g_log_sink = &text_;
+    fuse_set_log_func(CaptureLog);
+  }
+  ~LogCapture() {
+    fuse_set_log_func(nullptr);  // back to libfuse's stderr logger
+    g_log_sink = nullptr;
+  }
+  // What libfuse said, as " (libfuse: ...)", or "".
+  std::string Reason() const {
+    return text_.empty() ? "" : " (libfuse: " + text_ + ")";
+  }
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  std::string text_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<FuseMount>> FuseMount::Mount(
     const std::string& mountpoint, const MountOptions& opts) {
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+  // Only a missing device is refused here: whether a user may open it is
+  // for the mount path (libfuse, fusermount3) to find out and say.
+  if (::access("/dev/fuse", F_OK) != 0) {
     return Status::FromErrno(errno,
-                             "/dev/fuse is not usable; load the fuse module "
+                             "/dev/fuse is missing; load the fuse module "
                              "(modprobe fuse) or run where /dev/fuse exists");
   }
   struct stat st;
@@ -81,19 +121,30 @@ Result<std::unique_ptr<FuseMount>> FuseMount::Mount(
       FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   struct fuse_lowlevel_ops noops;
   std::memset(&noops, 0, sizeof(noops));
+  LogCapture log;
   struct fuse_session* se =
       fuse_session_new(&args, &noops, sizeof(noops), nullptr);
   fuse_opt_free_args(&args);  // libfuse may have copied/extended argv
   if (!se) {
     return Status::InvalidArgument("libfuse rejected the mount options '" + o +
-                                   "' (see the message above)");
+                                   "'" + log.Reason());
   }
   if (fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fuse_session_destroy(se);
-    return Status(EPERM, "mounting FUSE at " + mountpoint +
-                             " failed (see the libfuse message above); as a "
-                             "user you need fusermount3 and, for allow_other, "
-                             "user_allow_other in /etc/fuse.conf");
+    std::string fix;
+    if (::geteuid() != 0 && ::access("/dev/fuse", R_OK | W_OK) != 0) {
+      // fusermount3 opens the device as the user too: its mode decides.
+      fix =
+          "; /dev/fuse is closed to you: ask root for access (Debian "
+          "ships it 0666; or `setfacl -m u:" +
+          std::to_string(::getuid()) + ":rw /dev/fuse`)";
+    } else if (::geteuid() != 0) {
+      fix =
+          "; as a user you need fusermount3 (setuid, package fuse3) and, "
+          "for allow_other, user_allow_other in /etc/fuse.conf";
+    }
+    return Status(EPERM, "mounting FUSE at " + mountpoint + " failed" +
+                             log.Reason() + fix);
   }
   std::unique_ptr<FuseMount> m(new FuseMount());
   m->se_ = se;

@@ -23,7 +23,8 @@ uint64_t WantedFlags(const InitOptions& o, bool want_uring) {
   if (o.async_dio) want |= FUSE_ASYNC_DIO;
   if (o.handle_killpriv) want |= FUSE_HANDLE_KILLPRIV;
   if (o.handle_killpriv_v2) want |= FUSE_HANDLE_KILLPRIV_V2;
-  if (o.posix_acl) want |= FUSE_POSIX_ACL;
+  if (o.posix_acl) want |= FUSE_POSIX_ACL | FUSE_SETXATTR_EXT;
+  if (o.dont_mask) want |= FUSE_DONT_MASK;
   if (o.cache_symlinks) want |= FUSE_CACHE_SYMLINKS;
   if (o.no_open_support) want |= FUSE_NO_OPEN_SUPPORT;
   if (o.no_opendir_support) want |= FUSE_NO_OPENDIR_SUPPORT;

@@ -455,6 +455,8 @@ void Session::HandleInit(InFlight* f, const ParsedRequest& q) {
     return;
   }
   const NegotiatedInit& n = neg.report;
+  // The kernel sends nothing else before our INIT reply.
+  m.parse_opts.setxattr_ext = n.Has(FUSE_SETXATTR_EXT);
   m.fs->Init(n);
   {
     std::lock_guard<std::mutex> lock(m.mu);

@@ -42,7 +42,15 @@ struct InitOptions {
   // FATTR_KILL_SUIDGID (truncate, chown) and FUSE_OPEN_KILL_SUIDGID. The
   // file system must then honour those flags (see RawFileSystem).
   bool handle_killpriv_v2 = true;
-  bool posix_acl = false;  // off: the kernel never sends ACL xattrs to check
+  // FUSE_POSIX_ACL: the kernel enforces POSIX ACLs (it reads
+  // system.posix_acl_* through GETXATTR and turns default_permissions on);
+  // the file system keeps mode and ACL in step (chmod, ACL writes) and
+  // gives new inodes their parent's default ACL. Also asks for
+  // FUSE_SETXATTR_EXT, which carries FUSE_SETXATTR_ACL_KILL_SGID.
+  bool posix_acl = false;
+  // FUSE_DONT_MASK: the kernel leaves the umask to the file system (it is
+  // sent with CREATE, MKNOD and MKDIR), as a default ACL replaces it.
+  bool dont_mask = false;
   bool cache_symlinks = true;
   bool no_open_support = false;
   bool no_opendir_support = false;

@@ -148,6 +148,8 @@ struct MountArgs {
   int meta_hold_s = 60;
   int send_window = 16;
   int file_send_window = 8;
+  std::string fsname;   // the source /proc/mounts shows ("" = the volume's)
+  bool quiet = false;   // print errors only (mount(8) helper)
   std::string metrics;  // ADDR:PORT of /metrics; empty: none
 };
 
@@ -218,6 +220,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.enable_uring = a.enable_uring;
   o.max_ratio = a.max_ratio;
   o.mount_options = a.options;
+  o.fsname = a.fsname;
   STRIPEFS_RETURN_IF_ERROR(fs::ValidateMountOptions(o));
   return o;
 }
@@ -267,7 +270,7 @@ int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
 }
 
 // Prints the daemon's report; false when it reported a failure (or none).
-bool RelayReport(const std::string& all, const std::string& log) {
+bool RelayReport(const std::string& all, const std::string& log, bool quiet) {
   bool failed = all.empty();
   size_t pos = 0;
   while (pos < all.size()) {
@@ -277,7 +280,7 @@ bool RelayReport(const std::string& all, const std::string& log) {
     if (!line.empty() && line[0] == 'E') {
       std::fprintf(stderr, "stripefs: %s\n", line.c_str() + 1);
       failed = true;
-    } else {
+    } else if (!quiet) {
       std::printf("%s\n", line.c_str());
     }
     if (nl == std::string::npos) break;
@@ -349,13 +352,87 @@ int RunMount(const MountArgs& a) {
     all.append(buf, static_cast<size_t>(n));
   }
   ::close(p[0]);
-  if (!RelayReport(all, rp.log)) {
+  if (!RelayReport(all, rp.log, a.quiet)) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return 1;
   }
   return 0;
+}
+
+// ------------------------------------------- mount(8) helper mode ----
+//
+// mount(8) runs /sbin/mount.fuse.stripefs (a link to this binary) as
+// `mount.fuse.stripefs SOURCE MNT [-sfnv] [-N NS] [-o OPTS]` for
+// `mount -t fuse.stripefs` and fstab lines. SOURCE is a volume directory or
+// `cluster:NAME` with -o meta=HOST:PORT,key=FILE; it is what /proc/mounts
+// shows, so `mount -a` sees the line is mounted. Options only mount(8)
+// reads (_netdev, nofail, noauto, x-..., ...) are dropped; the rest are
+// `stripefs mount -o` options.
+
+// mount(8)-only options: the helper ignores them.
+bool IsMountCommandOption(const std::string& o) {
+  static const char* const kNames[] = {
+      "_netdev", "nofail", "auto",  "noauto", "defaults", "user",
+      "users",   "nouser", "owner", "group",  "noowner",  "nogroup"};
+  for (const char* n : kNames)
+    if (o == n) return true;
+  return o.rfind("x-", 0) == 0 || o.rfind("comment=", 0) == 0;
+}
+
+int RunMountHelper(int argc, char** argv) {
+  MountArgs a;
+  a.quiet = true;
+  bool fake = false;
+  std::vector<std::string> opts;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-o" && i + 1 < argc) {
+      opts.push_back(argv[++i]);
+    } else if ((arg == "-N" || arg == "-t") && i + 1 < argc) {
+      ++i;  // namespace (mount(8) already entered it) / our own type
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      for (char c : arg.substr(1)) {
+        if (c == 'f') fake = true;  // -s (sloppy), -n, -v: nothing to do
+      }
+    } else {
+      a.positional.push_back(arg);
+    }
+  }
+  if (a.positional.size() != 2) {
+    return Fail(
+        "usage: mount -t fuse.stripefs SOURCE MNT -o OPTS (SOURCE: a "
+        "volume directory, or cluster:NAME with -o meta=HOST:PORT,key=FILE)");
+  }
+  a.fsname = a.positional[0];
+  for (const auto& list : opts) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      const std::string o = list.substr(
+          start, comma == std::string::npos ? comma : comma - start);
+      if (o.rfind("meta=", 0) == 0) {
+        a.meta_address = o.substr(5);
+      } else if (o.rfind("key=", 0) == 0) {
+        a.key_file = o.substr(4);
+      } else if (!o.empty() && !IsMountCommandOption(o)) {
+        a.options.push_back(o);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  const bool cluster = a.fsname.rfind("cluster:", 0) == 0;
+  if (cluster != !a.meta_address.empty()) {
+    return Fail(cluster
+                    ? "source " + a.fsname + " needs -o meta=HOST:PORT,key=FILE"
+                    : "-o meta= is for a cluster: give the source as "
+                      "cluster:NAME");
+  }
+  if (cluster) a.positional.erase(a.positional.begin());
+  if (fake) return 0;
+  return RunMount(a);
 }
 
 // -------------------------------------------------------------- umount ----
@@ -439,8 +516,15 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("--max-ratio", a.max_ratio,
                   "set the mount's bdi max_ratio once mounted (root)")
         ->check(InRange(fs::kMaxRatioRange));
-    c->add_option("-o", a.options,
-                  "mount options: allow_other, ro, auto_unmount, ...")
+    c->add_option(
+         "-o", a.options,
+         "mount options, comma separated, before or after DIR MNT. As root "
+         "the mount is multi-user: allow_other with default_permissions "
+         "(the kernel checks modes and POSIX ACLs); no_allow_other keeps it "
+         "to the mounting user. Also ro, rw, auto_unmount, "
+         "no_default_permissions (no ACLs either) and the VFS options atime, "
+         "noatime, relatime, strictatime, nodiratime, diratime, lazytime, "
+         "sync, async, dirsync, nosuid, suid, nodev, dev, noexec, exec")
         ->allow_extra_args(false);  // one value per -o
     c->add_option(
          "--idle-flush-ms", a.idle_flush_ms,
@@ -494,4 +578,14 @@ const CommandRegistration kRegister([](CLI::App& app) {
 });
 
 }  // namespace
+
+bool IsMountHelperName(const char* argv0) {
+  const char* base = std::strrchr(argv0, '/');
+  return std::strcmp(base ? base + 1 : argv0, kMountHelperName) == 0;
+}
+
+int MountHelperMain(int argc, char** argv) {
+  return RunMountHelper(argc, argv);
+}
+
 }  // namespace stripefs::tools

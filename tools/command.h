@@ -27,4 +27,10 @@ struct CommandRegistration {
 void ExitWith(int code);
 int ExitCode();
 
+// mount(8) helper mode: installed as /sbin/mount.fuse.stripefs (a link to
+// the binary), `stripefs` takes mount(8)'s arguments (cmd_mount.cc).
+inline constexpr char kMountHelperName[] = "mount.fuse.stripefs";
+bool IsMountHelperName(const char* argv0);
+int MountHelperMain(int argc, char** argv);
+
 }  // namespace stripefs::tools

@@ -60,6 +60,8 @@ std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 0 && stripefs::tools::IsMountHelperName(argv[0]))
+    return stripefs::tools::MountHelperMain(argc, argv);
   CLI::App app{
       "stripefs: an erasure-coded distributed file system mounted through "
       "FUSE"};

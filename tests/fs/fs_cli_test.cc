@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
 #include "tests/fs/fs_mount.h"
+#include "tests/support/killpriv_checks.h"
 
 namespace stripefs::fs::testing {
 namespace {
@@ -58,6 +62,15 @@ class CliTest : public ::testing::Test {
   std::string Bin() { return STRIPEFS_BINARY; }
   std::string Mount(int* rc) {
     return Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_, rc);
+  }
+  // `mount -o OPTS VOL MNT` (-o first, as with mount(8)).
+  std::string MountWith(const std::string& opts, int* rc) {
+    return Sh(
+        "timeout 60 " + Bin() + " mount -o " + opts + " " + vol_ + " " + mnt_,
+        rc);
+  }
+  std::string Umount(int* rc) {
+    return Sh("timeout 120 " + Bin() + " umount " + mnt_, rc);
   }
   std::string root_, vol_, mnt_;
 };
@@ -293,6 +306,316 @@ TEST_F(CliTest, CorruptedMetadataNamesTheRepairAndRepairWorks) {
   EXPECT_EQ(Get(mnt_ + "/kept"), std::string(1500000, 'k'));
   out = Sh("timeout 120 " + Bin() + " umount " + mnt_, &rc);
   EXPECT_EQ(rc, 0) << out;
+}
+
+// One mount in /proc/self/mountinfo.
+struct MountInfo {
+  bool found = false;
+  std::string options;        // per mount: "rw,nosuid,relatime"
+  std::string fstype;         // "fuse.stripefs"
+  std::string source;         // what fsname said
+  std::string super_options;  // "rw,lazytime,user_id=0,..."
+  bool Has(const std::string& opts, const std::string& o) const {
+    return ("," + opts + ",").find("," + o + ",") != std::string::npos;
+  }
+};
+
+MountInfo MountInfoOf(const std::string& mnt) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  MountInfo m;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string id, parent, dev, root, point, opts;
+    ss >> id >> parent >> dev >> root >> point >> opts;
+    const size_t dash = line.find(" - ");
+    if (point != mnt || dash == std::string::npos) continue;
+    std::istringstream rest(line.substr(dash + 3));
+    m = MountInfo{};
+    m.found = true;
+    m.options = opts;
+    rest >> m.fstype >> m.source >> m.super_options;
+  }
+  return m;
+}
+
+// The daemon of `mnt` (from its pid file), or 0.
+pid_t DaemonOf(const std::string& mnt) {
+  std::ifstream pf(RuntimePathsFor(mnt).pidfile);
+  long pid = 0;
+  return pf >> pid ? static_cast<pid_t>(pid) : 0;
+}
+
+// After an unmount not made by `stripefs umount`: wait for the daemon to
+// write what it buffered and exit (bounded).
+bool WaitForExit(pid_t pid) {
+  for (int i = 0; pid > 0 && i < 600 && ::kill(pid, 0) == 0; ++i)
+    ::usleep(50000);
+  return pid <= 0 || ::kill(pid, 0) != 0;
+}
+
+TEST_F(CliTest, VfsOptionsReachTheKernel) {
+  int rc = 0;
+  std::string out = Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt_ +
+                           " -o relatime,nodiratime,nosuid,nodev,noexec,"
+                           "lazytime",
+                       &rc);
+  ASSERT_EQ(rc, 0) << out;
+  MountInfo m = MountInfoOf(mnt_);
+  ASSERT_TRUE(m.found);
+  for (const char* o : {"nosuid", "nodev", "noexec", "relatime", "nodiratime"})
+    EXPECT_TRUE(m.Has(m.options, o)) << o << " in " << m.options;
+  EXPECT_TRUE(m.Has(m.super_options, "lazytime")) << m.super_options;
+  out = Umount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  // -o before the positional arguments, as with mount(8).
+  out = MountWith("strictatime,sync", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  m = MountInfoOf(mnt_);
+  EXPECT_FALSE(m.Has(m.options, "relatime")) << m.options;
+  EXPECT_FALSE(m.Has(m.options, "noatime")) << m.options;
+  EXPECT_TRUE(m.Has(m.super_options, "sync")) << m.super_options;
+  out = Umount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = MountWith("ro", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  m = MountInfoOf(mnt_);
+  EXPECT_TRUE(m.Has(m.options, "ro")) << m.options;
+  EXPECT_LT(::open((mnt_ + "/w").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EROFS);
+  out = Umount(&rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST_F(CliTest, RootMountIsMultiUserUnlessNoAllowOther) {
+  int rc = 0;
+  std::string out = Sh(Bin() + " mount --help", &rc);
+  EXPECT_NE(out.find("multi-user: allow_other with default_permissions"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("no_allow_other"), std::string::npos) << out;
+  ASSERT_EQ(::chmod(root_.c_str(), 0711), 0);
+  out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("access: multi-user (allow_other)"), std::string::npos)
+      << out;
+  Put(mnt_ + "/shared", 10, 's', true);
+  const auto read_as_user = [&] {
+    return stripefs::testing::RunAs(4321, 4321, [&] {
+      int fd = ::open((mnt_ + "/shared").c_str(), O_RDONLY);
+      return fd < 0 ? errno : (::close(fd), 0);
+    });
+  };
+  EXPECT_EQ(read_as_user(), 0);
+  out = Umount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = MountWith("no_allow_other", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(read_as_user(), EACCES);
+  out = Umount(&rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+// A user made for one test, removed (with its home) afterwards.
+class TestUser {
+ public:
+  explicit TestUser(std::string name) : name_(std::move(name)) {
+    int rc = 0;
+    out_ = Sh("useradd -m -s /bin/sh " + name_, &rc);
+    created_ = rc == 0;
+  }
+  ~TestUser() {
+    if (!created_) return;
+    int rc = 0;
+    (void)Sh("userdel -r -f " + name_, &rc);
+  }
+  bool created() const { return created_; }
+  const std::string& why() const { return out_; }
+  std::string Home() const { return "/home/" + name_; }
+  // `sh -c CMD` as the user (its environment, its home as cwd).
+  std::string Run(const std::string& cmd, int* rc) const {
+    return Sh("cd " + Home() + " && timeout 120 runuser -u " + name_ +
+                  " -- env -u XDG_RUNTIME_DIR sh -c '" + cmd + "'",
+              rc);
+  }
+
+ private:
+  std::string name_, out_;
+  bool created_ = false;
+};
+
+// rw on /dev/fuse for one user through an ACL entry, removed afterwards
+// (where /dev/fuse is 0600, as here, fusermount3 opens it as the user).
+class DeviceGrant {
+ public:
+  explicit DeviceGrant(const std::string& user) : user_(user) {
+    int rc = 0;
+    out_ = Sh("setfacl -m u:" + user_ + ":rw /dev/fuse", &rc);
+    granted_ = rc == 0;
+  }
+  ~DeviceGrant() {
+    int rc = 0;
+    if (granted_) (void)Sh("setfacl -x u:" + user_ + " /dev/fuse", &rc);
+  }
+  bool granted() const { return granted_; }
+  const std::string& why() const { return out_; }
+
+ private:
+  std::string user_, out_;
+  bool granted_ = false;
+};
+
+TEST_F(CliTest, RegularUserMountsAVolumeInTheirHome) {
+  const std::string name = "sfst" + std::to_string(::getpid());
+  TestUser user(name);
+  if (!user.created()) {
+    GTEST_SKIP() << "SKIPPED (loudly): cannot create a test user: "
+                 << user.why();
+  }
+  const std::string home = user.Home();
+  const std::string mount = Bin() + " mount " + home + "/vol " + home + "/mnt";
+  int rc = 0;
+  std::string out = user.Run(mount, &rc);
+  EXPECT_NE(out.find("mkdir -p"), std::string::npos) << out;  // names the fix
+  out = user.Run("mkdir -p " + home + "/mnt && test -r /dev/fuse", &rc);
+  if (rc != 0) {
+    // Closed to the user: not refused up front, but the mount path's own
+    // reason (libfuse/fusermount3 open it as the user) and the fix.
+    out = user.Run(mount, &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_EQ(out.find("no usable /dev/fuse"), std::string::npos) << out;
+    EXPECT_NE(out.find("failed to open /dev/fuse: Permission denied"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("setfacl -m u:"), std::string::npos) << out;
+    EXPECT_FALSE(fuse::IsFuseMountPoint(home + "/mnt"));
+  }
+  DeviceGrant grant(name);
+  ASSERT_TRUE(grant.granted()) << grant.why();
+  out = user.Run(mount, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("access: owner only"), std::string::npos) << out;
+  EXPECT_TRUE(fuse::IsFuseMountPoint(home + "/mnt"));
+  out = user.Run("echo hello > " + home + "/mnt/f && cat " + home + "/mnt/f",
+                 &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "hello\n");
+  out = user.Run(Bin() + " umount " + home + "/mnt", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(home + "/mnt"));
+  out = user.Run(mount + " && cat " + home + "/mnt/f && " + Bin() + " umount " +
+                     home + "/mnt",
+                 &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("hello"), std::string::npos) << out;
+  if (fuse::IsFuseMountPoint(home + "/mnt"))
+    (void)fuse::UnmountPath(home + "/mnt", true);
+}
+
+// /sbin/mount.fuse.stripefs -> the built binary, for this test only (mount(8)
+// looks for helpers in /sbin, nowhere else). An existing helper that is not
+// ours is left alone (the test skips).
+class InstalledHelper {
+ public:
+  explicit InstalledHelper(const std::string& bin) {
+    char target[PATH_MAX] = {};
+    ssize_t n = ::readlink(kPath, target, sizeof(target) - 1);
+    if (n > 0) {
+      ours_ = std::string(target, static_cast<size_t>(n)) == bin;
+      return;  // someone's helper: used if it is ours, never removed
+    }
+    installed_ = ::symlink(bin.c_str(), kPath) == 0;
+    ours_ = installed_;
+  }
+  ~InstalledHelper() {
+    if (installed_) ::unlink(kPath);
+  }
+  bool usable() const { return ours_; }
+  static constexpr const char* kPath = "/sbin/mount.fuse.stripefs";
+
+ private:
+  bool installed_ = false, ours_ = false;
+};
+
+// mount(8) then umount(8) of `source` at `mnt` with `options`; checks the
+// mount table and a file round trip.
+void MountCommandRoundTrip(const std::string& source, const std::string& mnt,
+                           const std::string& options) {
+  int rc = 0;
+  std::string out = Sh("timeout 60 mount -t fuse.stripefs " + source + " " +
+                           mnt + " -o " + options,
+                       &rc);
+  ASSERT_EQ(rc, 0) << out;
+  MountInfo m = MountInfoOf(mnt);
+  ASSERT_TRUE(m.found) << out;
+  EXPECT_EQ(m.fstype, "fuse.stripefs");
+  EXPECT_EQ(m.source, source);
+  EXPECT_TRUE(m.Has(m.options, "nosuid")) << m.options;
+  Put(mnt + "/via-mount8", 300000, 'm', true);
+  EXPECT_EQ(Get(mnt + "/via-mount8"), std::string(300000, 'm'));
+  const pid_t daemon = DaemonOf(mnt);
+  out = Sh("timeout 60 umount " + mnt, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt));
+  EXPECT_TRUE(WaitForExit(daemon)) << "daemon " << daemon << " still running";
+}
+
+TEST_F(CliTest, MountCommandAndFstabLineThenUmount) {
+  InstalledHelper helper(Bin());
+  if (!helper.usable()) {
+    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
+                 << " exists and is not a link to " << Bin();
+  }
+  int rc = 0;
+  std::string out = Sh(Bin() + " mkfs " + vol_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  MountCommandRoundTrip(vol_, mnt_, "nosuid,relatime,_netdev");
+  // An fstab line (mount -T reads another fstab than /etc/fstab).
+  const std::string fstab = root_ + "/fstab";
+  std::ofstream(fstab) << vol_ << " " << mnt_
+                       << " fuse.stripefs _netdev,nofail,nosuid,noatime 0 0\n";
+  out = Sh("timeout 60 mount -T " + fstab + " " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  MountInfo m = MountInfoOf(mnt_);
+  EXPECT_EQ(m.source, vol_);
+  EXPECT_TRUE(m.Has(m.options, "noatime")) << m.options;
+  EXPECT_EQ(Get(mnt_ + "/via-mount8"), std::string(300000, 'm'));
+  // mount -a over the same fstab sees it mounted and does nothing.
+  out = Sh("timeout 60 mount -a -T " + fstab, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  const pid_t daemon = DaemonOf(mnt_);
+  out = Sh("timeout 60 umount " + mnt_, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(WaitForExit(daemon));
+}
+
+TEST_F(CliTest, MountCommandMountsAClusterSource) {
+  InstalledHelper helper(Bin());
+  if (!helper.usable()) {
+    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
+                 << " exists and is not a link to " << Bin();
+  }
+  const std::string skip = BackendSkipMessage(FsBackend::kCluster);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  FsMountOptions o;
+  o.backend = FsBackend::kCluster;
+  auto cluster = FsMount::Start(o);  // a cluster, and one mount of it
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  const std::string dir = (*cluster)->volume_dir();
+  std::ifstream addr_file(dir + "/metad.addr");
+  std::string addr;
+  ASSERT_TRUE(std::getline(addr_file, addr));
+  int rc = 0;
+  // A cluster source needs meta= and key=.
+  std::string out =
+      Sh("timeout 60 mount -t fuse.stripefs cluster:t " + mnt_, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("meta=HOST:PORT,key=FILE"), std::string::npos) << out;
+  MountCommandRoundTrip(
+      "cluster:t", mnt_,
+      "meta=" + addr + ",key=" + dir + "/cluster.key,nosuid,_netdev");
+  // The other client of the cluster sees the file.
+  EXPECT_EQ(Get((*cluster)->Path("via-mount8")), std::string(300000, 'm'));
 }
 
 }  // namespace

@@ -48,6 +48,23 @@ TEST(NegotiateInit, GrantsOnlyWhatWasOfferedAndReportsBoth) {
   EXPECT_NE(out.flags & FUSE_WRITEBACK_CACHE, 0u);
 }
 
+TEST(NegotiateInit, PosixAclBringsSetxattrExtAndDontMaskIsSeparate) {
+  InitConfig c;
+  const uint64_t offered = FUSE_POSIX_ACL | FUSE_SETXATTR_EXT | FUSE_DONT_MASK;
+  auto off = NegotiateInit(KernelInit(45, offered), c);
+  EXPECT_EQ(off.report.flags & offered, 0u);  // none by default
+  c.init.posix_acl = true;
+  auto acl = NegotiateInit(KernelInit(45, offered), c);
+  EXPECT_TRUE(acl.report.Has(FUSE_POSIX_ACL));
+  EXPECT_TRUE(acl.report.Has(FUSE_SETXATTR_EXT));  // carries ACL_KILL_SGID
+  EXPECT_FALSE(acl.report.Has(FUSE_DONT_MASK));
+  c.init.dont_mask = true;
+  auto both = NegotiateInit(KernelInit(45, offered), c);
+  EXPECT_TRUE(both.report.Has(FUSE_DONT_MASK));
+  EXPECT_NE(Out(both).flags & FUSE_DONT_MASK, 0u);
+  EXPECT_NE(Out(both).flags & FUSE_POSIX_ACL, 0u);
+}
+
 TEST(NegotiateInit, KillprivV2IsAskedForByDefaultAndCanBeTurnedOff) {
   InitConfig c;
   uint64_t offered = FUSE_HANDLE_KILLPRIV | FUSE_HANDLE_KILLPRIV_V2;
