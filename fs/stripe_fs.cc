@@ -641,8 +641,13 @@ void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
 
 void StripeFs::TmpFile(Replier r, uint64_t parent, const fuse_create_in& in) {
   NewOwner o = OwnerFor(meta_, parent, r, S_IFREG | (in.mode & 07777));
+  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
+  if (!acl.ok()) return Fail(r, acl.status());
   auto a = meta_.MkNode(parent, "", o.mode, o.uid, o.gid, 0);  // anonymous
   if (!a.ok()) return Fail(r, a.status());
+  // On failure the inode is an orphan already: the next start purges it.
+  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
+  if (!st.ok()) return Fail(r, st);
   fuse_entry_out e = MakeEntry(*a);
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);

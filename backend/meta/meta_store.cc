@@ -148,7 +148,7 @@ class MetaStore::Mutation {
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, Modify(ino));
     rec->attr.nlink = 0;
     rec->attr.ctime = now_;
-    batch_.Put(OrphanKey(ino), "");
+    txn_->Put(OrphanKey(ino), "");
     return Status::Ok();
   }
 
@@ -676,7 +676,7 @@ Result<InodeAttr> MetaStore::CreateAnonymous(uint64_t parent, uint32_t mode,
     rec->attr.uid = uid;
     rec->attr.gid = gid;
     rec->attr.nlink = 0;
-    m.txn().Put(OrphanKey(rec->attr.ino), kOrphanLinkable);
+    m.txn().Put(OrphanKey(rec->attr.ino), std::string(kOrphanLinkable));
     InodeAttr attr = rec->attr;
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
     return attr;
