@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -142,6 +143,14 @@ Status UnmountPath(const std::string& mountpoint, bool lazy) {
     return Status::IoError("fusermount3 -u " + mountpoint + " failed");
   }
   return Status::Ok();
+}
+
+void UnmountOrDetach(const std::string& mountpoint) {
+  Status st = UnmountPath(mountpoint, /*lazy=*/false);
+  if (st.ok()) return;
+  std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
+               st.ToString().c_str());
+  (void)UnmountPath(mountpoint, /*lazy=*/true);
 }
 
 bool IsFuseMountPoint(const std::string& path) {

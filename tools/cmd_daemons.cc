@@ -24,6 +24,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
+#include "common/stop_signals.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 
@@ -48,24 +49,6 @@ Status WriteSmallFile(const std::string& path, const std::string& text) {
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return Status::FromErrno(errno, "rename " + tmp + " -> " + path);
   return Status::Ok();
-}
-
-// Blocks SIGINT/SIGTERM in this thread and every thread created after, so
-// WaitForStopSignal() can collect them synchronously.
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-int WaitForStopSignal(const sigset_t& set) {
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
-  return sig;
 }
 
 // Pid file (removed again on clean exit) and address file (kept, so a
@@ -143,7 +126,8 @@ int RunMetad(const MetadFlags& f) {
   ho.interval = std::chrono::milliseconds(f.probe_interval_ms);
   ho.probe_timeout = std::chrono::milliseconds(f.probe_timeout_ms);
   if (Status s = HealthMonitor::Validate(ho); !s.ok()) return Fail(who, s);
-  sigset_t sigs = BlockStopSignals();
+  auto stop = StopSignals::Install();
+  if (!stop.ok()) return Fail(who, stop.status());
   auto key = ClusterKey::Load(f.d.key_file);
   if (!key.ok()) return Fail(who, key.status());
   DaemonFiles files(f.d.pid_file, f.d.address_file);
@@ -211,7 +195,7 @@ int RunMetad(const MetadFlags& f) {
                  "chunk servers stay `up` in the map\n");
   }
 
-  int sig = WaitForStopSignal(sigs);
+  int sig = (*stop)->Wait();
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
   monitor.Stop();
   (*server)->Stop();
@@ -264,7 +248,8 @@ Status Register(rpc::RemoteMetaService& meta, const ServerInfo& me,
 
 int RunChunkd(const ChunkdFlags& f) {
   std::string who = "chunkd " + std::to_string(f.id);
-  sigset_t sigs = BlockStopSignals();
+  auto stop = StopSignals::Install();
+  if (!stop.ok()) return Fail(who.c_str(), stop.status());
   auto key = ClusterKey::Load(f.d.key_file);
   if (!key.ok()) return Fail(who.c_str(), key.status());
   DaemonFiles files(f.d.pid_file, f.d.address_file);
@@ -315,7 +300,7 @@ int RunChunkd(const ChunkdFlags& f) {
   std::printf("%s\n", address.c_str());
   std::fflush(stdout);
 
-  int sig = WaitForStopSignal(sigs);
+  int sig = (*stop)->Wait();
   std::fprintf(stderr, "%s: %s received, stopping\n", who.c_str(),
                strsignal(sig));
   (*server)->Stop();

@@ -19,6 +19,7 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "common/human_bytes.h"
+#include "common/stop_signals.h"
 #include "fs/mount_service.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
@@ -180,15 +181,6 @@ class Reporter {
   int fd_;
 };
 
-sigset_t StopSignals() {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGINT);
-  sigaddset(&s, SIGTERM);
-  sigaddset(&s, SIGHUP);
-  return s;
-}
-
 Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
                                                  const std::string& dir,
                                                  const std::string& mnt) {
@@ -223,9 +215,9 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
 // stdout and stderr move to it once the mount is reported.
 int Serve(const fs::MountServiceOptions& o, Reporter& rep,
           const std::string& log) {
-  // Signals go to one thread (sigwait), so block them before any thread.
-  sigset_t stop = StopSignals();
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Stop signals count from here on, so one during the mount is not lost.
+  auto stop = StopSignals::Install({SIGINT, SIGTERM, SIGHUP});
+  if (!stop.ok()) return rep.Error(stop.status().ToString());
   auto service = fs::MountService::Start(o);
   if (!service.ok()) return rep.Error(service.status().ToString());
   for (const auto& line : (*service)->Describe()) rep.Say(line);
@@ -242,7 +234,7 @@ int Serve(const fs::MountServiceOptions& o, Reporter& rep,
     }
   }
   rep.Close();
-  Status why = (*service)->ServeUntilUnmounted(stop);
+  Status why = (*service)->ServeUntilUnmounted(**stop);
   Status fin = (*service)->Stop();
   if (!why.ok())
     std::fprintf(stderr, "stripefs: session ended: %s\n",
