@@ -13,7 +13,8 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "tests/client/counting_meta_service.h"
-#include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/fault_injecting_chunk_service.h"
+#include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -26,54 +27,31 @@ using testing::FaultInjectingChunkService;
 using testing::RandomBytes;
 
 // A volume of `servers` in-process chunk stores (each behind a fault
-// injector) and a MetaStore, in a temporary directory.
+// injector) and a MetaStore behind a call counter (tests/support).
 class StripeClientTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
-  void TearDown() override {
-    volume_.reset();
-    stores_.clear();
-    fs::remove_all(dir_);
-  }
 
   void Open(int servers, Geometry g) {
-    volume_.reset();
-    stores_.clear();
-    if (!dir_.empty()) fs::remove_all(dir_);
-    char tmpl[] = "/tmp/stripefs-client-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", g, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
     faults_.clear();
-    for (int i = 0; i < servers; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/chunks" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      auto w = std::make_unique<FaultInjectingChunkService>(store->get());
-      faults_.push_back(w.get());
-      wrappers.push_back(std::move(w));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = static_cast<uint32_t>(i);
-      info.failure_domain = "host" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    auto counting = std::make_unique<CountingMetaService>(
-        std::unique_ptr<MetaService>(std::move(meta).value()));
-    counting_ = counting.get();
-    auto v = Volume::FromParts(
-        std::move(counting),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)));
+    vol_.reset();
+    testing::InProcessVolumeOptions o;
+    o.servers = servers;
+    o.geometry = g;
+    o.wrap_meta = [this](std::unique_ptr<MetaService> inner) {
+      auto counting = std::make_unique<CountingMetaService>(std::move(inner));
+      counting_ = counting.get();
+      return counting;
+    };
+    auto v = testing::InProcessVolume::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    vol_ = std::move(v).value();
+    for (size_t i = 0; i < vol_->servers(); ++i)
+      faults_.push_back(vol_->service<FaultInjectingChunkService>(i));
   }
 
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
+  MetaService& meta() { return vol_->volume().meta(); }
+  StripeClient& client() { return vol_->volume().client(); }
   uint64_t S() { return client().stripe_size(); }
 
   uint64_t NewFile(const std::string& name) {
@@ -87,11 +65,7 @@ class StripeClientTest : public ::testing::Test {
     for (auto* f : faults_) n += f->writes;
     return n;
   }
-  uint64_t StoredChunks() {
-    uint64_t n = 0;
-    for (auto& s : stores_) n += s->Stats()->chunks;
-    return n;
-  }
+  uint64_t StoredChunks() { return vol_->StoredChunks(); }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
     uint64_t size = Size(ino);
     std::vector<uint8_t> out(size);
@@ -119,11 +93,9 @@ class StripeClientTest : public ::testing::Test {
     ASSERT_TRUE(client().RefreshClusterMap().ok());
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;  // outlive volume_
-  std::vector<FaultInjectingChunkService*> faults_;
-  CountingMetaService* counting_ = nullptr;  // owned by volume_
-  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<testing::InProcessVolume> vol_;
+  std::vector<FaultInjectingChunkService*> faults_;  // owned by vol_
+  CountingMetaService* counting_ = nullptr;          // owned by vol_
 };
 
 TEST_F(StripeClientTest, RandomWritesReadBackByteForByte) {
@@ -170,9 +142,7 @@ TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
   EXPECT_EQ(client().counters().rmw_bytes_read, 0u);
   EXPECT_EQ(ReadAll(ino), data);
   client().DrainGarbage();  // old versions are collected in the background
-  uint64_t chunks = 0;
-  for (auto& s : stores_) chunks += s->Stats()->chunks;
-  EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
+  EXPECT_EQ(StoredChunks(), 4u * 6u);  // exactly one version per stripe remains
 }
 
 TEST_F(StripeClientTest, ParityDeltaMatchesReadModifyWrite) {
@@ -240,8 +210,8 @@ TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
   // Client B: same metadata and chunk stores, its own wrappers and client.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
   std::vector<FaultInjectingChunkService*> b_faults;
-  for (auto& s : stores_) {
-    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+  for (size_t i = 0; i < vol_->servers(); ++i) {
+    auto w = std::make_unique<FaultInjectingChunkService>(&vol_->store(i));
     b_faults.push_back(w.get());
     wrappers.push_back(std::move(w));
   }
@@ -346,7 +316,7 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   auto sv = meta().GetStripes(ino, 0, 1)->front();
   auto servers = ServersOf(ino, 0);
   // Flip a bit in data chunk 1's bytes.
-  auto loc = stores_[servers[1]]->Locate({ino, 0, 1}, sv.version);
+  auto loc = vol_->store(servers[1]).Locate({ino, 0, 1}, sv.version);
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   {
     const auto at = static_cast<std::streamoff>(loc->offset + 17);
@@ -658,7 +628,7 @@ TEST_F(StripeClientTest, ClosingTheClientDrainsQueuedCollection) {
   ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 2)).ok());
   auto stripes = meta().GetStripes(ino, 0, 3);
   ASSERT_EQ(stripes->size(), 3u);
-  volume_.reset();  // no DrainGarbage: the destructor drains
+  vol_->CloseVolume();  // no DrainGarbage: the destructor drains
   EXPECT_EQ(StoredChunks(), 3u * 6u);
 }
 

@@ -2,15 +2,15 @@
 // temporary mountpoint, in this process, through MountService -- the same
 // code and FUSE configuration as `stripefs mount` (geometry-derived
 // max_pages and alignment). The volume is either embedded (a fresh volume
-// directory) or a fresh local cluster: metad + N chunkd on loopback started
-// with the real `stripefs cluster up` and reached as `stripefs mount --meta
-// --key` does. With `space_limit_mib` the volume (or cluster) directory is
-// a tmpfs of that size, for full-disk tests. The destructor always unmounts
-// (lazily if busy), stops the session, takes the cluster down (`stripefs
-// cluster down`, SIGKILL after a grace period), unmounts the tmpfs and
-// removes the temporary directories, also when a test failed or Start()
-// failed half way. Remount() keeps the volume (directory or running
-// cluster).
+// directory) or a fresh local cluster (tests/support/local_cluster.h: metad
+// + N chunkd on loopback started with the real `stripefs cluster up`)
+// reached as `stripefs mount --meta --key` does. With `space_limit_mib` the
+// volume (or cluster) directory is a tmpfs of that size, for full-disk tests.
+// The destructor always unmounts (lazily if busy), stops the session, takes the
+// cluster down (`stripefs cluster down`, SIGKILL after a grace period),
+// unmounts the tmpfs and removes the temporary directories, also when a test
+// failed or Start() failed half way. Remount() keeps the volume (directory or
+// running cluster).
 #pragma once
 
 #include <memory>
@@ -22,6 +22,7 @@
 #include "fs/mount_service.h"
 #include "fs/stripe_fs.h"
 #include "fuse/session.h"
+#include "tests/support/local_cluster.h"
 
 namespace stripefs::fs::testing {
 
@@ -30,11 +31,8 @@ std::string MountSkipReason();
 
 enum class FsBackend { kEmbedded, kCluster };
 const char* FsBackendName(FsBackend b);  // "embedded" / "cluster"
-// "" when a local cluster can be started (the stripefs binary was built),
-// else why not.
-std::string ClusterSkipReason();
 // "" when a file system on backend `b` can be mounted here, else the whole
-// skip message (which of the two reasons above, and why).
+// skip message (no mount here, or no local cluster possible, and why).
 std::string BackendSkipMessage(FsBackend b);
 
 struct FsMountOptions {
@@ -70,13 +68,10 @@ class FsMount {
  private:
   FsMount() = default;
   Status Up();
-  Status ClusterUp();
-  void ClusterDown();
   FsMountOptions opts_;
   std::string root_, mnt_, vol_dir_;
-  std::string space_dir_;     // the tmpfs, when space_limit_mib > 0
-  std::string meta_address_;  // cluster backend
-  bool cluster_started_ = false;
+  std::string space_dir_;  // the tmpfs, when space_limit_mib > 0
+  std::unique_ptr<stripefs::testing::LocalCluster> cluster_;
   std::unique_ptr<MountService> service_;
 };
 
