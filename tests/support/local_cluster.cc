@@ -55,6 +55,9 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     c->owns_dir_ = true;
   } else {
     c->dir_ = o.dir;
+    std::error_code ec;  // the CLI log lives there from the first command
+    std::filesystem::create_directories(c->dir_, ec);
+    if (ec) return Status::FromErrno(ec.value(), "mkdir " + c->dir_);
   }
   c->up_ = true;  // from here on teardown takes it down
   std::string args = "cluster up --servers " + std::to_string(o.servers);

@@ -31,7 +31,7 @@ struct LocalClusterOptions {
   uint32_t k = 0, m = 0;
   uint32_t cell_size = 65536;
   // "" = a fresh /tmp/stripefs-cluster-XXXXXX, removed again on teardown;
-  // else this directory (created by `cluster up`, left in place).
+  // else this directory (created if missing, left in place).
   std::string dir;
   int down_grace_s = 3;
 };
