@@ -38,9 +38,11 @@ int Fail(const char* who, const Status& s) {
   return 1;
 }
 
-// Writes `text` + newline to `path` atomically (temp file + rename).
+// Writes `text` + newline to `path` atomically (temp file + rename). The
+// temp name carries our pid: `stripefs cluster start` writes the same pid
+// file at the same time, through `path.tmp`.
 Status WriteSmallFile(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << text << "\n";
