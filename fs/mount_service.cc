@@ -323,6 +323,7 @@ Status MountService::Up() {
   STRIPEFS_RETURN_IF_ERROR(OpenVolume());
   fuse::SessionOptions so;
   DeriveFuseOptions(&so);
+  so.request_observer = o_.request_observer;
   fuse::MountOptions mo;
   STRIPEFS_RETURN_IF_ERROR(ParseMountOptions(&mo));
 

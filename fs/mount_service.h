@@ -104,6 +104,9 @@ struct MountServiceOptions {
   std::vector<std::string> mount_options;
   // Serve `stripefs stat` on the runtime socket and write the pid file.
   bool publish_runtime_files = true;
+  // Told the latency of every FUSE request (metrics); not owned, may be
+  // null, must outlive the service.
+  fuse::RequestObserver* request_observer = nullptr;
 };
 
 // EINVAL with a one-line message naming the option and its range.

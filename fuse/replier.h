@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -61,6 +62,9 @@ class InFlight {
 
   RequestContext ctx;
   std::atomic<bool> interrupted{false};
+  // When the Session handed the request to the file system (set only when
+  // a RequestObserver wants latencies).
+  std::chrono::steady_clock::time_point tracked_at{};
 };
 
 // Told right before a reply leaves, on the replying thread (the Session

@@ -120,10 +120,15 @@ Replier Session::Impl::Track(InFlight* f) {
     std::lock_guard<std::mutex> lock(sh.mu);
     sh.map[f->ctx.unique] = f;
   }
+  if (opts.request_observer) f->tracked_at = std::chrono::steady_clock::now();
   return Replier(f, this);
 }
 
 void Session::Impl::OnReply(InFlight* f) {
+  if (opts.request_observer) {
+    opts.request_observer->OnRequestDone(
+        f->ctx.opcode, std::chrono::steady_clock::now() - f->tracked_at);
+  }
   auto& sh = ShardOf(f->ctx.unique);
   std::lock_guard<std::mutex> lock(sh.mu);
   auto it = sh.map.find(f->ctx.unique);

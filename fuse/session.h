@@ -49,6 +49,18 @@ std::string_view TransportChoiceName(TransportChoice c);
 // kUring without the offer falls back to dev (the Session logs why).
 bool ShouldUseUring(TransportChoice c, bool kernel_offers_uring);
 
+// Told, on the replying thread, when the file system answers a request:
+// its opcode and the time from dispatch to the reply (for latency
+// histograms). Must be thread-safe and outlive the Session.
+class RequestObserver {
+ public:
+  virtual void OnRequestDone(uint32_t opcode,
+                             std::chrono::nanoseconds latency) = 0;
+
+ protected:
+  ~RequestObserver() = default;
+};
+
 struct SessionOptions {
   InitOptions init;
   TransportChoice transport = TransportChoice::kAuto;
@@ -56,6 +68,7 @@ struct SessionOptions {
   int uring_queue_depth = 8;  // entries per io-uring queue
   bool uring_pin_threads = true;
   bool log_requests = false;  // one stderr line per request (debug)
+  RequestObserver* request_observer = nullptr;  // not owned; may be null
 };
 
 class Session : public RequestSink {

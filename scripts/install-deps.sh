@@ -10,6 +10,7 @@ PKGS=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   clang clang-format clang-tidy libclang-rt-14-dev
+  prometheus-cpp-dev libsystemd-dev
   fio iproute2 python3 python3-matplotlib kmod procps psmisc
 )
 KERNEL_PKGS=(

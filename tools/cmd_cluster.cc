@@ -4,8 +4,10 @@
 // Everything lives under --dir D:
 //   D/cluster.key            cluster key (made by `up` if absent)
 //   D/cluster.conf           servers, geometry, base port (written by `up`)
-//   D/metad/  D/metad.{pid,addr,log}
-//   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,log}     ids 1..N
+//   D/metad/  D/metad.{pid,addr,metrics,log}
+//   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,metrics,log}     ids 1..N
+//   D/metrics.addrs          every daemon's Prometheus HOST:PORT, one a line
+//                            (metad first), for scrape configs and tests
 // Daemons run in their own session (setsid) with stdout/stderr appended to
 // their log; `down` stops them with SIGTERM, then SIGKILL after a bounded
 // wait. A restarted daemon reuses its previous address (D/*.addr).
@@ -30,6 +32,7 @@
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "tools/cluster_files.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 
@@ -44,13 +47,6 @@ struct ClusterConf {
   uint32_t k = 4, m = 2, cell_size = 256 * 1024;
   uint32_t base_port = 0;  // 0: every process picks a free port
 };
-
-std::string ReadFirstLine(const std::string& path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
 
 Status WriteText(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -141,6 +137,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& args,
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::unsetenv("NOTIFY_SOCKET");  // our readiness is not the daemons'
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -196,6 +193,9 @@ struct Cluster {
                             std::to_string(*pid) + ")");
     std::string base = p.base(dir);
     std::string listen = ListenFor(p);
+    // Metrics keep their port across restarts, like the RPC address.
+    std::string metrics = ReadFirstLine(base + ".metrics");
+    if (metrics.empty()) metrics = "127.0.0.1:0";
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
     if (p.id == 0) {
@@ -215,7 +215,8 @@ struct Cluster {
     }
     args.insert(args.end(),
                 {"--key", key_path(), "--listen", listen, "--pid-file",
-                 base + ".pid", "--address-file", base + ".addr"});
+                 base + ".pid", "--address-file", base + ".addr", "--metrics",
+                 metrics, "--metrics-address-file", base + ".metrics"});
     STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, base + ".log"));
     STRIPEFS_RETURN_IF_ERROR(
         WriteText(base + ".pid", std::to_string(pid) + "\n"));
@@ -267,6 +268,14 @@ struct Cluster {
       std::fprintf(stderr, "cluster: %s ignored SIGTERM for %d s; killed\n",
                    p.name.c_str(), grace_s);
     return Status::Ok();
+  }
+
+  // D/metrics.addrs from the daemons' metrics address files.
+  Status WriteMetricsAddrs() const {
+    std::string text = ReadFirstLine(Metad().base(dir) + ".metrics") + "\n";
+    for (uint32_t id = 1; id <= conf.servers; ++id)
+      text += ReadFirstLine(Chunkd(id).base(dir) + ".metrics") + "\n";
+    return WriteText(dir + "/metrics.addrs", text);
   }
 
   // Waits until metad lists every chunkd as up at its current address.
@@ -383,6 +392,7 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     if (!st.ok()) s = st;
   }
   if (s.ok()) s = c.WaitRegistered(*key, f.timeout_s);
+  if (s.ok()) s = c.WriteMetricsAddrs();
   if (!s.ok()) {
     teardown();
     return Fail(s);
@@ -394,6 +404,7 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
               c.key_path().c_str());
   std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
               c.key_path().c_str());
+  std::printf("metrics: %s/metrics.addrs\n", f.dir.c_str());
   return 0;
 }
 
@@ -499,6 +510,7 @@ int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
   auto p = ParseServer(*c, server);
   if (!p.ok()) return Fail(p.status());
   Status s = c->Start(*p, timeout_s);
+  if (s.ok()) s = c->WriteMetricsAddrs();
   if (!s.ok()) return Fail(s);
   std::printf("%s running at %s\n", p->name.c_str(),
               ReadFirstLine(p->base(dir) + ".addr").c_str());

@@ -3,7 +3,8 @@
 // ChunkStore, both over the RPC protocol of backend/rpc (HMAC with the
 // cluster key). Both log to stderr, stop cleanly on SIGINT/SIGTERM, and can
 // write a pid file and their actual listen address to files (for
-// `stripefs cluster`, which starts them with port 0).
+// `stripefs cluster`, which starts them with port 0). With --metrics
+// ADDR:PORT they serve Prometheus metrics (metrics/).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,8 +26,11 @@
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "common/stop_signals.h"
+#include "metrics/daemon_metrics.h"
+#include "metrics/rpc_metrics.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
+#include "tools/readiness.h"
 
 namespace stripefs::tools {
 namespace {
@@ -81,6 +85,38 @@ struct DaemonFlags {
   std::string listen;
   std::string pid_file;
   std::string address_file;
+  std::string metrics;  // ADDR:PORT of /metrics; empty: none
+  std::string metrics_address_file;
+};
+
+// The daemon's Prometheus endpoint: the RPC handler wrapped to time every
+// request, and the server's counters. Null when --metrics is not given.
+class DaemonMetrics {
+ public:
+  static Result<std::unique_ptr<DaemonMetrics>> Create(const DaemonFlags& f,
+                                                       rpc::RpcHandler* inner) {
+    if (f.metrics.empty()) return std::unique_ptr<DaemonMetrics>();
+    std::unique_ptr<DaemonMetrics> m(new DaemonMetrics());
+    auto registry = std::make_shared<prometheus::Registry>();
+    m->timed_ = std::make_unique<metrics::TimedRpcHandler>(inner, *registry);
+    STRIPEFS_ASSIGN_OR_RETURN(
+        m->server_, metrics::MetricsServer::Start(f.metrics, registry));
+    if (!f.metrics_address_file.empty()) {
+      STRIPEFS_RETURN_IF_ERROR(
+          WriteSmallFile(f.metrics_address_file, m->server_->address()));
+    }
+    return m;
+  }
+  rpc::RpcHandler* handler() { return timed_.get(); }
+  metrics::MetricsServer& server() { return *server_; }
+  // Stops serving: call before the RPC server and the stores the
+  // collectors read go away (the wrapped handler stays until destruction).
+  void StopServing() { server_.reset(); }
+
+ private:
+  DaemonMetrics() = default;
+  std::unique_ptr<metrics::TimedRpcHandler> timed_;
+  std::unique_ptr<metrics::MetricsServer> server_;
 };
 
 void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
@@ -95,6 +131,11 @@ void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
   cmd->add_option("--pid-file", f->pid_file, "write the process id here");
   cmd->add_option("--address-file", f->address_file,
                   "write the actual listen address here once listening");
+  cmd->add_option("--metrics", f->metrics,
+                  "serve Prometheus metrics on HOST:PORT (/metrics; port 0 "
+                  "picks a free one)");
+  cmd->add_option("--metrics-address-file", f->metrics_address_file,
+                  "write the actual metrics address here once serving");
 }
 
 // ---- keygen -----------------------------------------------------------------
@@ -163,11 +204,22 @@ int RunMetad(const MetadFlags& f) {
     return 1;
   }
   rpc::MetaServiceServer handler(store->get());
+  auto metrics = DaemonMetrics::Create(f.d, &handler);
+  if (!metrics.ok()) return Fail(who, metrics.status());
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = "metad";
-  auto server = rpc::RpcServer::Start(so, *key, &handler);
+  auto server = rpc::RpcServer::Start(
+      so, *key, *metrics ? (*metrics)->handler() : &handler);
   if (!server.ok()) return Fail(who, server.status());
+  if (*metrics) {
+    (*metrics)->server().AddCollector(
+        metrics::RpcServerCollector(server->get(), "metad"));
+    (*metrics)->server().AddCollector(
+        metrics::ClusterMapCollector(store->get()));
+    std::fprintf(stderr, "metad: metrics on http://%s/metrics\n",
+                 (*metrics)->server().address().c_str());
+  }
   if (Status s = files.WriteAddress((*server)->address()); !s.ok())
     return Fail(who, s);
   std::fprintf(stderr,
@@ -177,6 +229,7 @@ int RunMetad(const MetadFlags& f) {
                geometry->m, geometry->cell_size, (*server)->address().c_str());
   std::printf("%s\n", (*server)->address().c_str());
   std::fflush(stdout);
+  NotifyReady("serving on " + (*server)->address());
 
   // Failure detector: marks chunk servers that stop answering down (and up
   // again), see backend/meta/health_monitor.h and docs/cluster.md.
@@ -199,6 +252,8 @@ int RunMetad(const MetadFlags& f) {
 
   int sig = (*stop)->Wait();
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
+  NotifyStopping();
+  if (*metrics) (*metrics)->StopServing();
   monitor.Stop();
   (*server)->Stop();
   auto c = (*server)->counters();
@@ -262,11 +317,22 @@ int RunChunkd(const ChunkdFlags& f) {
     return Fail(who.c_str(),
                 store.status().Annotate("chunk store in " + f.dir));
   rpc::ChunkServiceServer handler(store->get());
+  auto metrics = DaemonMetrics::Create(f.d, &handler);
+  if (!metrics.ok()) return Fail(who.c_str(), metrics.status());
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = who;
-  auto server = rpc::RpcServer::Start(so, *key, &handler);
+  auto server = rpc::RpcServer::Start(
+      so, *key, *metrics ? (*metrics)->handler() : &handler);
   if (!server.ok()) return Fail(who.c_str(), server.status());
+  if (*metrics) {
+    (*metrics)->server().AddCollector(
+        metrics::RpcServerCollector(server->get(), "chunkd"));
+    (*metrics)->server().AddCollector(
+        metrics::ChunkStoreCollector(store->get(), f.id));
+    std::fprintf(stderr, "%s: metrics on http://%s/metrics\n", who.c_str(),
+                 (*metrics)->server().address().c_str());
+  }
   std::string address =
       f.advertise.empty() ? (*server)->address() : f.advertise;
   if (address.rfind("0.0.0.0:", 0) == 0) {
@@ -277,9 +343,6 @@ int RunChunkd(const ChunkdFlags& f) {
     return 1;
   }
 
-  rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
-  mo.call_timeout = std::chrono::milliseconds(5000);
-  rpc::RemoteMetaService meta(f.meta, *key, mo);
   ServerInfo me;
   me.id = f.id;
   me.address = address;
@@ -287,10 +350,17 @@ int RunChunkd(const ChunkdFlags& f) {
                           ? "chunkd-" + std::to_string(f.id)
                           : f.failure_domain;
   me.state = ServerState::kUp;
-  if (Status s = Register(meta, me, f.register_timeout_s); !s.ok()) {
-    (*server)->Stop();
-    return Fail(who.c_str(),
-                s.Annotate("cannot register with metad at " + f.meta));
+  {
+    // Connected only while registering, so metad's open connections are
+    // its clients (mounts, tools), which `stripefs status` reports.
+    rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
+    mo.call_timeout = std::chrono::milliseconds(5000);
+    rpc::RemoteMetaService meta(f.meta, *key, mo);
+    if (Status s = Register(meta, me, f.register_timeout_s); !s.ok()) {
+      (*server)->Stop();
+      return Fail(who.c_str(),
+                  s.Annotate("cannot register with metad at " + f.meta));
+    }
   }
   if (Status s = files.WriteAddress(address); !s.ok())
     return Fail(who.c_str(), s);
@@ -301,10 +371,13 @@ int RunChunkd(const ChunkdFlags& f) {
                me.failure_domain.c_str(), f.meta.c_str());
   std::printf("%s\n", address.c_str());
   std::fflush(stdout);
+  NotifyReady("serving on " + address + ", registered with " + f.meta);
 
   int sig = (*stop)->Wait();
   std::fprintf(stderr, "%s: %s received, stopping\n", who.c_str(),
                strsignal(sig));
+  NotifyStopping();
+  if (*metrics) (*metrics)->StopServing();
   (*server)->Stop();
   // Tell metad we are gone on purpose (best effort, short timeout), unless
   // an operator marked us out.

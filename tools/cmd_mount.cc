@@ -23,8 +23,10 @@
 #include "fs/mount_service.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
+#include "metrics/mount_metrics.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
+#include "tools/readiness.h"
 
 namespace stripefs::tools {
 namespace {
@@ -147,6 +149,7 @@ struct MountArgs {
   int meta_hold_s = 60;
   int send_window = 16;
   int file_send_window = 8;
+  std::string metrics;  // ADDR:PORT of /metrics; empty: none
 };
 
 // Where the daemon tells the waiting parent how the mount went.
@@ -213,13 +216,21 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
 
 // Mounts, reports, serves until unmounted. With a `log` path (the daemon),
 // stdout and stderr move to it once the mount is reported.
-int Serve(const fs::MountServiceOptions& o, Reporter& rep,
-          const std::string& log) {
+int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
+          Reporter& rep, const std::string& log) {
   // Stop signals count from here on, so one during the mount is not lost.
   auto stop = StopSignals::Install({SIGINT, SIGTERM, SIGHUP});
   if (!stop.ok()) return rep.Error(stop.status().ToString());
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::FuseLatencyHistograms latencies(*registry);
+  if (!metrics_addr.empty()) o.request_observer = &latencies;
   auto service = fs::MountService::Start(o);
   if (!service.ok()) return rep.Error(service.status().ToString());
+  auto exporter =
+      metrics::ServeMountMetrics(metrics_addr, registry, &(*service)->fs());
+  if (!exporter.ok()) return rep.Error(exporter.status().ToString());
+  if (*exporter)
+    rep.Say("metrics on http://" + (*exporter)->address() + "/metrics");
   for (const auto& line : (*service)->Describe()) rep.Say(line);
   std::fflush(nullptr);
   if (!log.empty()) {
@@ -234,7 +245,10 @@ int Serve(const fs::MountServiceOptions& o, Reporter& rep,
     }
   }
   rep.Close();
+  NotifyReady("mounted at " + o.mountpoint);
   Status why = (*service)->ServeUntilUnmounted(**stop);
+  NotifyStopping();
+  exporter->reset();  // stop serving before the file system goes away
   Status fin = (*service)->Stop();
   if (!why.ok())
     std::fprintf(stderr, "stripefs: session ended: %s\n",
@@ -296,7 +310,7 @@ int RunMount(const MountArgs& a) {
 
   if (a.foreground) {
     Reporter rep(-1);
-    return Serve(*o, rep, "");
+    return Serve(*o, a.metrics, rep, "");
   }
   // Daemon: the child mounts and reports through a pipe; the parent prints
   // the report and exits once the mount is live (or failed). Until then the
@@ -315,7 +329,7 @@ int RunMount(const MountArgs& a) {
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull >= 0) ::dup2(devnull, 0);
     Reporter rep(p[1]);
-    ::_exit(Serve(*o, rep, rp.log));
+    ::_exit(Serve(*o, a.metrics, rep, rp.log));
   }
   ::close(p[1]);
   std::string all;
@@ -452,6 +466,8 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_flag("--enable-uring", a.enable_uring,
                 "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
                 "(root), so --transport auto|uring can use io-uring");
+    c->add_option("--metrics", a.metrics,
+                  "serve Prometheus metrics on HOST:PORT (/metrics)");
     c->callback([] { ExitWith(RunMount(a)); });
   }
   {

@@ -1,0 +1,24 @@
+// Collectors for the daemons' own state, read at scrape time:
+//   ChunkStoreCollector  chunkd: stripefs_chunk_store_* (chunks, bytes
+//                        stored/free/capacity/reserved, reads, writes, CRC
+//                        errors) from ChunkService::Stats().
+//   ClusterMapCollector  metad: stripefs_server_state{server, address,
+//                        domain, state} (1 for the server's state, 0 for the
+//                        others), stripefs_cluster_servers{state},
+//                        stripefs_cluster_map_epoch, and the volume's
+//                        stripefs_volume_{inodes, bytes_used}.
+// The services are not owned and must outlive the MetricsServer. A failed
+// read leaves its families out of that scrape (and counts it in
+// stripefs_metrics_collect_errors_total).
+#pragma once
+
+#include "backend/chunk/chunk_service.h"
+#include "backend/meta/meta_service.h"
+#include "metrics/metrics_server.h"
+
+namespace stripefs::metrics {
+
+Collector ChunkStoreCollector(ChunkService* store, uint32_t server_id);
+Collector ClusterMapCollector(MetaService* meta);
+
+}  // namespace stripefs::metrics

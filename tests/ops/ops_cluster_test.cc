@@ -1,0 +1,295 @@
+// Operations against one real local cluster (`stripefs cluster up`: metad +
+// 6 chunkd on loopback, 4+2) and one mount of it started with
+// `stripefs mount --metrics 127.0.0.1:0`, shared by every test:
+//   * every endpoint in metrics.addrs and the mount's serves the text
+//     format with the documented names, and the counters move after I/O;
+//   * `stripefs status` says HEALTH_OK, names a killed chunkd in
+//     HEALTH_WARN, and --json parses.
+// Waits are bounded polls on the outcome, never time assertions.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metrics/scrape.h"
+#include "tests/fs/fs_mount.h"
+
+namespace stripefs {
+namespace {
+
+namespace sfs = std::filesystem;
+using metrics::Exposition;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Sum of the series of `name` whose labels contain `needle`.
+double SumWhere(const Exposition& e, const std::string& name,
+                const std::string& needle) {
+  double sum = 0;
+  for (const auto& [key, v] : e.series) {
+    if (key.rfind(name + "{", 0) == 0 && key.find(needle) != std::string::npos)
+      sum += v;
+  }
+  return sum;
+}
+
+class OpsClusterTest : public ::testing::Test {
+ protected:
+  static constexpr int kServers = 6;
+
+  static void SetUpTestSuite() {
+    skip_ = fs::testing::BackendSkipMessage(fs::testing::FsBackend::kCluster);
+    if (!skip_.empty()) return;
+    char tmpl[] = "/tmp/stripefs-ops-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    mnt_ = dir_ + "/mnt";
+    sfs::create_directories(mnt_);
+    if (Cli("cluster up --servers " + std::to_string(kServers) +
+            " --cell-size 65536 --dir " + dir_) != 0) {
+      setup_error_ = "cluster up failed:\n" + Slurp(dir_ + "/cli.log");
+      return;
+    }
+    std::getline(std::ifstream(dir_ + "/metad.addr"), meta_);
+    if (Cli("mount --meta " + meta_ + " --key " + dir_ +
+            "/cluster.key --metrics 127.0.0.1:0 " + mnt_) != 0) {
+      setup_error_ = "mount failed:\n" + Slurp(dir_ + "/cli.log");
+      return;
+    }
+    mounted_ = true;
+    std::string log = Slurp(dir_ + "/cli.log");
+    const std::string tag = "metrics on http://";
+    auto at = log.rfind(tag);
+    if (at == std::string::npos) {
+      setup_error_ = "the mount did not report its metrics address:\n" + log;
+      return;
+    }
+    auto end = log.find("/metrics", at + tag.size());
+    mount_metrics_ = log.substr(at + tag.size(), end - at - tag.size());
+  }
+
+  static void TearDownTestSuite() {
+    if (dir_.empty()) return;
+    if (mounted_ && Cli("umount " + mnt_) != 0)
+      ::umount2(mnt_.c_str(), MNT_DETACH);
+    Cli("cluster down --grace 3 --dir " + dir_);
+    std::error_code ec;
+    sfs::remove_all(dir_, ec);
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static int Cli(const std::string& args, std::string* out = nullptr) {
+    std::string file = dir_ + (out ? "/cli.out" : "/cli.log");
+    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args +
+                      (out ? " >" + file + " 2>>" + dir_ + "/cli.log"
+                           : " >>" + file + " 2>&1");
+    int rc = std::system(cmd.c_str());
+    if (out) *out = Slurp(file);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+
+  static std::vector<std::string> DaemonMetricsAddrs() {
+    std::vector<std::string> out;
+    std::ifstream f(dir_ + "/metrics.addrs");
+    for (std::string l; std::getline(f, l);)
+      if (!l.empty()) out.push_back(l);
+    return out;
+  }
+
+  static Exposition ScrapeOk(const std::string& addr) {
+    auto text = metrics::Scrape(addr);
+    EXPECT_TRUE(text.ok()) << addr << ": " << text.status().ToString();
+    if (!text.ok()) return {};
+    Exposition e = metrics::ParseExposition(*text);
+    EXPECT_EQ(e.bad_lines, 0u) << addr;
+    return e;
+  }
+
+  // Sum of `name` over every chunkd.
+  static double ChunkdSum(const std::string& name, const std::string& needle) {
+    auto addrs = DaemonMetricsAddrs();
+    double sum = 0;
+    for (size_t i = 1; i < addrs.size(); ++i)
+      sum += SumWhere(ScrapeOk(addrs[i]), name, needle);
+    return sum;
+  }
+
+  static inline std::string skip_, setup_error_, dir_, mnt_, meta_,
+      mount_metrics_;
+  static inline bool mounted_ = false;
+};
+
+TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
+  auto addrs = DaemonMetricsAddrs();
+  ASSERT_EQ(addrs.size(), 1u + kServers) << Slurp(dir_ + "/metrics.addrs");
+  Exposition metad = ScrapeOk(addrs[0]);
+  for (const char* name :
+       {"stripefs_server_state", "stripefs_cluster_servers",
+        "stripefs_cluster_map_epoch", "stripefs_volume_inodes",
+        "stripefs_rpc_requests_total", "stripefs_rpc_open_connections",
+        "stripefs_rpc_rejected_frames_total",
+        "stripefs_rpc_request_duration_seconds_bucket"})
+    EXPECT_TRUE(metad.Has(name)) << "metad lacks " << name;
+  EXPECT_EQ(SumWhere(metad, "stripefs_cluster_servers", "state=\"up\""),
+            kServers);
+  for (int id = 1; id <= kServers; ++id) {
+    Exposition c = ScrapeOk(addrs[static_cast<size_t>(id)]);
+    for (const char* name :
+         {"stripefs_chunk_store_bytes_capacity", "stripefs_chunk_store_chunks",
+          "stripefs_chunk_store_writes_total", "stripefs_rpc_requests_total"})
+      EXPECT_TRUE(c.Has(name)) << "chunkd " << id << " lacks " << name;
+    EXPECT_GT(SumWhere(c, "stripefs_chunk_store_bytes_capacity",
+                       "server=\"" + std::to_string(id) + "\""),
+              0);
+  }
+  EXPECT_FALSE(sfs::exists(mnt_ + "/absent"));  // a LOOKUP for the histogram
+  Exposition m = ScrapeOk(mount_metrics_);
+  for (const char* name :
+       {"stripefs_mount_writes_requests_total",
+        "stripefs_mount_backend_stripe_writes_total",
+        "stripefs_mount_backend_degraded_reads_total",
+        "stripefs_mount_coalescing_buffered_bytes", "stripefs_mount_volume_k",
+        "stripefs_fuse_requests_total", "stripefs_fuse_queue_requests_total",
+        "stripefs_fuse_request_duration_seconds_count"})
+    EXPECT_TRUE(m.Has(name)) << "the mount lacks " << name;
+}
+
+TEST_F(OpsClusterTest, CountersMoveAfterIo) {
+  auto addrs = DaemonMetricsAddrs();
+  ASSERT_FALSE(addrs.empty());
+  Exposition m0 = ScrapeOk(mount_metrics_);
+  Exposition meta0 = ScrapeOk(addrs[0]);
+  double chunk_writes0 = ChunkdSum("stripefs_chunk_store_writes_total", "");
+  double chunk_rpcs0 = ChunkdSum("stripefs_rpc_request_duration_seconds_count",
+                                 "op=\"WriteChunk\"");
+  {
+    std::vector<char> data(2 << 20, 'x');
+    std::ofstream f(mnt_ + "/io-" + std::to_string(::getpid()),
+                    std::ios::binary);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.close();
+    ASSERT_TRUE(f.good());
+  }
+  ::sync();
+  Exposition m1 = ScrapeOk(mount_metrics_);
+  Exposition meta1 = ScrapeOk(addrs[0]);
+  EXPECT_GT(m1.Sum("stripefs_mount_writes_requests_total"),
+            m0.Sum("stripefs_mount_writes_requests_total"));
+  EXPECT_GT(m1.Sum("stripefs_mount_backend_bytes_written_total"),
+            m0.Sum("stripefs_mount_backend_bytes_written_total"));
+  EXPECT_GT(SumWhere(m1, "stripefs_fuse_request_duration_seconds_count",
+                     "op=\"WRITE\""),
+            SumWhere(m0, "stripefs_fuse_request_duration_seconds_count",
+                     "op=\"WRITE\""));
+  EXPECT_GT(SumWhere(meta1, "stripefs_rpc_request_duration_seconds_count",
+                     "op=\"Commit"),
+            SumWhere(meta0, "stripefs_rpc_request_duration_seconds_count",
+                     "op=\"Commit"));
+  EXPECT_GT(ChunkdSum("stripefs_chunk_store_writes_total", ""), chunk_writes0);
+  EXPECT_GT(ChunkdSum("stripefs_rpc_request_duration_seconds_count",
+                      "op=\"WriteChunk\""),
+            chunk_rpcs0);
+}
+
+// Every stripefs_* name in the Grafana dashboard is one some endpoint
+// serves: a series, or a family declared by "# TYPE" (an errno map with no
+// errors yet has no series).
+TEST_F(OpsClusterTest, DashboardUsesExportedNames) {
+  std::set<std::string> served;
+  auto addrs = DaemonMetricsAddrs();
+  addrs.push_back(mount_metrics_);
+  for (const auto& a : addrs) {
+    auto text = metrics::Scrape(a);
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    for (const auto& [key, v] : metrics::ParseExposition(*text).series)
+      served.insert(key.substr(0, key.find('{')));
+    std::istringstream lines(*text);
+    for (std::string l; std::getline(lines, l);)
+      if (l.rfind("# TYPE ", 0) == 0)
+        served.insert(l.substr(7, l.find(' ', 7) - 7));
+  }
+  std::string dash = Slurp(std::string(STRIPEFS_SOURCE_DIR) +
+                           "/docs/grafana/stripefs-dashboard.json");
+  ASSERT_FALSE(dash.empty());
+  std::regex name("stripefs_[a-z0-9_]+");
+  int checked = 0;
+  for (auto it = std::sregex_iterator(dash.begin(), dash.end(), name);
+       it != std::sregex_iterator(); ++it, ++checked)
+    EXPECT_TRUE(served.count(it->str())) << it->str() << " is not exported";
+  EXPECT_GT(checked, 10);
+}
+
+TEST_F(OpsClusterTest, StatusSaysHealthOkOnAHealthyCluster) {
+  std::string out;
+  EXPECT_EQ(Cli("status --dir " + dir_, &out), 0) << out;
+  EXPECT_NE(out.find("health: HEALTH_OK"), std::string::npos) << out;
+  EXPECT_NE(out.find("6 servers: 6 up, 0 down, 0 out"), std::string::npos)
+      << out;
+  // The mount holds at least one connection to metad.
+  EXPECT_EQ(out.find("clients: 0 "), std::string::npos) << out;
+  EXPECT_EQ(out.find("clients: unknown"), std::string::npos) << out;
+}
+
+TEST_F(OpsClusterTest, StatusJsonParses) {
+  std::string out;
+  Cli("status --json --dir " + dir_, &out);
+  auto j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["health"]["status"], "HEALTH_OK") << out;
+  EXPECT_EQ(j["servers"].size(), static_cast<size_t>(kServers));
+  EXPECT_EQ(j["geometry"]["k"], 4);
+  EXPECT_GT(j["capacity"]["raw_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(j["clients"]["connections"].get<uint64_t>(), 1u);
+  EXPECT_EQ(j["stripes"]["degraded"], 0);
+}
+
+TEST_F(OpsClusterTest, KilledChunkdGivesWarnNamingIt) {
+  ASSERT_EQ(Cli("cluster kill --server 3 --dir " + dir_), 0);
+  std::string out;
+  int rc = Cli("status --dir " + dir_, &out);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("health: HEALTH_WARN"), std::string::npos) << out;
+  EXPECT_NE(out.find("chunkd 3 ("), std::string::npos) << out;
+  // metad's health monitor marks it down (bounded poll); the warning then
+  // says so, and the JSON names it too.
+  bool down = false;
+  for (int i = 0; i < 60 && !down; ++i) {
+    Cli("status --json --dir " + dir_, &out);
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    for (const auto& c : j["health"]["checks"]) {
+      std::string check = c.get<std::string>();
+      down |= check.rfind("chunkd 3 (", 0) == 0 && check.ends_with(") is down");
+    }
+    if (!down) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_TRUE(down) << out;
+  // Leave the cluster healthy again.
+  ASSERT_EQ(Cli("cluster start --server 3 --dir " + dir_), 0);
+  rc = -1;
+  for (int i = 0; i < 60 && rc != 0; ++i) {
+    rc = Cli("status --dir " + dir_, &out);
+    if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(rc, 0) << out;
+}
+
+}  // namespace
+}  // namespace stripefs
