@@ -522,31 +522,18 @@ std::vector<std::string> MountService::Describe() const {
   return out;
 }
 
-Status MountService::ServeUntilUnmounted(const sigset_t& stop_signals) {
+Status MountService::ServeUntilUnmounted(StopSignals& stop) {
   // Clean unmount on a stop signal: flush, unmount while still serving (the
   // kernel writes dirty pages back through us), then the session ends.
-  std::atomic<bool> done{false};
-  std::thread sig([&] {
-    const timespec tick{0, 200 * 1000 * 1000};
-    while (!done.load()) {
-      const int s = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (s <= 0) continue;
-      std::fprintf(stderr, "stripefs: signal %d: unmounting %s\n", s,
-                   o_.mountpoint.c_str());
-      (void)fs_->FlushAll(FlushReason::kDestroy);
-      Status us = fuse::UnmountPath(o_.mountpoint, false);
-      if (!us.ok()) {
-        std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
-                     us.ToString().c_str());
-        (void)fuse::UnmountPath(o_.mountpoint, true);
-      }
-      session_->Stop();
-      return;
-    }
+  stop.OnStop([this](int s) {
+    std::fprintf(stderr, "stripefs: signal %d: unmounting %s\n", s,
+                 o_.mountpoint.c_str());
+    (void)fs_->FlushAll(FlushReason::kDestroy);
+    fuse::UnmountOrDetach(o_.mountpoint);
+    session_->Stop();
   });
   Status why = session_->Wait();
-  done.store(true);
-  sig.join();
+  stop.CancelOnStop();  // no callback once the caller tears down
   return why;
 }
 
@@ -554,14 +541,8 @@ Status MountService::Stop() {
   if (stopped_) return Status::Ok();
   stopped_ = true;
   Status first;
-  if (mount_ && fuse::IsFuseMountPoint(o_.mountpoint)) {
-    Status st = fuse::UnmountPath(o_.mountpoint, false);
-    if (!st.ok()) {
-      std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
-                   st.ToString().c_str());
-      (void)fuse::UnmountPath(o_.mountpoint, true);
-    }
-  }
+  if (mount_ && fuse::IsFuseMountPoint(o_.mountpoint))
+    fuse::UnmountOrDetach(o_.mountpoint);
   if (session_) {
     session_->Stop();
     Status why = session_->Wait();

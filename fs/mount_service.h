@@ -18,8 +18,6 @@
 // the service runs.
 #pragma once
 
-#include <signal.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -28,6 +26,7 @@
 
 #include "backend/client/volume.h"
 #include "common/status.h"
+#include "common/stop_signals.h"
 #include "fs/stripe_fs.h"
 #include "fuse/session.h"
 
@@ -132,11 +131,11 @@ class MountService {
   // What was mounted and negotiated, one line each (what `stripefs mount`
   // prints).
   std::vector<std::string> Describe() const;
-  // Serves until the file system is unmounted (by `stripefs umount`) or
-  // one of `stop_signals` arrives (then flushes and unmounts); the signals
-  // must be blocked in every thread (block them before Start()). Returns
+  // Serves until the file system is unmounted (by `stripefs umount`) or a
+  // stop signal arrives on `stop` (then flushes and unmounts). Install
+  // `stop` before Start() so a signal during the mount is not lost. Returns
   // why the session ended.
-  Status ServeUntilUnmounted(const sigset_t& stop_signals);
+  Status ServeUntilUnmounted(StopSignals& stop);
   // Unmounts (lazily if busy), stops the session, writes what is still
   // buffered and closes the volume. Idempotent; the first error.
   Status Stop();

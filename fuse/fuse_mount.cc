@@ -195,6 +195,14 @@ Status UnmountPath(const std::string& mountpoint, bool lazy) {
   return Status::Ok();
 }
 
+void UnmountOrDetach(const std::string& mountpoint) {
+  Status st = UnmountPath(mountpoint, /*lazy=*/false);
+  if (st.ok()) return;
+  std::fprintf(stderr, "stripefs: %s; detaching lazily\n",
+               st.ToString().c_str());
+  (void)UnmountPath(mountpoint, /*lazy=*/true);
+}
+
 bool IsFuseMountPoint(const std::string& path) {
   char resolved[PATH_MAX];
   std::string want = ::realpath(path.c_str(), resolved) ? resolved : path;

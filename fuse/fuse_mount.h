@@ -57,6 +57,9 @@ class FuseMount {
 // `stripefs umount MNT`: unmount a FUSE mount by path (umount2 when root,
 // `fusermount3 -u [-z]` otherwise).
 Status UnmountPath(const std::string& mountpoint, bool lazy = false);
+// Unmounts `mountpoint`; if that fails (busy), says so on stderr and detaches
+// it lazily. What a stopping mount does.
+void UnmountOrDetach(const std::string& mountpoint);
 
 // True if `path` is a mount point of a FUSE file system (/proc/self/mountinfo).
 bool IsFuseMountPoint(const std::string& path);

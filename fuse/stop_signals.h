@@ -1,13 +1,14 @@
-// Clean shutdown on SIGINT/SIGTERM for a daemon serving one Session.
+// Clean shutdown on SIGINT/SIGTERM for a process serving one Session (the
+// memfs test mount, engine tests), over common/stop_signals.h.
 //
-// InstallStopSignals(&session, mountpoint) installs handlers that only write
-// to an eventfd (async-signal-safe). A helper thread wakes up and, while the
-// session still serves (so dirty writeback data is flushed through it),
-// unmounts `mountpoint` (umount2 / fusermount3 -u; lazily if busy), then
-// calls Session::Stop(). The daemon's Session::Wait() returns and its
-// FuseMount destructor closes the fd. With an empty mountpoint the helper
-// only calls Stop(). RemoveStopSignals() restores the previous handlers and
-// joins the helper. Process-global; one session at a time.
+// InstallStopSignals(&session, mountpoint): on the first stop signal a helper
+// thread, while the session still serves (so dirty writeback data is flushed
+// through it), unmounts `mountpoint` (lazily if busy), then calls
+// Session::Stop(). The daemon's Session::Wait() returns and its FuseMount
+// destructor closes the fd. With an empty mountpoint the helper only calls
+// Stop(). RemoveStopSignals() restores the previous handlers and joins the
+// helper. Process-global; one session at a time. fs::MountService does the
+// same for stripefs mounts (plus a flush first).
 #pragma once
 
 #include <string>

@@ -17,15 +17,9 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-FUSE_URING_KNOB = "/sys/module/fuse/parameters/enable_uring"
-
-
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "bench"))
+from lib.knobs import URING as FUSE_URING_KNOB, read  # noqa: E402
 
 
 def io_uring_refused():

@@ -25,6 +25,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
+#include "common/stop_signals.h"
 #include "metrics/daemon_metrics.h"
 #include "metrics/rpc_metrics.h"
 #include "tools/command.h"
@@ -41,9 +42,11 @@ int Fail(const char* who, const Status& s) {
   return 1;
 }
 
-// Writes `text` + newline to `path` atomically (temp file + rename).
+// Writes `text` + newline to `path` atomically (temp file + rename). The
+// temp name carries our pid: `stripefs cluster start` writes the same pid
+// file at the same time, through `path.tmp`.
 Status WriteSmallFile(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << text << "\n";
@@ -52,24 +55,6 @@ Status WriteSmallFile(const std::string& path, const std::string& text) {
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return Status::FromErrno(errno, "rename " + tmp + " -> " + path);
   return Status::Ok();
-}
-
-// Blocks SIGINT/SIGTERM in this thread and every thread created after, so
-// WaitForStopSignal() can collect them synchronously.
-sigset_t BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-int WaitForStopSignal(const sigset_t& set) {
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
-  return sig;
 }
 
 // Pid file (removed again on clean exit) and address file (kept, so a
@@ -184,7 +169,8 @@ int RunMetad(const MetadFlags& f) {
   ho.interval = std::chrono::milliseconds(f.probe_interval_ms);
   ho.probe_timeout = std::chrono::milliseconds(f.probe_timeout_ms);
   if (Status s = HealthMonitor::Validate(ho); !s.ok()) return Fail(who, s);
-  sigset_t sigs = BlockStopSignals();
+  auto stop = StopSignals::Install();
+  if (!stop.ok()) return Fail(who, stop.status());
   auto key = ClusterKey::Load(f.d.key_file);
   if (!key.ok()) return Fail(who, key.status());
   DaemonFiles files(f.d.pid_file, f.d.address_file);
@@ -268,7 +254,7 @@ int RunMetad(const MetadFlags& f) {
                  "chunk servers stay `up` in the map\n");
   }
 
-  int sig = WaitForStopSignal(sigs);
+  int sig = (*stop)->Wait();
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
   NotifyStopping();
   if (*metrics) (*metrics)->StopServing();
@@ -323,7 +309,8 @@ Status Register(rpc::RemoteMetaService& meta, const ServerInfo& me,
 
 int RunChunkd(const ChunkdFlags& f) {
   std::string who = "chunkd " + std::to_string(f.id);
-  sigset_t sigs = BlockStopSignals();
+  auto stop = StopSignals::Install();
+  if (!stop.ok()) return Fail(who.c_str(), stop.status());
   auto key = ClusterKey::Load(f.d.key_file);
   if (!key.ok()) return Fail(who.c_str(), key.status());
   DaemonFiles files(f.d.pid_file, f.d.address_file);
@@ -390,7 +377,7 @@ int RunChunkd(const ChunkdFlags& f) {
   std::fflush(stdout);
   NotifyReady("serving on " + address + ", registered with " + f.meta);
 
-  int sig = WaitForStopSignal(sigs);
+  int sig = (*stop)->Wait();
   std::fprintf(stderr, "%s: %s received, stopping\n", who.c_str(),
                strsignal(sig));
   NotifyStopping();

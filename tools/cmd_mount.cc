@@ -19,6 +19,7 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "common/human_bytes.h"
+#include "common/stop_signals.h"
 #include "fs/mount_service.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
@@ -185,15 +186,6 @@ class Reporter {
   int fd_;
 };
 
-sigset_t StopSignals() {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGINT);
-  sigaddset(&s, SIGTERM);
-  sigaddset(&s, SIGHUP);
-  return s;
-}
-
 Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
                                                  const std::string& dir,
                                                  const std::string& mnt) {
@@ -229,9 +221,9 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
 // stdout and stderr move to it once the mount is reported.
 int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
           Reporter& rep, const std::string& log) {
-  // Signals go to one thread (sigwait), so block them before any thread.
-  sigset_t stop = StopSignals();
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Stop signals count from here on, so one during the mount is not lost.
+  auto stop = StopSignals::Install({SIGINT, SIGTERM, SIGHUP});
+  if (!stop.ok()) return rep.Error(stop.status().ToString());
   auto registry = std::make_shared<prometheus::Registry>();
   metrics::FuseLatencyHistograms latencies(*registry);
   if (!metrics_addr.empty()) o.request_observer = &latencies;
@@ -257,7 +249,7 @@ int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
   }
   rep.Close();
   NotifyReady("mounted at " + o.mountpoint);
-  Status why = (*service)->ServeUntilUnmounted(stop);
+  Status why = (*service)->ServeUntilUnmounted(**stop);
   NotifyStopping();
   exporter->reset();  // stop serving before the file system goes away
   Status fin = (*service)->Stop();

@@ -3,43 +3,26 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/coding.h"
 #include "ec/crc32c.h"
 
 namespace stripefs {
-namespace {
-
-void PutBe64(std::string* s, uint64_t v) {
-  for (int i = 7; i >= 0; --i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutBe32(std::string* s, uint32_t v) {
-  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-uint64_t GetBe64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint32_t GetBe32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-}  // namespace
+using coding::LoadBe;
+using coding::PutBe;
 
 std::string EncodeChunkIdPrefix(const ChunkId& id) {
   std::string k;
   k.reserve(kChunkKeySize);
   k.push_back(kChunkKeyPrefix);
-  PutBe64(&k, id.inode);
-  PutBe64(&k, id.stripe);
-  PutBe32(&k, id.index);
+  PutBe(&k, id.inode);
+  PutBe(&k, id.stripe);
+  PutBe(&k, id.index);
   return k;
 }
 
 std::string EncodeChunkKey(const ChunkId& id, uint64_t version) {
   std::string k = EncodeChunkIdPrefix(id);
-  PutBe64(&k, version);
+  PutBe(&k, version);
   return k;
 }
 
@@ -50,10 +33,10 @@ Status DecodeChunkKey(std::string_view key, ChunkId* id, uint64_t* version) {
         " bytes is malformed (expected " + std::to_string(kChunkKeySize) + ")");
   }
   const char* p = key.data() + 1;
-  id->inode = GetBe64(p);
-  id->stripe = GetBe64(p + 8);
-  id->index = GetBe32(p + 16);
-  *version = GetBe64(p + 20);
+  id->inode = LoadBe<uint64_t>(p);
+  id->stripe = LoadBe<uint64_t>(p + 8);
+  id->index = LoadBe<uint32_t>(p + 16);
+  *version = LoadBe<uint64_t>(p + 20);
   return Status::Ok();
 }
 
@@ -77,16 +60,16 @@ std::string EncodeChunkValue(const ChunkIndexValue& v) {
                          : v.block_shift == 0 ? kChunkValueFormatWhole
                                               : kChunkValueFormatBlocks;
   s.push_back(static_cast<char>(format));
-  PutBe32(&s, v.length);
-  PutBe32(&s, v.crc32c);
-  PutBe32(&s, v.flags);
+  PutBe(&s, v.length);
+  PutBe(&s, v.crc32c);
+  PutBe(&s, v.flags);
   if (format != kChunkValueFormatWhole) {
     s.push_back(static_cast<char>(v.block_shift));
     if (v.in_segment) {
-      PutBe64(&s, v.segment);
-      PutBe64(&s, v.offset);
+      PutBe(&s, v.segment);
+      PutBe(&s, v.offset);
     }
-    for (uint32_t c : v.block_crcs) PutBe32(&s, c);
+    for (uint32_t c : v.block_crcs) PutBe(&s, c);
   }
   return s;
 }
@@ -107,9 +90,9 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
         "stripefs?)");
   }
   ChunkIndexValue v;
-  v.length = GetBe32(value.data() + 1);
-  v.crc32c = GetBe32(value.data() + 5);
-  v.flags = GetBe32(value.data() + 9);
+  v.length = LoadBe<uint32_t>(value.data() + 1);
+  v.crc32c = LoadBe<uint32_t>(value.data() + 5);
+  v.flags = LoadBe<uint32_t>(value.data() + 9);
   if (format == kChunkValueFormatWhole) {
     if (value.size() != kChunkValueSize) {
       return Status::Corruption("chunk index value (format 1) of " +
@@ -138,8 +121,8 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   const uint64_t blocks = (uint64_t{v.length} + block - 1) / block;
   if (format == kChunkValueFormatSegment) {
     v.in_segment = true;
-    v.segment = GetBe64(value.data() + kChunkValueSize + 1);
-    v.offset = GetBe64(value.data() + kChunkValueSize + 9);
+    v.segment = LoadBe<uint64_t>(value.data() + kChunkValueSize + 1);
+    v.offset = LoadBe<uint64_t>(value.data() + kChunkValueSize + 9);
     if (v.offset % kSegmentAlign != 0 ||
         v.offset > UINT64_MAX - SegmentExtentBytes(v.length)) {
       return Status::Corruption("chunk index value " + fmt +
@@ -155,7 +138,8 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   }
   v.block_crcs.resize(blocks);
   const char* p = value.data() + head;
-  for (uint64_t i = 0; i < blocks; ++i) v.block_crcs[i] = GetBe32(p + 4 * i);
+  for (uint64_t i = 0; i < blocks; ++i)
+    v.block_crcs[i] = LoadBe<uint32_t>(p + 4 * i);
   return v;
 }
 

@@ -2,29 +2,17 @@
 
 #include <cstring>
 
+#include "common/coding.h"
+
 namespace stripefs::meta_schema {
 namespace {
 
-void PutBE64(std::string* out, uint64_t v) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint64_t GetBE64(std::string_view in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
-  return v;
-}
-
-// Little-endian value writer.
+// Little-endian value writer (record layouts in meta_schema.h).
 class Writer {
  public:
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void U64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
+  void U8(uint8_t v) { coding::PutLe(&out_, v); }
+  void U32(uint32_t v) { coding::PutLe(&out_, v); }
+  void U64(uint64_t v) { coding::PutLe(&out_, v); }
   void Time(const Timespec& t) {
     U64(static_cast<uint64_t>(t.sec));
     U32(t.nsec);
@@ -39,50 +27,42 @@ class Writer {
   std::string out_;
 };
 
-// Bounds-checked little-endian value reader. After any failed read, ok()
-// is false and every further read returns zeros.
+// Little-endian value reader over coding::ByteReader. After any failed read,
+// ok() is false and every further read returns zeros.
 class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && pos_ == in_.size(); }
-  uint8_t U8() { return static_cast<uint8_t>(Get(1)); }
-  uint32_t U32() { return static_cast<uint32_t>(Get(4)); }
-  uint64_t U64() { return Get(8); }
+  bool ok() const { return in_.ok(); }
+  bool done() const { return in_.Done(); }
+  uint8_t U8() { return Get<uint8_t>(); }
+  uint32_t U32() { return Get<uint32_t>(); }
+  uint64_t U64() { return Get<uint64_t>(); }
   Timespec Time() {
     Timespec t;
     t.sec = static_cast<int64_t>(U64());
     t.nsec = U32();
-    if (t.nsec >= 1000000000u) ok_ = false;
+    if (t.nsec >= 1000000000u) in_.Fail();
     return t;
   }
   std::string Str(size_t max_len) {
     uint32_t n = U32();
-    if (!ok_ || n > max_len || in_.size() - pos_ < n) {
-      ok_ = false;
+    std::string_view s;
+    if (!in_.ok() || n > max_len) {
+      in_.Fail();
       return {};
     }
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
+    if (!in_.ReadBytes(n, &s)) return {};
+    return std::string(s);
   }
 
  private:
-  uint64_t Get(size_t bytes) {
-    if (!ok_ || in_.size() - pos_ < bytes) {
-      ok_ = false;
-      return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = 0; i < bytes; ++i)
-      v |= uint64_t{static_cast<uint8_t>(in_[pos_ + i])} << (8 * i);
-    pos_ += bytes;
-    return v;
+  template <typename T>
+  T Get() {
+    T v = 0;
+    return in_.ReadLe(&v) ? v : 0;
   }
 
-  std::string_view in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
+  coding::ByteReader in_;
 };
 
 Status Corrupt(std::string_view what) {
@@ -93,7 +73,7 @@ Status Corrupt(std::string_view what) {
 
 std::string PrefixedIno(char prefix, uint64_t ino) {
   std::string k(1, prefix);
-  PutBE64(&k, ino);
+  coding::PutBe(&k, ino);
   return k;
 }
 
@@ -120,7 +100,7 @@ std::string CookiePrefix(uint64_t parent) {
 }
 std::string CookieKey(uint64_t parent, uint64_t seq) {
   std::string k = CookiePrefix(parent);
-  PutBE64(&k, seq);
+  coding::PutBe(&k, seq);
   return k;
 }
 std::string XattrPrefix(uint64_t ino) { return PrefixedIno(kPrefixXattr, ino); }
@@ -134,7 +114,7 @@ std::string StripePrefix(uint64_t ino) {
 }
 std::string StripeKey(uint64_t ino, uint64_t stripe) {
   std::string k = StripePrefix(ino);
-  PutBE64(&k, stripe);
+  coding::PutBe(&k, stripe);
   return k;
 }
 std::string OrphanKey(uint64_t ino) { return PrefixedIno(kPrefixOrphan, ino); }
@@ -157,12 +137,12 @@ std::string PrefixEnd(std::string_view prefix) {
 
 Result<uint64_t> ParseCookieSeq(std::string_view key) {
   if (key.size() != 17 || key[0] != kPrefixCookie) return Corrupt("cookie key");
-  return GetBE64(key.substr(9));
+  return coding::LoadBe<uint64_t>(key.data() + 9);
 }
 
 Result<uint64_t> ParseOrphanIno(std::string_view key) {
   if (key.size() != 9 || key[0] != kPrefixOrphan) return Corrupt("orphan key");
-  return GetBE64(key.substr(1));
+  return coding::LoadBe<uint64_t>(key.data() + 1);
 }
 
 Result<std::string> ParseXattrName(std::string_view key) {
@@ -173,8 +153,8 @@ Result<std::string> ParseXattrName(std::string_view key) {
 Result<StripeRef> ParseStripe(std::string_view key, std::string_view value) {
   if (key.size() != 17 || key[0] != kPrefixStripe) return Corrupt("stripe key");
   StripeRef ref;
-  ref.inode = GetBE64(key.substr(1));
-  ref.sv.stripe = GetBE64(key.substr(9));
+  ref.inode = coding::LoadBe<uint64_t>(key.data() + 1);
+  ref.sv.stripe = coding::LoadBe<uint64_t>(key.data() + 9);
   STRIPEFS_RETURN_IF_ERROR(DecodeStripeValue(value, &ref.sv));
   return ref;
 }

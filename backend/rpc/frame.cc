@@ -9,32 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/coding.h"
+
 namespace stripefs::rpc {
 namespace {
-
-void PutLe16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void PutLe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void PutLe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t GetLe16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-uint32_t GetLe32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t GetLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 Status Err(FrameError e, std::string msg);
 
@@ -220,21 +198,21 @@ FrameError FrameErrorOf(const Status& s) {
 }
 
 void EncodeHeader(const FrameHeader& h, uint8_t out[kFrameHeaderSize]) {
-  PutLe32(out, kFrameMagic);
+  coding::StoreLe<uint32_t>(out, kFrameMagic);
   out[4] = h.version;
   out[5] = h.flags;
-  PutLe16(out + 6, h.type);
-  PutLe64(out + 8, h.request_id);
-  PutLe32(out + 16, h.payload_len);
-  PutLe32(out + 20, h.bulk_len);
-  PutLe64(out + 24, 0);
+  coding::StoreLe<uint16_t>(out + 6, h.type);
+  coding::StoreLe<uint64_t>(out + 8, h.request_id);
+  coding::StoreLe<uint32_t>(out + 16, h.payload_len);
+  coding::StoreLe<uint32_t>(out + 20, h.bulk_len);
+  coding::StoreLe<uint64_t>(out + 24, 0);
 }
 
 Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
   if (b.size() < kFrameHeaderSize)
     return Err(FrameError::kTruncated, "frame shorter than its header");
   const uint8_t* p = b.data();
-  if (GetLe32(p) != kFrameMagic)
+  if (coding::LoadLe<uint32_t>(p) != kFrameMagic)
     return Err(FrameError::kBadMagic,
                "bad frame magic (not a stripefs peer, or stream out of sync)");
   h->version = p[4];
@@ -245,13 +223,13 @@ Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
                    std::to_string(kProtocolVersion) +
                    "); run the same stripefs version everywhere");
   h->flags = p[5];
-  if ((h->flags & ~kKnownFlags) != 0 || GetLe64(p + 24) != 0)
+  if ((h->flags & ~kKnownFlags) != 0 || coding::LoadLe<uint64_t>(p + 24) != 0)
     return Err(FrameError::kBadMagic,
                "unknown frame flags or reserved bits set");
-  h->type = GetLe16(p + 6);
-  h->request_id = GetLe64(p + 8);
-  h->payload_len = GetLe32(p + 16);
-  h->bulk_len = GetLe32(p + 20);
+  h->type = coding::LoadLe<uint16_t>(p + 6);
+  h->request_id = coding::LoadLe<uint64_t>(p + 8);
+  h->payload_len = coding::LoadLe<uint32_t>(p + 16);
+  h->bulk_len = coding::LoadLe<uint32_t>(p + 20);
   if (h->payload_len > kMaxPayload || h->bulk_len > kMaxBulk)
     return Err(FrameError::kOversize, "frame length over the limit (payload " +
                                           std::to_string(h->payload_len) +
@@ -368,17 +346,17 @@ Result<Frame> ReadFrame(int fd, FrameCipher& cipher, Deadline deadline,
 
 void EncodeHandshakePrefix(HandshakeKind kind,
                            uint8_t out[kHandshakePrefixSize]) {
-  PutLe32(out, kFrameMagic);
+  coding::StoreLe<uint32_t>(out, kFrameMagic);
   out[4] = kProtocolVersion;
   out[5] = static_cast<uint8_t>(kind);
-  PutLe16(out + 6, 0);
+  coding::StoreLe<uint16_t>(out + 6, 0);
 }
 
 Status ParseHandshakePrefix(std::span<const uint8_t> b, HandshakeKind want) {
   if (b.size() < kHandshakePrefixSize)
     return Err(FrameError::kTruncated, "handshake message too short");
   const uint8_t* p = b.data();
-  if (GetLe32(p) != kFrameMagic)
+  if (coding::LoadLe<uint32_t>(p) != kFrameMagic)
     return Err(FrameError::kBadMagic,
                "bad handshake magic (not a stripefs peer)");
   if (p[4] != kProtocolVersion)
@@ -387,11 +365,12 @@ Status ParseHandshakePrefix(std::span<const uint8_t> b, HandshakeKind want) {
                    ", this build speaks " + std::to_string(kProtocolVersion) +
                    "; run the same stripefs version everywhere");
   if (want == HandshakeKind::kServerHello && p[5] == kFlagReject) {
-    FrameError why = static_cast<FrameError>(GetLe16(p + 6));
+    FrameError why = static_cast<FrameError>(coding::LoadLe<uint16_t>(p + 6));
     return Status(EACCES, std::string("peer rejected our handshake: ") +
                               FrameErrorName(why));
   }
-  if (p[5] != static_cast<uint8_t>(want) || GetLe16(p + 6) != 0)
+  if (p[5] != static_cast<uint8_t>(want) ||
+      coding::LoadLe<uint16_t>(p + 6) != 0)
     return Err(FrameError::kBadMagic,
                "unexpected handshake message (kind " + std::to_string(p[5]) +
                    ", expected " + std::to_string(static_cast<int>(want)) +

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/coding.h"
+
 namespace stripefs::rpc {
 namespace {
 
@@ -45,7 +47,7 @@ FrameCipher::FrameCipher(std::span<const uint8_t, kSessionKeySize> key)
 Tag FrameCipher::Compute(std::span<const std::span<const uint8_t>> parts) {
   if (!ctx_) std::abort();  // keyless cipher used: a bug in the caller
   uint8_t iv[12] = {};
-  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(seq_ >> (8 * i));
+  coding::StoreLe<uint64_t>(iv + 4, seq_);
   ++seq_;
   EVP_CIPHER_CTX* c = ctx_->evp;
   int len = 0;

@@ -1,11 +1,11 @@
 // Encoder / Decoder: the payload encoding of wire frames.
 //
-// Little-endian fixed-width integers; strings and byte strings as a u32
-// length followed by the bytes; vectors as a u32 count followed by the
-// elements. The Decoder is bounds-checked: every read checks the remaining
-// length first, lengths are checked against what is left before anything is
-// allocated, and the first failure latches (ok() false, later reads fail).
-// Neither class is thread-safe; both are cheap, single-use values.
+// Little-endian fixed-width integers (common/coding.h); strings and byte
+// strings as a u32 length followed by the bytes; vectors as a u32 count
+// followed by the elements. The Decoder is bounds-checked: every read checks
+// the remaining length first, lengths are checked against what is left before
+// anything is allocated, and the first failure latches (ok() false, later reads
+// fail). Neither class is thread-safe; both are cheap, single-use values.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/coding.h"
+
 namespace stripefs::rpc {
 
 class Encoder {
@@ -23,11 +25,11 @@ class Encoder {
   explicit Encoder(std::vector<uint8_t>* out) : out_(out) {}
 
   void U8(uint8_t v) { out_->push_back(v); }
-  void U16(uint16_t v) { Le(v); }
-  void U32(uint32_t v) { Le(v); }
-  void U64(uint64_t v) { Le(v); }
-  void I32(int32_t v) { Le(static_cast<uint32_t>(v)); }
-  void I64(int64_t v) { Le(static_cast<uint64_t>(v)); }
+  void U16(uint16_t v) { coding::PutLe(out_, v); }
+  void U32(uint32_t v) { coding::PutLe(out_, v); }
+  void U64(uint64_t v) { coding::PutLe(out_, v); }
+  void I32(int32_t v) { U32(static_cast<uint32_t>(v)); }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   void Bool(bool v) { U8(v ? 1 : 0); }
   void Bytes(std::span<const uint8_t> b) {
     U32(static_cast<uint32_t>(b.size()));
@@ -39,11 +41,6 @@ class Encoder {
   }
 
  private:
-  template <typename T>
-  void Le(T v) {
-    for (size_t i = 0; i < sizeof(T); ++i)
-      out_->push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
   std::vector<uint8_t>* out_;
 };
 
@@ -51,29 +48,26 @@ class Decoder {
  public:
   explicit Decoder(std::span<const uint8_t> in) : in_(in) {}
 
-  bool ok() const { return ok_; }
-  size_t remaining() const { return in_.size() - pos_; }
+  bool ok() const { return in_.ok(); }
+  size_t remaining() const { return in_.remaining(); }
   // True when everything was consumed without error.
-  bool Done() const { return ok_ && pos_ == in_.size(); }
+  bool Done() const { return in_.Done(); }
   // Marks the input malformed (e.g. a value out of range).
-  bool Fail() {
-    ok_ = false;
-    return false;
-  }
+  bool Fail() { return in_.Fail(); }
 
-  bool U8(uint8_t* v) { return Le(v); }
-  bool U16(uint16_t* v) { return Le(v); }
-  bool U32(uint32_t* v) { return Le(v); }
-  bool U64(uint64_t* v) { return Le(v); }
+  bool U8(uint8_t* v) { return in_.ReadLe(v); }
+  bool U16(uint16_t* v) { return in_.ReadLe(v); }
+  bool U32(uint32_t* v) { return in_.ReadLe(v); }
+  bool U64(uint64_t* v) { return in_.ReadLe(v); }
   bool I32(int32_t* v) {
     uint32_t u;
-    if (!Le(&u)) return false;
+    if (!in_.ReadLe(&u)) return false;
     *v = static_cast<int32_t>(u);
     return true;
   }
   bool I64(int64_t* v) {
     uint64_t u;
-    if (!Le(&u)) return false;
+    if (!in_.ReadLe(&u)) return false;
     *v = static_cast<int64_t>(u);
     return true;
   }
@@ -100,10 +94,7 @@ class Decoder {
   bool Span(std::span<const uint8_t>* out) {
     uint32_t n;
     if (!U32(&n)) return false;
-    if (n > remaining()) return Fail();
-    *out = in_.subspan(pos_, n);
-    pos_ += n;
-    return true;
+    return in_.ReadBytes(n, out);
   }
   // Reads a vector count; fails if even `min_elem_bytes` per element
   // cannot fit in what is left (so no count can make us allocate much).
@@ -115,20 +106,7 @@ class Decoder {
   }
 
  private:
-  template <typename T>
-  bool Le(T* v) {
-    if (!ok_ || remaining() < sizeof(T)) return Fail();
-    T r = 0;
-    for (size_t i = 0; i < sizeof(T); ++i)
-      r = static_cast<T>(r | (static_cast<T>(in_[pos_ + i]) << (8 * i)));
-    pos_ += sizeof(T);
-    *v = r;
-    return true;
-  }
-
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
+  coding::ByteReader in_;
 };
 
 // Overloads for plain values, used by the message codecs (wire_messages.h).

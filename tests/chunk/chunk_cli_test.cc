@@ -7,6 +7,7 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "tests/chunk/chunk_store_test_util.h"
+#include "tests/support/run_command.h"
 
 namespace stripefs {
 namespace {
@@ -15,22 +16,10 @@ using testing::FlipBits;
 using testing::Payload;
 using testing::TempDir;
 
-struct CliRun {
-  int rc;
-  std::string out;  // stdout and stderr
-};
+using CliRun = testing::CommandOutput;  // out: stdout and stderr
 
 CliRun Cli(const std::string& args) {
-  std::string cmd = std::string(STRIPEFS_BIN) + " " + args + " 2>&1";
-  CliRun r{-1, ""};
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(std::string(STRIPEFS_BIN) + " " + args + " 2>&1");
 }
 
 TEST(ChunkStoreCli, StatVerifySweep) {

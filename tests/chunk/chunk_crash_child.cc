@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/chunk/chunk_store.h"
+#include "common/coding.h"
 #include "tests/chunk/chunk_crash_workload.h"
 #include "tests/chunk/chunk_payload.h"
 
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   auto report = [fd](uint8_t op, uint64_t n) {
     uint8_t rec[9];
     rec[0] = op;
-    for (int i = 0; i < 8; ++i) rec[1 + i] = static_cast<uint8_t>(n >> (8 * i));
+    stripefs::coding::StoreLe(rec + 1, n);
     if (::write(fd, rec, sizeof(rec)) != sizeof(rec)) std::_Exit(5);
   };
   if (threads > 1) {

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "backend/chunk/chunk_store.h"
+#include "common/coding.h"
 #include "tests/chunk/chunk_crash_workload.h"
 #include "tests/chunk/chunk_store_test_util.h"
 
@@ -43,8 +44,7 @@ bool ReadAck(int fd, Ack* a) {
     got += static_cast<size_t>(n);
   }
   a->op = rec[0];
-  a->n = 0;
-  for (int i = 7; i >= 0; --i) a->n = (a->n << 8) | rec[1 + i];
+  a->n = coding::LoadLe<uint64_t>(rec + 1);
   return true;
 }
 

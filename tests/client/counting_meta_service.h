@@ -142,7 +142,7 @@ class CountingMetaService final : public MetaService {
 };
 
 // Wraps metadata in a CountingMetaService and points *out at it (the
-// shape of LocalVolume's metadata wrapper).
+// shape of InProcessVolumeOptions::wrap_meta).
 inline std::function<std::unique_ptr<MetaService>(std::unique_ptr<MetaService>)>
 CountingWrapper(CountingMetaService** out) {
   return [out](std::unique_ptr<MetaService> inner) {

@@ -13,8 +13,8 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "tests/client/counting_meta_service.h"
-#include "tests/client/fault_injecting_chunk_service.h"
-#include "tests/support/local_volume.h"
+#include "tests/support/fault_injecting_chunk_service.h"
+#include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -23,34 +23,35 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CountingMetaService;
 using testing::FaultInjectingChunkService;
-using testing::LocalVolume;
 
 using testing::RandomBytes;
 
 // A volume of `servers` in-process chunk stores (each behind a fault
-// injector) and a MetaStore, in a temporary directory.
+// injector) and a MetaStore behind a call counter (tests/support).
 class StripeClientTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
-  void TearDown() override { lv_.reset(); }
 
   void Open(int servers, Geometry g) {
-    lv_.reset();
     faults_.clear();
-    auto lv = LocalVolume::Create(
-        servers, g,
-        [this](ChunkStore* s) {
-          auto w = std::make_unique<FaultInjectingChunkService>(s);
-          faults_.push_back(w.get());
-          return w;
-        },
-        stripefs::testing::CountingWrapper(&counting_));
-    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
-    lv_ = std::move(lv).value();
+    vol_.reset();
+    testing::InProcessVolumeOptions o;
+    o.servers = servers;
+    o.geometry = g;
+    o.wrap_meta = [this](std::unique_ptr<MetaService> inner) {
+      auto counting = std::make_unique<CountingMetaService>(std::move(inner));
+      counting_ = counting.get();
+      return counting;
+    };
+    auto v = testing::InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vol_ = std::move(v).value();
+    for (size_t i = 0; i < vol_->servers(); ++i)
+      faults_.push_back(vol_->service<FaultInjectingChunkService>(i));
   }
 
-  MetaService& meta() { return lv_->volume->meta(); }
-  StripeClient& client() { return lv_->volume->client(); }
+  MetaService& meta() { return vol_->volume().meta(); }
+  StripeClient& client() { return vol_->volume().client(); }
   uint64_t S() { return client().stripe_size(); }
 
   uint64_t NewFile(const std::string& name) {
@@ -64,11 +65,7 @@ class StripeClientTest : public ::testing::Test {
     for (auto* f : faults_) n += f->writes;
     return n;
   }
-  uint64_t StoredChunks() {
-    uint64_t n = 0;
-    for (auto& s : lv_->stores) n += s->Stats()->chunks;
-    return n;
-  }
+  uint64_t StoredChunks() { return vol_->StoredChunks(); }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
     uint64_t size = Size(ino);
     std::vector<uint8_t> out(size);
@@ -96,9 +93,9 @@ class StripeClientTest : public ::testing::Test {
     ASSERT_TRUE(client().RefreshClusterMap().ok());
   }
 
-  std::unique_ptr<LocalVolume> lv_;  // the stores outlive the volume
-  std::vector<FaultInjectingChunkService*> faults_;
-  CountingMetaService* counting_ = nullptr;  // owned by lv_->volume
+  std::unique_ptr<testing::InProcessVolume> vol_;
+  std::vector<FaultInjectingChunkService*> faults_;  // owned by vol_
+  CountingMetaService* counting_ = nullptr;          // owned by vol_
 };
 
 TEST_F(StripeClientTest, RandomWritesReadBackByteForByte) {
@@ -145,9 +142,7 @@ TEST_F(StripeClientTest, FullStripeWritesNeedNoReads) {
   EXPECT_EQ(client().counters().rmw_bytes_read, 0u);
   EXPECT_EQ(ReadAll(ino), data);
   client().DrainGarbage();  // old versions are collected in the background
-  uint64_t chunks = 0;
-  for (auto& s : lv_->stores) chunks += s->Stats()->chunks;
-  EXPECT_EQ(chunks, 4u * 6u);  // exactly one version per stripe remains
+  EXPECT_EQ(StoredChunks(), 4u * 6u);  // exactly one version per stripe remains
 }
 
 TEST_F(StripeClientTest, ParityDeltaMatchesReadModifyWrite) {
@@ -215,8 +210,8 @@ TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
   // Client B: same metadata and chunk stores, its own wrappers and client.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
   std::vector<FaultInjectingChunkService*> b_faults;
-  for (auto& s : lv_->stores) {
-    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+  for (size_t i = 0; i < vol_->servers(); ++i) {
+    auto w = std::make_unique<FaultInjectingChunkService>(&vol_->store(i));
     b_faults.push_back(w.get());
     wrappers.push_back(std::move(w));
   }
@@ -321,7 +316,7 @@ TEST_F(StripeClientTest, CorruptChunkIsRebuiltNotReturned) {
   auto sv = meta().GetStripes(ino, 0, 1)->front();
   auto servers = ServersOf(ino, 0);
   // Flip a bit in data chunk 1's bytes.
-  auto loc = lv_->stores[servers[1]]->Locate({ino, 0, 1}, sv.version);
+  auto loc = vol_->store(servers[1]).Locate({ino, 0, 1}, sv.version);
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
   {
     const auto at = static_cast<std::streamoff>(loc->offset + 17);
@@ -633,7 +628,7 @@ TEST_F(StripeClientTest, ClosingTheClientDrainsQueuedCollection) {
   ASSERT_TRUE(client().Write(ino, 0, RandomBytes(3 * S(), 2)).ok());
   auto stripes = meta().GetStripes(ino, 0, 3);
   ASSERT_EQ(stripes->size(), 3u);
-  lv_->volume.reset();  // no DrainGarbage: the destructor drains
+  vol_->CloseVolume();  // no DrainGarbage: the destructor drains
   EXPECT_EQ(StoredChunks(), 3u * 6u);
 }
 
@@ -729,8 +724,9 @@ TEST_F(StripeClientTest, AnotherClientsCommitIsSeenOnceTheMapIsForgotten) {
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   // Client B: same metadata and chunk stores.
   std::vector<std::unique_ptr<ChunkService>> wrappers;
-  for (auto& s : lv_->stores)
-    wrappers.push_back(std::make_unique<FaultInjectingChunkService>(s.get()));
+  for (size_t i = 0; i < vol_->servers(); ++i)
+    wrappers.push_back(
+        std::make_unique<FaultInjectingChunkService>(&vol_->store(i)));
   LocalChunkServers b_servers(std::move(wrappers));
   auto b = StripeClient::Create(&meta(), &b_servers);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
@@ -769,13 +765,12 @@ struct SideClient {
   std::unique_ptr<LocalChunkServers> servers;
   std::unique_ptr<StripeClient> client;
 };
-SideClient MakeSideClient(MetaService& meta,
-                          std::vector<std::unique_ptr<ChunkStore>>& stores,
+SideClient MakeSideClient(MetaService& meta, testing::InProcessVolume& vol,
                           const StripeClientOptions& options) {
   SideClient c;
   std::vector<std::unique_ptr<ChunkService>> wrappers;
-  for (auto& s : stores) {
-    auto w = std::make_unique<FaultInjectingChunkService>(s.get());
+  for (size_t i = 0; i < vol.servers(); ++i) {
+    auto w = std::make_unique<FaultInjectingChunkService>(&vol.store(i));
     c.faults.push_back(w.get());
     wrappers.push_back(std::move(w));
   }
@@ -807,7 +802,7 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   StripeClientOptions o;
   o.read_ahead_stripes = 8;
   o.read_cache_bytes = 4 * S();  // room for 4 of the 8 asked for
-  SideClient side = MakeSideClient(meta(), lv_->stores, o);
+  SideClient side = MakeSideClient(meta(), *vol_, o);
   ASSERT_TRUE(side.client);
   EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
   const auto c = side.client->counters();
@@ -815,7 +810,7 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   EXPECT_GT(c.stripe_cache_hits, 0u);
   EXPECT_LE(c.stripe_cache_bytes, o.read_cache_bytes);
   // Random READs start no read-ahead.
-  SideClient random = MakeSideClient(meta(), lv_->stores, o);
+  SideClient random = MakeSideClient(meta(), *vol_, o);
   std::vector<uint8_t> out(4096);
   for (uint64_t off : {30 * S(), 2 * S(), 17 * S() + 5, S()})
     ASSERT_TRUE(random.client->Read(ino, off, out, data.size()).ok());
@@ -831,7 +826,7 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   StripeClientOptions o;
   o.read_ahead_stripes = 0;  // only the degraded-stripe cache
   o.read_cache_bytes = 64 * S();
-  SideClient side = MakeSideClient(meta(), lv_->stores, o);
+  SideClient side = MakeSideClient(meta(), *vol_, o);
   ASSERT_TRUE(side.client);
   // One server down: it holds a data chunk of some stripes (placement
   // spreads them), each of which needs a reconstruction.

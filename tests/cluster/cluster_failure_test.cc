@@ -14,6 +14,7 @@
 
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
+#include "tests/support/cluster_volume_test.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -23,71 +24,14 @@ namespace fs = std::filesystem;
 
 using testing::RandomBytes;
 
-class ClusterFailureTest : public ::testing::Test {
+class ClusterFailureTest : public testing::ClusterVolumeTest {
  protected:
-  static constexpr int kServers = 7;
-
   void SetUp() override {
-    char tmpl[] = "/tmp/stripefs-cluster-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    ASSERT_EQ(Cli("cluster up --servers " + std::to_string(kServers) +
-                  " --cell-size 65536 --dir " + dir_),
-              0)
-        << Log();
-    std::ifstream addr(dir_ + "/metad.addr");
-    std::getline(addr, meta_);
-    Connect();
+    testing::LocalClusterOptions o;
+    o.servers = 7;
+    ASSERT_NO_FATAL_FAILURE(StartCluster(o));
+    ASSERT_NO_FATAL_FAILURE(Connect());
   }
-  void TearDown() override {
-    volume_.reset();
-    Cli("cluster down --grace 3 --dir " + dir_);
-    fs::remove_all(dir_);
-  }
-
-  int Cli(const std::string& args) {
-    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args + " >>" + dir_ +
-                      "/test-cli.log 2>&1";
-    int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
-  std::string Log() {
-    std::ifstream f(dir_ + "/test-cli.log");
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }
-  void Connect() {
-    volume_.reset();
-    auto v = Volume::ConnectCluster(meta_, dir_ + "/cluster.key");
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
-  }
-  void Kill(const std::string& server) {
-    ASSERT_EQ(
-        Cli("cluster kill --signal 9 --server " + server + " --dir " + dir_), 0)
-        << Log();
-  }
-  void Kill(int chunkd) { Kill(std::to_string(chunkd)); }
-  void Start(const std::string& server) {
-    ASSERT_EQ(Cli("cluster start --server " + server + " --dir " + dir_), 0)
-        << Log();
-  }
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
-  uint64_t NewFile(const std::string& name) {
-    auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    return a.ok() ? a->ino : 0;
-  }
-  Result<std::vector<uint8_t>> ReadAll(uint64_t ino) {
-    auto attr = meta().GetAttr(ino);
-    if (!attr.ok()) return attr.status();
-    std::vector<uint8_t> out(attr->size);
-    auto n = client().Read(ino, 0, out, attr->size);
-    if (!n.ok()) return n.status();
-    return out;
-  }
-
-  std::string dir_, meta_;
-  std::unique_ptr<Volume> volume_;
 };
 
 TEST_F(ClusterFailureTest, RandomWritesReadBackByteForByte) {
@@ -243,7 +187,7 @@ TEST_F(ClusterFailureTest, FlippedBitsAreRebuiltAndScrubRepairs) {
   int flipped = 0;
   for (int server = 1; server <= 3; ++server) {
     for (const auto& e : fs::recursive_directory_iterator(
-             dir_ + "/chunkd." + std::to_string(server))) {
+             cluster_->dir() + "/chunkd." + std::to_string(server))) {
       if (!e.is_regular_file() || e.path().extension() != ".seg") continue;
       const uint64_t at = (server == 1 ? 0 : extent) + 50;
       if (e.file_size() < at + 1) continue;

@@ -6,90 +6,36 @@
 // bounded poll on the outcome, never a wall-clock assertion.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
 
 #include "backend/client/placement.h"
 #include "backend/client/volume.h"
+#include "tests/support/cluster_volume_test.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
 
-namespace fs = std::filesystem;
-
 using testing::RandomBytes;
 
-class ClusterHealthTest : public ::testing::Test {
+class ClusterHealthTest : public testing::ClusterVolumeTest {
  protected:
   static constexpr int kServers = 7;
 
   void SetUp() override {
-    char tmpl[] = "/tmp/stripefs-health-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    ASSERT_EQ(Cli("cluster up --servers " + std::to_string(kServers) +
-                  " --cell-size 65536 --dir " + dir_),
-              0)
-        << Log();
-    std::ifstream addr(dir_ + "/metad.addr");
-    std::getline(addr, meta_);
+    testing::LocalClusterOptions co;
+    co.servers = kServers;
+    ASSERT_NO_FATAL_FAILURE(StartCluster(co));
     StripeClientOptions o;
     o.read_deadline = std::chrono::milliseconds(1000);
-    auto v = Volume::ConnectCluster(meta_, dir_ + "/cluster.key", o);
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    ASSERT_NO_FATAL_FAILURE(Connect(o));
   }
-  void TearDown() override {
-    volume_.reset();
-    // `down` continues stopped servers before SIGTERM, SIGKILLs stragglers.
-    Cli("cluster down --grace 3 --dir " + dir_);
-    for (int i = 0; i <= kServers; ++i) {
-      std::string pid_file =
-          dir_ +
-          (i == 0 ? "/metad.pid" : "/chunkd." + std::to_string(i) + ".pid");
-      std::ifstream f(pid_file);
-      long pid = 0;
-      if (f >> pid && pid > 1 && ::kill(static_cast<pid_t>(pid), 0) == 0) {
-        ::kill(static_cast<pid_t>(pid), SIGKILL);
-        ADD_FAILURE() << "process " << pid << " survived `cluster down`";
-      }
-    }
-    fs::remove_all(dir_);
-  }
-
-  int Cli(const std::string& args) {
-    std::string cmd = std::string(STRIPEFS_BINARY) + " " + args + " >>" + dir_ +
-                      "/test-cli.log 2>&1";
-    int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
-  std::string Read(const std::string& file) {
-    std::ifstream f(dir_ + "/" + file);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }
-  std::string Log() { return Read("test-cli.log"); }
-  void Signal(int server, int sig) {
-    ASSERT_EQ(Cli("cluster kill --signal " + std::to_string(sig) +
-                  " --server " + std::to_string(server) + " --dir " + dir_),
-              0)
-        << Log();
-  }
-  void Start(int server) {
-    ASSERT_EQ(Cli("cluster start --server " + std::to_string(server) +
-                  " --dir " + dir_),
-              0)
-        << Log();
-  }
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
+  std::string Read(const std::string& file) { return cluster_->ReadFile(file); }
 
   // Polls metad's map (bounded: 600 x 100 ms) until server `id` has `state`;
   // returns the epoch of the map that showed it, 0 if it never did.
@@ -110,19 +56,6 @@ class ClusterHealthTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return client().map_epoch() >= epoch;
   }
-  uint64_t NewFile(const std::string& name) {
-    auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    return a.ok() ? a->ino : 0;
-  }
-  Result<std::vector<uint8_t>> ReadAll(uint64_t ino) {
-    auto attr = meta().GetAttr(ino);
-    if (!attr.ok()) return attr.status();
-    std::vector<uint8_t> out(attr->size);
-    auto n = client().Read(ino, 0, out, attr->size);
-    if (!n.ok()) return n.status();
-    return out;
-  }
   // Number of stripes among the first `stripes` of `ino` with a data chunk
   // on server `id`.
   int StripesWithDataOn(uint64_t ino, int stripes, uint32_t id) {
@@ -139,9 +72,6 @@ class ClusterHealthTest : public ::testing::Test {
     }
     return n;
   }
-
-  std::string dir_, meta_;
-  std::unique_ptr<Volume> volume_;
 };
 
 TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {
@@ -158,8 +88,8 @@ TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {
   EXPECT_GT(down_epoch, epoch0);
   EXPECT_NE(Read("metad.log").find("chunkd 3 at"), std::string::npos);
   EXPECT_NE(Read("metad.log").find("marked down"), std::string::npos);
-  EXPECT_NE(Cli("cluster status --dir " + dir_), 0);
-  EXPECT_NE(Log().find("down"), std::string::npos);
+  EXPECT_NE(cluster_->Cli("cluster status --dir " + cluster_->dir()), 0);
+  EXPECT_NE(cluster_->Log().find("down"), std::string::npos);
   ASSERT_TRUE(WaitForClientEpoch(down_epoch))
       << "the client never picked up the new map";
 
@@ -176,7 +106,8 @@ TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {
   ASSERT_NE(up_epoch, 0u) << Read("metad.log");
   EXPECT_GT(up_epoch, down_epoch);
   ASSERT_TRUE(WaitForClientEpoch(up_epoch));
-  EXPECT_EQ(Cli("cluster status --dir " + dir_), 0) << Log();
+  EXPECT_EQ(cluster_->Cli("cluster status --dir " + cluster_->dir()), 0)
+      << cluster_->Log();
   got = ReadAll(ino);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, more);

@@ -20,6 +20,7 @@
 #include "backend/client/volume.h"
 #include "fs/stats_socket.h"
 #include "fs/stripe_writer.h"
+#include "tests/support/cluster_volume_test.h"
 
 namespace stripefs {
 namespace {
@@ -34,56 +35,29 @@ std::vector<uint8_t> StripeBytes(uint64_t S, int f, uint64_t s) {
   return v;
 }
 
-class MetadOutageTest : public ::testing::Test {
+class MetadOutageTest : public testing::ClusterVolumeTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/stripefs-outage-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ASSERT_EQ(Cli("cluster up --servers 6 --cell-size 65536 --dir " + dir_), 0)
-        << Log();
-    std::ifstream addr(dir_ + "/metad.addr");
-    std::getline(addr, meta_);
+    testing::LocalClusterOptions o;
+    o.servers = 6;
+    ASSERT_NO_FATAL_FAILURE(StartCluster(o));
   }
   void TearDown() override {
-    volume_.reset();
     if (!mnt_.empty()) {
       std::ifstream pf(fs::RuntimePathsFor(mnt_).pidfile);
       long pid = 0;
       if (pf >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
-      Cli("umount --lazy --wait 10 " + mnt_);
+      cluster_->Cli("umount --lazy --wait 10 " + mnt_);
     }
-    Cli("cluster down --grace 3 --dir " + dir_);
-    fsys::remove_all(dir_);
-  }
-
-  int Cli(const std::string& args) {
-    return Sh(std::string(STRIPEFS_BINARY) + " " + args);
-  }
-  int Sh(const std::string& cmd) {
-    int rc = std::system((cmd + " >>" + dir_ + "/test-cli.log 2>&1").c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
-  std::string Log() {
-    std::ifstream f(dir_ + "/test-cli.log");
-    return std::string(std::istreambuf_iterator<char>(f), {});
+    ClusterVolumeTest::TearDown();
   }
   void Connect(const MetaHoldOptions* hold = nullptr) {
-    volume_.reset();
-    auto v = Volume::ConnectCluster(meta_, dir_ + "/cluster.key", {}, hold);
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    ClusterVolumeTest::Connect({}, hold);
   }
-  void KillMetad() {
-    ASSERT_EQ(Cli("cluster kill --signal 9 --server metad --dir " + dir_), 0)
-        << Log();
-  }
-  void StartMetad() {
-    ASSERT_EQ(Cli("cluster start --server metad --dir " + dir_), 0) << Log();
-  }
+  void KillMetad() { Kill("metad"); }
+  void StartMetad() { Start("metad"); }
 
-  std::string dir_, meta_, mnt_;
-  std::unique_ptr<Volume> volume_;
+  std::string mnt_;
 };
 
 // Issue 11 item 4: several stripes of each file commit concurrently (four
@@ -212,20 +186,23 @@ TEST_F(MetadOutageTest, OutageLongerThanTheHoldIsEio) {
 TEST_F(MetadOutageTest, RestartWithinTheHoldIsNoApplicationError) {
   if (::access("/dev/fuse", R_OK | W_OK) != 0 || ::geteuid() != 0)
     GTEST_SKIP() << "SKIPPED: needs root and /dev/fuse to mount";
-  if (Sh("command -v fio") != 0) GTEST_SKIP() << "SKIPPED: fio not installed";
-  mnt_ = dir_ + "/mnt";
+  if (cluster_->Sh("command -v fio") != 0)
+    GTEST_SKIP() << "SKIPPED: fio not installed";
+  mnt_ = cluster_->dir() + "/mnt";
   fsys::create_directories(mnt_);
-  ASSERT_EQ(Cli("mount --meta " + meta_ + " --key " + dir_ +
-                "/cluster.key --meta-hold-s 120 " + mnt_),
-            0)
-      << Log();
+  ASSERT_EQ(
+      cluster_->Cli("mount --meta " + cluster_->meta_address() + " --key " +
+                    cluster_->key_file() + " --meta-hold-s 120 " + mnt_),
+      0)
+      << cluster_->Log();
   std::atomic<int> fio_rc{-1};
   std::thread fio([&] {
-    fio_rc = Sh("timeout 600 fio --name=hold --directory=" + mnt_ +
-                " --rw=write --bs=1M --size=48M --numjobs=2 --end_fsync=1"
-                " --verify=crc32c --do_verify=1 --verify_fatal=1"
-                " --output=" +
-                dir_ + "/fio.out");
+    fio_rc =
+        cluster_->Sh("timeout 600 fio --name=hold --directory=" + mnt_ +
+                     " --rw=write --bs=1M --size=48M --numjobs=2 --end_fsync=1"
+                     " --verify=crc32c --do_verify=1 --verify_fatal=1"
+                     " --output=" +
+                     cluster_->dir() + "/fio.out");
   });
   // Let fio get going (not required for correctness), then take metad
   // away for a few seconds while it writes.
@@ -241,11 +218,11 @@ TEST_F(MetadOutageTest, RestartWithinTheHoldIsNoApplicationError) {
   std::this_thread::sleep_for(std::chrono::seconds(3));  // the outage
   StartMetad();
   fio.join();
-  std::ifstream out(dir_ + "/fio.out");
+  std::ifstream out(cluster_->dir() + "/fio.out");
   std::string report((std::istreambuf_iterator<char>(out)), {});
-  EXPECT_EQ(fio_rc.load(), 0) << report << Log();
+  EXPECT_EQ(fio_rc.load(), 0) << report << cluster_->Log();
   EXPECT_EQ(report.find("err="), report.find("err= 0")) << report;
-  EXPECT_EQ(Cli("umount " + mnt_), 0) << Log();
+  EXPECT_EQ(cluster_->Cli("umount " + mnt_), 0) << cluster_->Log();
   mnt_.clear();
 }
 

@@ -23,19 +23,15 @@
 #include "fuse/kernel_knobs.h"
 #include "tests/fs/fs_mount.h"
 #include "tests/support/killpriv_checks.h"
+#include "tests/support/run_command.h"
 
 namespace stripefs::fs::testing {
 namespace {
 
 std::string Sh(const std::string& cmd, int* rc) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *rc = ::pclose(p);
-  return out;
+  auto r = stripefs::testing::RunCommand(cmd + " 2>&1");
+  *rc = r.rc;
+  return r.out;
 }
 
 class CliTest : public ::testing::Test {

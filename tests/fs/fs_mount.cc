@@ -2,15 +2,11 @@
 
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "fuse/kernel_knobs.h"
 #include "fs/stats_socket.h"
@@ -30,16 +26,6 @@ const char* FsBackendName(FsBackend b) {
   return b == FsBackend::kCluster ? "cluster" : "embedded";
 }
 
-std::string ClusterSkipReason() {
-#ifdef STRIPEFS_BINARY
-  if (::access(STRIPEFS_BINARY, X_OK) != 0)
-    return std::string("the stripefs binary is missing: ") + STRIPEFS_BINARY;
-  return "";
-#else
-  return "built without the stripefs binary (tools/ not configured)";
-#endif
-}
-
 std::string BackendSkipMessage(FsBackend b, fuse::TransportChoice t) {
   std::string why = MountSkipReason();
   if (!why.empty()) return "SKIPPED (cannot mount here): " + why;
@@ -48,64 +34,10 @@ std::string BackendSkipMessage(FsBackend b, fuse::TransportChoice t) {
            fuse::kEnableUringPath + " is missing";
   }
   if (b == FsBackend::kCluster) {
-    why = ClusterSkipReason();
+    why = stripefs::testing::ClusterSkipReason();
     if (!why.empty()) return "SKIPPED (no local cluster possible): " + why;
   }
   return "";
-}
-
-namespace {
-// Runs `stripefs ARGS`, output appended to `log`; the exit code (-1 if it
-// did not exit normally).
-int RunCli(const std::string& args, const std::string& log) {
-#ifdef STRIPEFS_BINARY
-  std::string cmd =
-      std::string(STRIPEFS_BINARY) + " " + args + " >>" + log + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-#else
-  (void)args;
-  (void)log;
-  return -1;
-#endif
-}
-std::string Tail(const std::string& path) {
-  std::ifstream f(path);
-  std::string all(std::istreambuf_iterator<char>(f), {});
-  return all.size() > 3000 ? all.substr(all.size() - 3000) : all;
-}
-}  // namespace
-
-Status FsMount::ClusterUp() {
-  std::string why = ClusterSkipReason();
-  if (!why.empty()) return Status::NotSupported(why);
-  const std::string log = root_ + "/cluster-cli.log";
-  cluster_started_ = true;  // from here on the destructor takes it down
-  const Geometry& g = opts_.geometry;
-  int rc = RunCli(
-      "cluster up --servers " + std::to_string(opts_.cluster_servers) +
-          " --k " + std::to_string(g.k) + " --m " + std::to_string(g.m) +
-          " --cell-size " + std::to_string(g.cell_size) + " --dir " + vol_dir_,
-      log);
-  if (rc != 0) {
-    return Status::IoError("stripefs cluster up failed (exit " +
-                           std::to_string(rc) + "):\n" + Tail(log));
-  }
-  std::ifstream addr(vol_dir_ + "/metad.addr");
-  std::getline(addr, meta_address_);
-  if (meta_address_.empty())
-    return Status::IoError("no " + vol_dir_ + "/metad.addr after cluster up");
-  return Status::Ok();
-}
-
-void FsMount::ClusterDown() {
-  if (!cluster_started_) return;
-  cluster_started_ = false;
-  const std::string log = root_ + "/cluster-cli.log";
-  if (RunCli("cluster down --grace 5 --dir " + vol_dir_, log) != 0) {
-    std::fprintf(stderr, "teardown: stripefs cluster down failed:\n%s\n",
-                 Tail(log).c_str());
-  }
 }
 
 void RemoveTree(const std::string& path) {
@@ -138,7 +70,15 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
   m->vol_dir_ =
       parent + (m->opts_.backend == FsBackend::kCluster ? "/cluster" : "/vol");
   if (m->opts_.backend == FsBackend::kCluster) {
-    STRIPEFS_RETURN_IF_ERROR(m->ClusterUp());
+    stripefs::testing::LocalClusterOptions co;
+    co.servers = m->opts_.cluster_servers;
+    co.k = m->opts_.geometry.k;
+    co.m = m->opts_.geometry.m;
+    co.cell_size = m->opts_.geometry.cell_size;
+    co.dir = m->vol_dir_;
+    co.down_grace_s = 5;
+    STRIPEFS_ASSIGN_OR_RETURN(m->cluster_,
+                              stripefs::testing::LocalCluster::Start(co));
   }
   STRIPEFS_RETURN_IF_ERROR(m->Up());
   return m;
@@ -149,8 +89,8 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
   MountServiceOptions o;
   o.mountpoint = mnt;
   if (opts_.backend == FsBackend::kCluster) {
-    o.meta_address = meta_address_;
-    o.key_file = vol_dir_ + "/cluster.key";
+    o.meta_address = cluster_->meta_address();
+    o.key_file = cluster_->key_file();
   } else {
     o.volume_dir = vol_dir_;
     o.geometry.k = opts_.geometry.k;
@@ -193,7 +133,8 @@ Status FsMount::StartDaemon() {
   Teardown();
   const std::string source =
       opts_.backend == FsBackend::kCluster
-          ? "--meta " + meta_address_ + " --key " + vol_dir_ + "/cluster.key"
+          ? "--meta " + cluster_->meta_address() + " --key " +
+                cluster_->key_file()
           : vol_dir_;
   const std::string log = root_ + "/daemon-cli.log";
   if (int rc = RunCli("mount " + source + " " + mnt_, log); rc != 0) {
@@ -237,7 +178,7 @@ Status FsMount::Remount() {
 
 FsMount::~FsMount() {
   Teardown();
-  ClusterDown();
+  cluster_.reset();  // takes the cluster down
   if (!space_dir_.empty() && ::umount2(space_dir_.c_str(), MNT_DETACH) != 0)
     std::fprintf(stderr, "teardown: umount %s: %s\n", space_dir_.c_str(),
                  std::strerror(errno));

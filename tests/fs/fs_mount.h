@@ -2,15 +2,15 @@
 // temporary mountpoint, in this process, through MountService -- the same
 // code and FUSE configuration as `stripefs mount` (geometry-derived
 // max_pages and alignment). The volume is either embedded (a fresh volume
-// directory) or a fresh local cluster: metad + N chunkd on loopback started
-// with the real `stripefs cluster up` and reached as `stripefs mount --meta
-// --key` does. With `space_limit_mib` the volume (or cluster) directory is
-// a tmpfs of that size, for full-disk tests. The destructor always unmounts
-// (lazily if busy), stops the session, takes the cluster down (`stripefs
-// cluster down`, SIGKILL after a grace period), unmounts the tmpfs and
-// removes the temporary directories, also when a test failed or Start()
-// failed half way. Remount() keeps the volume (directory or running
-// cluster).
+// directory) or a fresh local cluster (tests/support/local_cluster.h: metad
+// + N chunkd on loopback started with the real `stripefs cluster up`)
+// reached as `stripefs mount --meta --key` does. With `space_limit_mib` the
+// volume (or cluster) directory is a tmpfs of that size, for full-disk tests.
+// The destructor always unmounts (lazily if busy), stops the session, takes the
+// cluster down (`stripefs cluster down`, SIGKILL after a grace period),
+// unmounts the tmpfs and removes the temporary directories, also when a test
+// failed or Start() failed half way. Remount() keeps the volume (directory or
+// running cluster).
 #pragma once
 
 #include <memory>
@@ -22,6 +22,7 @@
 #include "fs/mount_service.h"
 #include "fs/stripe_fs.h"
 #include "fuse/session.h"
+#include "tests/support/local_cluster.h"
 
 namespace stripefs::fs::testing {
 
@@ -30,13 +31,10 @@ std::string MountSkipReason();
 
 enum class FsBackend { kEmbedded, kCluster };
 const char* FsBackendName(FsBackend b);  // "embedded" / "cluster"
-// "" when a local cluster can be started (the stripefs binary was built),
-// else why not.
-std::string ClusterSkipReason();
 // "" when a file system on backend `b` can be mounted here over transport
-// `t`, else the whole skip message (which reason above, and why; io-uring
-// also needs the fuse module's enable_uring knob, which FsMount sets and
-// restores).
+// `t`, else the whole skip message (no mount here, no local cluster possible,
+// or no FUSE io-uring, and why; FsMount sets and restores the enable_uring
+// knob).
 std::string BackendSkipMessage(
     FsBackend b, fuse::TransportChoice t = fuse::TransportChoice::kDev);
 
@@ -90,13 +88,10 @@ class FsMount {
   // The MountService options of a mount of this volume at `mnt`.
   MountServiceOptions ServiceOptions(const std::string& mnt,
                                      const StripeFsOptions& fs) const;
-  Status ClusterUp();
-  void ClusterDown();
   FsMountOptions opts_;
   std::string root_, mnt_, vol_dir_;
-  std::string space_dir_;     // the tmpfs, when space_limit_mib > 0
-  std::string meta_address_;  // cluster backend
-  bool cluster_started_ = false;
+  std::string space_dir_;  // the tmpfs, when space_limit_mib > 0
+  std::unique_ptr<stripefs::testing::LocalCluster> cluster_;
   long daemon_pid_ = 0;  // StartDaemon, until KillDaemon
   std::unique_ptr<MountService> service_;
 };

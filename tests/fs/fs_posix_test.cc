@@ -34,17 +34,16 @@
 
 #include "tests/fs/fs_mount.h"
 #include "tests/support/file_bytes.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::fs::testing {
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
 
+// Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  return stripefs::testing::RandomBytes(n, seed);
 }
 
 void WriteAll(int fd, const std::vector<uint8_t>& d, off_t off) {

@@ -21,6 +21,7 @@
 #include "backend/chunk/chunk_store.h"
 #include "tests/fs/fs_mount.h"
 #include "tests/support/file_bytes.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::fs::testing {
 namespace {
@@ -30,14 +31,9 @@ constexpr uint64_t kVolumeMiB = 64;
 constexpr size_t kFileBytes = 4 * kMiB;
 constexpr int kMaxFiles = 32;  // 128 MiB: more than the volume can hold
 
+// Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-  return v;
+  return stripefs::testing::RandomBytes(n, seed);
 }
 
 // Writes `d` to a new file and fsyncs it: 0, or the errno of the first

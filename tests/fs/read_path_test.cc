@@ -11,9 +11,9 @@
 
 #include "fs/stripe_fs.h"
 #include "tests/client/counting_meta_service.h"
-#include "tests/client/fault_injecting_chunk_service.h"
+#include "tests/support/fault_injecting_chunk_service.h"
 #include "tests/support/fake_inflight.h"
-#include "tests/support/local_volume.h"
+#include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs::fs {
@@ -23,7 +23,7 @@ using namespace fuse_abi;  // NOLINT
 using stripefs::testing::CountingMetaService;
 using stripefs::testing::FakeInFlight;
 using stripefs::testing::FaultInjectingChunkService;
-using stripefs::testing::LocalVolume;
+using stripefs::testing::InProcessVolume;
 using stripefs::testing::RandomBytes;
 using stripefs::testing::RecordedReply;
 
@@ -32,15 +32,14 @@ class ReadPathTest : public ::testing::Test {
   static constexpr int kServers = 6;
 
   void SetUp() override {
-    auto lv = LocalVolume::Create(
-        kServers, Geometry{4, 2, 4096},
-        [](ChunkStore* s) {
-          return std::make_unique<FaultInjectingChunkService>(s);
-        },
-        stripefs::testing::CountingWrapper(&counting_));
-    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
-    lv_ = std::move(lv).value();
-    volume_ = lv_->volume.get();
+    stripefs::testing::InProcessVolumeOptions o;
+    o.servers = kServers;
+    o.geometry = Geometry{4, 2, 4096};
+    o.wrap_meta = stripefs::testing::CountingWrapper(&counting_);
+    auto v = InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vol_ = std::move(v).value();
+    volume_ = &vol_->volume();
     StripeFsOptions fo;
     fo.purge_orphans_at_start = false;
     fs_ = std::make_unique<StripeFs>(volume_, fo);
@@ -49,7 +48,7 @@ class ReadPathTest : public ::testing::Test {
     fs_.reset();
     other_.reset();
     other_servers_.reset();
-    lv_.reset();
+    vol_.reset();
   }
 
   uint64_t S() { return volume_->client().stripe_size(); }
@@ -109,9 +108,9 @@ class ReadPathTest : public ::testing::Test {
   StripeClient& Other() {
     if (!other_) {
       std::vector<std::unique_ptr<ChunkService>> wrappers;
-      for (auto& s : lv_->stores)
+      for (size_t i = 0; i < vol_->servers(); ++i)
         wrappers.push_back(
-            std::make_unique<FaultInjectingChunkService>(s.get()));
+            std::make_unique<FaultInjectingChunkService>(&vol_->store(i)));
       other_servers_ = std::make_unique<LocalChunkServers>(std::move(wrappers));
       auto c = StripeClient::Create(&volume_->meta(), other_servers_.get());
       EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -120,8 +119,8 @@ class ReadPathTest : public ::testing::Test {
     return *other_;
   }
 
-  std::unique_ptr<LocalVolume> lv_;
-  Volume* volume_ = nullptr;                 // lv_'s
+  std::unique_ptr<InProcessVolume> vol_;
+  Volume* volume_ = nullptr;                 // vol_'s
   CountingMetaService* counting_ = nullptr;  // owned by volume_
   std::unique_ptr<StripeFs> fs_;
   std::unique_ptr<LocalChunkServers> other_servers_;

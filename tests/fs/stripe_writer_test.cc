@@ -7,12 +7,10 @@
 #include "fs/stripe_writer.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -21,9 +19,9 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/client/volume.h"
-#include "backend/meta/meta_store.h"
-#include "tests/client/fault_injecting_chunk_service.h"
-#include "tests/support/local_volume.h"
+#include "tests/support/fault_injecting_chunk_service.h"
+#include "tests/support/in_process_volume.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::fs {
 namespace {
@@ -31,11 +29,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  return testing::RandomBytes(n, seed);
 }
 
 void Put(std::vector<uint8_t>* model, uint64_t off,
@@ -126,18 +122,20 @@ class StripeWriterTest : public ::testing::Test {
   static constexpr int kServers = 6;
 
   void SetUp() override {
-    auto lv = testing::LocalVolume::Create(
-        kServers, Geometry{4, 2, 4096}, [this](ChunkStore* s) {
-          auto w = std::make_unique<HookedChunkService>(s);
-          services_.push_back(w.get());
-          return w;
-        });
-    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
-    lv_ = std::move(lv).value();
-    volume_ = lv_->volume.get();
-    S = volume_->client().stripe_size();
+    testing::InProcessVolumeOptions o;
+    o.servers = kServers;
+    o.geometry = Geometry{4, 2, 4096};
+    o.wrap_chunks = [](ChunkService* store) {
+      return std::make_unique<HookedChunkService>(store);
+    };
+    auto v = testing::InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vol_ = std::move(v).value();
+    for (size_t i = 0; i < vol_->servers(); ++i)
+      services_.push_back(vol_->service<HookedChunkService>(i));
+    S = client().stripe_size();
     ASSERT_EQ(S, 16384u);
-    auto a = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0);
+    auto a = meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     ino_ = a->ino;
     budget_ = std::make_unique<CoalesceBudget>(uint64_t{1} << 30);
@@ -147,7 +145,7 @@ class StripeWriterTest : public ::testing::Test {
     for (auto* s : services_) s->SetIdHook(nullptr);
     writer_.reset();
     sender_.reset();
-    lv_.reset();
+    vol_.reset();
   }
 
   StripeWriter& NewWriter(bool coalesce = true, uint64_t cap = 1ull << 30) {
@@ -177,8 +175,8 @@ class StripeWriterTest : public ::testing::Test {
   void HookIds(std::function<void(const ChunkId&)> h) {
     for (auto* s : services_) s->SetIdHook(h);
   }
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
+  MetaService& meta() { return vol_->volume().meta(); }
+  StripeClient& client() { return vol_->volume().client(); }
   ClientCountersSnapshot backend() { return client().counters(); }
   uint64_t Partial(FlushReason r) {
     return counters_.partial_flushes[static_cast<int>(r)].load();
@@ -222,9 +220,8 @@ class StripeWriterTest : public ::testing::Test {
     for (auto* s : services_) s->SetHook(h);
   }
 
-  std::unique_ptr<testing::LocalVolume> lv_;
-  std::vector<HookedChunkService*> services_;
-  Volume* volume_ = nullptr;  // lv_'s
+  std::unique_ptr<testing::InProcessVolume> vol_;
+  std::vector<HookedChunkService*> services_;  // owned by vol_
   uint64_t S = 0;
   uint64_t ino_ = 0;
   FakeClock clock_;

@@ -8,21 +8,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tests/fuse/wire_builder.h"
+
 namespace stripefs::fuse {
 namespace {
 
 using namespace fuse_abi;  // NOLINT
-
-fuse_init_in KernelInit(uint32_t minor, uint64_t offered) {
-  fuse_init_in in{};
-  in.major = 7;
-  in.minor = minor;
-  in.max_readahead = 128 * 1024;
-  in.flags =
-      static_cast<uint32_t>(offered) | static_cast<uint32_t>(FUSE_INIT_EXT);
-  in.flags2 = static_cast<uint32_t>(offered >> 32);
-  return in;
-}
+using testing::KernelInit;
 
 fuse_init_out Out(const InitNegotiation& n) {
   fuse_init_out out;

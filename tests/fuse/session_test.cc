@@ -17,6 +17,7 @@ namespace {
 using namespace fuse_abi;  // NOLINT
 using stripefs::testing::FakeInFlight;
 using stripefs::testing::RecordedReply;
+using testing::KernelInit;
 using testing::WireRequest;
 
 class HoldingFs : public RawFileSystem {
@@ -47,17 +48,6 @@ class HoldingFs : public RawFileSystem {
   uint64_t forgot = 0;
   uint64_t interrupted_unique = 0;
 };
-
-fuse_init_in KernelInit(uint32_t minor, uint64_t offered) {
-  fuse_init_in in{};
-  in.major = 7;
-  in.minor = minor;
-  in.max_readahead = 128 * 1024;
-  in.flags =
-      static_cast<uint32_t>(offered) | static_cast<uint32_t>(FUSE_INIT_EXT);
-  in.flags2 = static_cast<uint32_t>(offered >> 32);
-  return in;
-}
 
 class SessionTest : public ::testing::Test {
  protected:

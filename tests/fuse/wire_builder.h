@@ -55,4 +55,17 @@ class WireRequest {
   std::vector<uint8_t> body_;
 };
 
+// The FUSE_INIT body a kernel of protocol 7.`minor` sends, offering the
+// capability bits `offered` (FUSE_INIT_EXT set, high bits in flags2).
+inline fuse_abi::fuse_init_in KernelInit(uint32_t minor, uint64_t offered) {
+  fuse_abi::fuse_init_in in{};
+  in.major = 7;
+  in.minor = minor;
+  in.max_readahead = 128 * 1024;
+  in.flags = static_cast<uint32_t>(offered) |
+             static_cast<uint32_t>(fuse_abi::FUSE_INIT_EXT);
+  in.flags2 = static_cast<uint32_t>(offered >> 32);
+  return in;
+}
+
 }  // namespace stripefs::fuse::testing

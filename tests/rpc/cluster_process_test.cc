@@ -19,6 +19,7 @@
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
+#include "tests/support/run_command.h"
 
 #ifndef STRIPEFS_BINARY
 #error "STRIPEFS_BINARY must name the stripefs executable"
@@ -27,23 +28,11 @@
 namespace stripefs::rpc {
 namespace {
 
-struct RunResult {
-  int rc = -1;
-  std::string out;
-};
+using RunResult = stripefs::testing::CommandOutput;
 
 RunResult RunCli(const std::string& args) {
-  std::string cmd =
-      std::string("timeout 120 ") + STRIPEFS_BINARY + " " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return stripefs::testing::RunCommand(std::string("timeout 120 ") +
+                                       STRIPEFS_BINARY + " " + args + " 2>&1");
 }
 
 std::string FirstLine(const std::string& path) {

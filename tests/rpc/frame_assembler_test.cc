@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tests/rpc/test_sessions.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -23,11 +24,9 @@ std::shared_ptr<const ClusterKey> Key() {
   return ClusterKey::FromBytes(b);
 }
 
+// Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  return stripefs::testing::RandomBytes(n, seed);
 }
 
 // Feeds `stream` through the assembler, each receive taking at most the

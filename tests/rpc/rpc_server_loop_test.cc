@@ -29,6 +29,7 @@
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/test_sessions.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -57,11 +58,9 @@ std::string IoUringRefusedReason() {
          std::strerror(errno);
 }
 
+// Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  return stripefs::testing::RandomBytes(n, seed);
 }
 
 class EchoHandler : public RpcHandler {

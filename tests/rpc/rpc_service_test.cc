@@ -15,6 +15,7 @@
 #include "tests/rpc/fake_services.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/sample_values.h"
+#include "tests/support/random_bytes.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -323,13 +324,7 @@ class ChunkRpcTest : public ::testing::Test {
     if (server_) server_->Stop();
   }
   static std::vector<uint8_t> Data(size_t n, uint32_t seed) {
-    std::vector<uint8_t> v(n);
-    uint32_t x = seed * 2654435761u + 1;
-    for (auto& b : v) {
-      x = x * 1103515245u + 12345u;
-      b = static_cast<uint8_t>(x >> 24);
-    }
-    return v;
+    return stripefs::testing::RandomBytes(n, seed);
   }
   MemoryChunkService store_;
   std::shared_ptr<const ClusterKey> key_;

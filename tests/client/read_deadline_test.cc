@@ -5,7 +5,6 @@
 // released.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
@@ -13,12 +12,11 @@
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
 #include "tests/support/hanging_chunk_service.h"
+#include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
-
-namespace fs = std::filesystem;
 
 using testing::HangingChunkService;
 using testing::RandomBytes;
@@ -26,59 +24,39 @@ using testing::RandomBytes;
 class ReadDeadlineTest : public ::testing::Test {
  protected:
   void Open(std::chrono::milliseconds deadline) {
-    char tmpl[] = "/tmp/stripefs-deadline-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    MetaStoreOptions mo;
-    mo.sync = false;
-    auto meta = MetaStore::Create(dir_ + "/meta", Geometry{4, 2, 4096}, mo);
-    ASSERT_TRUE(meta.ok()) << meta.status().ToString();
-    std::vector<std::unique_ptr<ChunkService>> wrappers;
-    for (uint32_t i = 0; i < 6; ++i) {
-      ChunkStoreOptions co;
-      co.reserve_bytes = 0;
-      auto store = ChunkStore::Open(dir_ + "/c" + std::to_string(i), co);
-      ASSERT_TRUE(store.ok()) << store.status().ToString();
-      auto w = std::make_unique<HangingChunkService>(store->get());
+    testing::InProcessVolumeOptions o;
+    o.servers = 6;
+    o.client.read_deadline = deadline;
+    o.client.map_refresh_interval = std::chrono::milliseconds(0);
+    o.wrap_chunks = [this](ChunkService* store) {
+      auto w = std::make_unique<HangingChunkService>(store);
       hanging_.push_back(w.get());
-      wrappers.push_back(std::move(w));
-      stores_.push_back(std::move(store).value());
-      ServerInfo info;
-      info.id = i;
-      info.failure_domain = "d" + std::to_string(i);
-      ASSERT_TRUE((*meta)->UpsertServer(info).ok());
-    }
-    StripeClientOptions o;
-    o.read_deadline = deadline;
-    o.map_refresh_interval = std::chrono::milliseconds(0);
-    auto v = Volume::FromParts(
-        std::move(meta).value(),
-        std::make_unique<LocalChunkServers>(std::move(wrappers)), o);
+      return w;
+    };
+    auto v = testing::InProcessVolume::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume_ = std::move(v).value();
+    vol_ = std::move(v).value();
   }
   void TearDown() override {
     for (auto* h : hanging_) h->Release();  // lets abandoned reads finish
-    volume_.reset();
-    stores_.clear();
-    if (!dir_.empty()) fs::remove_all(dir_);
+    vol_.reset();
   }
-  StripeClient& client() { return volume_->client(); }
+  StripeClient& client() { return vol_->volume().client(); }
   // Server holding chunk `index` of stripe 0 of `ino`.
   uint32_t ServerOf(uint64_t ino, int index) {
-    auto map = volume_->meta().GetClusterMap();
+    auto map = vol_->volume().meta().GetClusterMap();
     auto p = Placement::Create(*map, 6);
     return p->ServersFor(ino, 0)[static_cast<size_t>(index)];
   }
 
-  std::string dir_;
-  std::vector<std::unique_ptr<ChunkStore>> stores_;
-  std::vector<HangingChunkService*> hanging_;
-  std::unique_ptr<Volume> volume_;
+  std::unique_ptr<testing::InProcessVolume> vol_;
+  std::vector<HangingChunkService*> hanging_;  // owned by vol_
 };
 
 TEST_F(ReadDeadlineTest, HungServerIsReadAroundAndItsCallAbandoned) {
   Open(std::chrono::milliseconds(50));
-  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  auto ino =
+      vol_->volume().meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
   const auto data = RandomBytes(client().stripe_size(), 1);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   // The server of data chunk 1 hangs (a stopped process: no error, no
@@ -129,7 +107,8 @@ TEST_F(ReadDeadlineTest, HungServerIsReadAroundAndItsCallAbandoned) {
 
 TEST_F(ReadDeadlineTest, ReadModifyWriteReadsAroundAHungServer) {
   Open(std::chrono::milliseconds(50));
-  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  auto ino =
+      vol_->volume().meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
   auto data = RandomBytes(client().stripe_size(), 2);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   // A data chunk's server hangs for reads; a partial write needs the old
@@ -149,7 +128,8 @@ TEST_F(ReadDeadlineTest, MoreThanMHungServersMeansWaitingForTheSlowCalls) {
   // for the slow calls (it never invents data) and succeeds once they
   // answer.
   Open(std::chrono::milliseconds(20));
-  auto ino = volume_->meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
+  auto ino =
+      vol_->volume().meta().MkNode(kRootInode, "f", 0100644, 0, 0, 0)->ino;
   const auto data = RandomBytes(client().stripe_size(), 4);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
   for (int i : {0, 4, 5}) hanging_[ServerOf(ino, i)]->Hang();

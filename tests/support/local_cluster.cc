@@ -1,0 +1,147 @@
+#include "tests/support/local_cluster.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace stripefs::testing {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// True if `pid` is a live (not zombie) daemon of the cluster in `dir` (its
+// command line names the directory, so a reused pid is never killed).
+bool AliveDaemonOf(long pid, const std::string& dir) {
+  if (pid <= 1 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const std::string stat = Slurp(proc + "/stat");
+  const auto rp = stat.rfind(')');
+  if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z')
+    return false;
+  return Slurp(proc + "/cmdline").find(dir + "/") != std::string::npos;
+}
+
+}  // namespace
+
+std::string ClusterSkipReason() {
+#ifdef STRIPEFS_BINARY
+  if (::access(STRIPEFS_BINARY, X_OK) != 0)
+    return std::string("the stripefs binary is missing: ") + STRIPEFS_BINARY;
+  return "";
+#else
+  return "built without the stripefs binary (tools/ not configured)";
+#endif
+}
+
+Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    LocalClusterOptions o) {
+  const std::string why = ClusterSkipReason();
+  if (!why.empty()) return Status::NotSupported(why);
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  c->o_ = o;
+  if (o.dir.empty()) {
+    char tmpl[] = "/tmp/stripefs-cluster-XXXXXX";
+    if (!::mkdtemp(tmpl)) return Status::FromErrno(errno, "mkdtemp");
+    c->dir_ = tmpl;
+    c->owns_dir_ = true;
+  } else {
+    c->dir_ = o.dir;
+    std::error_code ec;  // the CLI log lives there from the first command
+    std::filesystem::create_directories(c->dir_, ec);
+    if (ec) return Status::FromErrno(ec.value(), "mkdir " + c->dir_);
+  }
+  c->up_ = true;  // from here on teardown takes it down
+  std::string args = "cluster up --servers " + std::to_string(o.servers);
+  if (o.k != 0) args += " --k " + std::to_string(o.k);
+  if (o.m != 0) args += " --m " + std::to_string(o.m);
+  args += " --cell-size " + std::to_string(o.cell_size) + " --dir " + c->dir_;
+  STRIPEFS_RETURN_IF_ERROR(c->CliOk(args));
+  std::ifstream addr(c->dir_ + "/metad.addr");
+  std::getline(addr, c->meta_);
+  if (c->meta_.empty())
+    return Status::IoError("no " + c->dir_ + "/metad.addr after cluster up");
+  return c;
+}
+
+LocalCluster::~LocalCluster() {
+  Status st = Down();
+  if (!st.ok()) std::fprintf(stderr, "teardown: %s\n", st.ToString().c_str());
+  if (owns_dir_) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+int LocalCluster::Sh(const std::string& command) {
+  const std::string cmd = command + " >>" + dir_ + "/test-cli.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+int LocalCluster::Cli(const std::string& args) {
+#ifdef STRIPEFS_BINARY
+  return Sh(std::string(STRIPEFS_BINARY) + " " + args);
+#else
+  (void)args;
+  return -1;
+#endif
+}
+
+Status LocalCluster::CliOk(const std::string& args) {
+  const int rc = Cli(args);
+  if (rc == 0) return Status::Ok();
+  return Status::IoError("stripefs " + args + " failed (exit " +
+                         std::to_string(rc) + "):\n" + Log());
+}
+
+std::string LocalCluster::Log() const {
+  std::string all = ReadFile("test-cli.log");
+  return all.size() > 3000 ? all.substr(all.size() - 3000) : all;
+}
+
+std::string LocalCluster::ReadFile(const std::string& rel) const {
+  return Slurp(dir_ + "/" + rel);
+}
+
+Status LocalCluster::Signal(const std::string& server, int sig) {
+  return CliOk("cluster kill --signal " + std::to_string(sig) + " --server " +
+               server + " --dir " + dir_);
+}
+
+Status LocalCluster::StartServer(const std::string& server) {
+  return CliOk("cluster start --server " + server + " --dir " + dir_);
+}
+
+Status LocalCluster::Down() {
+  if (!up_) return Status::Ok();
+  up_ = false;
+  Status st = CliOk("cluster down --grace " + std::to_string(o_.down_grace_s) +
+                    " --dir " + dir_);
+  std::string survivors;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+    if (e.path().extension() != ".pid") continue;
+    std::ifstream f(e.path());
+    long pid = 0;
+    if (f >> pid && AliveDaemonOf(pid, dir_)) {
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      survivors +=
+          " " + e.path().filename().string() + "=" + std::to_string(pid);
+    }
+  }
+  if (!survivors.empty())
+    return Status::IoError(
+        "daemons survived `stripefs cluster down` (killed):" + survivors);
+  return st;
+}
+
+}  // namespace stripefs::testing
