@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
-#include "fuse/kernel_knobs.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
+#include "fuse/kernel_knobs.h"
+#include "tests/support/run_command.h"
 
 namespace stripefs::fs::testing {
 
@@ -131,16 +133,20 @@ Status FsMount::Up() {
 
 Status FsMount::StartDaemon() {
   Teardown();
-  const std::string source =
-      opts_.backend == FsBackend::kCluster
-          ? "--meta " + cluster_->meta_address() + " --key " +
-                cluster_->key_file()
-          : vol_dir_;
-  const std::string log = root_ + "/daemon-cli.log";
-  if (int rc = RunCli("mount " + source + " " + mnt_, log); rc != 0) {
-    return Status::IoError("stripefs mount failed (exit " + std::to_string(rc) +
-                           "):\n" + Tail(log));
+  const std::string source = opts_.backend == FsBackend::kCluster
+                                 ? "--meta " + cluster_->meta_address() +
+                                       " --key " + cluster_->key_file()
+                                 : vol_dir_;
+#ifdef STRIPEFS_BINARY
+  auto run = stripefs::testing::RunCommand(
+      std::string(STRIPEFS_BINARY) + " mount " + source + " " + mnt_ + " 2>&1");
+  if (run.rc != 0) {
+    return Status::IoError("stripefs mount failed (exit " +
+                           std::to_string(run.rc) + "):\n" + run.out);
   }
+#else
+  return Status::NotSupported("built without the stripefs binary");
+#endif
   std::ifstream pf(RuntimePathsFor(mnt_).pidfile);
   if (!(pf >> daemon_pid_) || daemon_pid_ <= 0) {
     daemon_pid_ = 0;
