@@ -110,8 +110,8 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
     ASSERT_NE(MsgTypeName(n), nullptr);
     EXPECT_TRUE(names.insert(MsgTypeName(n)).second);
   }
-  EXPECT_EQ(AllMsgTypes().size(),
-            40u);  // with DropStripes (45) and DeleteChunkVersions (72)
+  // Including DropStripes (45) and DeleteChunkVersions (72).
+  EXPECT_EQ(AllMsgTypes().size(), 40u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 
