@@ -18,7 +18,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 from lib import fio, knobs, passthrough, plots, run, sampling  # noqa: E402
-from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
+from lib.stripefs import Cluster, Stripefs, require_binary  # noqa: E402
 
 
 # ---------------------------------------------------------------- job matrix
@@ -745,13 +744,8 @@ def main():
         a.out = os.path.join(os.path.dirname(os.path.dirname(
             os.path.dirname(os.path.abspath(__file__)))), "docs", "results",
             "cluster")
-    a.stripefs = find_binary(a.stripefs)
-    if not a.stripefs or not os.path.exists(a.stripefs):
-        sys.exit("bench_cluster: stripefs binary not found; pass --stripefs")
-    if os.geteuid() != 0:
-        sys.exit("bench_cluster: must run as root (mount, drop_caches)")
-    if not shutil.which("fio"):
-        sys.exit("bench_cluster: fio not found (apt-get install fio)")
+    a.stripefs = require_binary("bench_cluster", a.stripefs)
+    run.require_mount_host("bench_cluster", "mount, drop_caches")
 
     run.raise_on_signals()
     if a.sweep:

@@ -27,7 +27,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from lib import fio, knobs, passthrough, run, sampling  # noqa: E402
-from lib.stripefs import Stripefs, find_binary  # noqa: E402
+from lib.stripefs import Stripefs, require_binary  # noqa: E402
 
 TARGETS = ["stripefs-dev", "stripefs-uring", "fuse-ll", "tmpfs"]
 # The committed tables (rewritten only with --update-docs).
@@ -477,16 +476,9 @@ def main():
     bad = [t for t in a.targets if t not in TARGETS]
     if bad:
         sys.exit(f"transport_bench: unknown target(s) {bad}; use {TARGETS}")
-    a.stripefs = find_binary(a.stripefs)
-    if not a.stripefs or not os.path.exists(a.stripefs):
-        sys.exit("transport_bench: stripefs binary not found; pass --stripefs")
-    if os.geteuid() != 0:
-        sys.exit("transport_bench: must run as root (mount, drop_caches, "
-                 "enable_uring)")
-    if not os.path.exists("/dev/fuse"):
-        sys.exit("transport_bench: no /dev/fuse")
-    if not shutil.which("fio"):
-        sys.exit("transport_bench: fio not found (apt-get install fio)")
+    a.stripefs = require_binary("transport_bench", a.stripefs)
+    run.require_mount_host("transport_bench",
+                           "mount, drop_caches, enable_uring")
 
     run.raise_on_signals()
 

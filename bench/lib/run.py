@@ -7,6 +7,7 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 from lib import sampling
@@ -80,6 +81,36 @@ def guarded(body, teardown, log):
     finally:
         teardown()
     return rc
+
+
+def require_mount_host(driver, why_root):
+    """Exits with one line naming the fix unless this host can run a
+    benchmark that mounts: root (`why_root` says for what), fio, /dev/fuse."""
+    if os.geteuid() != 0:
+        sys.exit(f"{driver}: must run as root ({why_root})")
+    if not shutil.which("fio"):
+        sys.exit(f"{driver}: fio not found (apt-get install fio)")
+    if not os.path.exists("/dev/fuse"):
+        sys.exit(f"{driver}: no /dev/fuse")
+
+
+def timed(bench, meta):
+    """Runs bench.run() guarded by bench.teardown(); records loadavg_end,
+    wall_s and complete in `meta`. Returns the exit code of guarded()."""
+    t0 = time.time()
+    rc = guarded(bench.run, bench.teardown, bench.log)
+    meta["loadavg_end"] = sampling.loadavg()
+    meta["wall_s"] = round(time.time() - t0, 1)
+    meta["complete"] = rc == 0
+    return rc
+
+
+def summary(name, quick, meta):
+    """The closing line's head: which bench, the load before and after, the
+    wall time."""
+    return (f"\n{name} bench{' (quick)' if quick else ''}: load "
+            f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}, "
+            f"{meta['wall_s']:.0f} s")
 
 
 def host_meta():

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from lib import run as runlib
 
@@ -25,6 +26,14 @@ def find_binary(explicit=None):
         if cand and os.path.exists(cand):
             return cand
     return shutil.which("stripefs")
+
+
+def require_binary(driver, explicit=None):
+    """find_binary(), or exit with one line naming the fix."""
+    found = find_binary(explicit)
+    if not found:
+        sys.exit(f"{driver}: stripefs binary not found; pass --stripefs")
+    return found
 
 
 class Stripefs:

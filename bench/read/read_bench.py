@@ -24,7 +24,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from lib import fio, knobs, passthrough, perf, run, sampling  # noqa: E402
-from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
+from lib.stripefs import Cluster, Stripefs, require_binary  # noqa: E402
 
 # key -> (what, goal comparison, goal)
 ROWS = {
@@ -313,15 +312,8 @@ def parse_args():
     run.resolve_sizes(a, SIZES)
     if a.out is None:
         a.out = os.path.abspath(time.strftime("read-bench-%Y%m%d-%H%M%S"))
-    a.stripefs = find_binary(a.stripefs)
-    if not a.stripefs:
-        sys.exit("read_bench: stripefs binary not found; pass --stripefs")
-    if os.geteuid() != 0:
-        sys.exit("read_bench: must run as root (mounts, drop_caches)")
-    if not shutil.which("fio"):
-        sys.exit("read_bench: fio not found (apt-get install fio)")
-    if not os.path.exists("/dev/fuse"):
-        sys.exit("read_bench: no /dev/fuse")
+    a.stripefs = require_binary("read_bench", a.stripefs)
+    run.require_mount_host("read_bench", "mounts, drop_caches")
     return a
 
 
@@ -334,11 +326,7 @@ def main():
                  "size_mib": a.size, "rand_size_mib": a.rand_size,
                  "runtime_s": a.runtime, "servers": a.servers, "k": a.k,
                  "m": a.m, "workdir": a.workdir})
-    t0 = time.time()
-    rc = run.guarded(b.run, b.teardown, b.log)
-    meta["loadavg_end"] = sampling.loadavg()
-    meta["wall_s"] = round(time.time() - t0, 1)
-    meta["complete"] = rc == 0
+    rc = run.timed(b, meta)
     rows = all_rows(b.m)
     outs = [a.out] + ([os.path.join(ROOT, "docs", "results", "read")]
                       if a.update_docs else [])
@@ -352,9 +340,7 @@ def main():
                         f"{meta['loadavg_start'][0]} -> "
                         f"{meta['loadavg_end'][0]}.\n\n```\n{b.profile}\n"
                         f"```\n")
-    print(f"\nread bench{' (quick)' if a.quick else ''}: load "
-          f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}, "
-          f"{meta['wall_s']:.0f} s -> {', '.join(outs)}")
+    print(f"{run.summary('read', a.quick, meta)} -> {', '.join(outs)}")
     for r in rows:
         print(row_line(r), flush=True)
     if rc == 0 and any(r["status"] == "failed" for r in rows):

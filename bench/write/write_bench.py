@@ -49,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from lib import fio, knobs, passthrough, perf, run, sampling  # noqa: E402
-from lib.stripefs import Cluster, Stripefs, find_binary  # noqa: E402
+from lib.stripefs import Cluster, Stripefs, require_binary  # noqa: E402
 
 # key -> (what, goal comparison, goal)
 ROWS = {
@@ -677,23 +677,11 @@ def parse_args():
         a.out = os.path.join(ROOT, "docs", "results", "write")
     elif not a.out:
         a.out = os.path.abspath("write-bench-results")
-    q = a.quick
-    for name, full, quick, _ in SIZES:
-        if getattr(a, name) is None:
-            setattr(a, name, quick if q else full)
+    run.resolve_sizes(a, SIZES)
     if a.stripe_size % 4:
         sys.exit("write_bench: --stripe-size must be a multiple of 4 MiB")
-    a.stripefs = find_binary(a.stripefs)
-    if not a.stripefs:
-        sys.exit("write_bench: stripefs binary not found; pass --stripefs")
-    if os.geteuid() != 0:
-        sys.exit("write_bench: must run as root (mount, max_pages_limit)")
-    for tool in ("fio",):
-        if not shutil.which(tool):
-            sys.exit(f"write_bench: {tool} not found (apt-get install "
-                     f"{tool})")
-    if not os.path.exists("/dev/fuse"):
-        sys.exit("write_bench: no /dev/fuse")
+    a.stripefs = require_binary("write_bench", a.stripefs)
+    run.require_mount_host("write_bench", "mount, max_pages_limit")
     return a
 
 
@@ -708,12 +696,8 @@ def main():
                  "files": a.files, "servers": a.servers, "k": a.k,
                  "m": a.m, "workdir": a.workdir,
                  "max_pages_limit_before": knobs.read(knobs.MAX_PAGES_LIMIT)})
-    t0 = time.time()
-    rc = run.guarded(b.run, b.teardown, b.log)
-    meta["loadavg_end"] = sampling.loadavg()
-    meta["wall_s"] = round(time.time() - t0, 1)
+    rc = run.timed(b, meta)
     meta["max_pages_limit_after"] = knobs.read(knobs.MAX_PAGES_LIMIT)
-    meta["complete"] = rc == 0
     meta["notes"] = b.notes
     rows = all_rows(b.m, a)
     write_outputs(rows, b.m, meta, a)
@@ -728,9 +712,8 @@ def main():
                     f"{meta['loadavg_end'][0]}.\n")
             for name, text in b.profiles.items():
                 f.write(f"\n## {name}\n\n```\n{text}\n```\n")
-    print(f"\nwrite bench{' (quick)' if a.quick else ''}: load "
-          f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}, "
-          f"{meta['wall_s']:.0f} s, {reference_note(b.m, a)} -> {a.out}")
+    print(f"{run.summary('write', a.quick, meta)}, {reference_note(b.m, a)} "
+          f"-> {a.out}")
     for r in rows:
         line = row_line(r)
         print(line, flush=True)

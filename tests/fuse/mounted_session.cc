@@ -53,12 +53,7 @@ void MountedSession::Teardown() {
   if (mount_) {
     // Unmount while the session still serves (dirty pages get written),
     // then the workers see ENODEV and end.
-    Status st = UnmountPath(dir_, /*lazy=*/false);
-    if (!st.ok()) {
-      std::fprintf(stderr, "teardown: %s; detaching lazily\n",
-                   st.ToString().c_str());
-      (void)UnmountPath(dir_, /*lazy=*/true);
-    }
+    UnmountOrDetach(dir_);
   }
   if (session_) {
     session_->Stop();

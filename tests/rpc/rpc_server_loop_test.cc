@@ -29,6 +29,7 @@
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/test_sessions.h"
+#include "tests/support/process_counts.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs::rpc {
@@ -97,21 +98,6 @@ class EchoHandler : public RpcHandler {
   bool released_ = false;
 };
 
-int CountFds() {
-  int n = 0;
-  for ([[maybe_unused]] auto& e :
-       std::filesystem::directory_iterator("/proc/self/fd"))
-    ++n;
-  return n;
-}
-int CountThreads() {
-  int n = 0;
-  for ([[maybe_unused]] auto& e :
-       std::filesystem::directory_iterator("/proc/self/task"))
-    ++n;
-  return n;
-}
-
 // Polls `pred` every 10 ms, at most ~20 s (never a timing assertion: slow
 // machines just take longer).
 template <typename F>
@@ -125,6 +111,8 @@ bool Eventually(F pred) {
 
 Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
 
+using testing::CountFds;
+using testing::CountThreads;
 using testing::RawSession;
 using testing::SendRequest;
 
