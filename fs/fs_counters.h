@@ -45,7 +45,7 @@ struct FsCounters {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> negative_lookups{0};  // LOOKUP answered ENOENT
   std::atomic<uint64_t> inodes_purged{0};
-  std::atomic<uint64_t> orphans_purged_at_mount{0};
+  std::atomic<uint64_t> orphans_purged_at_mount{0};  // queued at start
   std::atomic<uint64_t> purge_errors{0};
   std::atomic<uint64_t> errors[kErrnoSlots]{};  // error replies by errno
 

@@ -490,6 +490,7 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
          static_cast<size_t>(RequestedMaxPages(m.opts.init)) * 4096});
     uo.pin_threads = m.opts.uring_pin_threads;
     uo.first_queue = 0;
+    uo.parse = m.parse_opts;
     auto t = std::make_unique<UringTransport>(m.fuse_fd, m.stop_fd, uo);
     Status st = t->Start(this);
     if (!st.ok()) {

@@ -105,6 +105,7 @@ struct UringTransport::Queue {
   int dead = 0;
   ReadWorkers* read_workers = nullptr;  // the transport's, or null
   size_t payload_size = 0;
+  ParseOptions parse;  // the connection's, from UringTransportOptions
   int depth = 0;
   bool pin = true;
   bool on_queue_thread() const { return pthread_equal(pthread_self(), tid); }
@@ -407,7 +408,6 @@ void UringTransport::Queue::Run() {
 
 void UringTransport::Queue::Loop() {
   bool stopping = false;
-  ParseOptions popts;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -468,7 +468,7 @@ void UringTransport::Queue::Loop() {
       e->ctx.cpu = sched_getcpu();
       busy.fetch_add(1);
       size_t psz = io.payload_sz;
-      auto fixed = FixedArgSize(h.opcode, popts);
+      auto fixed = FixedArgSize(h.opcode, parse);
       size_t f = fixed ? *fixed : 0;
       if (f > FUSE_URING_OP_IN_OUT_SZ || psz > e->payload_size_) {
         // Parser reports it: hand over an impossible split.
@@ -514,6 +514,7 @@ Status UringTransport::Start(RequestSink* sink) {
     q->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (q->wake_fd < 0) return Status::FromErrno(errno, "eventfd");
     q->payload_size = opts_.payload_size;
+    q->parse = opts_.parse;
     q->depth = opts_.depth;
     q->pin = opts_.pin_threads;
     queues_.push_back(std::move(q));

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "fuse/request_parser.h"
 #include "fuse/transport.h"
 
 namespace stripefs::fuse {
@@ -43,6 +44,10 @@ struct UringTransportOptions {
   size_t payload_size = 1u << 20;  // >= max(8 KiB, max_write, max_pages*4K)
   bool pin_threads = true;
   int first_queue = 0;  // index of qid 0 in the session's counters
+  // The connection's negotiated parse options (known after INIT): they
+  // decide how much of a ring entry's op_in area is the argument struct
+  // (e.g. SETXATTR's 16-byte form with FUSE_SETXATTR_EXT).
+  ParseOptions parse;
 };
 
 // Number of possible CPUs (/sys/devices/system/cpu/possible).

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
@@ -218,12 +219,12 @@ class EtcdTxn final : public EtcdReader<KvTxn> {
   explicit EtcdTxn(EtcdKv* kv) : EtcdReader(kv) {}
 
   void Put(const std::string& key, std::string value) override {
-    auto* put = Op()->mutable_request_put();
+    auto* put = OpFor(key)->mutable_request_put();
     put->set_key(kv_->prefix() + key);
     put->set_value(std::move(value));
   }
   void Delete(const std::string& key) override {
-    Op()->mutable_request_delete_range()->set_key(kv_->prefix() + key);
+    OpFor(key)->mutable_request_delete_range()->set_key(kv_->prefix() + key);
   }
   void DeleteRange(const std::string& start, const std::string& end) override {
     auto* del = Op()->mutable_request_delete_range();
@@ -281,6 +282,19 @@ class EtcdTxn final : public EtcdReader<KvTxn> {
 
  private:
   pb::RequestOp* Op() { return req_.add_success(); }
+  // etcd refuses a transaction that names one key twice ("duplicate key
+  // given in txn request"), e.g. a rename with RENAME_WHITEOUT deletes a
+  // name and puts it again: a later write of a key replaces the earlier one
+  // in place, which is what applying both in order would leave. (Writes of
+  // single keys inside a DeleteRange of the same transaction stay refused;
+  // MetaStore never issues them.)
+  pb::RequestOp* OpFor(const std::string& key) {
+    auto [it, fresh] = op_of_key_.emplace(key, req_.success_size());
+    if (fresh) return Op();
+    pb::RequestOp* op = req_.mutable_success(it->second);
+    op->Clear();
+    return op;
+  }
   void Observed(const std::string& key, int64_t mod) override {
     auto* c = req_.add_compare();
     c->set_result(pb::Compare::EQUAL);
@@ -300,6 +314,7 @@ class EtcdTxn final : public EtcdReader<KvTxn> {
   }
 
   pb::TxnRequest req_;
+  std::unordered_map<std::string, int> op_of_key_;  // index in success
 };
 
 std::unique_ptr<KvReader> EtcdKv::Snapshot() {
