@@ -60,7 +60,7 @@ struct QueueCounter {
 }  // namespace
 
 // Impl is what request handlers (opcode_table.h) and Repliers talk back to.
-struct Session::Impl : OpEngine, ReplyObserver {
+struct Session::Impl final : OpEngine, ReplyObserver {
   Session* self = nullptr;
   RawFileSystem* fs;
   SessionOptions opts;

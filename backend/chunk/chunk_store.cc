@@ -852,10 +852,12 @@ Status ChunkStore::DeleteChunkVersions(std::span<const ChunkVersion> chunks) {
   std::vector<CommitOp*> queued;
   uint64_t counted = 0, counted_bytes = 0;
   size_t i = 0;
-  for (const auto& [id, versions] : by_id) {
+  for (const auto& entry : by_id) {
+    // Named, not a structured binding: clang 14 cannot capture those.
+    const auto& versions = entry.second;
     CommitOp& op = ops[i++];
     STRIPEFS_RETURN_IF_ERROR(PrepareDelete(
-        id,
+        entry.first,
         [&versions](uint64_t v) {
           return std::find(versions.begin(), versions.end(), v) !=
                  versions.end();

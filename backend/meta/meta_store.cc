@@ -73,7 +73,7 @@ Status ValidateXattrName(const std::string& name) {
 // only when the change needs them. Must be used with mu_ held.
 class MetaStore::Mutation {
  public:
-  explicit Mutation(MetaStore* s) : s_(s), txn_(s->kv_->Begin()), now_(Now()) {}
+  explicit Mutation(MetaStore* s) : txn_(s->kv_->Begin()), now_(Now()) {}
 
   const Timespec& now() const { return now_; }
   KvTxn& txn() { return *txn_; }
@@ -205,7 +205,6 @@ class MetaStore::Mutation {
     if (!st.ok() && counter_error_.ok()) counter_error_ = st;
   }
 
-  MetaStore* s_;
   std::unique_ptr<KvTxn> txn_;
   FsStats stats_;
   FsStats loaded_stats_;
