@@ -729,8 +729,11 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     }
     const bool relink = rec->attr.nlink == 0;
     if (relink) {
-      auto orphan = Get(OrphanKey(ino), "orphan record of " + InoStr(ino));
-      if (!orphan.ok() || *orphan != kOrphanLinkable) {
+      // Read in the transaction: a concurrent link or purge of the same
+      // orphan then conflicts instead of both seeing the mark.
+      STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> orphan,
+                                m.txn().Get(OrphanKey(ino)));
+      if (!orphan || *orphan != kOrphanLinkable) {
         return Status::NotFound(InoStr(ino) + " was unlinked");
       }
     }
