@@ -11,6 +11,9 @@
 // Daemons run in their own session (setsid) with stdout/stderr appended to
 // their log; `down` stops them with SIGTERM, then SIGKILL after a bounded
 // wait. A restarted daemon reuses its previous address (D/*.addr).
+// With --netns every daemon runs in a network namespace of its own
+// (tools/cluster_netns.h, D/netns.state): `partition`/`heal` cut and restore
+// one host's link, `down` removes the namespaces too.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -33,6 +36,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "tools/cluster_files.h"
+#include "tools/cluster_netns.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 
@@ -46,7 +50,11 @@ struct ClusterConf {
   uint32_t servers = 6;
   uint32_t k = 4, m = 2, cell_size = 256 * 1024;
   uint32_t base_port = 0;  // 0: every process picks a free port
+  uint32_t netns = 0;      // 1: hosts as network namespaces (--netns)
 };
+
+// In a namespace of its own every daemon has the same well-known ports.
+constexpr int kNetnsRpcPort = 7000, kNetnsMetricsPort = 9100;
 
 Status WriteText(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -63,7 +71,8 @@ Status WriteText(const std::string& path, const std::string& text) {
 Status SaveConf(const std::string& dir, const ClusterConf& c) {
   std::ostringstream o;
   o << "servers " << c.servers << "\nk " << c.k << "\nm " << c.m
-    << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port << "\n";
+    << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
+    << "\nnetns " << c.netns << "\n";
   return WriteText(dir + "/cluster.conf", o.str());
 }
 
@@ -79,6 +88,7 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "m") c.m = static_cast<uint32_t>(v);
     if (name == "cell_size") c.cell_size = static_cast<uint32_t>(v);
     if (name == "base_port") c.base_port = static_cast<uint32_t>(v);
+    if (name == "netns") c.netns = static_cast<uint32_t>(v);
   }
   return c;
 }
@@ -117,9 +127,10 @@ std::string SelfExe() {
   return buf;
 }
 
-// Starts `args` as a daemon in its own session, output appended to `log`.
+// Starts `args` as a daemon in its own session, output appended to `log`,
+// in network namespace `netns` unless that is "".
 Result<pid_t> Spawn(const std::vector<std::string>& args,
-                    const std::string& log) {
+                    const std::string& log, const std::string& netns) {
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return Status::FromErrno(errno, "open log " + log);
   pid_t pid = ::fork();
@@ -138,6 +149,13 @@ Result<pid_t> Spawn(const std::vector<std::string>& args,
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::unsetenv("NOTIFY_SOCKET");  // our readiness is not the daemons'
+    if (!netns.empty()) {
+      if (int err = EnterNetns(netns.c_str()); err != 0) {
+        std::fprintf(stderr, "enter network namespace %s: %s\n", netns.c_str(),
+                     std::strerror(err));
+        ::_exit(127);
+      }
+    }
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -174,12 +192,15 @@ void ReapIfChild(pid_t pid) { ::waitpid(pid, nullptr, WNOHANG); }
 struct Cluster {
   std::string dir;
   ClusterConf conf;
+  std::optional<NetnsLayout> net;  // set when conf.netns
   std::string key_path() const { return dir + "/cluster.key"; }
   std::string meta_address() const {
     return ReadFirstLine(dir + "/metad.addr");
   }
 
   std::string ListenFor(const Proc& p) const {
+    if (net)
+      return net->HostAddress(p.id) + ":" + std::to_string(kNetnsRpcPort);
     std::string prev = ReadFirstLine(p.base(dir) + ".addr");
     if (!prev.empty()) return prev;
     if (conf.base_port == 0) return "127.0.0.1:0";
@@ -195,6 +216,9 @@ struct Cluster {
     std::string listen = ListenFor(p);
     // Metrics keep their port across restarts, like the RPC address.
     std::string metrics = ReadFirstLine(base + ".metrics");
+    if (net)
+      metrics =
+          net->HostAddress(p.id) + ":" + std::to_string(kNetnsMetricsPort);
     if (metrics.empty()) metrics = "127.0.0.1:0";
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
@@ -217,7 +241,8 @@ struct Cluster {
                 {"--key", key_path(), "--listen", listen, "--pid-file",
                  base + ".pid", "--address-file", base + ".addr", "--metrics",
                  metrics, "--metrics-address-file", base + ".metrics"});
-    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, base + ".log"));
+    STRIPEFS_ASSIGN_OR_RETURN(
+        pid_t pid, Spawn(args, base + ".log", net ? net->Namespace(p.id) : ""));
     STRIPEFS_RETURN_IF_ERROR(
         WriteText(base + ".pid", std::to_string(pid) + "\n"));
     auto until = Clock::now() + std::chrono::seconds(timeout_s);
@@ -315,7 +340,16 @@ Result<Cluster> LoadCluster(const std::string& dir) {
                             " (no cluster.conf); start "
                             "one with `stripefs cluster up --dir " +
                             dir + "`");
-  return Cluster{dir, *conf};
+  Cluster c{dir, *conf, std::nullopt};
+  if (conf->netns) {
+    c.net = LoadNetnsLayout(dir);
+    if (!c.net)
+      return Status::NotFound("the --netns cluster in " + dir +
+                              " has no network (no netns.state): `stripefs "
+                              "cluster down --dir " +
+                              dir + "`, then `cluster up --netns` again");
+  }
+  return c;
 }
 
 int Fail(const Status& s) {
@@ -340,6 +374,8 @@ struct UpFlags {
   std::string dir;
   ClusterConf conf;
   int timeout_s = 30;
+  bool netns = false;
+  NetnsOptions net;
 };
 
 int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
@@ -349,7 +385,9 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     return Fail(
         Status(ec.value(), "cannot create " + f.dir + ": " + ec.message()));
   f.dir = fs::absolute(f.dir).string();
+  bool was_netns = false;
   if (auto old = LoadConf(f.dir)) {  // restart of an existing cluster
+    was_netns = old->netns != 0;
     if (!geometry_given)
       f.conf.k = old->k, f.conf.m = old->m, f.conf.cell_size = old->cell_size;
     if (!servers_given) f.conf.servers = old->servers;
@@ -357,7 +395,8 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   }
   if (f.conf.servers == 0 || f.conf.servers > 1000)
     return Fail(Status::InvalidArgument("--servers must be 1..1000"));
-  Cluster c{f.dir, f.conf};
+  f.conf.netns = f.netns ? 1 : 0;
+  Cluster c{f.dir, f.conf, std::nullopt};
   if (auto pid = AlivePid(f.dir + "/metad.pid"))
     return Fail(Status::Exists("a cluster is already running in " + f.dir +
                                " (metad pid " + std::to_string(*pid) +
@@ -371,6 +410,24 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   if (!key.ok()) return Fail(key.status());
   if (Status s = SaveConf(f.dir, f.conf); !s.ok()) return Fail(s);
 
+  // Made before the daemons, removed after them when `up` fails.
+  std::unique_ptr<NetnsNetwork> network;
+  if (f.netns) {
+    auto n = NetnsNetwork::Build(f.dir, f.conf.servers, f.net);
+    if (!n.ok()) return Fail(n.status());
+    network = std::move(n).value();
+    c.net = network->layout();
+  } else if (Status st = TeardownNetns(f.dir); !st.ok()) {
+    return Fail(st);  // leftovers of an earlier --netns run
+  }
+  if (was_netns != f.netns) {
+    // Remembered addresses belong to the other network.
+    for (uint32_t id = 0; id <= f.conf.servers; ++id) {
+      Proc p = id == 0 ? Metad() : Chunkd(id);
+      ::unlink((p.base(f.dir) + ".addr").c_str());
+      ::unlink((p.base(f.dir) + ".metrics").c_str());
+    }
+  }
   auto teardown = [&] {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       (void)c.Stop(Chunkd(id), SIGTERM, true, 5);
@@ -397,9 +454,21 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     teardown();
     return Fail(s);
   }
+  if (network) network->Keep();
   std::printf("cluster up in %s: metad at %s, %u chunkd (%u+%u, cell %u)\n",
               f.dir.c_str(), c.meta_address().c_str(), f.conf.servers, f.conf.k,
               f.conf.m, f.conf.cell_size);
+  if (c.net)
+    std::printf(
+        "network: one namespace per host (sfs-%s-*), %s.0/24, client %s on "
+        "%s, links %s%s%s\n",
+        c.net->tag.c_str(),
+        c.net->HostAddress(0)
+            .substr(0, c.net->HostAddress(0).rfind('.'))
+            .c_str(),
+        c.net->ClientAddress().c_str(), c.net->ClientLink().c_str(),
+        f.net.link_rate.empty() ? "unlimited" : f.net.link_rate.c_str(),
+        f.net.netem.empty() ? "" : ", netem ", f.net.netem.c_str());
   std::printf("meta: %s\nkey: %s\n", c.meta_address().c_str(),
               c.key_path().c_str());
   std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
@@ -476,14 +545,30 @@ int RunStatus(const std::string& dir) {
 }
 
 int RunDown(const std::string& dir, int grace_s) {
-  auto c = LoadCluster(dir);
-  if (!c.ok()) return Fail(c.status());
+  auto conf = LoadConf(dir);
+  // A --netns `up` that failed early may have left only a network.
+  if (!conf && !LoadNetnsLayout(dir)) return Fail(LoadCluster(dir).status());
+  auto c = std::optional<Cluster>(
+      Cluster{dir, conf.value_or(ClusterConf{}), std::nullopt});
   int stopped = 0;
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
     stopped += c->Stop(Chunkd(id), SIGTERM, true, grace_s).ok();
   stopped += c->Stop(Metad(), SIGTERM, true, grace_s).ok();
+  if (Status s = TeardownNetns(dir); !s.ok()) return Fail(s);
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
               stopped);
+  return 0;
+}
+
+int RunPartition(const std::string& dir, const std::string& server, bool heal) {
+  auto c = LoadCluster(dir);
+  if (!c.ok()) return Fail(c.status());
+  auto p = ParseServer(*c, server);
+  if (!p.ok()) return Fail(p.status());
+  if (Status s = SetHostLink(dir, p->id, heal); !s.ok()) return Fail(s);
+  std::printf("%s %s\n", p->name.c_str(),
+              heal ? "reachable again (link up)"
+                   : "cut off (link down; still running)");
   return 0;
 }
 
@@ -548,6 +633,23 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
         ->capture_default_str()
         ->check(InRange(kTimeoutSecondsRange));
+    auto* netns = cmd->add_flag(
+        "--netns", f->netns,
+        "metad and every chunkd in a network namespace of its own on a "
+        "bridge, addresses from 198.18.0.0/15 (root; docs/cluster.md)");
+    cmd->add_option("--link-rate", f->net.link_rate,
+                    "with --netns: tc tbf rate of every host link (1gbit, "
+                    "10gbit, 100mbit)")
+        ->needs(netns)
+        ->check([](const std::string& v) {
+          auto r = ParseLinkRate(v);
+          return r.ok() ? std::string() : r.status().message();
+        });
+    cmd->add_option("--netem", f->net.netem,
+                    "with --netns: tc netem arguments for every host link "
+                    "(\"delay 1ms loss 0.1%\"); fails where the kernel has "
+                    "no sch_netem")
+        ->needs(netns);
     cmd->callback([=] {
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
@@ -584,6 +686,19 @@ CommandRegistration cluster_commands([](CLI::App& app) {
         ->capture_default_str()
         ->check(InRange(kSignalRange));
     cmd->callback([=] { ExitWith(RunKill(*dir, *server, *sig)); });
+  }
+  for (bool heal : {false, true}) {
+    auto* cmd = cluster->add_subcommand(
+        heal ? "heal" : "partition",
+        heal ? "reconnect a server cut off by `partition` (--netns clusters)"
+             : "cut one server off the network, leaving it running "
+               "(--netns clusters)");
+    auto dir = std::make_shared<std::string>();
+    auto server = std::make_shared<std::string>();
+    cmd->add_option("--dir", *dir, "cluster directory")->required();
+    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+        ->required();
+    cmd->callback([=] { ExitWith(RunPartition(*dir, *server, heal)); });
   }
   {
     auto* cmd = cluster->add_subcommand(

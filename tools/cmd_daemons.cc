@@ -25,6 +25,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
+#include "backend/rpc/tcp_socket.h"
 #include "common/stop_signals.h"
 #include "metrics/daemon_metrics.h"
 #include "metrics/rpc_metrics.h"
@@ -119,6 +120,28 @@ class DaemonMetrics {
   std::unique_ptr<metrics::MetricsServer> server_;
 };
 
+// CLI check of --listen / --metrics: "" when `v` is HOST:PORT (HOST an IPv4
+// address or a name) or a bare PORT, else a one-line error naming the fix.
+std::string CheckListenAddress(const std::string& v) {
+  auto hp = rpc::ParseHostPort(v);
+  if (!hp.ok() || hp->host.find_first_of(":[]") != std::string::npos)
+    return "'" + v +
+           "' is not an address to listen on: give IPv4 HOST:PORT (e.g. "
+           "127.0.0.1:7000, 198.18.0.2:7000, 0.0.0.0:7000) or a bare PORT "
+           "for loopback";
+  return "";
+}
+
+// The bind error of a --listen address no interface here has, with the fix.
+Status ExplainListenError(const Status& s, const std::string& listen) {
+  if (s.code() != EADDRNOTAVAIL) return s;
+  return Status(s.code(), s.message() +
+                              " (no interface of this host or network "
+                              "namespace has the address of --listen " +
+                              listen +
+                              "; use one it has, or 0.0.0.0 with --advertise)");
+}
+
 void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
   f->listen = listen;
   cmd->add_option("--key", f->key_file,
@@ -127,13 +150,15 @@ void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
   cmd->add_option("--listen", f->listen,
                   "HOST:PORT or PORT to listen on (loopback unless a host is "
                   "given; port 0 picks a free one)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CheckListenAddress);
   cmd->add_option("--pid-file", f->pid_file, "write the process id here");
   cmd->add_option("--address-file", f->address_file,
                   "write the actual listen address here once listening");
   cmd->add_option("--metrics", f->metrics,
                   "serve Prometheus metrics on HOST:PORT (/metrics; port 0 "
-                  "picks a free one)");
+                  "picks a free one)")
+      ->check(CheckListenAddress);
   cmd->add_option("--metrics-address-file", f->metrics_address_file,
                   "write the actual metrics address here once serving");
 }
@@ -211,7 +236,8 @@ int RunMetad(const MetadFlags& f) {
   so.log_name = "metad";
   auto server = rpc::RpcServer::Start(
       so, *key, *metrics ? (*metrics)->handler() : &handler);
-  if (!server.ok()) return Fail(who, server.status());
+  if (!server.ok())
+    return Fail(who, ExplainListenError(server.status(), f.d.listen));
   if (*metrics) {
     (*metrics)->server().AddCollector(
         metrics::RpcServerCollector(server->get(), "metad"));
@@ -328,7 +354,8 @@ int RunChunkd(const ChunkdFlags& f) {
   so.log_name = who;
   auto server = rpc::RpcServer::Start(
       so, *key, *metrics ? (*metrics)->handler() : &handler);
-  if (!server.ok()) return Fail(who.c_str(), server.status());
+  if (!server.ok())
+    return Fail(who.c_str(), ExplainListenError(server.status(), f.d.listen));
   if (*metrics) {
     (*metrics)->server().AddCollector(
         metrics::RpcServerCollector(server->get(), "chunkd"));

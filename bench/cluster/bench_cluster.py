@@ -72,6 +72,18 @@ def job_matrix(quick, size_mib, runtime):
 
 
 # ------------------------------------------------------------------ helpers
+def netns_args(a):
+    """`cluster up` arguments of --netns / --link-rate / --netem."""
+    if not a.netns:
+        return []
+    out = ["--netns"]
+    if a.link_rate:
+        out += ["--link-rate", a.link_rate]
+    if a.netem:
+        out += ["--netem", a.netem]
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -98,7 +110,7 @@ class Bench:
     # cluster + mount
     def up(self):
         a = self.args
-        self.cluster.up(a.servers, a.k, a.m, a.cell_size)
+        self.cluster.up(a.servers, a.k, a.m, a.cell_size, netns_args(a))
         self.meta, self.key = self.cluster.meta, self.cluster.key
         self.daemon_pid, self.mount_banner = self.stripefs.mount(
             *self.cluster.mount_args(), self.mnt,
@@ -391,7 +403,8 @@ def write_outputs(b, out, meta):
         f.write(f"stripefs cluster bench, {meta['date']}, {meta['servers']} "
                 f"servers {meta['k']}+{meta['m']}, cell {meta['cell_size']}, "
                 f"{meta['size_mib']} MiB files, {meta['runtime_s']} s jobs"
-                f"{' (quick)' if meta['quick'] else ''}\n")
+                f"{' (quick)' if meta['quick'] else ''}; network: "
+                f"{meta.get('network', 'loopback')}\n")
         if meta.get("loadavg_start"):
             f.write(f"Load average (1/5/15 min) at start "
                     f"{'/'.join(str(x) for x in meta['loadavg_start'])}, at "
@@ -718,6 +731,16 @@ def main():
                    help="skip the libfuse passthrough_ll reference rows")
     p.add_argument("--stripefs", default=os.environ.get("STRIPEFS_BIN"),
                    help="path of the stripefs binary")
+    p.add_argument("--netns", action="store_true",
+                   help="hosts as network namespaces (`cluster up --netns`, "
+                        "root): metad and each chunkd in its own namespace "
+                        "on a bridge, the mount in ours")
+    p.add_argument("--link-rate", default="",
+                   help="with --netns: tc tbf rate of every host link "
+                        "(1gbit, 10gbit)")
+    p.add_argument("--netem", default="",
+                   help="with --netns: tc netem arguments of every host link "
+                        "(fails where the kernel has no sch_netem)")
     p.add_argument("--sweep", action="store_true",
                    help="scale sweep instead of the phase run: one cluster "
                         "per N in --sweep-servers and k+m in "
@@ -728,6 +751,11 @@ def main():
     p.add_argument("--sweep-geometries", default="4+2,8+3",
                    help="comma list of k+m (default 4+2,8+3)")
     a = p.parse_args()
+    if (a.link_rate or a.netem) and not a.netns:
+        sys.exit("bench_cluster: --link-rate and --netem need --netns")
+    if a.netns and os.geteuid() != 0:
+        sys.exit("bench_cluster: --netns needs root (network namespaces); "
+                 "run as root or drop --netns")
     try:
         a.sweep_servers = [int(x) for x in a.sweep_servers.split(",") if x]
         a.sweep_geometries = [tuple(int(y) for y in g.split("+"))
@@ -758,7 +786,8 @@ def main():
                  "runtime_s": a.runtime, "quick": a.quick,
                  "victim": a.victim, "ioengine": a.ioengine,
                  "transport": a.transport, "coalesce": a.coalesce,
-                 "repair_mode": a.repair_mode})
+                 "repair_mode": a.repair_mode,
+                 "network": network_label(a)})
 
     def teardown():
         meta["mount_banner"] = getattr(b, "mount_banner", "")
@@ -781,6 +810,13 @@ def main():
                   f"{fmt(b.repair['repair_s'])} s "
                   f"({fmt(b.repair['rebuild_mib_s'])} MiB/s)")
     return rc
+
+
+def network_label(a):
+    if not a.netns:
+        return "loopback"
+    return ("netns, links " + (a.link_rate or "unlimited") +
+            (f", netem {a.netem}" if a.netem else ""))
 
 
 def main_sweep(a):

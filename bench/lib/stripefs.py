@@ -83,9 +83,11 @@ class Cluster:
         self.key = os.path.join(cdir, "cluster.key")
         self.running = False
 
-    def up(self, servers, k, m, cell_size):
+    def up(self, servers, k, m, cell_size, extra=()):
+        """`extra`: more `cluster up` arguments (e.g. --netns --link-rate
+        1gbit)."""
         self.sf.run("cluster", "up", "--servers", servers, "--dir", self.dir,
-                    "--k", k, "--m", m, "--cell-size", cell_size)
+                    "--k", k, "--m", m, "--cell-size", cell_size, *extra)
         self.running = True
         with open(os.path.join(self.dir, "metad.addr")) as f:
             self.meta = f.read().strip()

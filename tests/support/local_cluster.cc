@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 namespace stripefs::testing {
 namespace {
@@ -32,6 +33,16 @@ bool AliveDaemonOf(long pid, const std::string& dir) {
 
 }  // namespace
 
+std::string NetnsSkipReason() {
+  if (::geteuid() != 0)
+    return "needs root (CAP_NET_ADMIN) to create network namespaces";
+  if (::access("/usr/sbin/ip", X_OK) != 0 && ::access("/sbin/ip", X_OK) != 0)
+    return "needs iproute2's `ip` (apt-get install iproute2)";
+  if (::access("/usr/sbin/tc", X_OK) != 0 && ::access("/sbin/tc", X_OK) != 0)
+    return "needs iproute2's `tc` (apt-get install iproute2)";
+  return ClusterSkipReason();
+}
+
 std::string ClusterSkipReason() {
 #ifdef STRIPEFS_BINARY
   if (::access(STRIPEFS_BINARY, X_OK) != 0)
@@ -44,7 +55,7 @@ std::string ClusterSkipReason() {
 
 Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     LocalClusterOptions o) {
-  const std::string why = ClusterSkipReason();
+  const std::string why = o.netns ? NetnsSkipReason() : ClusterSkipReason();
   if (!why.empty()) return Status::NotSupported(why);
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   c->o_ = o;
@@ -64,7 +75,15 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (o.k != 0) args += " --k " + std::to_string(o.k);
   if (o.m != 0) args += " --m " + std::to_string(o.m);
   args += " --cell-size " + std::to_string(o.cell_size) + " --dir " + c->dir_;
-  STRIPEFS_RETURN_IF_ERROR(c->CliOk(args));
+  if (o.netns) args += " --netns";
+  if (!o.link_rate.empty()) args += " --link-rate " + o.link_rate;
+  Status up = c->CliOk(args);
+  if (o.netns) {  // "layout TAG SUBNET SERVERS", also after a failed up
+    std::istringstream state(Slurp(c->dir_ + "/netns.state"));
+    std::string word;
+    state >> word >> c->tag_;
+  }
+  STRIPEFS_RETURN_IF_ERROR(up);
   std::ifstream addr(c->dir_ + "/metad.addr");
   std::getline(addr, c->meta_);
   if (c->meta_.empty())
@@ -121,6 +140,30 @@ Status LocalCluster::StartServer(const std::string& server) {
   return CliOk("cluster start --server " + server + " --dir " + dir_);
 }
 
+Status LocalCluster::Partition(const std::string& server) {
+  return CliOk("cluster partition --server " + server + " --dir " + dir_);
+}
+
+Status LocalCluster::Heal(const std::string& server) {
+  return CliOk("cluster heal --server " + server + " --dir " + dir_);
+}
+
+std::string LocalCluster::NetworkLeftovers() const {
+  if (tag_.empty()) return "";
+  std::string left;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("sfs-" + tag_ + "-", 0) == 0) left += " netns " + name;
+  }
+  for (const auto& e :
+       std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("s" + tag_ + "-", 0) == 0) left += " link " + name;
+  }
+  return left;
+}
+
 Status LocalCluster::Down() {
   if (!up_) return Status::Ok();
   up_ = false;
@@ -141,6 +184,12 @@ Status LocalCluster::Down() {
   if (!survivors.empty())
     return Status::IoError(
         "daemons survived `stripefs cluster down` (killed):" + survivors);
+  if (std::string left = NetworkLeftovers(); !left.empty()) {
+    // Remove them (so one failure does not leak into the host), then fail.
+    (void)Sh("for n in $(ls /run/netns | grep '^sfs-" + tag_ +
+             "-'); do ip netns del $n; done; ip link del s" + tag_ + "-cl");
+    return Status::IoError("`stripefs cluster down` left" + left);
+  }
   return st;
 }
 

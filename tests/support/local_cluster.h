@@ -11,6 +11,12 @@
 // yourself to assert that nothing survived. Needs the stripefs binary
 // (STRIPEFS_BINARY at build time): Start() fails with NotSupported and the
 // reason otherwise (ClusterSkipReason()). Not thread-safe; one owner.
+//
+// With `netns` the cluster runs as hosts in network namespaces (`cluster up
+// --netns`, tools/cluster_netns.h; needs root, see NetnsSkipReason()) and
+// Partition/Heal cut and restore one host's link. Down() then also fails if
+// a namespace or link of the cluster survived `cluster down` (and removes
+// it).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,8 @@ namespace stripefs::testing {
 // "" when a local cluster can be started (the stripefs binary was built),
 // else why not.
 std::string ClusterSkipReason();
+// "" when a --netns cluster can be started (root, iproute2), else why not.
+std::string NetnsSkipReason();
 
 struct LocalClusterOptions {
   int servers = 7;  // chunkd processes, ids 1..servers
@@ -34,6 +42,10 @@ struct LocalClusterOptions {
   // else this directory (created if missing, left in place).
   std::string dir;
   int down_grace_s = 3;
+  // Hosts as network namespaces (`cluster up --netns`), each link limited
+  // to `link_rate` (tc rate such as "10gbit"; "" unlimited).
+  bool netns = false;
+  std::string link_rate;
 };
 
 class LocalCluster {
@@ -65,6 +77,11 @@ class LocalCluster {
   }
   Status StartServer(const std::string& server);
   Status StartServer(int chunkd) { return StartServer(std::to_string(chunkd)); }
+  // `cluster partition` / `cluster heal --server S` (netns clusters).
+  Status Partition(const std::string& server);
+  Status Heal(const std::string& server);
+  // The namespace tag ("" without netns): namespaces are sfs-<tag>-*.
+  const std::string& netns_tag() const { return tag_; }
 
   // `cluster down`; then SIGKILLs every daemon that survived it. An error
   // names the survivors (or the failed command). Idempotent.
@@ -75,7 +92,10 @@ class LocalCluster {
   Status CliOk(const std::string& args);
 
   LocalClusterOptions o_;
-  std::string dir_, meta_;
+  // Namespaces and links named after tag_ that exist now.
+  std::string NetworkLeftovers() const;
+
+  std::string dir_, meta_, tag_;
   bool owns_dir_ = false;
   bool up_ = false;
 };
