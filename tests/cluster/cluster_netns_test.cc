@@ -72,7 +72,16 @@ class ClusterNetnsTest : public ::testing::Test {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     volume_ = std::move(v).value();
   }
-  void TearDown() override { volume_.reset(); }
+  void TearDown() override {
+    volume_.reset();
+    if (!cluster_ || !HasFailure()) return;
+    // A failed test may leave a server cut off or dead: the next test of
+    // the fixture gets every server back.
+    for (int id = 1; id <= kServers; ++id) {
+      (void)cluster_->Heal(std::to_string(id));
+      (void)cluster_->StartServer(id);  // "already running" is fine
+    }
+  }
 
   MetaService& meta() { return volume_->meta(); }
   StripeClient& client() { return volume_->client(); }
@@ -341,6 +350,20 @@ TEST_F(ClusterNetnsSetupTest, NetemRunsOrFailsLoudlyWithoutTheQdisc) {
   auto down = Cli("cluster down --grace 2");
   EXPECT_EQ(down.rc, 0) << down.out;
   EXPECT_EQ(Namespaces().find("sfs-" + tag + "-"), std::string::npos);
+}
+
+// --listen is checked when the command line is parsed (no root needed).
+TEST(DaemonListenTest, BadAddressIsOneLineNamingTheFix) {
+  for (const char* bad : {"[::1]:7000", "host:", "198.18.0.1:70000"}) {
+    auto got = RunCommand(std::string(STRIPEFS_BINARY) +
+                          " metad --dir /nonexistent --key /nonexistent "
+                          "--listen '" +
+                          bad + "' 2>&1");
+    EXPECT_NE(got.rc, 0) << bad;
+    EXPECT_NE(got.out.find("give IPv4 HOST:PORT"), std::string::npos)
+        << got.out;
+    EXPECT_EQ(got.out.find('\n'), got.out.size() - 1) << got.out;
+  }
 }
 
 }  // namespace
