@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -131,13 +132,14 @@ Result<uint64_t> ParseLinkRate(const std::string& rate) {
                   : unit == "mbit" ? 1000 * 1000
                   : unit == "gbit" ? 1000 * 1000 * 1000
                                    : 0;
+  constexpr uint64_t kMin = 8'000, kMax = 400'000'000'000;
   uint64_t n = 0;
-  if (i > 0 && i <= 6) n = std::stoull(rate.substr(0, i));
-  if (mult == 0 || n == 0 || n * mult < 8 * 1000 || n * mult > 400'000'000'000)
+  if (i > 0 && i <= 12) n = std::stoull(rate.substr(0, i));
+  if (mult == 0 || n == 0 || n > kMax / mult || n * mult < kMin)
     return Status::InvalidArgument(
-        "--link-rate '" + rate +
-        "': expected a tc rate between 8kbit and 400gbit such as 1gbit, "
-        "10gbit or 100mbit");
+        "'" + rate +
+        "' is not a link rate: give a tc rate between 8kbit and 400gbit "
+        "such as 1gbit, 10gbit or 100mbit");
   return n * mult;
 }
 
@@ -145,9 +147,9 @@ std::string NetnsUnsupportedReason() {
   if (::geteuid() != 0)
     return "network namespaces need root (CAP_NET_ADMIN): run as root or "
            "drop --netns";
-  for (const char* tool : {"/usr/sbin/ip", "/usr/sbin/tc"}) {
-    if (!Exists(tool) && !Exists(std::string("/sbin/") + (tool + 10)))
-      return std::string("--netns needs iproute2's `") + (tool + 10) +
+  for (std::string tool : {"ip", "tc"}) {
+    if (!Exists("/usr/sbin/" + tool) && !Exists("/sbin/" + tool))
+      return "--netns needs iproute2's `" + tool +
              "` (apt-get install iproute2)";
   }
   return "";
@@ -185,7 +187,8 @@ Result<std::unique_ptr<NetnsNetwork>> NetnsNetwork::Build(
                                    std::to_string(kNetnsMaxServers) +
                                    " servers (one /24); use fewer --servers");
   if (!o.link_rate.empty())
-    STRIPEFS_RETURN_IF_ERROR(ParseLinkRate(o.link_rate).status());
+    STRIPEFS_RETURN_IF_ERROR(
+        ParseLinkRate(o.link_rate).status().Annotate("--link-rate"));
   STRIPEFS_RETURN_IF_ERROR(TeardownNetns(dir));
   // Serialize picking a /24 with other clusters' `up` until our client
   // address holds it.
