@@ -21,12 +21,15 @@ class ClusterVolumeTest : public ::testing::Test {
  protected:
   void StartCluster(const LocalClusterOptions& o) {
     auto c = LocalCluster::Start(o);
+    if (c.status().code() == EOPNOTSUPP)
+      GTEST_SKIP() << "local cluster: " << c.status().message();
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     cluster_ = std::move(c).value();
   }
   // (Re)connects the volume to the cluster's metad.
   void Connect(const StripeClientOptions& o = {},
                const MetaHoldOptions* hold = nullptr) {
+    if (!cluster_) return;  // StartCluster skipped the test
     volume_.reset();
     auto v = Volume::ConnectCluster(cluster_->meta_address(),
                                     cluster_->key_file(), o, hold);

@@ -44,6 +44,8 @@ struct LocalClusterOptions {
   int down_grace_s = 3;
   // Hosts as network namespaces (`cluster up --netns`), each link limited
   // to `link_rate` (tc rate such as "10gbit"; "" unlimited).
+  // STRIPEFS_TEST_NETNS=1 in the environment turns it on for every
+  // cluster (to run a whole cluster suite over namespaces, tests/cluster).
   bool netns = false;
   std::string link_rate;
 };
