@@ -261,7 +261,8 @@ struct Cluster {
                                  ".log:\n" + LogTail(base + ".log"));
   }
 
-  // Sends `sig`; with wait, waits (bounded) and escalates to SIGKILL.
+  // Sends `sig` (0: none, the process was signalled before); with wait,
+  // waits (bounded) and escalates to SIGKILL.
   Status Stop(const Proc& p, int sig, bool wait, int grace_s) {
     std::string pid_file = p.base(dir) + ".pid";
     auto pid = AlivePid(pid_file);
@@ -550,9 +551,15 @@ int RunDown(const std::string& dir, int grace_s) {
   if (!conf && !LoadNetnsLayout(dir)) return Fail(LoadCluster(dir).status());
   auto c = std::optional<Cluster>(
       Cluster{dir, conf.value_or(ClusterConf{}), std::nullopt});
+  // Every chunkd gets SIGTERM first so they shut down in parallel (each takes
+  // a moment: flush, close the store), then we wait for them; metad goes
+  // last because stopping chunkds still talk to it.
   int stopped = 0;
+  std::vector<bool> signalled(c->conf.servers + 1, false);
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
-    stopped += c->Stop(Chunkd(id), SIGTERM, true, grace_s).ok();
+    signalled[id] = c->Stop(Chunkd(id), SIGTERM, false, grace_s).ok();
+  for (uint32_t id = 1; id <= c->conf.servers; ++id)
+    if (signalled[id]) stopped += c->Stop(Chunkd(id), 0, true, grace_s).ok();
   stopped += c->Stop(Metad(), SIGTERM, true, grace_s).ok();
   if (Status s = TeardownNetns(dir); !s.ok()) return Fail(s);
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
