@@ -611,7 +611,9 @@ int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
 
 CommandRegistration cluster_commands([](CLI::App& app) {
   auto* cluster = app.add_subcommand(
-      "cluster", "run a local metad + N chunkd cluster on loopback");
+      "cluster",
+      "run a local metad + N chunkd cluster on loopback (or, with up "
+      "--netns, in network namespaces)");
   cluster->require_subcommand(1);
   {
     auto* cmd = cluster->add_subcommand(
