@@ -1,9 +1,12 @@
 #include "backend/client/stripe_write.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace stripefs {
 
@@ -176,24 +179,21 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     STRIPEFS_RETURN_IF_ERROR(st);
   }
   // New version: patched windows of the touched data and parity chunks,
-  // the untouched data chunks carried over by CloneChunk.
+  // the untouched data chunks carried over by CloneChunk, all at once (one
+  // group commit per server, not a patch round and then a clone round).
+  if (p->before_send) p->before_send();
   const ChunkId id{req.ino, req.stripe, 0};
+  std::vector<int> all;
+  for (uint32_t i = 0; i < k + m; ++i) all.push_back(static_cast<int>(i));
   p->failed = p_.fanout->Run(
-      p->layout, want,
+      p->layout, all,
       [&](ChunkService* svc, uint32_t i) {
-        return svc->PatchChunk({id.inode, id.stripe, i}, p->base.version,
-                               p->version, plan.chunk_len, win[i].lo,
-                               window[i]);
-      },
-      write_error);
-  std::vector<int> untouched;
-  for (uint32_t i = 0; i < k; ++i)
-    if (!(plan.touched & ChunkBit(i))) untouched.push_back(static_cast<int>(i));
-  p->failed |= p_.fanout->Run(
-      p->layout, untouched,
-      [&](ChunkService* svc, uint32_t i) {
-        return svc->CloneChunk({id.inode, id.stripe, i}, p->base.version,
-                               p->version, plan.chunk_len);
+        const ChunkId c{id.inode, id.stripe, i};
+        if (i < k && !(plan.touched & ChunkBit(i)))
+          return svc->CloneChunk(c, p->base.version, p->version,
+                                 plan.chunk_len);
+        return svc->PatchChunk(c, p->base.version, p->version, plan.chunk_len,
+                               win[i].lo, window[i]);
       },
       write_error);
   return Status::Ok();
@@ -241,6 +241,7 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
   std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
   for (uint32_t i = 0; i < k + m; ++i)
     to_write.emplace_back(static_cast<int>(i), cells[i]);
+  if (p->before_send) p->before_send();
   p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version, p->layout,
                                      to_write, write_error);
   return Status::Ok();
@@ -248,10 +249,12 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
 
 Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
                                     bool last_attempt, Prepared* out,
-                                    bool* retry) {
+                                    bool* retry,
+                                    std::function<void()> before_send) {
   *retry = false;
   *out = Prepared{};
   out->req = &req;
+  out->before_send = std::move(before_send);
   auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
   if (!cur.ok()) return cur.status();
   out->exists = !cur->empty();
@@ -366,6 +369,58 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
   return Status::Ok();
 }
 
+namespace {
+
+// Holds the stripes of a wave until every one has read what it needs, so
+// that their chunk writes reach the servers together (one group commit).
+// Each member arrives exactly once (ArriveOnce), also when it fails early.
+class SendBarrier {
+ public:
+  explicit SendBarrier(size_t members) : waiting_(members) {}
+  void Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--waiting_ == 0) {
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return waiting_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t waiting_;
+};
+
+}  // namespace
+
+void StripeWriteExecutor::PrepareWave(
+    const std::vector<StripeWriteRequest>& reqs, size_t begin, size_t end,
+    std::vector<Prepared>* prepared, std::vector<Status>* made,
+    std::vector<char>* retry) {
+  // One thread per stripe of the wave (not a shared pool: members wait for
+  // each other, so all of them must run at once). Every stripe reads first;
+  // then all write their chunks at once, so each chunk server's group commit
+  // covers the whole wave with one data and one index sync.
+  SendBarrier barrier(end - begin);
+  std::vector<std::thread> threads;
+  for (size_t j = begin; j < end; ++j) {
+    threads.emplace_back([&, j] {
+      bool arrived = false;
+      auto arrive = [&] {
+        if (!arrived) barrier.Arrive();
+        arrived = true;
+      };
+      bool again = false;
+      (*made)[j] = Prepare(reqs[j], /*last_attempt=*/false, &(*prepared)[j],
+                           &again, arrive);
+      (*retry)[j] = again;
+      arrive();  // failed, skipped or retried before sending
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 Status StripeWriteExecutor::WriteMany(
     const std::vector<StripeWriteRequest>& reqs) {
   if (reqs.size() == 1) return Write(reqs[0]);
@@ -382,21 +437,13 @@ Status StripeWriteExecutor::WriteMany(
   std::vector<std::pair<ObsoleteStripe, ChunkLayout>> collect;
   {
     StripeLocks::Group locks(p_.locks, ino, stripes);
-    // Every stripe's reads and chunk writes at once: the chunk servers'
-    // group commits then cover many stripes with one data and one index
-    // sync, instead of one stripe after the other.
     std::vector<Status> made(reqs.size());
     std::vector<char> retry(reqs.size(), 0);
-    std::vector<std::function<void()>> tasks;
-    for (size_t j = 0; j < reqs.size(); ++j) {
-      tasks.push_back([this, &reqs, &prepared, &made, &retry, j] {
-        bool again = false;
-        made[j] =
-            Prepare(reqs[j], /*last_attempt=*/false, &prepared[j], &again);
-        retry[j] = again;
-      });
+    const size_t wave = std::max<size_t>(options_.parallel_stripes, 1);
+    for (size_t first = 0; first < reqs.size(); first += wave) {
+      PrepareWave(reqs, first, std::min(reqs.size(), first + wave), &prepared,
+                  &made, &retry);
     }
-    prepare_pool_.RunAll(std::move(tasks));
     Status failed;
     for (const Status& st : made)
       if (!st.ok() && failed.ok()) failed = st;

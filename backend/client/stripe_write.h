@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -31,7 +32,6 @@
 #include "backend/client/stripe_geometry.h"
 #include "backend/client/stripe_locks.h"
 #include "backend/client/stripe_read.h"
-#include "backend/client/thread_pool.h"
 #include "backend/client/version_collector.h"
 #include "backend/meta/meta_service.h"
 #include "common/status.h"
@@ -95,7 +95,7 @@ struct StripeWriteOptions {
   int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
   bool parity_delta = true;      // allow kDelta plans
   uint32_t version_batch = 256;  // versions reserved per metadata call
-  size_t parallel_stripes = 8;   // WriteMany: stripes prepared at once
+  size_t parallel_stripes = 16;  // WriteMany: stripes prepared at once
 };
 
 // Carries out write plans. Ownership: borrows its parts (owned by
@@ -116,10 +116,7 @@ class StripeWriteExecutor {
   };
   StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
                       const StripeWriteOptions& options)
-      : p_(parts),
-        geo_(geometry),
-        options_(options),
-        prepare_pool_(std::max<size_t>(options.parallel_stripes, 1)) {}
+      : p_(parts), geo_(geometry), options_(options) {}
 
   // One stripe: one version, one commit. Durable when OK.
   Status Write(const StripeWriteRequest& req);
@@ -142,11 +139,19 @@ class StripeWriteExecutor {
     ChunkLayout layout;
     uint64_t version = 0;
     uint32_t failed = 0;  // chunk writes that failed (<= m)
+    // Called once the chunks are made, right before they are sent.
+    std::function<void()> before_send;
   };
   // Writes the chunks of a new version of req's stripe (stripe lock held).
   // *retry: start over (base moved on or map changed); else !ok = give up.
   Status Prepare(const StripeWriteRequest& req, bool last_attempt,
-                 Prepared* out, bool* retry);
+                 Prepared* out, bool* retry,
+                 std::function<void()> before_send = nullptr);
+  // WriteMany: prepares reqs[begin, end) at once, their chunk writes sent
+  // together once every one of them is ready to send.
+  void PrepareWave(const std::vector<StripeWriteRequest>& reqs, size_t begin,
+                   size_t end, std::vector<Prepared>* prepared,
+                   std::vector<Status>* made, std::vector<char>* retry);
   Status MakeDelta(Prepared* p, Status* write_error);
   Status MakeEncoded(Prepared* p, Status* write_error);
   // Removes the new version's chunks (commit lost or never made).
@@ -163,9 +168,6 @@ class StripeWriteExecutor {
   std::mutex version_mu_;
   uint64_t next_version_ = 0;  // guarded by version_mu_
   uint64_t version_limit_ = 0;
-  // Runs WriteMany's Prepare calls (which fan out on the I/O pool, so they
-  // cannot run there). Last: drained first.
-  ThreadPool prepare_pool_;
 };
 
 }  // namespace stripefs
