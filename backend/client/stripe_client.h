@@ -77,6 +77,9 @@ struct StripeClientOptions {
   // Obsolete stripe versions waiting for background deletion before
   // writers wait for the collector.
   size_t gc_queue_stripes = 4096;
+  // How long the collector lets obsolete versions gather before it deletes
+  // them (one request and one index commit per server for the lot).
+  std::chrono::milliseconds gc_linger{100};
 };
 
 class StripeClient {
