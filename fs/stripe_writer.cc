@@ -256,10 +256,9 @@ std::vector<uint64_t> StripeWriter::BatchCaps(
   // its size, and a member past a gap is capped where the data below it
   // (the batch's lower members included) ends.
   auto outside = [&](const std::map<uint64_t, BufferPtr>& m) {
-    for (const auto& [s, b] : m) {
-      const bool member = std::any_of(
-          bufs.begin(), bufs.end(), [&](const BufferPtr& x) { return x == b; });
-      if (!member) return s;
+    for (const auto& entry : m) {
+      if (std::find(bufs.begin(), bufs.end(), entry.second) == bufs.end())
+        return entry.first;
     }
     return UINT64_MAX;
   };
