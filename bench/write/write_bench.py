@@ -266,9 +266,15 @@ class WriteBench:
 
     def backend(self, mnt):
         """The mount's numeric backend counters (`stripefs stat --json`)."""
-        b = self.sf.stat(mnt).get("backend", {})
-        return {k: v for k, v in b.items() if isinstance(v, (int, float))
-                and not k.endswith("_pct")}
+        st = self.sf.stat(mnt)
+        b = st.get("backend", {})
+        out = {k: v for k, v in b.items() if isinstance(v, (int, float))
+               and not k.endswith("_pct")}
+        # Why buffered stripes went out (fsync, idle, memory cap ...).
+        pf = st.get("coalescing", {}).get("partial_flushes", {})
+        out.update({"partial_flushes_" + k: v for k, v in pf.items()
+                    if isinstance(v, (int, float))})
+        return out
 
     def profiled(self, name, pids, fn):
         """With --profile: runs fn() once more (a separate, shorter job, so
