@@ -900,6 +900,27 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   EXPECT_EQ(random.client->counters().read_ahead_loads, 0u);
 }
 
+TEST_F(StripeClientTest, CollectorLingersSoSeveralCommitsShareOneDelete) {
+  // A long linger (no test takes a minute): the old versions of two
+  // separate writes wait together, and Drain() cuts the linger short.
+  Open(6, Geometry{4, 2, 4096});
+  StripeClientOptions o;
+  o.gc_linger = std::chrono::seconds(60);
+  SideClient side = MakeSideClient(meta(), *vol_, o);
+  ASSERT_TRUE(side.client);
+  const uint64_t ino = NewFile("linger");
+  auto data = RandomBytes(S(), 51);
+  ASSERT_TRUE(side.client->Write(ino, 0, data).ok());
+  ASSERT_TRUE(side.client->Write(ino, 0, RandomBytes(S(), 52)).ok());
+  ASSERT_TRUE(side.client->Write(ino, 0, data).ok());
+  EXPECT_EQ(side.client->counters().gc_chunk_deletes, 0u);  // still lingering
+  EXPECT_EQ(StoredChunks(), 3u * 6u);
+  side.client->DrainGarbage();
+  EXPECT_EQ(side.client->counters().gc_chunk_deletes, 2u * 6u);
+  EXPECT_EQ(StoredChunks(), 6u);  // one version left
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
 TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   Open(6, Geometry{4, 2, 4096});
   const uint64_t ino = NewFile("degraded");
