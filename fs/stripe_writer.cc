@@ -194,22 +194,29 @@ Status StripeWriter::RaiseSize(uint64_t target) {
   return Status::Ok();
 }
 
+void StripeWriter::SeedContig(std::unique_lock<std::mutex>& lock) {
+  if (contig_known_) return;
+  lock.unlock();
+  auto attr = meta_->GetAttr(ino_);  // once: where the file ended
+  lock.lock();
+  if (attr.ok() && !contig_known_) {
+    contig_known_ = true;
+    NoteCommitted(0, attr->size);
+  }
+}
+
+uint64_t StripeWriter::DataEnd(const Buffer& buf) const {
+  const uint64_t base = buf.stripe * stripe_size_;
+  return buf.valid.empty() ? base : base + buf.valid.rbegin()->second;
+}
+
 Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
                                 bool defer) {
   Status st;
   const uint64_t base = buf->stripe * stripe_size_;
-  const uint64_t data_end =
-      buf->valid.empty() ? base : base + buf->valid.rbegin()->second;
+  const uint64_t data_end = DataEnd(*buf);
   std::unique_lock<std::mutex> lock(mu_);
-  if (!contig_known_) {
-    lock.unlock();
-    auto attr = meta_->GetAttr(ino_);  // once: where the file ended
-    lock.lock();
-    if (attr.ok() && !contig_known_) {
-      contig_known_ = true;
-      NoteCommitted(0, attr->size);
-    }
-  }
+  SeedContig(lock);
   // Below a pending stripe, or past a gap a later WRITE may still fill
   // (WRITEs of one stream arrive out of order on several FUSE threads).
   uint64_t cap = SizeCap(buf->stripe);
@@ -241,6 +248,71 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
   Retire(buf, defer ? st : Status::Ok(), st.ok(),
          st.ok() && cap < data_end ? data_end : 0);
   return st;  // `buf` retired: a pipelined send must not touch `this` now
+}
+
+std::vector<uint64_t> StripeWriter::BatchCaps(
+    const std::vector<BufferPtr>& bufs) const {
+  // The batch commits atomically, so only pending stripes outside it cap
+  // its size, and a member past a gap is capped where the data below it
+  // (the batch's lower members included) ends.
+  auto outside = [&](const std::map<uint64_t, BufferPtr>& m) {
+    for (const auto& entry : m) {
+      if (std::find(bufs.begin(), bufs.end(), entry.second) == bufs.end())
+        return entry.first;
+    }
+    return UINT64_MAX;
+  };
+  const uint64_t low = std::min(outside(buffers_), outside(inflight_));
+  std::vector<uint64_t> caps;
+  uint64_t contig = contig_end_;
+  for (const BufferPtr& b : bufs) {
+    const uint64_t base = b->stripe * stripe_size_;
+    uint64_t cap = low < b->stripe ? low * stripe_size_ : UINT64_MAX;
+    if (base > contig) {
+      cap = std::min(cap, contig);
+    } else {
+      contig = std::max(contig, DataEnd(*b));
+    }
+    caps.push_back(cap);
+  }
+  return caps;
+}
+
+Status StripeWriter::SendBatch(const std::vector<BufferPtr>& bufs,
+                               FlushReason why) {
+  std::vector<uint64_t> caps;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    SeedContig(lock);
+    caps = BatchCaps(bufs);
+  }
+  std::vector<StripeWriteRequest> reqs;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = *bufs[i];
+    if (b.valid.empty()) continue;
+    StripeWriteRequest req;
+    req.ino = ino_;
+    req.stripe = b.stripe;
+    req.bytes = b.bytes;
+    for (const auto& [lo, hi] : b.valid) req.ranges.push_back({lo, hi});
+    req.min_file_size = std::min(DataEnd(b), caps[i]);
+    if (caps[i] < DataEnd(b)) Bump(counters_->capped_commits);
+    if (b.Complete(stripe_size_)) {
+      Bump(counters_->full_from_buffer);
+    } else {
+      Bump(counters_->partial_flushes[static_cast<int>(why)]);
+      for (const auto& r : req.ranges)
+        Bump(counters_->partial_bytes, r.end - r.begin);
+    }
+    reqs.push_back(std::move(req));
+  }
+  // One version per stripe, all committed by one metadata call.
+  const Status st = reqs.empty() ? Status::Ok() : client_->WriteStripes(reqs);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const uint64_t end = DataEnd(*bufs[i]);
+    Retire(bufs[i], Status::Ok(), st.ok(), st.ok() && caps[i] < end ? end : 0);
+  }
+  return st;
 }
 
 Status StripeWriter::Dispatch(const BufferPtr& buf, FlushReason why,
@@ -394,16 +466,18 @@ Status StripeWriter::Flush(FlushReason why) {
   for (const auto& [s, b] : buffers_) stripes.push_back(s);
   std::vector<BufferPtr> pending;
   for (const auto& [s, b] : inflight_) pending.push_back(b);
+  std::vector<BufferPtr> batch;
   for (uint64_t s : stripes) {
     // Waits for a send of `s` by someone else (its error, if deferred, is
     // recorded before it retires); null if that send took our data.
     BufferPtr buf = TakeForSend(lock, s);
-    if (!buf) continue;
-    pending.push_back(buf);
+    if (buf) batch.push_back(buf);
+  }
+  if (!batch.empty()) {
+    // Every dirty stripe in one batch, sent from this thread (it waits
+    // anyway): made in parallel, committed by one metadata call.
     lock.unlock();
-    // Pipelined: every dirty stripe goes out at once, within the windows.
-    Status st = Dispatch(buf, why, false);
-    if (!st.ok() && first.ok()) first = st;
+    first = SendBatch(batch, why);
     lock.lock();
   }
   WaitRetired(lock, pending);

@@ -16,8 +16,12 @@
 // StripeSender::window() sends of the mount are in flight; a WRITE (or
 // flush) that finds its window full waits, so memory stays bounded by the
 // memory cap plus one stripe per mount window slot. Flush() sends every
-// dirty stripe at once (in parallel, within the windows) and waits for them
-// and for every earlier send. Without a sender, sends run in the calling
+// dirty stripe at once as one batch from its own thread (outside the
+// windows: the buffers exist already): the client makes their versions in
+// parallel and commits them all with one metadata call
+// (StripeClient::WriteStripes), so one fsync of N dirty stripes costs one
+// commit and lets the chunk servers' group commits cover all N; then it
+// waits for every earlier send. Without a sender, sends run in the calling
 // thread and a WRITE that covers a whole stripe with nothing buffered there
 // is sent straight from the request, without a copy.
 //
@@ -245,6 +249,15 @@ class StripeWriter {
   // mu_. Returns the backend status; with `defer`, a failure is also
   // remembered for the next Flush() (before the buffer retires).
   Status SendBuffer(const BufferPtr& buf, FlushReason why, bool defer);
+  // Flush(): sends `bufs` (distinct stripes, sorted, already in inflight_)
+  // as one WriteStripes batch and retires them. Called without mu_.
+  Status SendBatch(const std::vector<BufferPtr>& bufs, FlushReason why);
+  // Commit-size caps of a batch's members (see SizeCap). Lock held.
+  std::vector<uint64_t> BatchCaps(const std::vector<BufferPtr>& bufs) const;
+  // Seeds contig_end_ from the committed size, once (may drop the lock).
+  void SeedContig(std::unique_lock<std::mutex>& lock);
+  // File offset where `buf`'s data ends (its stripe start if empty).
+  uint64_t DataEnd(const Buffer& buf) const;
   // Sends `buf` now (no sender: returns its status) or hands it to the
   // sender once the file window has room (returns OK; errors deferred).
   Status Dispatch(const BufferPtr& buf, FlushReason why, bool defer);

@@ -255,6 +255,31 @@ Status HoldingMetaService::CommitStripe(uint64_t ino, const StripeVersion& sv,
   }
   return st;
 }
+Status HoldingMetaService::CommitStripes(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  bool retried = false;
+  Status st = Hold("CommitStripes", &retried, [&] {
+    return inner_->CommitStripes(ino, commits, min_file_size, obsolete);
+  });
+  if (!retried || st.code() != ESTALE) return st;
+  // Did the lost reply belong to a batch that went through (all of it: a
+  // batch commits atomically)? Then the replaced versions are unknown.
+  for (const StripeCommit& c : commits) {
+    auto cur = Hold("GetStripes", nullptr,
+                    [&] { return inner_->GetStripes(ino, c.sv.stripe, 1); });
+    if (!cur.ok() || cur->empty() || cur->front().stripe != c.sv.stripe ||
+        cur->front().version != c.sv.version) {
+      return st;
+    }
+  }
+  if (obsolete) {
+    obsolete->clear();
+    for (const StripeCommit& c : commits)
+      obsolete->push_back(ObsoleteStripe{ino, c.sv.stripe, 0});
+  }
+  return Status::Ok();
+}
 Status HoldingMetaService::SetStripeMissing(uint64_t ino, uint64_t stripe,
                                             uint64_t version,
                                             uint32_t missing_mask) {

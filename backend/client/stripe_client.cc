@@ -48,7 +48,7 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
       geo_, options.read_deadline, options.read_ahead_stripes);
   collector_ = std::make_unique<VersionCollector>(
       VersionCollector::Parts{meta, view_.get(), &pool_, &locks_, &counters_},
-      options.gc_queue_stripes);
+      options.gc_queue_stripes, options.gc_linger);
   StripeWriteOptions wo;
   wo.commit_retries = options.commit_retries;
   wo.parity_delta = options.parity_delta;

@@ -52,9 +52,9 @@
 namespace stripefs {
 
 struct StripeClientOptions {
-  size_t io_threads = 16;
-  int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
-  bool parity_delta = true;      // use parity-delta updates when they read less
+  size_t io_threads = 64;    // chunk calls in flight (a 16-stripe fsync: 96)
+  int commit_retries = 16;   // CAS conflicts before giving up (EAGAIN)
+  bool parity_delta = true;  // use parity-delta updates when they read less
   uint32_t version_batch = 256;  // versions reserved per metadata round trip
   // A chunk read not answered within this time is treated as slow: the read
   // is served by reconstruction from other chunks read in parallel (the
@@ -77,6 +77,9 @@ struct StripeClientOptions {
   // Obsolete stripe versions waiting for background deletion before
   // writers wait for the collector.
   size_t gc_queue_stripes = 4096;
+  // How long the collector lets obsolete versions gather before it deletes
+  // them (one request and one index commit per server for the lot).
+  std::chrono::milliseconds gc_linger{100};
 };
 
 class StripeClient {

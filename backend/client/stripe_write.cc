@@ -1,8 +1,12 @@
 #include "backend/client/stripe_write.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace stripefs {
 
@@ -58,33 +62,38 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
   plan.chunk_len = len;
 
-  // Touched cells, and the column window they share: the touched columns
-  // when only one cell is touched, all of [0, len) as soon as two are.
+  // Touched cells, each cell's own column window, and the parity window
+  // (the union of the cells' windows: parity column x changes where any
+  // cell's column x does).
+  plan.cell_windows.assign(k, ColumnWindow{});
   uint32_t lo = UINT32_MAX, hi = 0;
   for (const StripeRange& r : req.ranges) {
     geo.ForEachCell(r.begin, r.end, c, [&](const CellSpan& span) {
+      ColumnWindow& w = plan.cell_windows[span.cell];
+      if (!(plan.touched & ChunkBit(span.cell))) w = {span.lo, span.hi};
+      w = {std::min(w.lo, span.lo), std::max(w.hi, span.hi)};
       plan.touched |= ChunkBit(span.cell);
       lo = std::min(lo, span.lo);
       hi = std::max(hi, span.hi);
     });
   }
-  plan.win_lo = 0;
-  plan.win_hi = len;
-  if (Popcount(plan.touched) == 1) {
-    plan.win_lo = lo;
-    plan.win_hi = hi;
-  }
-  const uint64_t win = plan.win_hi - plan.win_lo;
+  plan.win_lo = plan.touched ? std::min(lo, len) : 0;
+  plan.win_hi = plan.touched ? std::min(hi, len) : 0;
+  // What a delta reads (and sends back): each touched cell's window and m
+  // parity windows.
+  uint64_t delta_bytes = uint64_t{m} * (plan.win_hi - plan.win_lo);
+  for (const ColumnWindow& w : plan.cell_windows) delta_bytes += w.hi - w.lo;
 
   const bool whole = !truncating && req.ranges.size() == 1 &&
                      req.ranges[0].begin == 0 &&
                      req.ranges[0].end == geo.stripe_size();
-  // Parity delta moves (touched + m) windows; RMW reads k whole chunks and
-  // writes k + m.
-  const bool delta_ok =
-      parity_delta && base != nullptr && !truncating && plan.touched != 0 &&
-      base->missing_mask == 0 && len == base->chunk_len &&
-      uint64_t(Popcount(plan.touched) + m) * win < uint64_t{k} * len;
+  // A delta reads those windows; RMW reads k whole chunks and writes
+  // k + m (a delta rewrites only the touched and parity chunks, on the
+  // servers, and clones the rest).
+  const bool delta_ok = parity_delta && base != nullptr && !truncating &&
+                        plan.touched != 0 && base->missing_mask == 0 &&
+                        len == base->chunk_len &&
+                        delta_bytes < uint64_t{k} * len;
   if (whole) {
     plan.kind = WriteKind::kFull;
   } else if (base == nullptr) {
@@ -120,19 +129,40 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m();
-  // Old bytes of the window in the touched data chunks and in parity.
+  // Window of chunk i: its own columns for a data cell, the union for
+  // parity.
+  std::vector<ColumnWindow> win(k + m, ColumnWindow{plan.win_lo, plan.win_hi});
   std::vector<int> want;
-  for (uint32_t i = 0; i < k; ++i)
-    if (plan.touched & ChunkBit(i)) want.push_back(static_cast<int>(i));
+  for (uint32_t i = 0; i < k; ++i) {
+    if (!(plan.touched & ChunkBit(i))) continue;
+    want.push_back(static_cast<int>(i));
+    win[i] = plan.cell_windows[i];
+  }
   for (uint32_t q = 0; q < m; ++q) want.push_back(static_cast<int>(k + q));
-  std::vector<std::vector<uint8_t>> got;  // parallel to `want`
-  STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
-      req.ino, p->base, p->layout, want, plan.win_lo, plan.win_hi, &got));
-  const uint64_t win = plan.win_hi - plan.win_lo;
-  ClientCounters::Add(p_.counters->rmw_bytes_read, want.size() * win);
+  // Old bytes of each window: one read per distinct window (parity and the
+  // cells whose window is the union share one).
   std::vector<std::vector<uint8_t>> window(k + m);
-  for (size_t w = 0; w < want.size(); ++w)
-    window[static_cast<size_t>(want[w])] = std::move(got[w]);
+  std::vector<bool> done(k + m, false);
+  uint64_t read_bytes = 0;
+  for (int first : want) {
+    if (done[static_cast<size_t>(first)]) continue;
+    const ColumnWindow w = win[static_cast<size_t>(first)];
+    std::vector<int> same;
+    for (int i : want) {
+      const ColumnWindow& wi = win[static_cast<size_t>(i)];
+      if (!done[static_cast<size_t>(i)] && wi.lo == w.lo && wi.hi == w.hi)
+        same.push_back(i);
+    }
+    std::vector<std::vector<uint8_t>> got;  // parallel to `same`
+    STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(req.ino, p->base, p->layout,
+                                                    same, w.lo, w.hi, &got));
+    for (size_t j = 0; j < same.size(); ++j) {
+      window[static_cast<size_t>(same[j])] = std::move(got[j]);
+      done[static_cast<size_t>(same[j])] = true;
+      read_bytes += w.hi - w.lo;
+    }
+  }
+  ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
   for (const StripeRange& r : req.ranges) {
     Status st;
     geo_.ForEachCell(r.begin, r.end, geo_.cell_size(), [&](const CellSpan& s) {
@@ -141,7 +171,7 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
       std::vector<uint8_t*> parity;
       for (uint32_t q = 0; q < m; ++q)
         parity.push_back(window[k + q].data() + (s.lo - plan.win_lo));
-      uint8_t* old_bytes = window[s.cell].data() + (s.lo - plan.win_lo);
+      uint8_t* old_bytes = window[s.cell].data() + (s.lo - win[s.cell].lo);
       st = p_.codec->UpdateParity(static_cast<int>(s.cell), old_bytes, src,
                                   parity, s.hi - s.lo);
       std::memcpy(old_bytes, src, s.hi - s.lo);
@@ -149,24 +179,21 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     STRIPEFS_RETURN_IF_ERROR(st);
   }
   // New version: patched windows of the touched data and parity chunks,
-  // the untouched data chunks carried over by CloneChunk.
+  // the untouched data chunks carried over by CloneChunk, all at once (one
+  // group commit per server, not a patch round and then a clone round).
+  if (p->before_send) p->before_send();
   const ChunkId id{req.ino, req.stripe, 0};
+  std::vector<int> all;
+  for (uint32_t i = 0; i < k + m; ++i) all.push_back(static_cast<int>(i));
   p->failed = p_.fanout->Run(
-      p->layout, want,
+      p->layout, all,
       [&](ChunkService* svc, uint32_t i) {
-        return svc->PatchChunk({id.inode, id.stripe, i}, p->base.version,
-                               p->version, plan.chunk_len, plan.win_lo,
-                               window[i]);
-      },
-      write_error);
-  std::vector<int> untouched;
-  for (uint32_t i = 0; i < k; ++i)
-    if (!(plan.touched & ChunkBit(i))) untouched.push_back(static_cast<int>(i));
-  p->failed |= p_.fanout->Run(
-      p->layout, untouched,
-      [&](ChunkService* svc, uint32_t i) {
-        return svc->CloneChunk({id.inode, id.stripe, i}, p->base.version,
-                               p->version, plan.chunk_len);
+        const ChunkId c{id.inode, id.stripe, i};
+        if (i < k && !(plan.touched & ChunkBit(i)))
+          return svc->CloneChunk(c, p->base.version, p->version,
+                                 plan.chunk_len);
+        return svc->PatchChunk(c, p->base.version, p->version, plan.chunk_len,
+                               win[i].lo, window[i]);
       },
       write_error);
   return Status::Ok();
@@ -214,6 +241,7 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
   std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
   for (uint32_t i = 0; i < k + m; ++i)
     to_write.emplace_back(static_cast<int>(i), cells[i]);
+  if (p->before_send) p->before_send();
   p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version, p->layout,
                                      to_write, write_error);
   return Status::Ok();
@@ -221,10 +249,12 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
 
 Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
                                     bool last_attempt, Prepared* out,
-                                    bool* retry) {
+                                    bool* retry,
+                                    std::function<void()> before_send) {
   *retry = false;
   *out = Prepared{};
   out->req = &req;
+  out->before_send = std::move(before_send);
   auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
   if (!cur.ok()) return cur.status();
   out->exists = !cur->empty();
@@ -339,6 +369,58 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
   return Status::Ok();
 }
 
+namespace {
+
+// Holds the stripes of a wave until every one has read what it needs, so
+// that their chunk writes reach the servers together (one group commit).
+// Each member arrives exactly once (ArriveOnce), also when it fails early.
+class SendBarrier {
+ public:
+  explicit SendBarrier(size_t members) : waiting_(members) {}
+  void Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--waiting_ == 0) {
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return waiting_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t waiting_;
+};
+
+}  // namespace
+
+void StripeWriteExecutor::PrepareWave(
+    const std::vector<StripeWriteRequest>& reqs, size_t begin, size_t end,
+    std::vector<Prepared>* prepared, std::vector<Status>* made,
+    std::vector<char>* retry) {
+  // One thread per stripe of the wave (not a shared pool: members wait for
+  // each other, so all of them must run at once). Every stripe reads first;
+  // then all write their chunks at once, so each chunk server's group commit
+  // covers the whole wave with one data and one index sync.
+  SendBarrier barrier(end - begin);
+  std::vector<std::thread> threads;
+  for (size_t j = begin; j < end; ++j) {
+    threads.emplace_back([&, j] {
+      bool arrived = false;
+      auto arrive = [&] {
+        if (!arrived) barrier.Arrive();
+        arrived = true;
+      };
+      bool again = false;
+      (*made)[j] = Prepare(reqs[j], /*last_attempt=*/false, &(*prepared)[j],
+                           &again, arrive);
+      (*retry)[j] = again;
+      arrive();  // failed, skipped or retried before sending
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 Status StripeWriteExecutor::WriteMany(
     const std::vector<StripeWriteRequest>& reqs) {
   if (reqs.size() == 1) return Write(reqs[0]);
@@ -355,18 +437,22 @@ Status StripeWriteExecutor::WriteMany(
   std::vector<std::pair<ObsoleteStripe, ChunkLayout>> collect;
   {
     StripeLocks::Group locks(p_.locks, ino, stripes);
+    std::vector<Status> made(reqs.size());
+    std::vector<char> retry(reqs.size(), 0);
+    const size_t wave = std::max<size_t>(options_.parallel_stripes, 1);
+    for (size_t first = 0; first < reqs.size(); first += wave) {
+      PrepareWave(reqs, first, std::min(reqs.size(), first + wave), &prepared,
+                  &made, &retry);
+    }
+    Status failed;
+    for (const Status& st : made)
+      if (!st.ok() && failed.ok()) failed = st;
     std::vector<StripeCommit> commits;
     std::vector<size_t> committing;  // indices into prepared
     uint64_t min_size = 0;
     for (size_t j = 0; j < reqs.size(); ++j) {
-      bool retry = false;
-      Status st =
-          Prepare(reqs[j], /*last_attempt=*/false, &prepared[j], &retry);
-      if (!st.ok()) {
-        for (size_t i : committing) Abandon(prepared[i]);
-        return st;
-      }
-      if (retry) {
+      if (!made[j].ok()) continue;
+      if (retry[j]) {
         redo.push_back(&reqs[j]);
         continue;
       }
@@ -378,6 +464,11 @@ Status StripeWriteExecutor::WriteMany(
       commits.push_back(commit);
       committing.push_back(j);
       min_size = std::max(min_size, reqs[j].min_file_size);
+    }
+    if (!failed.ok()) {
+      // All or nothing: none of the batch commits.
+      for (size_t i : committing) Abandon(prepared[i]);
+      return failed;
     }
     std::vector<ObsoleteStripe> obsolete;
     Status st = commits.empty()

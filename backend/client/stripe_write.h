@@ -9,16 +9,20 @@
 //   kFull        the ranges cover the whole stripe: encode, read nothing;
 //   kNewPartial  no committed version yet: the gaps are zeros;
 //   kRmw         read the old data cells, merge the ranges, re-encode;
-//   kDelta       parity delta: read only the touched cells' column window
-//                and the parity's, patch them, clone the untouched cells
-//                (chosen when it moves fewer bytes than an RMW reads).
+//   kDelta       parity delta: read each touched cell's own column window
+//                and the parity's (their union), patch them, clone the
+//                untouched cells (chosen when those windows are fewer
+//                bytes than the k cells an RMW reads: so several small
+//                ranges in different cells take a delta too).
 // Up to m failed chunk writes commit the stripe as degraded (missing mask);
 // more fail with EIO (ENOSPC when that is why) and the previous version
 // stays committed. No torn stripes: readers only see committed versions.
 // The replaced version's chunks go to the VersionCollector (background).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -63,12 +67,21 @@ Status ValidateWriteRequest(const StripeGeometry& geo,
 
 enum class WriteKind { kFull, kNewPartial, kRmw, kDelta };
 
+// Columns [lo, hi) of a chunk (empty: lo == hi).
+struct ColumnWindow {
+  uint32_t lo = 0;
+  uint32_t hi = 0;
+};
+
 struct WritePlan {
   WriteKind kind = WriteKind::kFull;
   uint32_t chunk_len = 0;  // bytes in each chunk of the new version
   uint32_t touched = 0;    // mask of data cells receiving new bytes
-  uint32_t win_lo = 0;     // kDelta: the column window read and patched
-  uint32_t win_hi = 0;     //   in the touched cells and in parity
+  // kDelta: per data cell (k entries), the columns it reads and patches:
+  // from its first to its last touched byte (empty when untouched).
+  std::vector<ColumnWindow> cell_windows;
+  uint32_t win_lo = 0;  // kDelta: the parity window read and patched, the
+  uint32_t win_hi = 0;  //   union of the cells' windows
   uint64_t zero_from = kNoTruncate;
 };
 
@@ -82,6 +95,7 @@ struct StripeWriteOptions {
   int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
   bool parity_delta = true;      // allow kDelta plans
   uint32_t version_batch = 256;  // versions reserved per metadata call
+  size_t parallel_stripes = 16;  // WriteMany: stripes prepared at once
 };
 
 // Carries out write plans. Ownership: borrows its parts (owned by
@@ -107,8 +121,11 @@ class StripeWriteExecutor {
   // One stripe: one version, one commit. Durable when OK.
   Status Write(const StripeWriteRequest& req);
   // Several stripes of one file (distinct stripes): each gets one version,
-  // and all are committed by one CommitStripes call (one metadata commit).
-  // Stripes whose batch commit loses a CAS race are redone one by one.
+  // made for all stripes at once (up to parallel_stripes in parallel, so
+  // the chunk servers group-commit them together), and all are committed
+  // by one CommitStripes call (one metadata commit). If one stripe fails,
+  // none commits. Stripes whose batch commit loses a CAS race are redone
+  // one by one.
   Status WriteMany(const std::vector<StripeWriteRequest>& reqs);
 
  private:
@@ -122,11 +139,19 @@ class StripeWriteExecutor {
     ChunkLayout layout;
     uint64_t version = 0;
     uint32_t failed = 0;  // chunk writes that failed (<= m)
+    // Called once the chunks are made, right before they are sent.
+    std::function<void()> before_send;
   };
   // Writes the chunks of a new version of req's stripe (stripe lock held).
   // *retry: start over (base moved on or map changed); else !ok = give up.
   Status Prepare(const StripeWriteRequest& req, bool last_attempt,
-                 Prepared* out, bool* retry);
+                 Prepared* out, bool* retry,
+                 std::function<void()> before_send = nullptr);
+  // WriteMany: prepares reqs[begin, end) at once, their chunk writes sent
+  // together once every one of them is ready to send.
+  void PrepareWave(const std::vector<StripeWriteRequest>& reqs, size_t begin,
+                   size_t end, std::vector<Prepared>* prepared,
+                   std::vector<Status>* made, std::vector<char>* retry);
   Status MakeDelta(Prepared* p, Status* write_error);
   Status MakeEncoded(Prepared* p, Status* write_error);
   // Removes the new version's chunks (commit lost or never made).

@@ -7,8 +7,9 @@
 
 namespace stripefs {
 
-VersionCollector::VersionCollector(const Parts& parts, size_t capacity)
-    : p_(parts), capacity_(capacity == 0 ? 1 : capacity) {
+VersionCollector::VersionCollector(const Parts& parts, size_t capacity,
+                                   std::chrono::milliseconds linger)
+    : p_(parts), capacity_(capacity == 0 ? 1 : capacity), linger_(linger) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -39,7 +40,10 @@ void VersionCollector::Enqueue(const ObsoleteStripe& obsolete,
 void VersionCollector::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = enqueued_;
+  ++draining_;
+  cv_.notify_all();  // cut a linger short
   cv_.wait(lock, [&] { return done_ >= target; });
+  --draining_;
 }
 
 void VersionCollector::Loop() {
@@ -47,6 +51,11 @@ void VersionCollector::Loop() {
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and drained
+    if (linger_.count() > 0) {
+      cv_.wait_for(lock, linger_, [&] {
+        return stopping_ || draining_ > 0 || queue_.size() * 2 >= capacity_;
+      });
+    }
     std::vector<Item> items(std::make_move_iterator(queue_.begin()),
                             std::make_move_iterator(queue_.end()));
     queue_.clear();

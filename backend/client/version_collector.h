@@ -9,6 +9,12 @@
 // stripe, index, version): never "all but the newest", so a newer version
 // committed meanwhile is never touched.
 //
+// Batched over time: once something is queued, the thread lingers up to
+// `linger` (unless the queue is half full, or someone drains or stops) so
+// that the obsolete versions of several commits share one delete request
+// and one index commit per server, instead of each fsync's deletes taking
+// their own index sync on every server right behind its writes.
+//
 // Bounded: at most `capacity` stripes wait; Enqueue blocks while the queue
 // is full (memory stays bounded when servers are slow). Drain() waits until
 // everything enqueued so far is done; the destructor drains, then stops.
@@ -22,6 +28,7 @@
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,7 +54,8 @@ class VersionCollector {
     StripeLocks* locks;
     ClientCounters* counters;
   };
-  VersionCollector(const Parts& parts, size_t capacity);
+  VersionCollector(const Parts& parts, size_t capacity,
+                   std::chrono::milliseconds linger = {});
   ~VersionCollector();  // drains the queue, then stops the thread
   VersionCollector(const VersionCollector&) = delete;
   VersionCollector& operator=(const VersionCollector&) = delete;
@@ -76,6 +84,7 @@ class VersionCollector {
 
   const Parts p_;
   const size_t capacity_;
+  const std::chrono::milliseconds linger_;
 
   std::mutex mu_;
   std::condition_variable cv_;  // queue changed or done_ advanced
@@ -83,6 +92,7 @@ class VersionCollector {
   uint64_t enqueued_ = 0;       // items ever queued; guarded by mu_
   uint64_t done_ = 0;           // items ever finished; guarded by mu_
   bool stopping_ = false;       // guarded by mu_
+  int draining_ = 0;            // Drain() calls waiting; guarded by mu_
   std::thread thread_;          // last: started after the fields above
 };
 

@@ -22,6 +22,8 @@ run lives on). Rows (issue 13):
 Syncs per MiB (ext4 fsync/fdatasync of our processes, counted with perf)
 for rows b, c, e, h.
 
+--rows e,h runs only the jobs those rows need (and prints only them).
+
 Row a runs the chunk-store bench binary (bench/chunk/, --chunk-bench); when
 it is not built the row says "not built", loudly, and has no figure.
 
@@ -264,9 +266,15 @@ class WriteBench:
 
     def backend(self, mnt):
         """The mount's numeric backend counters (`stripefs stat --json`)."""
-        b = self.sf.stat(mnt).get("backend", {})
-        return {k: v for k, v in b.items() if isinstance(v, (int, float))
-                and not k.endswith("_pct")}
+        st = self.sf.stat(mnt)
+        b = st.get("backend", {})
+        out = {k: v for k, v in b.items() if isinstance(v, (int, float))
+               and not k.endswith("_pct")}
+        # Why buffered stripes went out (fsync, idle, memory cap ...).
+        pf = st.get("coalescing", {}).get("partial_flushes", {})
+        out.update({"partial_flushes_" + k: v for k, v in pf.items()
+                    if isinstance(v, (int, float))})
+        return out
 
     def profiled(self, name, pids, fn):
         """With --profile: runs fn() once more (a separate, shorter job, so
@@ -330,6 +338,10 @@ class WriteBench:
         self.measure("chunk", go)
         shutil.rmtree(d, ignore_errors=True)
 
+    def wants(self, rows):
+        """True if any of `rows` (e.g. "bd") was selected with --rows."""
+        return any(r in self.a.rows for r in rows)
+
     def cluster_phase(self):
         a = self.a
         self.cluster.up(a.servers, a.k, a.m, 262144)
@@ -337,25 +349,28 @@ class WriteBench:
         pid = self.mount(*self.cluster.mount_args(), mnt)
         pids = {"fuse-daemon": pid}
         pids.update(self.cluster.pids())
-        self.measure("cluster_seq", lambda: self.fio_job(
-            mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
-            pids, count_syncs=True))
-        self.remove(mnt, "seq")
-        self.profiled("cluster-seqwrite", pids, lambda: fio.run(
-            mnt, "prof", self.seq_write_args(a.size, "pseq"),
-            a.job_timeout))
-        self.remove(mnt, "pseq")
-        self.measure("cluster_rand", lambda: self.fio_job(
-            mnt, "cluster-randwrite", self.rand4k_args(), pids,
-            count_syncs=True))
-        self.remove(mnt, "rand")
-        self.profiled("cluster-randwrite", pids, lambda: fio.run(
-            mnt, "prof", self.rand4k_args(), a.job_timeout))
-        self.remove(mnt, "rand")
-        self.measure("cluster_meta", lambda: dict(zip(
-            ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
-        self.profiled("cluster-create-unlink", pids,
-                      lambda: meta_ops(mnt, max(100, a.files // 4)))
+        if self.wants("bd"):
+            self.measure("cluster_seq", lambda: self.fio_job(
+                mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
+                pids, count_syncs=True))
+            self.remove(mnt, "seq")
+            self.profiled("cluster-seqwrite", pids, lambda: fio.run(
+                mnt, "prof", self.seq_write_args(a.size, "pseq"),
+                a.job_timeout))
+            self.remove(mnt, "pseq")
+        if self.wants("e"):
+            self.measure("cluster_rand", lambda: self.fio_job(
+                mnt, "cluster-randwrite", self.rand4k_args(), pids,
+                count_syncs=True))
+            self.remove(mnt, "rand")
+            self.profiled("cluster-randwrite", pids, lambda: fio.run(
+                mnt, "prof", self.rand4k_args(), a.job_timeout))
+            self.remove(mnt, "rand")
+        if self.wants("f"):
+            self.measure("cluster_meta", lambda: dict(zip(
+                ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
+            self.profiled("cluster-create-unlink", pids,
+                          lambda: meta_ops(mnt, max(100, a.files // 4)))
         self.umount(mnt)
         self.cluster.down()
 
@@ -380,12 +395,15 @@ class WriteBench:
         self.pt = passthrough.Passthrough(
             exe, src, os.path.join(self.work, "ptmnt")).start()
         pids = {"passthrough_ll": self.pt.pid}
-        self.measure("pt_rand", lambda: self.fio_job(
-            self.pt.mnt, "ptll-randwrite", self.rand4k_args(), pids,
-            count_syncs=True))
-        self.remove(self.pt.mnt, "rand")
-        self.measure("pt_meta", lambda: dict(zip(
-            ("creates_s", "unlinks_s"), meta_ops(self.pt.mnt, self.a.files))))
+        if self.wants("e"):
+            self.measure("pt_rand", lambda: self.fio_job(
+                self.pt.mnt, "ptll-randwrite", self.rand4k_args(), pids,
+                count_syncs=True))
+            self.remove(self.pt.mnt, "rand")
+        if self.wants("f"):
+            self.measure("pt_meta", lambda: dict(zip(
+                ("creates_s", "unlinks_s"),
+                meta_ops(self.pt.mnt, self.a.files))))
         self.pt.stop()
         self.pt = None
 
@@ -422,9 +440,16 @@ class WriteBench:
                     "--rw=write", f"--bs={bs}",
                     f"--filename={filename}"] + direct, pids)
             return job
-        self.abba("g_aligned", seq("aligned-4M", "4M", "g4m"),
-                  "g_256k", seq("seq-256K", "256K", "g256k"))
-        self.remove(mnt, "g256k")
+        if self.wants("g"):
+            self.abba("g_aligned", seq("aligned-4M", "4M", "g4m"),
+                      "g_256k", seq("seq-256K", "256K", "g256k"))
+            self.remove(mnt, "g256k")
+        else:  # h overwrites g's reference file: write it, unmeasured
+            fio.run(mnt, "g4m", ["--rw=write", "--bs=4M",
+                                 "--filename=g4m"] + direct, a.job_timeout)
+        if not self.wants("h"):
+            self.umount(mnt)
+            return
         # Overwrites of g4m (written above, whole stripes), fsync after each.
         over = ["--direct=1", f"--size={sz}M", "--fsync=1", "--time_based",
                 f"--runtime={a.runtime}", "--filename=g4m", "--norandommap",
@@ -440,12 +465,18 @@ class WriteBench:
         self.umount(mnt)
 
     def run(self):
-        self.disk_reference()
-        self.chunk_store()
-        self.cluster_phase()
-        self.passthrough_phase()
-        self.embedded_phase()
-        self.stripe4m_phase()
+        if self.wants("abc"):
+            self.disk_reference()
+        if self.wants("a"):
+            self.chunk_store()
+        if self.wants("bdef"):
+            self.cluster_phase()
+        if self.wants("ef"):
+            self.passthrough_phase()
+        if self.wants("c"):
+            self.embedded_phase()
+        if self.wants("gh"):
+            self.stripe4m_phase()
 
 
 # ---------------------------------------------------------------- rows
@@ -539,7 +570,7 @@ def all_rows(m, a):
             if spm is not None:
                 r[field] = spm
                 r[field.replace("per_mib", "by_process")] = groups
-    return rows
+    return [r for r in rows if r["row"] in a.rows]
 
 
 fmtn = run.fmtn
@@ -574,7 +605,9 @@ CSV_COLS = ["row", "what", "status", "ratio", "goal", "value", "unit",
 
 
 def reference_note(m, a):
-    d = m.get("disk", {})
+    d = m.get("disk")
+    if d is None:
+        return "disk reference: not run (--rows " + ",".join(a.rows) + ")"
     if "mib_s" not in d:
         return "disk reference: failed"
     return (f"disk reference (fio O_DIRECT 1 MiB QD8 libaio, "
@@ -669,8 +702,16 @@ def parse_args():
                    help="after rows b, e, f and h, run each job once more "
                         "(shorter) under a flat perf profile of our "
                         "processes; written to OUT/profiles.md")
+    p.add_argument("--rows", default=",".join(ROWS),
+                   help="comma-separated rows to run, e.g. e,h (default: "
+                        "all); only the jobs those rows need run")
     p.add_argument("--stripefs", default=None)
     a = p.parse_args()
+    a.rows = [r.strip() for r in a.rows.split(",") if r.strip()]
+    bad = [r for r in a.rows if r not in ROWS]
+    if bad or not a.rows:
+        sys.exit(f"write_bench: unknown row(s) {','.join(bad) or '(none)'} "
+                 f"in --rows; pick from {','.join(ROWS)}")
     if a.update_docs and a.out:
         sys.exit("write_bench: --out and --update-docs exclude each other")
     if a.update_docs:
@@ -694,7 +735,7 @@ def main():
                  "size_mib": a.size, "stripe_size_mib": a.stripe_size,
                  "rand_size_mib": a.rand_size, "runtime_s": a.runtime,
                  "files": a.files, "servers": a.servers, "k": a.k,
-                 "m": a.m, "workdir": a.workdir,
+                 "m": a.m, "workdir": a.workdir, "rows": a.rows,
                  "max_pages_limit_before": knobs.read(knobs.MAX_PAGES_LIMIT)})
     rc = run.timed(b, meta)
     meta["max_pages_limit_after"] = knobs.read(knobs.MAX_PAGES_LIMIT)

@@ -81,6 +81,10 @@ class OutageMetaService final : public MetaService {
                (uint64_t i, const StripeVersion& sv, uint64_t e, uint64_t m,
                 ObsoleteStripe* o),
                (i, sv, e, m, o))
+  STRIPEFS_FWD(Status, CommitStripes,
+               (uint64_t i, const std::vector<StripeCommit>& c, uint64_t m,
+                std::vector<ObsoleteStripe>* o),
+               (i, c, m, o))
   STRIPEFS_FWD(Status, SetStripeMissing,
                (uint64_t i, uint64_t s, uint64_t v, uint32_t m), (i, s, v, m))
   STRIPEFS_FWD(Result<std::vector<StripeRef>>, ListStripes,
@@ -217,6 +221,42 @@ TEST_F(HoldingMetaServiceTest, LostReplyOfACommitIsRecognisedAsOurs) {
   ASSERT_EQ(cur->size(), 1u);
   EXPECT_EQ(cur->front().version, *v);
   EXPECT_EQ(store_->GetAttr(f->ino)->size, 100u);
+}
+
+TEST_F(HoldingMetaServiceTest, CommitStripesIsOneCallAndALostReplyIsOurs) {
+  auto f = store_->MkNode(kRootInode, "f", 0100644, 0, 0, 0);
+  ASSERT_TRUE(f.ok());
+  auto v = store_->AllocateVersions(3);
+  ASSERT_TRUE(v.ok());
+  std::vector<StripeCommit> commits(3);
+  for (uint64_t s = 0; s < 3; ++s) {
+    commits[s].sv.stripe = s;
+    commits[s].sv.version = *v + s;
+    commits[s].sv.chunk_len = 4096;
+  }
+  // Passed through as one call (not NotSupported, which made the client
+  // commit, and sync, every stripe on its own).
+  const int before = outage_->calls.load();
+  std::vector<ObsoleteStripe> obs;
+  Status st = held_->CommitStripes(f->ino, commits, 3 * 16384, &obs);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(outage_->calls.load() - before, 1);
+  EXPECT_EQ(obs.size(), 3u);
+  // A lost reply: the retry gets ESTALE, yet every stripe is at the
+  // version sent, so it is ours.
+  auto w = store_->AllocateVersions(3);
+  ASSERT_TRUE(w.ok());
+  for (uint64_t s = 0; s < 3; ++s) {
+    commits[s].expected_version = commits[s].sv.version;
+    commits[s].sv.version = *w + s;
+  }
+  outage_->lose_reply = 1;
+  st = held_->CommitStripes(f->ino, commits, 0, &obs);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto cur = store_->GetStripes(f->ino, 0, 3);
+  ASSERT_TRUE(cur.ok());
+  ASSERT_EQ(cur->size(), 3u);
+  for (uint64_t s = 0; s < 3; ++s) EXPECT_EQ((*cur)[s].version, *w + s);
 }
 
 TEST_F(HoldingMetaServiceTest, LostReplyOfUnlinkIsEnoentAsDocumented) {

@@ -489,6 +489,73 @@ TEST_F(StripeClientTest, TwoRangesInOneCellUseOneParityDelta) {
   EXPECT_EQ(*fixed, 0u);
 }
 
+TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
+  // 4+2, 64 KiB cells: four 4 KiB ranges in three cells read each cell's
+  // own window plus the parity windows (their union), not k whole chunks.
+  Open(6, Geometry{4, 2, 65536});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(S(), 6);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  auto buf = RandomBytes(S(), 7);
+  const std::vector<StripeRange> ranges = {
+      {1000, 5096},
+      {65536 + 20000, 65536 + 24096},
+      {3 * 65536 + 30000, 3 * 65536 + 34096},
+      {3 * 65536 + 50000, 3 * 65536 + 54096}};
+  const int commits = counting_->commit_calls;
+  const auto before = client().counters();
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
+  const auto after = client().counters();
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
+  EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
+  // Cells 0, 1, 3: 4096 + 4096 + 24096 bytes; parity [1000, 54096) twice.
+  EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
+            4096u + 4096u + 24096u + 2u * 53096u);
+  ApplyRanges(&model, 0, buf, ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  auto sv = meta().GetStripes(ino, 0, 1);
+  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);  // parity consistent with every patched cell
+  // A server of a touched cell down: its window is reconstructed.
+  SetDown(ServersOf(ino, 0)[1], true);
+  auto buf2 = RandomBytes(S(), 8);
+  const std::vector<StripeRange> again = {{65536 + 100, 65536 + 200},
+                                          {2 * 65536 + 7, 2 * 65536 + 9}};
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf2, again, S()).ok());
+  ApplyRanges(&model, 0, buf2, again);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, WriteStripesMakesEveryStripeBeforeOneCommit) {
+  // Eight dirty stripes at once (an fsync): one metadata commit and one
+  // new version each (two small ranges per stripe: one delta, not two).
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(8 * S(), 9);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<StripeWriteRequest> reqs(8);
+  for (uint64_t s = 0; s < 8; ++s) bufs.push_back(RandomBytes(S(), 20 + s));
+  for (uint64_t s = 0; s < 8; ++s) {
+    reqs[s].ino = ino;
+    reqs[s].stripe = s;
+    reqs[s].bytes = bufs[s];
+    reqs[s].ranges = {{10, 20}, {4096 + 5, 4096 + 50}};
+    reqs[s].min_file_size = 8 * S();
+  }
+  const int commits = counting_->commit_calls;
+  const int committed = counting_->stripes_committed;
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  EXPECT_EQ(counting_->stripes_committed - committed, 8);
+  for (uint64_t s = 0; s < 8; ++s)
+    ApplyRanges(&model, s * S(), bufs[s], reqs[s].ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  client().DrainGarbage();
+  EXPECT_EQ(StoredChunks(), 8u * 6u);  // one version per stripe is left
+}
+
 TEST_F(StripeClientTest, BadRangesAreRejectedAndNothingIsCommitted) {
   const uint64_t ino = NewFile("f");
   auto buf = RandomBytes(S(), 6);
@@ -531,7 +598,23 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
   EXPECT_EQ(p.kind, WriteKind::kDelta);
   EXPECT_EQ(p.win_lo, 10u);
   EXPECT_EQ(p.win_hi, 300u);
-  // Seven cells touched: (7 + 2) * 4096 > 8 * 4096: RMW.
+  EXPECT_EQ(p.cell_windows[1].lo, 10u);
+  EXPECT_EQ(p.cell_windows[1].hi, 300u);
+  EXPECT_EQ(p.cell_windows[0].hi, 0u);  // untouched
+  // Small ranges in several cells: each cell keeps its own window, parity
+  // takes their union; 10 + 100 + 1000 + 2 * 1990 bytes < 8 * 4096: delta.
+  req.ranges = {{0, 10},
+                {2 * 4096 + 1900, 2 * 4096 + 2000},
+                {5 * 4096 + 1000, 5 * 4096 + 2000}};
+  p = PlanStripeWrite(geo, true, &base, req);
+  EXPECT_EQ(p.kind, WriteKind::kDelta);
+  EXPECT_EQ(p.touched, 0b100101u);
+  EXPECT_EQ(p.cell_windows[2].lo, 1900u);
+  EXPECT_EQ(p.cell_windows[2].hi, 2000u);
+  EXPECT_EQ(p.cell_windows[5].lo, 1000u);
+  EXPECT_EQ(p.win_lo, 0u);
+  EXPECT_EQ(p.win_hi, 2000u);
+  // Seven cells touched: 7 * 4096 + 2 * 4096 > 8 * 4096: RMW.
   req.ranges = {{0, 7 * 4096}};
   EXPECT_EQ(PlanStripeWrite(geo, true, &base, req).kind, WriteKind::kRmw);
   // A degraded base never takes a delta.
@@ -815,6 +898,27 @@ TEST_F(StripeClientTest, SequentialReadersGetStripesReadAheadWithinTheBudget) {
   for (uint64_t off : {30 * S(), 2 * S(), 17 * S() + 5, S()})
     ASSERT_TRUE(random.client->Read(ino, off, out, data.size()).ok());
   EXPECT_EQ(random.client->counters().read_ahead_loads, 0u);
+}
+
+TEST_F(StripeClientTest, CollectorLingersSoSeveralCommitsShareOneDelete) {
+  // A long linger (no test takes a minute): the old versions of two
+  // separate writes wait together, and Drain() cuts the linger short.
+  Open(6, Geometry{4, 2, 4096});
+  StripeClientOptions o;
+  o.gc_linger = std::chrono::seconds(60);
+  SideClient side = MakeSideClient(meta(), *vol_, o);
+  ASSERT_TRUE(side.client);
+  const uint64_t ino = NewFile("linger");
+  auto data = RandomBytes(S(), 51);
+  ASSERT_TRUE(side.client->Write(ino, 0, data).ok());
+  ASSERT_TRUE(side.client->Write(ino, 0, RandomBytes(S(), 52)).ok());
+  ASSERT_TRUE(side.client->Write(ino, 0, data).ok());
+  EXPECT_EQ(side.client->counters().gc_chunk_deletes, 0u);  // still lingering
+  EXPECT_EQ(StoredChunks(), 3u * 6u);
+  side.client->DrainGarbage();
+  EXPECT_EQ(side.client->counters().gc_chunk_deletes, 2u * 6u);
+  EXPECT_EQ(StoredChunks(), 6u);  // one version left
+  EXPECT_EQ(ReadAll(ino), data);
 }
 
 TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {

@@ -19,6 +19,7 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/client/volume.h"
+#include "tests/client/counting_meta_service.h"
 #include "tests/support/fault_injecting_chunk_service.h"
 #include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
@@ -128,6 +129,11 @@ class StripeWriterTest : public ::testing::Test {
     o.wrap_chunks = [](ChunkService* store) {
       return std::make_unique<HookedChunkService>(store);
     };
+    o.wrap_meta = [this](std::unique_ptr<MetaService> inner) {
+      auto c = std::make_unique<testing::CountingMetaService>(std::move(inner));
+      counting_ = c.get();
+      return c;
+    };
     auto v = testing::InProcessVolume::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     vol_ = std::move(v).value();
@@ -221,7 +227,8 @@ class StripeWriterTest : public ::testing::Test {
   }
 
   std::unique_ptr<testing::InProcessVolume> vol_;
-  std::vector<HookedChunkService*> services_;  // owned by vol_
+  testing::CountingMetaService* counting_ = nullptr;  // owned by vol_
+  std::vector<HookedChunkService*> services_;         // owned by vol_
   uint64_t S = 0;
   uint64_t ino_ = 0;
   FakeClock clock_;
@@ -987,6 +994,83 @@ TEST_F(StripeWriterTest, FsyncSendsDirtyStripesInParallel) {
   fsync.join();
   EXPECT_EQ(Partial(FlushReason::kFsync), 4u);
   EXPECT_EQ(CommittedStripes(), (std::vector<uint64_t>{0, 1, 2, 3}));
+}
+
+TEST_F(StripeWriterTest, FsyncOfManyDirtyStripesIsOneCommit) {
+  // Six committed stripes, then small writes into each (several per
+  // stripe, in different cells), then one fsync: one metadata commit, one
+  // new version per stripe, each a parity delta (not one RMW per range).
+  StripeWriter& w = NewPipelinedWriter(8, 16);
+  std::vector<uint8_t> model = Pattern(6 * S, 100);
+  ASSERT_TRUE(w.Write(0, model).ok());
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  auto committed_versions = [&] {
+    std::vector<uint64_t> v;
+    auto svs = meta().GetStripes(ino_, 0, 100);
+    EXPECT_TRUE(svs.ok());
+    if (svs.ok())
+      for (const auto& sv : *svs) v.push_back(sv.version);
+    return v;
+  };
+  const auto versions = committed_versions();
+  ASSERT_EQ(versions.size(), 6u);
+  for (uint64_t s = 0; s < 6; ++s) {
+    for (uint64_t off : {s * S + 100, s * S + 4096 + 7, s * S + 3 * 4096}) {
+      auto d = Pattern(64, static_cast<uint32_t>(off));
+      ASSERT_TRUE(w.Write(off, d).ok());
+      Put(&model, off, d);
+    }
+  }
+  const int commits = counting_->commit_calls;
+  const int stripes = counting_->stripes_committed;
+  const auto before = backend();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  EXPECT_EQ(counting_->stripes_committed - stripes, 6);
+  const auto after = backend();
+  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 6u);
+  EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
+  EXPECT_EQ(Partial(FlushReason::kFsync), 6u);
+  const auto now = committed_versions();
+  ASSERT_EQ(now.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_NE(now[i], versions[i]);
+  EXPECT_EQ(Backend(), model);
+  EXPECT_EQ(CommittedSize(), 6 * S);
+}
+
+TEST_F(StripeWriterTest, FsyncBatchKeepsTheSizeBelowAGap) {
+  // Dirty stripes 0 and 3 of an empty file, stripe 1 in flight elsewhere
+  // (held): the batch commits 0 and 3 together, but EOF stays at the end of
+  // stripe 0's data until stripe 1 is in; then Flush raises it.
+  StripeWriter& w = NewPipelinedWriter(8, 16);
+  Gate gate;
+  std::atomic<bool> hold{true};
+  HookIds([&](const ChunkId& id) {
+    if (id.stripe == 1 && hold) gate.Pass();
+  });
+  gate.Close();
+  auto whole = Pattern(S, 7);
+  ASSERT_TRUE(w.Write(S, whole).ok());  // completes stripe 1: sent, held
+  ASSERT_TRUE(gate.WaitEntered(1));
+  auto a = Pattern(100, 8), b = Pattern(100, 9);
+  ASSERT_TRUE(w.Write(10, a).ok());
+  ASSERT_TRUE(w.Write(3 * S + 10, b).ok());
+  hold = false;
+  std::thread fsync([&] { EXPECT_TRUE(w.Flush(FlushReason::kFsync).ok()); });
+  // Bounded wait until stripes 0 and 3 are committed (stripe 1 is held).
+  for (int i = 0; i < 3000 && CommittedStripes().size() < 2; ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(CommittedStripes(), (std::vector<uint64_t>{0, 3}));
+  EXPECT_LE(CommittedSize(), S);  // never past the pending stripe 1
+  gate.Open();
+  fsync.join();
+  EXPECT_EQ(CommittedStripes(), (std::vector<uint64_t>{0, 1, 3}));
+  EXPECT_EQ(CommittedSize(), 3 * S + 110);
+  std::vector<uint8_t> model;
+  Put(&model, 10, a);
+  Put(&model, S, whole);
+  Put(&model, 3 * S + 10, b);
+  EXPECT_EQ(Backend(), model);
 }
 
 TEST_F(StripeWriterTest, PipelinedConcurrentWritersReadBackExactly) {
