@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/meta/etcd_kv.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
@@ -55,7 +56,10 @@ struct ClusterConf {
   uint32_t etcd_members = 0;  // 0: metad on RocksDB (D/metad/)
   uint32_t metads = 1;        // with etcd: metad.1..metads
   uint32_t etcd_timeout_ms = 5000;
-  bool etcd() const { return etcd_members > 0; }
+  // An etcd run elsewhere ("etcd://h:p[,h:p]/VOL", in D/etcd.location):
+  // no members of our own.
+  std::string etcd_location;
+  bool etcd() const { return etcd_members > 0 || !etcd_location.empty(); }
 };
 
 // The volume's key prefix in the cluster's own etcd.
@@ -79,6 +83,9 @@ Status SaveConf(const std::string& dir, const ClusterConf& c) {
     << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
     << "\netcd_members " << c.etcd_members << "\nmetads " << c.metads
     << "\netcd_timeout_ms " << c.etcd_timeout_ms << "\n";
+  if (!c.etcd_location.empty())
+    STRIPEFS_RETURN_IF_ERROR(
+        WriteText(dir + "/etcd.location", c.etcd_location + "\n"));
   return WriteText(dir + "/cluster.conf", o.str());
 }
 
@@ -98,6 +105,7 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "metads") c.metads = static_cast<uint32_t>(v);
     if (name == "etcd_timeout_ms") c.etcd_timeout_ms = static_cast<uint32_t>(v);
   }
+  c.etcd_location = ReadFirstLine(dir + "/etcd.location");
   return c;
 }
 
@@ -204,6 +212,11 @@ struct Cluster {
   // Every metad, comma-separated (clients fail over between them).
   std::string meta_address() const { return MetaAddresses(dir); }
   EtcdMembers etcd() const { return EtcdMembers(dir, conf.etcd_members); }
+  // The volume's etcd location (without options).
+  std::string etcd_location() const {
+    return conf.etcd_members > 0 ? etcd().Location(kEtcdVolume)
+                                 : conf.etcd_location;
+  }
   std::vector<Proc> metads() const {
     if (!conf.etcd()) return {Metad()};
     std::vector<Proc> out;
@@ -258,11 +271,10 @@ struct Cluster {
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
     if (p.kind == Proc::Kind::kMetad) {
-      const std::string store =
-          conf.etcd()
-              ? etcd().Location(kEtcdVolume) +
-                    "?timeout_ms=" + std::to_string(conf.etcd_timeout_ms)
-              : base;
+      const std::string store = conf.etcd()
+                                    ? etcd_location() + "?timeout_ms=" +
+                                          std::to_string(conf.etcd_timeout_ms)
+                                    : base;
       args.insert(args.end(),
                   {"metad", "--dir", store, "--k", std::to_string(conf.k),
                    "--m", std::to_string(conf.m), "--cell-size",
@@ -405,9 +417,10 @@ Result<Proc> ParseServer(const Cluster& c, const std::string& s) {
   if (s.empty() || *end != 0 || id == 0 || id > c.conf.servers)
     return Status::InvalidArgument(
         "--server '" + s + "': expected metad" +
-        (c.conf.etcd() ? ".1.." + std::to_string(c.conf.metads) + ", etcd.1.." +
-                             std::to_string(c.conf.etcd_members)
-                       : std::string()) +
+        (c.conf.etcd() ? ".1.." + std::to_string(c.conf.metads) : "") +
+        (c.conf.etcd_members > 0
+             ? ", etcd.1.." + std::to_string(c.conf.etcd_members)
+             : "") +
         " or a chunkd id 1.." + std::to_string(c.conf.servers));
   return Chunkd(static_cast<uint32_t>(id));
 }
@@ -431,11 +444,23 @@ Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
     f->conf.etcd_members = old->etcd_members;
     f->conf.metads = old->metads;
     f->conf.etcd_timeout_ms = old->etcd_timeout_ms;
+    f->conf.etcd_location = old->etcd_location;
   } else if (f->meta_engine == "rocksdb") {
-    if (f->conf.metads != 1 || f->conf.etcd_members != 0)
+    if (f->conf.metads != 1 || f->conf.etcd_members != 0 ||
+        !f->conf.etcd_location.empty())
       return Status::InvalidArgument(
-          "--metads/--etcd-members need --meta-engine etcd (a RocksDB "
+          "--metads/--etcd-members/--etcd need --meta-engine etcd (a RocksDB "
           "volume is served by one metad)");
+  } else if (!f->conf.etcd_location.empty()) {
+    if (f->conf.etcd_members != 0)
+      return Status::InvalidArgument(
+          "give either --etcd (an etcd run elsewhere) or --etcd-members "
+          "(members of our own), not both");
+    if (f->conf.etcd_location.find('?') != std::string::npos)
+      return Status::InvalidArgument(
+          "--etcd takes no ?options; give the timeout as --etcd-timeout-ms");
+    auto where = ParseEtcdLocation(f->conf.etcd_location);
+    if (!where.ok()) return where.status().Annotate("--etcd");
   } else if (f->conf.etcd_members == 0) {
     f->conf.etcd_members = 3;
   }
@@ -449,7 +474,7 @@ Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
         "the cluster in " + f->dir + " has " +
         std::to_string(old->etcd_members) +
         " etcd members; drop --etcd-members or use a new --dir");
-  if (f->conf.etcd()) {
+  if (f->conf.etcd_members > 0) {
     std::string missing = EtcdMissing();
     if (!missing.empty()) return Status::NotFound(missing);
   }
@@ -510,7 +535,8 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       ::unlink((Chunkd(id).base(f.dir) + ".addr").c_str());
   }
-  Status s = f.conf.etcd() ? StartEtcdMembers(c, f.timeout_s) : Status::Ok();
+  Status s =
+      f.conf.etcd_members > 0 ? StartEtcdMembers(c, f.timeout_s) : Status::Ok();
   for (const Proc& m : c.metads())
     if (s.ok()) s = c.Start(m, f.timeout_s);
   if (!s.ok()) {
@@ -536,8 +562,9 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
               c.key_path().c_str());
   std::printf("metrics: %s/metrics.addrs\n", f.dir.c_str());
   if (f.conf.etcd())
-    std::printf("etcd: %s (%u metads on %s)\n", c.etcd().Endpoints().c_str(),
-                f.conf.metads, c.etcd().Location(kEtcdVolume).c_str());
+    std::printf("etcd: %u metads on %s%s\n", f.conf.metads,
+                c.etcd_location().c_str(),
+                f.conf.etcd_members > 0 ? "" : " (external)");
   return 0;
 }
 
@@ -603,7 +630,9 @@ int RunStatus(const std::string& dir) {
                                   "--signal 18` resumes it)"
                                 : "");
   }
-  if (c->conf.etcd()) bad += PrintEtcdStatus(*c);
+  if (c->conf.etcd_members > 0) bad += PrintEtcdStatus(*c);
+  if (!c->conf.etcd_location.empty())
+    std::printf("etcd: external, %s\n", c->conf.etcd_location.c_str());
   auto key = rpc::ClusterKey::Load(c->key_path());
   if (!key.ok()) return Fail(key.status());
   if (c->conf.etcd()) bad += PrintMetadStatus(*c, *key);
@@ -749,9 +778,14 @@ CommandRegistration cluster_commands([](CLI::App& app) {
                                "this long without a quorum")
                    ->capture_default_str()
                    ->check(InRange(kEtcdTimeoutMsRange));
+    auto* el = cmd->add_option(
+        "--etcd", f->conf.etcd_location,
+        "etcd engine on an etcd run elsewhere: etcd://H:P[,H:P]/VOL (no "
+        "members of our own)");
     cmd->callback([=] {
       f->engine_given =
-          me->count() + em->count() + md->count() + et->count() > 0;
+          me->count() + em->count() + md->count() + et->count() + el->count() >
+          0;
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
     });

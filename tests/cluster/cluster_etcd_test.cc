@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,7 @@ class EtcdClusterTest : public ::testing::Test {
     o.backend = FsBackend::kClusterEtcd;
     o.geometry.cell_size = 65536;
     o.meta_hold_s = kMetaHoldS;
+    o.etcd_members = 3;
     auto m = FsMount::Start(o);
     if (!m.ok()) {
       start_error_ = m.status().ToString();
@@ -155,8 +157,11 @@ TEST_F(EtcdClusterTest, LeaderKilledDuringFsyncLoopLosesNoAcknowledgedByte) {
       leader.ok() ? cluster().Signal("etcd." + std::to_string(*leader), SIGKILL)
                   : leader.status();
   const int at_kill = synced.load();
+  const auto t_kill = Clock::now();
   // Writes go on after the election (held while there is no leader).
   bool after = killed.ok() && wait_for(at_kill + 12, 240);
+  const auto resumed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - t_kill);
   stop = true;
   writer.join();
   ASSERT_TRUE(before) << "writer did not get going: " << error;
@@ -167,6 +172,11 @@ TEST_F(EtcdClusterTest, LeaderKilledDuringFsyncLoopLosesNoAcknowledgedByte) {
   auto now_leader = cluster().EtcdLeader();
   ASSERT_TRUE(now_leader.ok()) << now_leader.status().ToString();
   EXPECT_NE(*now_leader, *leader);
+  std::printf(
+      "etcd.%d (leader) killed after %d fsyncs; etcd.%d leads; 12 "
+      "more fsyncs within %lld ms; %d fsyncs in all\n",
+      *leader, at_kill, *now_leader, static_cast<long long>(resumed_ms.count()),
+      synced.load());
   ASSERT_TRUE(cluster().StartServer("etcd." + std::to_string(*leader)).ok())
       << cluster().Log();
   // Every fsync'd byte, read back from the chunk servers (a fresh mount:
@@ -236,6 +246,9 @@ TEST_F(EtcdClusterTest, QuorumLossWaitsThenFailsCleanlyAndRecovers) {
   Status back2 = cluster().StartServer("etcd.2");
   EXPECT_EQ(rc, -1);
   EXPECT_EQ(err, EIO) << std::strerror(err);
+  std::printf("quorum lost: mkdir failed (%s) after %lld s (hold %d s)\n",
+              std::strerror(err), static_cast<long long>(waited.count()),
+              kMetaHoldS);
   EXPECT_GE(waited.count(), kMetaHoldS - 1) << "failed without waiting";
   // The bound: metad's etcd timeout (5 s) + the hold + one RPC deadline
   // (10 s) per retry in flight, with room for a loaded machine.
@@ -263,6 +276,12 @@ struct NamespaceWork {
   std::vector<std::string> errors;
   // dir index -> name -> nlink expected (files), or -1 for a directory.
   std::map<int, std::map<std::string, int>> expect;
+
+  size_t entries() const {
+    size_t n = 0;
+    for (const auto& dir : expect) n += dir.second.size();
+    return n;
+  }
 
   void Run() {
     auto path = [&](int d, const std::string& n) {
@@ -334,6 +353,8 @@ TEST_F(EtcdClusterTest, TwoMountsOnTwoMetadsKeepTheNamespaceConsistent) {
   std::thread tb([&] { wb.Run(); });
   ta.join();
   tb.join();
+  std::printf("two mounts: %zu + %zu entries expected in ns/d0..d3\n",
+              wa.entries(), wb.entries());
   for (const auto* w : {&wa, &wb}) {
     EXPECT_TRUE(w->errors.empty())
         << "client " << w->client << ": " << w->errors.size()

@@ -12,6 +12,7 @@
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
+#include "tests/support/etcd_process.h"
 #include "tests/support/run_command.h"
 
 namespace stripefs::fs::testing {
@@ -88,8 +89,14 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
     co.cell_size = m->opts_.geometry.cell_size;
     co.dir = m->vol_dir_;
     co.down_grace_s = 5;
-    if (m->opts_.backend == FsBackend::kClusterEtcd)
+    if (m->opts_.backend == FsBackend::kClusterEtcd) {
       co.engine = stripefs::testing::MetaEngine::kEtcd;
+      co.etcd_members = m->opts_.etcd_members;
+      if (co.etcd_members == 0) {
+        STRIPEFS_ASSIGN_OR_RETURN(co.etcd_location,
+                                  stripefs::testing::SharedEtcdLocation("fs"));
+      }
+    }
     STRIPEFS_ASSIGN_OR_RETURN(m->cluster_,
                               stripefs::testing::LocalCluster::Start(co));
   }

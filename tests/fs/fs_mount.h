@@ -29,9 +29,9 @@ namespace stripefs::fs::testing {
 // "" when real mounts work here, else why not.
 std::string MountSkipReason();
 
-// kClusterEtcd: a local cluster whose metadata lives in a 3-member etcd of
-// its own, served by 2 metads (`cluster up --meta-engine etcd`); the mount
-// is given both metads.
+// kClusterEtcd: a local cluster whose metadata lives in etcd, served by 2
+// metads (`cluster up --meta-engine etcd`; see FsMountOptions::etcd_members
+// for which etcd); the mount is given both metads.
 enum class FsBackend { kEmbedded, kCluster, kClusterEtcd };
 // "embedded" / "cluster" / "cluster_etcd"
 const char* FsBackendName(FsBackend b);
@@ -59,6 +59,11 @@ struct FsMountOptions {
   // Cluster backends: how long metadata calls wait out an unreachable
   // metad (or one without an etcd quorum) before failing with EIO.
   int meta_hold_s = 60;
+  // kClusterEtcd: 0 puts the volume (a fresh prefix) on the one-member etcd
+  // this test process shares (tests/support/etcd_process.h: no etcd start
+  // per test); N > 0 gives the cluster N etcd members of its own (failure
+  // tests: kill the leader, lose the quorum).
+  int etcd_members = 0;
 };
 
 class FsMount {

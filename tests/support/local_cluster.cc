@@ -81,11 +81,13 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (o.k != 0) args += " --k " + std::to_string(o.k);
   if (o.m != 0) args += " --m " + std::to_string(o.m);
   args += " --cell-size " + std::to_string(o.cell_size) + " --dir " + c->dir_;
-  if (o.engine == MetaEngine::kEtcd)
-    args += " --meta-engine etcd --etcd-members " +
-            std::to_string(o.etcd_members) + " --metads " +
-            std::to_string(o.metads) + " --etcd-timeout-ms " +
-            std::to_string(o.etcd_timeout_ms);
+  if (o.engine == MetaEngine::kEtcd) {
+    args += " --meta-engine etcd --metads " + std::to_string(o.metads) +
+            " --etcd-timeout-ms " + std::to_string(o.etcd_timeout_ms);
+    args += o.etcd_location.empty()
+                ? " --etcd-members " + std::to_string(o.etcd_members)
+                : " --etcd " + o.etcd_location;
+  }
   STRIPEFS_RETURN_IF_ERROR(c->CliOk(args));
   std::ifstream addr(c->dir_ + "/metad.addr");
   for (std::string line; std::getline(addr, line);)

@@ -43,6 +43,9 @@ struct LocalClusterOptions {
   // metad's etcd calls fail after etcd_timeout_ms without a quorum.
   MetaEngine engine = MetaEngine::kRocksDb;
   int etcd_members = 3;
+  // Not empty: the volume lives at this etcd:// location of an etcd run
+  // elsewhere (`cluster up --etcd`), no members of the cluster's own.
+  std::string etcd_location;
   int metads = 2;
   int etcd_timeout_ms = 5000;
 };
