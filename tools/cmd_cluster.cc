@@ -315,7 +315,8 @@ struct Cluster {
                                  ".log:\n" + LogTail(base + ".log"));
   }
 
-  // Sends `sig`; with wait, waits (bounded) and escalates to SIGKILL.
+  // Sends `sig` (0: none, the process was signalled before); with wait,
+  // waits (bounded) and escalates to SIGKILL.
   Status Stop(const Proc& p, int sig, bool wait, int grace_s) {
     std::string pid_file = p.base(dir) + ".pid";
     auto pid = AlivePid(pid_file);
@@ -682,16 +683,29 @@ int RunStatus(const std::string& dir) {
   return bad == 0 ? 0 : 1;
 }
 
+// SIGTERMs every process of `procs` first, so they shut down in parallel
+// (each takes a moment: flush, close the store), then waits for each.
+int StopTogether(Cluster& c, const std::vector<Proc>& procs, int grace_s) {
+  std::vector<bool> signalled(procs.size(), false);
+  for (size_t i = 0; i < procs.size(); ++i)
+    signalled[i] = c.Stop(procs[i], SIGTERM, false, grace_s).ok();
+  int stopped = 0;
+  for (size_t i = 0; i < procs.size(); ++i)
+    if (signalled[i]) stopped += c.Stop(procs[i], 0, true, grace_s).ok();
+  return stopped;
+}
+
 int RunDown(const std::string& dir, int grace_s) {
   auto c = LoadCluster(dir);
   if (!c.ok()) return Fail(c.status());
-  int stopped = 0;
+  // chunkd first, metads next (stopping chunkds still talk to them), etcd
+  // last (metads still write to it).
+  std::vector<Proc> chunkds;
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
-    stopped += c->Stop(Chunkd(id), SIGTERM, true, grace_s).ok();
-  for (const Proc& m : c->metads())
-    stopped += c->Stop(m, SIGTERM, true, grace_s).ok();
-  for (const Proc& e : c->etcd_members())  // last: metads flush to etcd
-    stopped += c->Stop(e, SIGTERM, true, grace_s).ok();
+    chunkds.push_back(Chunkd(id));
+  int stopped = StopTogether(*c, chunkds, grace_s);
+  stopped += StopTogether(*c, c->metads(), grace_s);
+  stopped += StopTogether(*c, c->etcd_members(), grace_s);
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
               stopped);
   return 0;

@@ -143,6 +143,7 @@ ChunkStore::~ChunkStore() {
     stop_ = true;
   }
   queue_cv_.notify_all();
+  stop_cv_.notify_all();  // the compactor sleeps on it between passes
   if (compactor_.joinable()) compactor_.join();
   if (committer_.joinable()) committer_.join();
   if (indexer_.joinable()) indexer_.join();
