@@ -690,8 +690,11 @@ int StopTogether(Cluster& c, const std::vector<Proc>& procs, int grace_s) {
   for (size_t i = 0; i < procs.size(); ++i)
     signalled[i] = c.Stop(procs[i], SIGTERM, false, grace_s).ok();
   int stopped = 0;
-  for (size_t i = 0; i < procs.size(); ++i)
-    if (signalled[i]) stopped += c.Stop(procs[i], 0, true, grace_s).ok();
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!signalled[i]) continue;
+    (void)c.Stop(procs[i], 0, true, grace_s);  // NotFound: already gone
+    ++stopped;
+  }
   return stopped;
 }
 
@@ -699,13 +702,15 @@ int RunDown(const std::string& dir, int grace_s) {
   auto c = LoadCluster(dir);
   if (!c.ok()) return Fail(c.status());
   // chunkd first, metads next (stopping chunkds still talk to them), etcd
-  // last (metads still write to it).
+  // last (metads still write to it) and one by one: a stopping leader hands
+  // its leadership over, which waits out the grace when every member stops.
   std::vector<Proc> chunkds;
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
     chunkds.push_back(Chunkd(id));
   int stopped = StopTogether(*c, chunkds, grace_s);
   stopped += StopTogether(*c, c->metads(), grace_s);
-  stopped += StopTogether(*c, c->etcd_members(), grace_s);
+  for (const Proc& e : c->etcd_members())
+    stopped += c->Stop(e, SIGTERM, true, grace_s).ok();
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
               stopped);
   return 0;
