@@ -1,10 +1,15 @@
 // `stripefs cluster up|status|down|kill|start`: a local cluster of one metad
-// and N chunkd processes on loopback, for tests, demos and benchmarks.
+// and N chunkd processes on loopback, for tests, demos and benchmarks; with
+// --meta-engine etcd, an etcd cluster of its own (tools/cluster_etcd.h) and
+// several metads serving one volume in it.
 //
 // Everything lives under --dir D:
 //   D/cluster.key            cluster key (made by `up` if absent)
-//   D/cluster.conf           servers, geometry, base port (written by `up`)
-//   D/metad/  D/metad.{pid,addr,metrics,log}
+//   D/cluster.conf           servers, geometry, base port, engine (by `up`)
+//   D/metad/  D/metad.{pid,addr,metrics,log}                    rocksdb
+//   D/metad.<i>.{pid,addr,metrics,log}   i in 1..M              etcd
+//   D/metad.addr             every metad's address, one a line
+//   D/etcd.<i>/ D/etcd.<i>.{pid,addr,peer,log}  D/etcd.cluster  etcd
 //   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,metrics,log}     ids 1..N
 //   D/metrics.addrs          every daemon's Prometheus HOST:PORT, one a line
 //                            (metad first), for scrape configs and tests
@@ -32,9 +37,11 @@
 #include <thread>
 #include <vector>
 
+#include "backend/meta/etcd_kv.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "tools/cluster_etcd.h"
 #include "tools/cluster_files.h"
 #include "tools/cluster_netns.h"
 #include "tools/command.h"
@@ -49,12 +56,21 @@ using Clock = std::chrono::steady_clock;
 struct ClusterConf {
   uint32_t servers = 6;
   uint32_t k = 4, m = 2, cell_size = 256 * 1024;
-  uint32_t base_port = 0;  // 0: every process picks a free port
-  uint32_t netns = 0;      // 1: hosts as network namespaces (--netns)
+  uint32_t base_port = 0;     // 0: every process picks a free port
+  uint32_t netns = 0;         // 1: hosts as network namespaces (--netns)
+  uint32_t etcd_members = 0;  // 0: metad on RocksDB (D/metad/)
+  uint32_t metads = 1;        // with etcd: metad.1..metads
+  uint32_t etcd_timeout_ms = 5000;
+  // An etcd run elsewhere ("etcd://h:p[,h:p]/VOL", in D/etcd.location):
+  // no members of our own.
+  std::string etcd_location;
+  bool etcd() const { return etcd_members > 0 || !etcd_location.empty(); }
 };
 
 // In a namespace of its own every daemon has the same well-known ports.
 constexpr int kNetnsRpcPort = 7000, kNetnsMetricsPort = 9100;
+// The volume's key prefix in the cluster's own etcd.
+constexpr const char* kEtcdVolume = "stripefs";
 
 Status WriteText(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -72,7 +88,12 @@ Status SaveConf(const std::string& dir, const ClusterConf& c) {
   std::ostringstream o;
   o << "servers " << c.servers << "\nk " << c.k << "\nm " << c.m
     << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
-    << "\nnetns " << c.netns << "\n";
+    << "\nnetns " << c.netns << "\netcd_members " << c.etcd_members
+    << "\nmetads " << c.metads << "\netcd_timeout_ms " << c.etcd_timeout_ms
+    << "\n";
+  if (!c.etcd_location.empty())
+    STRIPEFS_RETURN_IF_ERROR(
+        WriteText(dir + "/etcd.location", c.etcd_location + "\n"));
   return WriteText(dir + "/cluster.conf", o.str());
 }
 
@@ -89,19 +110,30 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "cell_size") c.cell_size = static_cast<uint32_t>(v);
     if (name == "base_port") c.base_port = static_cast<uint32_t>(v);
     if (name == "netns") c.netns = static_cast<uint32_t>(v);
+    if (name == "etcd_members") c.etcd_members = static_cast<uint32_t>(v);
+    if (name == "metads") c.metads = static_cast<uint32_t>(v);
+    if (name == "etcd_timeout_ms") c.etcd_timeout_ms = static_cast<uint32_t>(v);
   }
+  c.etcd_location = ReadFirstLine(dir + "/etcd.location");
   return c;
 }
 
-// One daemon of the cluster: "metad" or "chunkd.<id>".
+// One daemon of the cluster: "metad" (rocksdb), "metad.<i>" (etcd),
+// "chunkd.<id>" or "etcd.<i>".
 struct Proc {
+  enum class Kind { kMetad, kChunkd, kEtcd };
   std::string name;
-  uint32_t id = 0;  // 0 for metad
+  uint32_t id = 0;  // chunkd id, metad/etcd index (0: the rocksdb metad)
+  Kind kind = Kind::kChunkd;
   std::string base(const std::string& dir) const { return dir + "/" + name; }
 };
 
-Proc Metad() { return {"metad", 0}; }
+Proc Metad() { return {"metad", 0, Proc::Kind::kMetad}; }
+Proc MetadOnEtcd(uint32_t i) {
+  return {"metad." + std::to_string(i), i, Proc::Kind::kMetad};
+}
 Proc Chunkd(uint32_t id) { return {"chunkd." + std::to_string(id), id}; }
+Proc Etcd(uint32_t i) { return {EtcdMembers::Name(i), i, Proc::Kind::kEtcd}; }
 
 // Pid from the pid file if that process is alive (and not a zombie).
 std::optional<pid_t> AlivePid(const std::string& pid_file) {
@@ -114,7 +146,8 @@ std::optional<pid_t> AlivePid(const std::string& pid_file) {
   if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z')
     return std::nullopt;
   std::string cmd = ReadFirstLine("/proc/" + std::to_string(pid) + "/cmdline");
-  if (cmd.find("stripefs") == std::string::npos)
+  if (cmd.find("stripefs") == std::string::npos &&
+      cmd.find("etcd") == std::string::npos)
     return std::nullopt;  // reused pid
   return pid;
 }
@@ -194,8 +227,24 @@ struct Cluster {
   ClusterConf conf;
   std::optional<NetnsLayout> net;  // set when conf.netns
   std::string key_path() const { return dir + "/cluster.key"; }
-  std::string meta_address() const {
-    return ReadFirstLine(dir + "/metad.addr");
+  // Every metad, comma-separated (clients fail over between them).
+  std::string meta_address() const { return MetaAddresses(dir); }
+  EtcdMembers etcd() const { return EtcdMembers(dir, conf.etcd_members); }
+  // The volume's etcd location (without options).
+  std::string etcd_location() const {
+    return conf.etcd_members > 0 ? etcd().Location(kEtcdVolume)
+                                 : conf.etcd_location;
+  }
+  std::vector<Proc> metads() const {
+    if (!conf.etcd()) return {Metad()};
+    std::vector<Proc> out;
+    for (uint32_t i = 1; i <= conf.metads; ++i) out.push_back(MetadOnEtcd(i));
+    return out;
+  }
+  std::vector<Proc> etcd_members() const {
+    std::vector<Proc> out;
+    for (uint32_t i = 1; i <= conf.etcd_members; ++i) out.push_back(Etcd(i));
+    return out;
   }
 
   std::string ListenFor(const Proc& p) const {
@@ -203,8 +252,29 @@ struct Cluster {
       return net->HostAddress(p.id) + ":" + std::to_string(kNetnsRpcPort);
     std::string prev = ReadFirstLine(p.base(dir) + ".addr");
     if (!prev.empty()) return prev;
-    if (conf.base_port == 0) return "127.0.0.1:0";
-    return "127.0.0.1:" + std::to_string(conf.base_port + p.id);
+    // With etcd, metad.1 takes the base port, the others free ones.
+    if (conf.base_port == 0 || (p.kind == Proc::Kind::kMetad && p.id > 1))
+      return "127.0.0.1:0";
+    const uint32_t offset = p.kind == Proc::Kind::kMetad ? 0 : p.id;
+    return "127.0.0.1:" + std::to_string(conf.base_port + offset);
+  }
+
+  // D/metad.addr from the etcd metads' address files (a rocksdb metad
+  // writes it itself).
+  Status WriteMetaAddrs() const {
+    std::string text;
+    for (const Proc& m : metads()) {
+      std::string a = ReadFirstLine(m.base(dir) + ".addr");
+      if (!a.empty()) text += a + "\n";
+    }
+    return WriteText(dir + "/metad.addr", text);
+  }
+
+  // Starts etcd member `p` (the caller waits for it: see EtcdMembers).
+  Status StartEtcd(const Proc& p) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> args, etcd().Args(p.id));
+    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, p.base(dir) + ".log"));
+    return WriteText(p.base(dir) + ".pid", std::to_string(pid) + "\n");
   }
 
   // Starts one daemon and waits until it wrote its address file.
@@ -212,6 +282,7 @@ struct Cluster {
     if (auto pid = AlivePid(p.base(dir) + ".pid"))
       return Status::Exists(p.name + " already running (pid " +
                             std::to_string(*pid) + ")");
+    if (p.kind == Proc::Kind::kEtcd) return StartEtcd(p);
     std::string base = p.base(dir);
     std::string listen = ListenFor(p);
     // Metrics keep their port across restarts, like the RPC address.
@@ -222,10 +293,14 @@ struct Cluster {
     if (metrics.empty()) metrics = "127.0.0.1:0";
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
-    if (p.id == 0) {
+    if (p.kind == Proc::Kind::kMetad) {
+      const std::string store = conf.etcd()
+                                    ? etcd_location() + "?timeout_ms=" +
+                                          std::to_string(conf.etcd_timeout_ms)
+                                    : base;
       args.insert(args.end(),
-                  {"metad", "--dir", base, "--k", std::to_string(conf.k), "--m",
-                   std::to_string(conf.m), "--cell-size",
+                  {"metad", "--dir", store, "--k", std::to_string(conf.k),
+                   "--m", std::to_string(conf.m), "--cell-size",
                    std::to_string(conf.cell_size)});
     } else {
       std::string meta = meta_address();
@@ -233,7 +308,8 @@ struct Cluster {
         return Status::Unavailable("metad is not running (no " + dir +
                                    "/metad.addr); run `stripefs cluster start "
                                    "--dir " +
-                                   dir + " --server metad` first");
+                                   dir + " --server " + metads()[0].name +
+                                   "` first");
       args.insert(args.end(), {"chunkd", "--dir", base, "--id",
                                std::to_string(p.id), "--meta", meta});
     }
@@ -247,7 +323,9 @@ struct Cluster {
         WriteText(base + ".pid", std::to_string(pid) + "\n"));
     auto until = Clock::now() + std::chrono::seconds(timeout_s);
     while (Clock::now() < until) {
-      if (!ReadFirstLine(base + ".addr").empty()) return Status::Ok();
+      if (!ReadFirstLine(base + ".addr").empty())
+        return p.kind == Proc::Kind::kMetad && conf.etcd() ? WriteMetaAddrs()
+                                                           : Status::Ok();
       int st;
       if (::waitpid(pid, &st, WNOHANG) == pid) {
         ::unlink((base + ".pid").c_str());
@@ -298,7 +376,9 @@ struct Cluster {
 
   // D/metrics.addrs from the daemons' metrics address files.
   Status WriteMetricsAddrs() const {
-    std::string text = ReadFirstLine(Metad().base(dir) + ".metrics") + "\n";
+    std::string text;
+    for (const Proc& m : metads())
+      text += ReadFirstLine(m.base(dir) + ".metrics") + "\n";
     for (uint32_t id = 1; id <= conf.servers; ++id)
       text += ReadFirstLine(Chunkd(id).base(dir) + ".metrics") + "\n";
     return WriteText(dir + "/metrics.addrs", text);
@@ -358,16 +438,24 @@ int Fail(const Status& s) {
   return 1;
 }
 
-// Parses --server: "metad"/"meta" or a chunkd id in 1..N.
+// Parses --server: "metad"/"meta" (the first metad), "metad.I", "etcd.I"
+// or a chunkd id in 1..N.
 Result<Proc> ParseServer(const Cluster& c, const std::string& s) {
-  if (s == "metad" || s == "meta") return Metad();
+  if (s == "metad" || s == "meta") return c.metads()[0];
+  for (const Proc& p : c.metads())
+    if (s == p.name) return p;
+  for (const Proc& p : c.etcd_members())
+    if (s == p.name) return p;
   char* end = nullptr;
   unsigned long id = std::strtoul(s.c_str(), &end, 10);
   if (s.empty() || *end != 0 || id == 0 || id > c.conf.servers)
-    return Status::InvalidArgument("--server '" + s +
-                                   "': expected metad or a "
-                                   "chunkd id 1.." +
-                                   std::to_string(c.conf.servers));
+    return Status::InvalidArgument(
+        "--server '" + s + "': expected metad" +
+        (c.conf.etcd() ? ".1.." + std::to_string(c.conf.metads) : "") +
+        (c.conf.etcd_members > 0
+             ? ", etcd.1.." + std::to_string(c.conf.etcd_members)
+             : "") +
+        " or a chunkd id 1.." + std::to_string(c.conf.servers));
   return Chunkd(static_cast<uint32_t>(id));
 }
 
@@ -377,7 +465,66 @@ struct UpFlags {
   int timeout_s = 30;
   bool netns = false;
   NetnsOptions net;
+  std::string meta_engine = "rocksdb";  // or "etcd"
+  bool engine_given = false;            // --meta-engine/--etcd-members/--metads
 };
+
+// The engine flags into f->conf, checked against an earlier cluster in the
+// same directory (`old`): its engine stays unless flags say otherwise, and
+// a volume cannot move between engines.
+Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
+  if (f->meta_engine != "rocksdb" && f->meta_engine != "etcd")
+    return Status::InvalidArgument("--meta-engine '" + f->meta_engine +
+                                   "': expected rocksdb or etcd");
+  if (!f->engine_given && old) {
+    f->conf.etcd_members = old->etcd_members;
+    f->conf.metads = old->metads;
+    f->conf.etcd_timeout_ms = old->etcd_timeout_ms;
+    f->conf.etcd_location = old->etcd_location;
+  } else if (f->meta_engine == "rocksdb") {
+    if (f->conf.metads != 1 || f->conf.etcd_members != 0 ||
+        !f->conf.etcd_location.empty())
+      return Status::InvalidArgument(
+          "--metads/--etcd-members/--etcd need --meta-engine etcd (a RocksDB "
+          "volume is served by one metad)");
+  } else if (!f->conf.etcd_location.empty()) {
+    if (f->conf.etcd_members != 0)
+      return Status::InvalidArgument(
+          "give either --etcd (an etcd run elsewhere) or --etcd-members "
+          "(members of our own), not both");
+    if (f->conf.etcd_location.find('?') != std::string::npos)
+      return Status::InvalidArgument(
+          "--etcd takes no ?options; give the timeout as --etcd-timeout-ms");
+    auto where = ParseEtcdLocation(f->conf.etcd_location);
+    if (!where.ok()) return where.status().Annotate("--etcd");
+  } else if (f->conf.etcd_members == 0) {
+    f->conf.etcd_members = 3;
+  }
+  if (old && old->etcd() != f->conf.etcd())
+    return Status::InvalidArgument("the cluster in " + f->dir +
+                                   " keeps its metadata in " +
+                                   (old->etcd() ? "etcd" : "rocksdb") +
+                                   "; drop --meta-engine or use a new --dir");
+  if (old && old->etcd() && old->etcd_members != f->conf.etcd_members)
+    return Status::InvalidArgument(
+        "the cluster in " + f->dir + " has " +
+        std::to_string(old->etcd_members) +
+        " etcd members; drop --etcd-members or use a new --dir");
+  if (f->conf.etcd_members > 0) {
+    std::string missing = EtcdMissing();
+    if (!missing.empty()) return Status::NotFound(missing);
+  }
+  return Status::Ok();
+}
+
+// Starts the etcd members and waits until every one serves.
+Status StartEtcdMembers(Cluster& c, int timeout_s) {
+  EtcdMembers etcd = c.etcd();
+  STRIPEFS_RETURN_IF_ERROR(etcd.Plan());
+  for (const Proc& p : c.etcd_members())
+    STRIPEFS_RETURN_IF_ERROR(c.Start(p, timeout_s));
+  return etcd.WaitServing(timeout_s);
+}
 
 int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   std::error_code ec;
@@ -386,8 +533,15 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     return Fail(
         Status(ec.value(), "cannot create " + f.dir + ": " + ec.message()));
   f.dir = fs::absolute(f.dir).string();
+  const std::optional<ClusterConf> old = LoadConf(f.dir);
+  if (Status s = ResolveEngine(&f, old); !s.ok()) return Fail(s);
+  if (f.netns && f.conf.etcd())
+    return Fail(Status::InvalidArgument(
+        "--netns runs the rocksdb engine only (etcd members and several "
+        "metads have no namespaces of their own yet); drop --netns or "
+        "--meta-engine etcd"));
   bool was_netns = false;
-  if (auto old = LoadConf(f.dir)) {  // restart of an existing cluster
+  if (old) {  // restart of an existing cluster
     was_netns = old->netns != 0;
     if (!geometry_given)
       f.conf.k = old->k, f.conf.m = old->m, f.conf.cell_size = old->cell_size;
@@ -398,11 +552,13 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     return Fail(Status::InvalidArgument("--servers must be 1..1000"));
   f.conf.netns = f.netns ? 1 : 0;
   Cluster c{f.dir, f.conf, std::nullopt};
-  if (auto pid = AlivePid(f.dir + "/metad.pid"))
-    return Fail(Status::Exists("a cluster is already running in " + f.dir +
-                               " (metad pid " + std::to_string(*pid) +
-                               "); `stripefs cluster down --dir " + f.dir +
-                               "` first"));
+  for (const Proc& m : c.metads()) {
+    if (auto pid = AlivePid(m.base(f.dir) + ".pid"))
+      return Fail(Status::Exists(
+          "a cluster is already running in " + f.dir + " (" + m.name + " pid " +
+          std::to_string(*pid) + "); `stripefs cluster down --dir " + f.dir +
+          "` first"));
+  }
   if (!fs::exists(c.key_path())) {
     Status s = rpc::ClusterKey::Generate(c.key_path());
     if (!s.ok()) return Fail(s);
@@ -432,7 +588,8 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   auto teardown = [&] {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       (void)c.Stop(Chunkd(id), SIGTERM, true, 5);
-    (void)c.Stop(Metad(), SIGTERM, true, 5);
+    for (const Proc& m : c.metads()) (void)c.Stop(m, SIGTERM, true, 5);
+    for (const Proc& e : c.etcd_members()) (void)c.Stop(e, SIGTERM, true, 5);
   };
   ::unlink((f.dir + "/metad.addr").c_str());  // a new metad writes it when up
   if (f.conf.base_port != 0) {
@@ -440,7 +597,10 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       ::unlink((Chunkd(id).base(f.dir) + ".addr").c_str());
   }
-  Status s = c.Start(Metad(), f.timeout_s);
+  Status s =
+      f.conf.etcd_members > 0 ? StartEtcdMembers(c, f.timeout_s) : Status::Ok();
+  for (const Proc& m : c.metads())
+    if (s.ok()) s = c.Start(m, f.timeout_s);
   if (!s.ok()) {
     teardown();
     return Fail(s);
@@ -475,14 +635,61 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
               c.key_path().c_str());
   std::printf("metrics: %s/metrics.addrs\n", f.dir.c_str());
+  if (f.conf.etcd())
+    std::printf("etcd: %u metads on %s%s\n", f.conf.metads,
+                c.etcd_location().c_str(),
+                f.conf.etcd_members > 0 ? "" : " (external)");
   return 0;
+}
+
+// `cluster status`'s etcd table: each member's address, pid and Raft role.
+// Returns how many members do not answer.
+int PrintEtcdStatus(const Cluster& c) {
+  int bad = 0;
+  std::printf("%-10s %-8s %-22s %-9s %s\n", "etcd", "pid", "address", "role",
+              "raft term");
+  for (const EtcdMemberStatus& m : c.etcd().Describe()) {
+    auto pid = AlivePid(Etcd(m.member).base(c.dir) + ".pid");
+    bad += !m.answered;
+    std::printf("%-10s %-8s %-22s %-9s %s\n", Etcd(m.member).name.c_str(),
+                pid ? std::to_string(*pid).c_str() : "-", m.address.c_str(),
+                !m.answered ? "-"
+                : m.leader  ? "leader"
+                            : "follower",
+                m.answered ? std::to_string(m.raft_term).c_str()
+                           : ("NOT SERVING (" + m.error + ")").c_str());
+  }
+  return bad;
+}
+
+// Each etcd metad on its own (a client would fail over past a dead one).
+// Returns how many do not answer.
+int PrintMetadStatus(const Cluster& c,
+                     const std::shared_ptr<const rpc::ClusterKey>& key) {
+  int bad = 0;
+  for (const Proc& m : c.metads()) {
+    const std::string addr = ReadFirstLine(m.base(c.dir) + ".addr");
+    rpc::RpcClientOptions o = rpc::RemoteMetaService::DefaultOptions();
+    o.call_timeout = std::chrono::milliseconds(3000);
+    o.connect_timeout = std::chrono::milliseconds(500);
+    rpc::RemoteMetaService meta(addr, key, o);
+    auto geo = addr.empty() ? Result<Geometry>(Status::NotFound("no address"))
+                            : meta.GetGeometry();
+    bad += !geo.ok();
+    std::printf(
+        "%-10s %-22s %s\n", m.name.c_str(), addr.c_str(),
+        geo.ok() ? "serving"
+                 : ("NOT SERVING (" + geo.status().ToString() + ")").c_str());
+  }
+  return bad;
 }
 
 int RunStatus(const std::string& dir) {
   auto c = LoadCluster(dir);
   if (!c.ok()) return Fail(c.status());
   int bad = 0;
-  std::vector<Proc> procs = {Metad()};
+  std::vector<Proc> procs = c->etcd_members();
+  for (const Proc& m : c->metads()) procs.push_back(m);
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
     procs.push_back(Chunkd(id));
   std::printf("%-10s %-8s %-22s\n", "process", "pid", "address");
@@ -497,8 +704,12 @@ int RunStatus(const std::string& dir) {
                                   "--signal 18` resumes it)"
                                 : "");
   }
+  if (c->conf.etcd_members > 0) bad += PrintEtcdStatus(*c);
+  if (!c->conf.etcd_location.empty())
+    std::printf("etcd: external, %s\n", c->conf.etcd_location.c_str());
   auto key = rpc::ClusterKey::Load(c->key_path());
   if (!key.ok()) return Fail(key.status());
+  if (c->conf.etcd()) bad += PrintMetadStatus(*c, *key);
   std::string meta_addr = c->meta_address();
   if (meta_addr.empty()) {
     std::printf("metad: no address (not running)\n");
@@ -545,22 +756,36 @@ int RunStatus(const std::string& dir) {
   return bad == 0 ? 0 : 1;
 }
 
+// SIGTERMs every process of `procs` first, so they shut down in parallel
+// (each takes a moment: flush, close the store), then waits for each.
+int StopTogether(Cluster& c, const std::vector<Proc>& procs, int grace_s) {
+  std::vector<bool> signalled(procs.size(), false);
+  for (size_t i = 0; i < procs.size(); ++i)
+    signalled[i] = c.Stop(procs[i], SIGTERM, false, grace_s).ok();
+  int stopped = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!signalled[i]) continue;
+    (void)c.Stop(procs[i], 0, true, grace_s);  // NotFound: already gone
+    ++stopped;
+  }
+  return stopped;
+}
+
 int RunDown(const std::string& dir, int grace_s) {
   auto conf = LoadConf(dir);
   // A --netns `up` that failed early may have left only a network.
   if (!conf && !LoadNetnsLayout(dir)) return Fail(LoadCluster(dir).status());
-  auto c = std::optional<Cluster>(
-      Cluster{dir, conf.value_or(ClusterConf{}), std::nullopt});
-  // Every chunkd gets SIGTERM first so they shut down in parallel (each takes
-  // a moment: flush, close the store), then we wait for them; metad goes
-  // last because stopping chunkds still talk to it.
-  int stopped = 0;
-  std::vector<bool> signalled(c->conf.servers + 1, false);
-  for (uint32_t id = 1; id <= c->conf.servers; ++id)
-    signalled[id] = c->Stop(Chunkd(id), SIGTERM, false, grace_s).ok();
-  for (uint32_t id = 1; id <= c->conf.servers; ++id)
-    if (signalled[id]) stopped += c->Stop(Chunkd(id), 0, true, grace_s).ok();
-  stopped += c->Stop(Metad(), SIGTERM, true, grace_s).ok();
+  Cluster c{dir, conf.value_or(ClusterConf{}), std::nullopt};
+  // chunkd first, metads next (stopping chunkds still talk to them), etcd
+  // last (metads still write to it) and one by one: a stopping leader hands
+  // its leadership over, which waits out the grace when every member stops.
+  std::vector<Proc> chunkds;
+  for (uint32_t id = 1; id <= c.conf.servers; ++id)
+    chunkds.push_back(Chunkd(id));
+  int stopped = StopTogether(c, chunkds, grace_s);
+  stopped += StopTogether(c, c.metads(), grace_s);
+  for (const Proc& e : c.etcd_members())
+    stopped += c.Stop(e, SIGTERM, true, grace_s).ok();
   if (Status s = TeardownNetns(dir); !s.ok()) return Fail(s);
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
               stopped);
@@ -602,6 +827,8 @@ int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
   auto p = ParseServer(*c, server);
   if (!p.ok()) return Fail(p.status());
   Status s = c->Start(*p, timeout_s);
+  if (s.ok() && p->kind == Proc::Kind::kEtcd)
+    s = c->etcd().WaitServing(timeout_s, {p->id});
   if (s.ok()) s = c->WriteMetricsAddrs();
   if (!s.ok()) return Fail(s);
   std::printf("%s running at %s\n", p->name.c_str(),
@@ -659,7 +886,32 @@ CommandRegistration cluster_commands([](CLI::App& app) {
                     "(\"delay 1ms loss 0.1%\"); fails where the kernel has "
                     "no sch_netem")
         ->needs(netns);
+    auto* me = cmd->add_option("--meta-engine", f->meta_engine,
+                               "rocksdb (one metad) or etcd (an etcd cluster "
+                               "of its own and --metads metads)")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"rocksdb", "etcd"}));
+    auto* em = cmd->add_option("--etcd-members", f->conf.etcd_members,
+                               "etcd members on loopback (etcd engine; "
+                               "default 3)")
+                   ->check(InRange(kEtcdMembersRange));
+    auto* md = cmd->add_option("--metads", f->conf.metads,
+                               "metads serving the volume (etcd engine)")
+                   ->capture_default_str()
+                   ->check(InRange(kMetadsRange));
+    auto* et = cmd->add_option("--etcd-timeout-ms", f->conf.etcd_timeout_ms,
+                               "metad's etcd calls fail (ETIMEDOUT) after "
+                               "this long without a quorum")
+                   ->capture_default_str()
+                   ->check(InRange(kEtcdTimeoutMsRange));
+    auto* el = cmd->add_option(
+        "--etcd", f->conf.etcd_location,
+        "etcd engine on an etcd run elsewhere: etcd://H:P[,H:P]/VOL (no "
+        "members of our own)");
     cmd->callback([=] {
+      f->engine_given =
+          me->count() + em->count() + md->count() + et->count() + el->count() >
+          0;
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
     });
@@ -689,7 +941,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     auto server = std::make_shared<std::string>();
     auto sig = std::make_shared<int>(SIGKILL);
     cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+    cmd->add_option("--server", *server,
+                    "chunkd id (1..N), metad, metad.I or etcd.I")
         ->required();
     cmd->add_option("--signal", *sig, "signal number")
         ->capture_default_str()
@@ -716,7 +969,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     auto server = std::make_shared<std::string>();
     auto timeout = std::make_shared<int>(30);
     cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+    cmd->add_option("--server", *server,
+                    "chunkd id (1..N), metad, metad.I or etcd.I")
         ->required();
     cmd->add_option("--timeout", *timeout, "seconds to wait")
         ->capture_default_str()

@@ -201,6 +201,7 @@ TEST_F(MetadOutageTest, RestartWithinTheHoldIsNoApplicationError) {
         cluster_->Sh("timeout 600 fio --name=hold --directory=" + mnt_ +
                      " --rw=write --bs=1M --size=48M --numjobs=2 --end_fsync=1"
                      " --verify=crc32c --do_verify=1 --verify_fatal=1"
+                     " --verify_state_save=0"
                      " --output=" +
                      cluster_->dir() + "/fio.out");
   });

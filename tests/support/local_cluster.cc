@@ -11,6 +11,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "tests/support/run_command.h"
+
 namespace stripefs::testing {
 namespace {
 
@@ -43,6 +45,18 @@ std::string NetnsSkipReason() {
   return ClusterSkipReason();
 }
 
+std::string EtcdClusterSkipReason() {
+  std::string why = ClusterSkipReason();
+  if (!why.empty()) return why;
+  for (const char* bin : {"/usr/bin/etcd", "/usr/bin/etcdctl"}) {
+    if (::access(bin, X_OK) != 0)
+      return std::string(bin) +
+             " is not installed (scripts/install-deps.sh installs "
+             "etcd-server and etcd-client)";
+  }
+  return "";
+}
+
 std::string ClusterSkipReason() {
 #ifdef STRIPEFS_BINARY
   if (::access(STRIPEFS_BINARY, X_OK) != 0)
@@ -58,7 +72,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (const char* env = std::getenv("STRIPEFS_TEST_NETNS");
       env && std::string(env) == "1")
     o.netns = true;
-  const std::string why = o.netns ? NetnsSkipReason() : ClusterSkipReason();
+  const std::string why = o.engine == MetaEngine::kEtcd
+                              ? EtcdClusterSkipReason()
+                          : o.netns ? NetnsSkipReason()
+                                    : ClusterSkipReason();
   if (!why.empty()) return Status::NotSupported(why);
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   c->o_ = o;
@@ -78,6 +95,13 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (o.k != 0) args += " --k " + std::to_string(o.k);
   if (o.m != 0) args += " --m " + std::to_string(o.m);
   args += " --cell-size " + std::to_string(o.cell_size) + " --dir " + c->dir_;
+  if (o.engine == MetaEngine::kEtcd) {
+    args += " --meta-engine etcd --metads " + std::to_string(o.metads) +
+            " --etcd-timeout-ms " + std::to_string(o.etcd_timeout_ms);
+    args += o.etcd_location.empty()
+                ? " --etcd-members " + std::to_string(o.etcd_members)
+                : " --etcd " + o.etcd_location;
+  }
   if (o.netns) args += " --netns";
   if (!o.link_rate.empty()) args += " --link-rate " + o.link_rate;
   Status up = c->CliOk(args);
@@ -88,7 +112,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   }
   STRIPEFS_RETURN_IF_ERROR(up);
   std::ifstream addr(c->dir_ + "/metad.addr");
-  std::getline(addr, c->meta_);
+  for (std::string line; std::getline(addr, line);)
+    if (!line.empty()) c->meta_ += (c->meta_.empty() ? "" : ",") + line;
   if (c->meta_.empty())
     return Status::IoError("no " + c->dir_ + "/metad.addr after cluster up");
   return c;
@@ -165,6 +190,37 @@ std::string LocalCluster::NetworkLeftovers() const {
     if (name.rfind("s" + tag_ + "-", 0) == 0) left += " link " + name;
   }
   return left;
+}
+
+std::string LocalCluster::metad_name(int index) const {
+  return o_.engine == MetaEngine::kEtcd ? "metad." + std::to_string(index)
+                                        : "metad";
+}
+
+std::string LocalCluster::metad_address(int index) const {
+  std::string base = dir_ + "/" + metad_name(index);
+  std::string a = Slurp(base + ".addr");
+  while (!a.empty() && (a.back() == '\n' || a.back() == ' ')) a.pop_back();
+  return a;
+}
+
+Result<int> LocalCluster::EtcdLeader() {
+#ifdef STRIPEFS_BINARY
+  CommandOutput st = RunCommand(std::string(STRIPEFS_BINARY) +
+                                " cluster status --dir " + dir_);
+  std::istringstream lines(st.out);
+  for (std::string line; std::getline(lines, line);) {
+    // "etcd.2     1234     127.0.0.1:4000         leader    3"
+    std::istringstream w(line);
+    std::string name, pid, addr, role;
+    if (w >> name >> pid >> addr >> role && role == "leader" &&
+        name.rfind("etcd.", 0) == 0)
+      return std::atoi(name.c_str() + 5);
+  }
+  return Status::NotFound("no etcd member answers as leader:\n" + st.out);
+#else
+  return Status::NotSupported("no stripefs binary");
+#endif
 }
 
 Status LocalCluster::Down() {

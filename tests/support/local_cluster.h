@@ -32,6 +32,11 @@ namespace stripefs::testing {
 std::string ClusterSkipReason();
 // "" when a --netns cluster can be started (root, iproute2), else why not.
 std::string NetnsSkipReason();
+// As ClusterSkipReason, for an etcd-backed cluster (also needs Debian's etcd
+// and etcdctl, and the etcd engine built).
+std::string EtcdClusterSkipReason();
+
+enum class MetaEngine { kRocksDb, kEtcd };
 
 struct LocalClusterOptions {
   int servers = 7;  // chunkd processes, ids 1..servers
@@ -48,6 +53,15 @@ struct LocalClusterOptions {
   // cluster (to run a whole cluster suite over namespaces, tests/cluster).
   bool netns = false;
   std::string link_rate;
+  // kEtcd: `cluster up --meta-engine etcd --etcd-members E --metads M`; a
+  // metad's etcd calls fail after etcd_timeout_ms without a quorum.
+  MetaEngine engine = MetaEngine::kRocksDb;
+  int etcd_members = 3;
+  // Not empty: the volume lives at this etcd:// location of an etcd run
+  // elsewhere (`cluster up --etcd`), no members of the cluster's own.
+  std::string etcd_location;
+  int metads = 2;
+  int etcd_timeout_ms = 5000;
 };
 
 class LocalCluster {
@@ -59,7 +73,12 @@ class LocalCluster {
   LocalCluster& operator=(const LocalCluster&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Every metad, comma-separated (the --meta a client fails over along).
   const std::string& meta_address() const { return meta_; }
+  // One metad's address (index 1..metads with etcd; 1 = the only one else).
+  std::string metad_address(int index) const;
+  // The name `cluster kill/start --server` takes for metad `index`.
+  std::string metad_name(int index) const;
   std::string key_file() const { return dir_ + "/cluster.key"; }
 
   // Runs `stripefs ARGS` (Sh: a shell command), output appended to the log;
@@ -84,6 +103,10 @@ class LocalCluster {
   Status Heal(const std::string& server);
   // The namespace tag ("" without netns): namespaces are sfs-<tag>-*.
   const std::string& netns_tag() const { return tag_; }
+
+  // etcd engine: the member (1..etcd_members) that is the Raft leader now
+  // (`cluster status`), ENOENT if none answers as leader.
+  Result<int> EtcdLeader();
 
   // `cluster down`; then SIGKILLs every daemon that survived it. An error
   // names the survivors (or the failed command). Idempotent.
