@@ -273,7 +273,7 @@ struct Cluster {
   // Starts etcd member `p` (the caller waits for it: see EtcdMembers).
   Status StartEtcd(const Proc& p) {
     STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> args, etcd().Args(p.id));
-    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, p.base(dir) + ".log"));
+    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, p.base(dir) + ".log", ""));
     return WriteText(p.base(dir) + ".pid", std::to_string(pid) + "\n");
   }
 
