@@ -1,10 +1,15 @@
 // `stripefs cluster up|status|down|kill|start`: a local cluster of one metad
-// and N chunkd processes on loopback, for tests, demos and benchmarks.
+// and N chunkd processes on loopback, for tests, demos and benchmarks; with
+// --meta-engine etcd, an etcd cluster of its own (tools/cluster_etcd.h) and
+// several metads serving one volume in it.
 //
 // Everything lives under --dir D:
 //   D/cluster.key            cluster key (made by `up` if absent)
-//   D/cluster.conf           servers, geometry, base port (written by `up`)
-//   D/metad/  D/metad.{pid,addr,metrics,log}
+//   D/cluster.conf           servers, geometry, base port, engine (by `up`)
+//   D/metad/  D/metad.{pid,addr,metrics,log}                    rocksdb
+//   D/metad.<i>.{pid,addr,metrics,log}   i in 1..M              etcd
+//   D/metad.addr             every metad's address, one a line
+//   D/etcd.<i>/ D/etcd.<i>.{pid,addr,peer,log}  D/etcd.cluster  etcd
 //   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,metrics,log}     ids 1..N
 //   D/metrics.addrs          every daemon's Prometheus HOST:PORT, one a line
 //                            (metad first), for scrape configs and tests
@@ -32,6 +37,7 @@
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "tools/cluster_etcd.h"
 #include "tools/cluster_files.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
@@ -45,8 +51,15 @@ using Clock = std::chrono::steady_clock;
 struct ClusterConf {
   uint32_t servers = 6;
   uint32_t k = 4, m = 2, cell_size = 256 * 1024;
-  uint32_t base_port = 0;  // 0: every process picks a free port
+  uint32_t base_port = 0;     // 0: every process picks a free port
+  uint32_t etcd_members = 0;  // 0: metad on RocksDB (D/metad/)
+  uint32_t metads = 1;        // with etcd: metad.1..metads
+  uint32_t etcd_timeout_ms = 5000;
+  bool etcd() const { return etcd_members > 0; }
 };
+
+// The volume's key prefix in the cluster's own etcd.
+constexpr const char* kEtcdVolume = "stripefs";
 
 Status WriteText(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
@@ -63,7 +76,9 @@ Status WriteText(const std::string& path, const std::string& text) {
 Status SaveConf(const std::string& dir, const ClusterConf& c) {
   std::ostringstream o;
   o << "servers " << c.servers << "\nk " << c.k << "\nm " << c.m
-    << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port << "\n";
+    << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
+    << "\netcd_members " << c.etcd_members << "\nmetads " << c.metads
+    << "\netcd_timeout_ms " << c.etcd_timeout_ms << "\n";
   return WriteText(dir + "/cluster.conf", o.str());
 }
 
@@ -79,19 +94,29 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "m") c.m = static_cast<uint32_t>(v);
     if (name == "cell_size") c.cell_size = static_cast<uint32_t>(v);
     if (name == "base_port") c.base_port = static_cast<uint32_t>(v);
+    if (name == "etcd_members") c.etcd_members = static_cast<uint32_t>(v);
+    if (name == "metads") c.metads = static_cast<uint32_t>(v);
+    if (name == "etcd_timeout_ms") c.etcd_timeout_ms = static_cast<uint32_t>(v);
   }
   return c;
 }
 
-// One daemon of the cluster: "metad" or "chunkd.<id>".
+// One daemon of the cluster: "metad" (rocksdb), "metad.<i>" (etcd),
+// "chunkd.<id>" or "etcd.<i>".
 struct Proc {
+  enum class Kind { kMetad, kChunkd, kEtcd };
   std::string name;
-  uint32_t id = 0;  // 0 for metad
+  uint32_t id = 0;  // chunkd id, metad/etcd index (0: the rocksdb metad)
+  Kind kind = Kind::kChunkd;
   std::string base(const std::string& dir) const { return dir + "/" + name; }
 };
 
-Proc Metad() { return {"metad", 0}; }
+Proc Metad() { return {"metad", 0, Proc::Kind::kMetad}; }
+Proc MetadOnEtcd(uint32_t i) {
+  return {"metad." + std::to_string(i), i, Proc::Kind::kMetad};
+}
 Proc Chunkd(uint32_t id) { return {"chunkd." + std::to_string(id), id}; }
+Proc Etcd(uint32_t i) { return {EtcdMembers::Name(i), i, Proc::Kind::kEtcd}; }
 
 // Pid from the pid file if that process is alive (and not a zombie).
 std::optional<pid_t> AlivePid(const std::string& pid_file) {
@@ -104,7 +129,8 @@ std::optional<pid_t> AlivePid(const std::string& pid_file) {
   if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z')
     return std::nullopt;
   std::string cmd = ReadFirstLine("/proc/" + std::to_string(pid) + "/cmdline");
-  if (cmd.find("stripefs") == std::string::npos)
+  if (cmd.find("stripefs") == std::string::npos &&
+      cmd.find("etcd") == std::string::npos)
     return std::nullopt;  // reused pid
   return pid;
 }
@@ -175,15 +201,47 @@ struct Cluster {
   std::string dir;
   ClusterConf conf;
   std::string key_path() const { return dir + "/cluster.key"; }
-  std::string meta_address() const {
-    return ReadFirstLine(dir + "/metad.addr");
+  // Every metad, comma-separated (clients fail over between them).
+  std::string meta_address() const { return MetaAddresses(dir); }
+  EtcdMembers etcd() const { return EtcdMembers(dir, conf.etcd_members); }
+  std::vector<Proc> metads() const {
+    if (!conf.etcd()) return {Metad()};
+    std::vector<Proc> out;
+    for (uint32_t i = 1; i <= conf.metads; ++i) out.push_back(MetadOnEtcd(i));
+    return out;
+  }
+  std::vector<Proc> etcd_members() const {
+    std::vector<Proc> out;
+    for (uint32_t i = 1; i <= conf.etcd_members; ++i) out.push_back(Etcd(i));
+    return out;
   }
 
   std::string ListenFor(const Proc& p) const {
     std::string prev = ReadFirstLine(p.base(dir) + ".addr");
     if (!prev.empty()) return prev;
-    if (conf.base_port == 0) return "127.0.0.1:0";
-    return "127.0.0.1:" + std::to_string(conf.base_port + p.id);
+    // With etcd, metad.1 takes the base port, the others free ones.
+    if (conf.base_port == 0 || (p.kind == Proc::Kind::kMetad && p.id > 1))
+      return "127.0.0.1:0";
+    const uint32_t offset = p.kind == Proc::Kind::kMetad ? 0 : p.id;
+    return "127.0.0.1:" + std::to_string(conf.base_port + offset);
+  }
+
+  // D/metad.addr from the etcd metads' address files (a rocksdb metad
+  // writes it itself).
+  Status WriteMetaAddrs() const {
+    std::string text;
+    for (const Proc& m : metads()) {
+      std::string a = ReadFirstLine(m.base(dir) + ".addr");
+      if (!a.empty()) text += a + "\n";
+    }
+    return WriteText(dir + "/metad.addr", text);
+  }
+
+  // Starts etcd member `p` (the caller waits for it: see EtcdMembers).
+  Status StartEtcd(const Proc& p) {
+    STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> args, etcd().Args(p.id));
+    STRIPEFS_ASSIGN_OR_RETURN(pid_t pid, Spawn(args, p.base(dir) + ".log"));
+    return WriteText(p.base(dir) + ".pid", std::to_string(pid) + "\n");
   }
 
   // Starts one daemon and waits until it wrote its address file.
@@ -191,6 +249,7 @@ struct Cluster {
     if (auto pid = AlivePid(p.base(dir) + ".pid"))
       return Status::Exists(p.name + " already running (pid " +
                             std::to_string(*pid) + ")");
+    if (p.kind == Proc::Kind::kEtcd) return StartEtcd(p);
     std::string base = p.base(dir);
     std::string listen = ListenFor(p);
     // Metrics keep their port across restarts, like the RPC address.
@@ -198,10 +257,15 @@ struct Cluster {
     if (metrics.empty()) metrics = "127.0.0.1:0";
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
-    if (p.id == 0) {
+    if (p.kind == Proc::Kind::kMetad) {
+      const std::string store =
+          conf.etcd()
+              ? etcd().Location(kEtcdVolume) +
+                    "?timeout_ms=" + std::to_string(conf.etcd_timeout_ms)
+              : base;
       args.insert(args.end(),
-                  {"metad", "--dir", base, "--k", std::to_string(conf.k), "--m",
-                   std::to_string(conf.m), "--cell-size",
+                  {"metad", "--dir", store, "--k", std::to_string(conf.k),
+                   "--m", std::to_string(conf.m), "--cell-size",
                    std::to_string(conf.cell_size)});
     } else {
       std::string meta = meta_address();
@@ -209,7 +273,8 @@ struct Cluster {
         return Status::Unavailable("metad is not running (no " + dir +
                                    "/metad.addr); run `stripefs cluster start "
                                    "--dir " +
-                                   dir + " --server metad` first");
+                                   dir + " --server " + metads()[0].name +
+                                   "` first");
       args.insert(args.end(), {"chunkd", "--dir", base, "--id",
                                std::to_string(p.id), "--meta", meta});
     }
@@ -222,7 +287,9 @@ struct Cluster {
         WriteText(base + ".pid", std::to_string(pid) + "\n"));
     auto until = Clock::now() + std::chrono::seconds(timeout_s);
     while (Clock::now() < until) {
-      if (!ReadFirstLine(base + ".addr").empty()) return Status::Ok();
+      if (!ReadFirstLine(base + ".addr").empty())
+        return p.kind == Proc::Kind::kMetad && conf.etcd() ? WriteMetaAddrs()
+                                                           : Status::Ok();
       int st;
       if (::waitpid(pid, &st, WNOHANG) == pid) {
         ::unlink((base + ".pid").c_str());
@@ -272,7 +339,9 @@ struct Cluster {
 
   // D/metrics.addrs from the daemons' metrics address files.
   Status WriteMetricsAddrs() const {
-    std::string text = ReadFirstLine(Metad().base(dir) + ".metrics") + "\n";
+    std::string text;
+    for (const Proc& m : metads())
+      text += ReadFirstLine(m.base(dir) + ".metrics") + "\n";
     for (uint32_t id = 1; id <= conf.servers; ++id)
       text += ReadFirstLine(Chunkd(id).base(dir) + ".metrics") + "\n";
     return WriteText(dir + "/metrics.addrs", text);
@@ -323,16 +392,23 @@ int Fail(const Status& s) {
   return 1;
 }
 
-// Parses --server: "metad"/"meta" or a chunkd id in 1..N.
+// Parses --server: "metad"/"meta" (the first metad), "metad.I", "etcd.I"
+// or a chunkd id in 1..N.
 Result<Proc> ParseServer(const Cluster& c, const std::string& s) {
-  if (s == "metad" || s == "meta") return Metad();
+  if (s == "metad" || s == "meta") return c.metads()[0];
+  for (const Proc& p : c.metads())
+    if (s == p.name) return p;
+  for (const Proc& p : c.etcd_members())
+    if (s == p.name) return p;
   char* end = nullptr;
   unsigned long id = std::strtoul(s.c_str(), &end, 10);
   if (s.empty() || *end != 0 || id == 0 || id > c.conf.servers)
-    return Status::InvalidArgument("--server '" + s +
-                                   "': expected metad or a "
-                                   "chunkd id 1.." +
-                                   std::to_string(c.conf.servers));
+    return Status::InvalidArgument(
+        "--server '" + s + "': expected metad" +
+        (c.conf.etcd() ? ".1.." + std::to_string(c.conf.metads) + ", etcd.1.." +
+                             std::to_string(c.conf.etcd_members)
+                       : std::string()) +
+        " or a chunkd id 1.." + std::to_string(c.conf.servers));
   return Chunkd(static_cast<uint32_t>(id));
 }
 
@@ -340,7 +416,54 @@ struct UpFlags {
   std::string dir;
   ClusterConf conf;
   int timeout_s = 30;
+  std::string meta_engine = "rocksdb";  // or "etcd"
+  bool engine_given = false;            // --meta-engine/--etcd-members/--metads
 };
+
+// The engine flags into f->conf, checked against an earlier cluster in the
+// same directory (`old`): its engine stays unless flags say otherwise, and
+// a volume cannot move between engines.
+Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
+  if (f->meta_engine != "rocksdb" && f->meta_engine != "etcd")
+    return Status::InvalidArgument("--meta-engine '" + f->meta_engine +
+                                   "': expected rocksdb or etcd");
+  if (!f->engine_given && old) {
+    f->conf.etcd_members = old->etcd_members;
+    f->conf.metads = old->metads;
+    f->conf.etcd_timeout_ms = old->etcd_timeout_ms;
+  } else if (f->meta_engine == "rocksdb") {
+    if (f->conf.metads != 1 || f->conf.etcd_members != 0)
+      return Status::InvalidArgument(
+          "--metads/--etcd-members need --meta-engine etcd (a RocksDB "
+          "volume is served by one metad)");
+  } else if (f->conf.etcd_members == 0) {
+    f->conf.etcd_members = 3;
+  }
+  if (old && old->etcd() != f->conf.etcd())
+    return Status::InvalidArgument("the cluster in " + f->dir +
+                                   " keeps its metadata in " +
+                                   (old->etcd() ? "etcd" : "rocksdb") +
+                                   "; drop --meta-engine or use a new --dir");
+  if (old && old->etcd() && old->etcd_members != f->conf.etcd_members)
+    return Status::InvalidArgument(
+        "the cluster in " + f->dir + " has " +
+        std::to_string(old->etcd_members) +
+        " etcd members; drop --etcd-members or use a new --dir");
+  if (f->conf.etcd()) {
+    std::string missing = EtcdMissing();
+    if (!missing.empty()) return Status::NotFound(missing);
+  }
+  return Status::Ok();
+}
+
+// Starts the etcd members and waits until every one serves.
+Status StartEtcdMembers(Cluster& c, int timeout_s) {
+  EtcdMembers etcd = c.etcd();
+  STRIPEFS_RETURN_IF_ERROR(etcd.Plan());
+  for (const Proc& p : c.etcd_members())
+    STRIPEFS_RETURN_IF_ERROR(c.Start(p, timeout_s));
+  return etcd.WaitServing(timeout_s);
+}
 
 int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   std::error_code ec;
@@ -349,7 +472,9 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     return Fail(
         Status(ec.value(), "cannot create " + f.dir + ": " + ec.message()));
   f.dir = fs::absolute(f.dir).string();
-  if (auto old = LoadConf(f.dir)) {  // restart of an existing cluster
+  const std::optional<ClusterConf> old = LoadConf(f.dir);
+  if (Status s = ResolveEngine(&f, old); !s.ok()) return Fail(s);
+  if (old) {  // restart of an existing cluster
     if (!geometry_given)
       f.conf.k = old->k, f.conf.m = old->m, f.conf.cell_size = old->cell_size;
     if (!servers_given) f.conf.servers = old->servers;
@@ -358,11 +483,13 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   if (f.conf.servers == 0 || f.conf.servers > 1000)
     return Fail(Status::InvalidArgument("--servers must be 1..1000"));
   Cluster c{f.dir, f.conf};
-  if (auto pid = AlivePid(f.dir + "/metad.pid"))
-    return Fail(Status::Exists("a cluster is already running in " + f.dir +
-                               " (metad pid " + std::to_string(*pid) +
-                               "); `stripefs cluster down --dir " + f.dir +
-                               "` first"));
+  for (const Proc& m : c.metads()) {
+    if (auto pid = AlivePid(m.base(f.dir) + ".pid"))
+      return Fail(Status::Exists(
+          "a cluster is already running in " + f.dir + " (" + m.name + " pid " +
+          std::to_string(*pid) + "); `stripefs cluster down --dir " + f.dir +
+          "` first"));
+  }
   if (!fs::exists(c.key_path())) {
     Status s = rpc::ClusterKey::Generate(c.key_path());
     if (!s.ok()) return Fail(s);
@@ -374,7 +501,8 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   auto teardown = [&] {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       (void)c.Stop(Chunkd(id), SIGTERM, true, 5);
-    (void)c.Stop(Metad(), SIGTERM, true, 5);
+    for (const Proc& m : c.metads()) (void)c.Stop(m, SIGTERM, true, 5);
+    for (const Proc& e : c.etcd_members()) (void)c.Stop(e, SIGTERM, true, 5);
   };
   ::unlink((f.dir + "/metad.addr").c_str());  // a new metad writes it when up
   if (f.conf.base_port != 0) {
@@ -382,7 +510,9 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
     for (uint32_t id = 1; id <= f.conf.servers; ++id)
       ::unlink((Chunkd(id).base(f.dir) + ".addr").c_str());
   }
-  Status s = c.Start(Metad(), f.timeout_s);
+  Status s = f.conf.etcd() ? StartEtcdMembers(c, f.timeout_s) : Status::Ok();
+  for (const Proc& m : c.metads())
+    if (s.ok()) s = c.Start(m, f.timeout_s);
   if (!s.ok()) {
     teardown();
     return Fail(s);
@@ -405,14 +535,60 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
               c.key_path().c_str());
   std::printf("metrics: %s/metrics.addrs\n", f.dir.c_str());
+  if (f.conf.etcd())
+    std::printf("etcd: %s (%u metads on %s)\n", c.etcd().Endpoints().c_str(),
+                f.conf.metads, c.etcd().Location(kEtcdVolume).c_str());
   return 0;
+}
+
+// `cluster status`'s etcd table: each member's address, pid and Raft role.
+// Returns how many members do not answer.
+int PrintEtcdStatus(const Cluster& c) {
+  int bad = 0;
+  std::printf("%-10s %-8s %-22s %-9s %s\n", "etcd", "pid", "address", "role",
+              "raft term");
+  for (const EtcdMemberStatus& m : c.etcd().Describe()) {
+    auto pid = AlivePid(Etcd(m.member).base(c.dir) + ".pid");
+    bad += !m.answered;
+    std::printf("%-10s %-8s %-22s %-9s %s\n", Etcd(m.member).name.c_str(),
+                pid ? std::to_string(*pid).c_str() : "-", m.address.c_str(),
+                !m.answered ? "-"
+                : m.leader  ? "leader"
+                            : "follower",
+                m.answered ? std::to_string(m.raft_term).c_str()
+                           : ("NOT SERVING (" + m.error + ")").c_str());
+  }
+  return bad;
+}
+
+// Each etcd metad on its own (a client would fail over past a dead one).
+// Returns how many do not answer.
+int PrintMetadStatus(const Cluster& c,
+                     const std::shared_ptr<const rpc::ClusterKey>& key) {
+  int bad = 0;
+  for (const Proc& m : c.metads()) {
+    const std::string addr = ReadFirstLine(m.base(c.dir) + ".addr");
+    rpc::RpcClientOptions o = rpc::RemoteMetaService::DefaultOptions();
+    o.call_timeout = std::chrono::milliseconds(3000);
+    o.connect_timeout = std::chrono::milliseconds(500);
+    rpc::RemoteMetaService meta(addr, key, o);
+    auto geo = addr.empty() ? Result<Geometry>(Status::NotFound("no address"))
+                            : meta.GetGeometry();
+    bad += !geo.ok();
+    std::printf(
+        "%-10s %-22s %s\n", m.name.c_str(), addr.c_str(),
+        geo.ok() ? "serving"
+                 : ("NOT SERVING (" + geo.status().ToString() + ")").c_str());
+  }
+  return bad;
 }
 
 int RunStatus(const std::string& dir) {
   auto c = LoadCluster(dir);
   if (!c.ok()) return Fail(c.status());
   int bad = 0;
-  std::vector<Proc> procs = {Metad()};
+  std::vector<Proc> procs = c->etcd_members();
+  for (const Proc& m : c->metads()) procs.push_back(m);
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
     procs.push_back(Chunkd(id));
   std::printf("%-10s %-8s %-22s\n", "process", "pid", "address");
@@ -427,8 +603,10 @@ int RunStatus(const std::string& dir) {
                                   "--signal 18` resumes it)"
                                 : "");
   }
+  if (c->conf.etcd()) bad += PrintEtcdStatus(*c);
   auto key = rpc::ClusterKey::Load(c->key_path());
   if (!key.ok()) return Fail(key.status());
+  if (c->conf.etcd()) bad += PrintMetadStatus(*c, *key);
   std::string meta_addr = c->meta_address();
   if (meta_addr.empty()) {
     std::printf("metad: no address (not running)\n");
@@ -481,7 +659,10 @@ int RunDown(const std::string& dir, int grace_s) {
   int stopped = 0;
   for (uint32_t id = 1; id <= c->conf.servers; ++id)
     stopped += c->Stop(Chunkd(id), SIGTERM, true, grace_s).ok();
-  stopped += c->Stop(Metad(), SIGTERM, true, grace_s).ok();
+  for (const Proc& m : c->metads())
+    stopped += c->Stop(m, SIGTERM, true, grace_s).ok();
+  for (const Proc& e : c->etcd_members())  // last: metads flush to etcd
+    stopped += c->Stop(e, SIGTERM, true, grace_s).ok();
   std::printf("cluster in %s down (%d processes stopped)\n", dir.c_str(),
               stopped);
   return 0;
@@ -510,6 +691,8 @@ int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
   auto p = ParseServer(*c, server);
   if (!p.ok()) return Fail(p.status());
   Status s = c->Start(*p, timeout_s);
+  if (s.ok() && p->kind == Proc::Kind::kEtcd)
+    s = c->etcd().WaitServing(timeout_s, {p->id});
   if (s.ok()) s = c->WriteMetricsAddrs();
   if (!s.ok()) return Fail(s);
   std::printf("%s running at %s\n", p->name.c_str(),
@@ -548,7 +731,27 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
         ->capture_default_str()
         ->check(InRange(kTimeoutSecondsRange));
+    auto* me = cmd->add_option("--meta-engine", f->meta_engine,
+                               "rocksdb (one metad) or etcd (an etcd cluster "
+                               "of its own and --metads metads)")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"rocksdb", "etcd"}));
+    auto* em = cmd->add_option("--etcd-members", f->conf.etcd_members,
+                               "etcd members on loopback (etcd engine; "
+                               "default 3)")
+                   ->check(InRange(kEtcdMembersRange));
+    auto* md = cmd->add_option("--metads", f->conf.metads,
+                               "metads serving the volume (etcd engine)")
+                   ->capture_default_str()
+                   ->check(InRange(kMetadsRange));
+    auto* et = cmd->add_option("--etcd-timeout-ms", f->conf.etcd_timeout_ms,
+                               "metad's etcd calls fail (ETIMEDOUT) after "
+                               "this long without a quorum")
+                   ->capture_default_str()
+                   ->check(InRange(kEtcdTimeoutMsRange));
     cmd->callback([=] {
+      f->engine_given =
+          me->count() + em->count() + md->count() + et->count() > 0;
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
     });
@@ -578,7 +781,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     auto server = std::make_shared<std::string>();
     auto sig = std::make_shared<int>(SIGKILL);
     cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+    cmd->add_option("--server", *server,
+                    "chunkd id (1..N), metad, metad.I or etcd.I")
         ->required();
     cmd->add_option("--signal", *sig, "signal number")
         ->capture_default_str()
@@ -592,7 +796,8 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     auto server = std::make_shared<std::string>();
     auto timeout = std::make_shared<int>(30);
     cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server, "chunkd id (1..N) or metad")
+    cmd->add_option("--server", *server,
+                    "chunkd id (1..N), metad, metad.I or etcd.I")
         ->required();
     cmd->add_option("--timeout", *timeout, "seconds to wait")
         ->capture_default_str()

@@ -16,7 +16,10 @@ inline CLI::Range InRange(fs::OptionRange r) {
 
 inline constexpr fs::OptionRange kTimeoutSecondsRange{1, 3600};
 inline constexpr fs::OptionRange kGraceSecondsRange{0, 3600};
-inline constexpr fs::OptionRange kServersRange{1, 256};  // local cluster
+inline constexpr fs::OptionRange kServersRange{1, 256};    // local cluster
+inline constexpr fs::OptionRange kEtcdMembersRange{1, 7};  // local cluster
+inline constexpr fs::OptionRange kMetadsRange{1, 16};      // local cluster
+inline constexpr fs::OptionRange kEtcdTimeoutMsRange{100, 3'600'000};
 inline constexpr fs::OptionRange kPortRange{0, 65535};
 inline constexpr fs::OptionRange kServerIdRange{0, 1 << 20};
 inline constexpr fs::OptionRange kSignalRange{1, 64};

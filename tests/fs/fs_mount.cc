@@ -25,7 +25,15 @@ std::string MountSkipReason() {
 }
 
 const char* FsBackendName(FsBackend b) {
-  return b == FsBackend::kCluster ? "cluster" : "embedded";
+  switch (b) {
+    case FsBackend::kCluster:
+      return "cluster";
+    case FsBackend::kClusterEtcd:
+      return "cluster_etcd";
+    case FsBackend::kEmbedded:
+      break;
+  }
+  return "embedded";
 }
 
 std::string BackendSkipMessage(FsBackend b, fuse::TransportChoice t) {
@@ -35,8 +43,10 @@ std::string BackendSkipMessage(FsBackend b, fuse::TransportChoice t) {
     return std::string("SKIPPED (no FUSE io-uring in this kernel): ") +
            fuse::kEnableUringPath + " is missing";
   }
-  if (b == FsBackend::kCluster) {
-    why = stripefs::testing::ClusterSkipReason();
+  if (IsCluster(b)) {
+    why = b == FsBackend::kClusterEtcd
+              ? stripefs::testing::EtcdClusterSkipReason()
+              : stripefs::testing::ClusterSkipReason();
     if (!why.empty()) return "SKIPPED (no local cluster possible): " + why;
   }
   return "";
@@ -69,9 +79,8 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
     }
     parent = m->space_dir_;
   }
-  m->vol_dir_ =
-      parent + (m->opts_.backend == FsBackend::kCluster ? "/cluster" : "/vol");
-  if (m->opts_.backend == FsBackend::kCluster) {
+  m->vol_dir_ = parent + (IsCluster(m->opts_.backend) ? "/cluster" : "/vol");
+  if (IsCluster(m->opts_.backend)) {
     stripefs::testing::LocalClusterOptions co;
     co.servers = m->opts_.cluster_servers;
     co.k = m->opts_.geometry.k;
@@ -79,6 +88,8 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
     co.cell_size = m->opts_.geometry.cell_size;
     co.dir = m->vol_dir_;
     co.down_grace_s = 5;
+    if (m->opts_.backend == FsBackend::kClusterEtcd)
+      co.engine = stripefs::testing::MetaEngine::kEtcd;
     STRIPEFS_ASSIGN_OR_RETURN(m->cluster_,
                               stripefs::testing::LocalCluster::Start(co));
   }
@@ -90,9 +101,10 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
                                             const StripeFsOptions& fs) const {
   MountServiceOptions o;
   o.mountpoint = mnt;
-  if (opts_.backend == FsBackend::kCluster) {
+  if (IsCluster(opts_.backend)) {
     o.meta_address = cluster_->meta_address();
     o.key_file = cluster_->key_file();
+    o.meta_hold_s = opts_.meta_hold_s;
   } else {
     o.volume_dir = vol_dir_;
     o.geometry.k = opts_.geometry.k;
@@ -108,13 +120,15 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
 }
 
 Result<std::unique_ptr<MountService>> FsMount::MountAgain(
-    const std::string& name, StripeFsOptions fs, bool writeback_cache) {
-  if (opts_.backend != FsBackend::kCluster)
+    const std::string& name, StripeFsOptions fs, bool writeback_cache,
+    const std::string& meta_address) {
+  if (!IsCluster(opts_.backend))
     return Status::InvalidArgument("only a cluster can be mounted twice");
   const std::string mnt = root_ + "/" + name;
   std::filesystem::create_directories(mnt);
   MountServiceOptions o = ServiceOptions(mnt, fs);
   o.writeback_cache = writeback_cache;
+  if (!meta_address.empty()) o.meta_address = meta_address;
   return MountService::Start(std::move(o));
 }
 
@@ -133,7 +147,7 @@ Status FsMount::Up() {
 
 Status FsMount::StartDaemon() {
   Teardown();
-  const std::string source = opts_.backend == FsBackend::kCluster
+  const std::string source = IsCluster(opts_.backend)
                                  ? "--meta " + cluster_->meta_address() +
                                        " --key " + cluster_->key_file()
                                  : vol_dir_;

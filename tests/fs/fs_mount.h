@@ -29,8 +29,13 @@ namespace stripefs::fs::testing {
 // "" when real mounts work here, else why not.
 std::string MountSkipReason();
 
-enum class FsBackend { kEmbedded, kCluster };
-const char* FsBackendName(FsBackend b);  // "embedded" / "cluster"
+// kClusterEtcd: a local cluster whose metadata lives in a 3-member etcd of
+// its own, served by 2 metads (`cluster up --meta-engine etcd`); the mount
+// is given both metads.
+enum class FsBackend { kEmbedded, kCluster, kClusterEtcd };
+// "embedded" / "cluster" / "cluster_etcd"
+const char* FsBackendName(FsBackend b);
+inline bool IsCluster(FsBackend b) { return b != FsBackend::kEmbedded; }
 // "" when a file system on backend `b` can be mounted here over transport
 // `t`, else the whole skip message (no mount here, no local cluster possible,
 // or no FUSE io-uring, and why; FsMount sets and restores the enable_uring
@@ -51,6 +56,9 @@ struct FsMountOptions {
   uint64_t space_limit_mib = 0;
   // -o values passed to MountService (e.g. "allow_other").
   std::vector<std::string> mount_options;
+  // Cluster backends: how long metadata calls wait out an unreachable
+  // metad (or one without an etcd quorum) before failing with EIO.
+  int meta_hold_s = 60;
 };
 
 class FsMount {
@@ -64,16 +72,20 @@ class FsMount {
   FsBackend backend() const { return opts_.backend; }
   std::string Path(const std::string& rel) const { return mnt_ + "/" + rel; }
   StripeFs& fs() { return service_->fs(); }
+  // The cluster backends' local cluster (kill/start its daemons); null for
+  // the embedded backend.
+  stripefs::testing::LocalCluster* cluster() { return cluster_.get(); }
   fuse::Session& session() { return service_->session(); }
   Volume& volume() { return service_->volume(); }
   // Unmount + close the volume, then open and mount it again.
   Status Remount();
   // Cluster backend: another mount of the same cluster (another client) at
   // a fresh mountpoint named `name` under this fixture's directory, with
-  // its own file system options. Destroy it before this FsMount.
-  Result<std::unique_ptr<MountService>> MountAgain(const std::string& name,
-                                                   StripeFsOptions fs,
-                                                   bool writeback_cache);
+  // its own file system options. Destroy it before this FsMount. A
+  // non-empty `meta_address` replaces the cluster's (e.g. one metad only).
+  Result<std::unique_ptr<MountService>> MountAgain(
+      const std::string& name, StripeFsOptions fs, bool writeback_cache,
+      const std::string& meta_address = "");
   void Teardown();  // unmount and close (idempotent); kills a daemon
   // Crash tests: unmounts, then serves the same volume from a `stripefs
   // mount` daemon (the real binary) on the same mountpoint ...

@@ -923,11 +923,13 @@ TEST_P(FsPosixNoCoalesceTest, SmallWritesGoStraightToTheBackend) {
   EXPECT_EQ(ReadAll(P("c")), d);
 }
 
-// /dev/fuse on both backends; io-uring on the embedded one (the transport
-// is what differs, so the cluster would only add minutes).
+// /dev/fuse on every backend; io-uring on the embedded one (the transport
+// is what differs, so the clusters would only add minutes). cluster_etcd
+// is the same suite with the namespace in etcd behind two metads.
 const FsCase kCases[] = {
     {FsBackend::kEmbedded, fuse::TransportChoice::kDev},
     {FsBackend::kCluster, fuse::TransportChoice::kDev},
+    {FsBackend::kClusterEtcd, fuse::TransportChoice::kDev},
     {FsBackend::kEmbedded, fuse::TransportChoice::kUring},
 };
 std::string CaseName(const ::testing::TestParamInfo<FsCase>& i) {

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
+
+#include "tests/support/run_command.h"
 
 namespace stripefs::testing {
 namespace {
@@ -32,6 +35,18 @@ bool AliveDaemonOf(long pid, const std::string& dir) {
 
 }  // namespace
 
+std::string EtcdClusterSkipReason() {
+  std::string why = ClusterSkipReason();
+  if (!why.empty()) return why;
+  for (const char* bin : {"/usr/bin/etcd", "/usr/bin/etcdctl"}) {
+    if (::access(bin, X_OK) != 0)
+      return std::string(bin) +
+             " is not installed (scripts/install-deps.sh installs "
+             "etcd-server and etcd-client)";
+  }
+  return "";
+}
+
 std::string ClusterSkipReason() {
 #ifdef STRIPEFS_BINARY
   if (::access(STRIPEFS_BINARY, X_OK) != 0)
@@ -44,7 +59,9 @@ std::string ClusterSkipReason() {
 
 Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     LocalClusterOptions o) {
-  const std::string why = ClusterSkipReason();
+  const std::string why = o.engine == MetaEngine::kEtcd
+                              ? EtcdClusterSkipReason()
+                              : ClusterSkipReason();
   if (!why.empty()) return Status::NotSupported(why);
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   c->o_ = o;
@@ -64,9 +81,15 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (o.k != 0) args += " --k " + std::to_string(o.k);
   if (o.m != 0) args += " --m " + std::to_string(o.m);
   args += " --cell-size " + std::to_string(o.cell_size) + " --dir " + c->dir_;
+  if (o.engine == MetaEngine::kEtcd)
+    args += " --meta-engine etcd --etcd-members " +
+            std::to_string(o.etcd_members) + " --metads " +
+            std::to_string(o.metads) + " --etcd-timeout-ms " +
+            std::to_string(o.etcd_timeout_ms);
   STRIPEFS_RETURN_IF_ERROR(c->CliOk(args));
   std::ifstream addr(c->dir_ + "/metad.addr");
-  std::getline(addr, c->meta_);
+  for (std::string line; std::getline(addr, line);)
+    if (!line.empty()) c->meta_ += (c->meta_.empty() ? "" : ",") + line;
   if (c->meta_.empty())
     return Status::IoError("no " + c->dir_ + "/metad.addr after cluster up");
   return c;
@@ -119,6 +142,37 @@ Status LocalCluster::Signal(const std::string& server, int sig) {
 
 Status LocalCluster::StartServer(const std::string& server) {
   return CliOk("cluster start --server " + server + " --dir " + dir_);
+}
+
+std::string LocalCluster::metad_name(int index) const {
+  return o_.engine == MetaEngine::kEtcd ? "metad." + std::to_string(index)
+                                        : "metad";
+}
+
+std::string LocalCluster::metad_address(int index) const {
+  std::string base = dir_ + "/" + metad_name(index);
+  std::string a = Slurp(base + ".addr");
+  while (!a.empty() && (a.back() == '\n' || a.back() == ' ')) a.pop_back();
+  return a;
+}
+
+Result<int> LocalCluster::EtcdLeader() {
+#ifdef STRIPEFS_BINARY
+  CommandOutput st = RunCommand(std::string(STRIPEFS_BINARY) +
+                                " cluster status --dir " + dir_);
+  std::istringstream lines(st.out);
+  for (std::string line; std::getline(lines, line);) {
+    // "etcd.2     1234     127.0.0.1:4000         leader    3"
+    std::istringstream w(line);
+    std::string name, pid, addr, role;
+    if (w >> name >> pid >> addr >> role && role == "leader" &&
+        name.rfind("etcd.", 0) == 0)
+      return std::atoi(name.c_str() + 5);
+  }
+  return Status::NotFound("no etcd member answers as leader:\n" + st.out);
+#else
+  return Status::NotSupported("no stripefs binary");
+#endif
 }
 
 Status LocalCluster::Down() {

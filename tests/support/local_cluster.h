@@ -24,6 +24,11 @@ namespace stripefs::testing {
 // "" when a local cluster can be started (the stripefs binary was built),
 // else why not.
 std::string ClusterSkipReason();
+// As ClusterSkipReason, for an etcd-backed cluster (also needs Debian's etcd
+// and etcdctl, and the etcd engine built).
+std::string EtcdClusterSkipReason();
+
+enum class MetaEngine { kRocksDb, kEtcd };
 
 struct LocalClusterOptions {
   int servers = 7;  // chunkd processes, ids 1..servers
@@ -34,6 +39,12 @@ struct LocalClusterOptions {
   // else this directory (created if missing, left in place).
   std::string dir;
   int down_grace_s = 3;
+  // kEtcd: `cluster up --meta-engine etcd --etcd-members E --metads M`; a
+  // metad's etcd calls fail after etcd_timeout_ms without a quorum.
+  MetaEngine engine = MetaEngine::kRocksDb;
+  int etcd_members = 3;
+  int metads = 2;
+  int etcd_timeout_ms = 5000;
 };
 
 class LocalCluster {
@@ -45,7 +56,12 @@ class LocalCluster {
   LocalCluster& operator=(const LocalCluster&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Every metad, comma-separated (the --meta a client fails over along).
   const std::string& meta_address() const { return meta_; }
+  // One metad's address (index 1..metads with etcd; 1 = the only one else).
+  std::string metad_address(int index) const;
+  // The name `cluster kill/start --server` takes for metad `index`.
+  std::string metad_name(int index) const;
   std::string key_file() const { return dir_ + "/cluster.key"; }
 
   // Runs `stripefs ARGS` (Sh: a shell command), output appended to the log;
@@ -65,6 +81,10 @@ class LocalCluster {
   }
   Status StartServer(const std::string& server);
   Status StartServer(int chunkd) { return StartServer(std::to_string(chunkd)); }
+
+  // etcd engine: the member (1..etcd_members) that is the Raft leader now
+  // (`cluster status`), ENOENT if none answers as leader.
+  Result<int> EtcdLeader();
 
   // `cluster down`; then SIGKILLs every daemon that survived it. An error
   // names the survivors (or the failed command). Idempotent.
