@@ -15,10 +15,9 @@ directory listed 3 times) and unlink. Rows, all in one run:
   etcd-2       two metads on the same etcd volume, two mounts (one per
                metad), each running two of the four directories
 
-The etcd cluster comes from `stripefs cluster up --meta-engine etcd
---etcd-members 3 --metads N` when this stripefs has it; otherwise (stop-gap)
-the driver starts 3 etcd members, N `stripefs metad --dir etcd://...` and 3
-chunkd itself, on loopback ports the kernel picks, and says so.
+The etcd rows come from `stripefs cluster up --meta-engine etcd
+--etcd-members 3 --metads N --servers 3 --k 2 --m 1` (docs/cluster.md);
+a stripefs without it fails those rows with a line naming the fix.
 
 Prints one line per row and phase and `ratio=` lines (row ops/s over
 passthrough ops/s; etcd-2 over etcd-1) with the load average; writes
@@ -29,8 +28,6 @@ always torn down. Timing only; no assertion.
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,17 +40,10 @@ from lib import stripefs as sflib  # noqa: E402
 
 PHASES = ("create", "stat", "rename", "readdir", "unlink")
 DIRS = 4
-ETCD = "/usr/bin/etcd"
 
 
 def load():
     return ",".join(f"{x:.2f}" for x in sampling.loadavg())
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_threads(n, fn):
@@ -103,11 +93,11 @@ def measure(roots, files):
             os.rename(os.path.join(dirs[t], f"f{i}"),
                       os.path.join(nxt, f"r{t}-{i}"))
 
-    readdir_entries = [0]
+    listed = [0] * DIRS  # entries listed per thread
 
     def readdir(t):
         for _ in range(3):
-            readdir_entries[0] += len(os.listdir(dirs[t]))
+            listed[t] += len(os.listdir(dirs[t]))
 
     def unlink(t):
         for name in os.listdir(dirs[t]):
@@ -117,44 +107,9 @@ def measure(roots, files):
     for phase, fn in (("create", create), ("stat", stat), ("rename", rename),
                       ("readdir", readdir), ("unlink", unlink)):
         elapsed = run_threads(DIRS, fn)
-        ops = readdir_entries[0] if phase == "readdir" else per * DIRS
+        ops = sum(listed) if phase == "readdir" else per * DIRS
         out[phase] = ops / elapsed
     return out
-
-
-class Daemons:
-    """Processes the driver started itself (stop-gap etcd cluster)."""
-
-    def __init__(self, log):
-        self.procs, self.log = [], log
-
-    def spawn(self, argv, logfile):
-        f = open(logfile, "w")
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
-        f.close()
-        self.procs.append(p)
-        return p
-
-    def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in reversed(self.procs):
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.procs = []
-
-
-def wait_file(path, seconds):
-    if not run.wait_until(lambda: os.path.exists(path) and
-                          os.path.getsize(path) > 0, seconds):
-        raise RuntimeError(f"{path} did not appear within {seconds} s")
-    with open(path) as f:
-        return f.read().strip()
 
 
 def has_etcd_launcher(sf):
@@ -163,8 +118,8 @@ def has_etcd_launcher(sf):
 
 
 def etcd_cluster_cli(sf, work, metads):
-    """`stripefs cluster up --meta-engine etcd` (helper etcdops' launcher):
-    returns (metad addresses, key, teardown)."""
+    """`stripefs cluster up --meta-engine etcd`: returns (metad addresses,
+    key, teardown)."""
     cdir = os.path.join(work, "cluster")
     sf.run("cluster", "up", "--dir", cdir, "--servers", 3, "--k", 2, "--m", 1,
            "--meta-engine", "etcd", "--etcd-members", 3, "--metads", metads,
@@ -174,51 +129,6 @@ def etcd_cluster_cli(sf, work, metads):
     return addrs, os.path.join(cdir, "cluster.key"), \
         lambda: sf.run("cluster", "down", "--dir", cdir, check=False,
                        timeout=120)
-
-
-def etcd_cluster_stopgap(sf, work, metads, log):
-    """3 etcd members, `metads` metads on one etcd volume, 3 chunkd."""
-    if not os.path.exists(ETCD):
-        raise RuntimeError(f"{ETCD} missing (apt-get install etcd-server)")
-    d = Daemons(log)
-    try:
-        members = [(f"m{i}", free_port(), free_port()) for i in range(3)]
-        initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, _, p in members)
-        for n, c, p in members:
-            d.spawn([ETCD, "--name", n, "--data-dir", os.path.join(work, n),
-                     "--listen-client-urls", f"http://127.0.0.1:{c}",
-                     "--advertise-client-urls", f"http://127.0.0.1:{c}",
-                     "--listen-peer-urls", f"http://127.0.0.1:{p}",
-                     "--initial-advertise-peer-urls", f"http://127.0.0.1:{p}",
-                     "--initial-cluster", initial,
-                     "--initial-cluster-state", "new",
-                     "--initial-cluster-token", "stripefs-bench",
-                     "--log-level", "warn"], os.path.join(work, n + ".log"))
-        endpoints = ",".join(f"127.0.0.1:{c}" for _, c, _ in members)
-        key = os.path.join(work, "cluster.key")
-        sf.run("keygen", key)
-        addrs = []
-        for i in range(metads):
-            af = os.path.join(work, f"metad{i}.addr")
-            d.spawn([sf.binary, "metad", "--dir",
-                     f"etcd://{endpoints}/bench-meta", "--key", key,
-                     "--listen", "127.0.0.1:0", "--address-file", af,
-                     "--k", "2", "--m", "1"],
-                    os.path.join(work, f"metad{i}.log"))
-            addrs.append(wait_file(af, 60))
-        for i in range(1, 4):
-            sdir = os.path.join(work, f"chunk{i}")
-            os.makedirs(sdir)
-            d.spawn([sf.binary, "chunkd", "--dir", sdir, "--id", str(i),
-                     "--meta", addrs[0], "--key", key,
-                     "--listen", "127.0.0.1:0",
-                     "--address-file", sdir + ".addr"],
-                    sdir + ".log")
-            wait_file(sdir + ".addr", 60)
-        return addrs, key, d.stop
-    except BaseException:
-        d.stop()
-        raise
 
 
 def mount_and_measure(sf, work, files, kind, log, use_cli):
@@ -238,10 +148,11 @@ def mount_and_measure(sf, work, files, kind, log, use_cli):
                 addrs, key = [c.meta], c.key
             else:
                 n = 2 if kind == "etcd-2" else 1
-                if use_cli:
-                    addrs, key, down = etcd_cluster_cli(sf, work, n)
-                else:
-                    addrs, key, down = etcd_cluster_stopgap(sf, work, n, log)
+                if not use_cli:
+                    raise RuntimeError(
+                        "this stripefs has no `cluster up --meta-engine "
+                        "etcd`: build the current tree")
+                addrs, key, down = etcd_cluster_cli(sf, work, n)
                 teardown.append(down)
             for i, a in enumerate(addrs):
                 mnt = os.path.join(work, f"mnt{i}")
@@ -316,11 +227,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     use_cli = has_etcd_launcher(sf)
     note = ("etcd rows: `stripefs cluster up --meta-engine etcd "
-            "--etcd-members 3`." if use_cli else
-            "etcd rows: STOP-GAP launcher in this driver (3 etcd members, "
-            "metads and 3 chunkd started by hand): this stripefs has no "
-            "`cluster up --meta-engine etcd`.")
-    log(note)
+            "--etcd-members 3 --metads N`; metad row: `stripefs cluster up`, "
+            "both with 3 chunkd, k+m 2+1.")
     load_start = load()
     results = {}
     for kind in a.rows.split(","):

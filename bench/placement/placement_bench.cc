@@ -185,7 +185,8 @@ int Run(const Options& o) {
   rows.push_back({"max/mean chunks per server",
                   std::to_string(ratio).substr(0, 5), "<= 1.05",
                   "max " + std::to_string(b.max) + ", mean " +
-                      std::to_string(static_cast<uint64_t>(b.mean)) + ", " +
+                      std::to_string(static_cast<uint64_t>(b.mean)) + ", min " +
+                      std::to_string(b.min) + ", " +
                       std::to_string(slots).substr(0, 5) +
                       " placement-group chunks per server"});
 
