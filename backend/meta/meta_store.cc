@@ -416,7 +416,7 @@ Result<uint64_t> MetaStore::TakeInode() {
     txn->Put(MetaKey(kMetaNextInode), EncodeU64(start + batch));
     auto ticket = txn->Commit();
     if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
-      conflicts_.fetch_add(1, std::memory_order_relaxed);
+      lease_conflicts_.fetch_add(1, std::memory_order_relaxed);
       BackOff(attempt);
       continue;
     }

@@ -69,7 +69,10 @@ struct MetaStoreOptions {
 struct MetaCommitStats {
   uint64_t mutations = 0;
   uint64_t wal_syncs = 0;
-  uint64_t conflicts = 0;  // transactions re-run after losing a conflict
+  uint64_t conflicts = 0;  // mutations re-run after losing a conflict
+  // Inode-block leases re-run after losing to another MetaStore's lease
+  // (one lease per inode_batch creates).
+  uint64_t lease_conflicts = 0;
 };
 
 class MetaStore final : public MetaService {
@@ -171,7 +174,8 @@ class MetaStore final : public MetaService {
 
   MetaCommitStats commit_stats() const {
     return {kv_->last_ticket(), kv_->syncs(),
-            conflicts_.load(std::memory_order_relaxed)};
+            conflicts_.load(std::memory_order_relaxed),
+            lease_conflicts_.load(std::memory_order_relaxed)};
   }
 
   // The directory this store lives in.
@@ -278,6 +282,7 @@ class MetaStore final : public MetaService {
   // (one process), its own shard M stats/<random id> on etcd.
   std::string stats_key_;
   std::atomic<uint64_t> conflicts_{0};
+  std::atomic<uint64_t> lease_conflicts_{0};
 };
 
 }  // namespace stripefs

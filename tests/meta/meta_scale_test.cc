@@ -288,6 +288,8 @@ class EtcdMetaScale : public ::testing::Test {
     inos[0].insert(inos[0].end(), inos[1].begin(), inos[1].end());
     return inos[0];
   }
+  // Mutations re-run after a conflict, on both stores (inode-block lease
+  // re-runs are counted apart: two stores may lease at the same moment).
   uint64_t conflicts() const {
     return stores_[0]->commit_stats().conflicts +
            stores_[1]->commit_stats().conflicts;
