@@ -71,6 +71,9 @@ group() {
 }
 wants unit && group unit "$BUILD_DIR" -j"$(nproc)" --timeout 600
 wants integration && group integration "$BUILD_DIR" --timeout 900
+# soak: full-size runs too long for CI (e.g. 100k entries in one etcd
+# directory); only when asked for with -L soak.
+if [ "$label" = soak ]; then group soak "$BUILD_DIR" --timeout 3600; fi
 
 # Fuzzers need clang's libFuzzer: a separate build dir with STRIPEFS_FUZZ=ON.
 if wants fuzz; then

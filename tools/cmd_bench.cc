@@ -1,5 +1,6 @@
-// `stripefs bench cluster|transport|align|write|read [args...]`: runs a
-// benchmark driver, one python script per subcommand (kDrivers below):
+// `stripefs bench cluster|transport|align|write|read|meta|placement
+// [args...]`: runs a benchmark driver, one per subcommand (kDrivers below),
+// a python script or (placement) a C++ program of the build tree:
 //   cluster    bench/cluster/bench_cluster.py: fio through a mounted local
 //              cluster, healthy/degraded/repair, tmpfs and passthrough_ll
 //   transport  bench/fuse/transport_bench.py: /dev/fuse vs io-uring on an
@@ -10,10 +11,15 @@
 //              reference, one `ratio=` line per row
 //   read       bench/read/read_bench.py: the read path vs passthrough_ll
 //              and the disk, one `ratio=` line per row
+//   meta       bench/meta/meta_bench.py: create/stat/rename/unlink/readdir
+//              on RocksDB, metad and etcd-backed volumes vs passthrough_ll
+//   placement  bench/placement/placement_bench (built next to this binary's
+//              build tree): the real Placement at 10^4 servers
 //
-// The drivers share bench/lib/. This command finds a driver by walking up
-// from the directory of this binary (or takes --script) and execs it with the
-// remaining arguments, passing this binary's path in STRIPEFS_BIN.
+// The python drivers share bench/lib/. This command finds a driver by
+// walking up from the directory of this binary (or takes --script) and execs
+// it (python ones with python3) with the remaining arguments, passing this
+// binary's path in STRIPEFS_BIN.
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -37,6 +43,7 @@ struct Driver {
   const char* name;    // the subcommand
   const char* script;  // path below the source root
   const char* help;
+  bool native = false;  // an executable, not a python script
 };
 
 constexpr Driver kDrivers[] = {
@@ -61,6 +68,16 @@ constexpr Driver kDrivers[] = {
      "passthrough_ll, cluster 1 MiB sequential reads vs the disk and with "
      "one server down, daemon CPU per read; one ratio= line per row, "
      "results in --out (docs/results/read/ only with --update-docs)"},
+    {"meta", "bench/meta/meta_bench.py",
+     "create, stat, rename, unlink and readdir over many files in 4 "
+     "directories: embedded RocksDB, one metad, etcd-backed with 1 and 2 "
+     "metads, passthrough_ll over tmpfs; ratio= lines, load average"},
+    {"placement", "bench/placement/placement_bench",
+     "simulates the real Placement at 10^4 servers (failure domains) and "
+     "10^7 stripes (--quick: 10^3 / 10^6): max/mean chunks per server, "
+     "chunks moved on server down/out/removed/added, time and memory per "
+     "placement",
+     true},
 };
 
 // Returns the driver script `rel` found above the binary's directory, or "".
@@ -76,7 +93,7 @@ std::string FindScript(const std::string& self, const char* rel) {
   return "";
 }
 
-int RunBenchScript(const char* rel, const std::string& script_flag,
+int RunBenchScript(const char* rel, bool native, const std::string& script_flag,
                    const std::vector<std::string>& args) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -99,14 +116,14 @@ int RunBenchScript(const char* rel, const std::string& script_flag,
   const char* python =
       access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(python));
+  if (!native) argv.push_back(const_cast<char*>(python));
   argv.push_back(script.data());
   std::vector<std::string> copy = args;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(stdout);
-  execvp(python, argv.data());
-  std::fprintf(stderr, "stripefs: cannot exec %s: %s\n", python,
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "stripefs: cannot exec %s: %s\n", argv[0],
                std::strerror(errno));
   return 1;
 }
@@ -123,8 +140,8 @@ CommandRegistration bench_commands([](CLI::App& app) {
                     std::string("path of ") + d.script +
                         " (default: found above the stripefs binary)");
     cmd->prefix_command();
-    cmd->callback([cmd, script, rel = d.script] {
-      ExitWith(RunBenchScript(rel, *script, cmd->remaining()));
+    cmd->callback([cmd, script, rel = d.script, native = d.native] {
+      ExitWith(RunBenchScript(rel, native, *script, cmd->remaining()));
     });
   }
 });

@@ -86,6 +86,11 @@ std::string MetaKey(std::string_view name) {
   k.append(name);
   return k;
 }
+std::string StatsShardKey(std::string_view id) {
+  std::string k = MetaKey(kMetaStatsShard);
+  k.append(id);
+  return k;
+}
 std::string InodeKey(uint64_t ino) { return PrefixedIno(kPrefixInode, ino); }
 std::string DentryPrefix(uint64_t parent) {
   return PrefixedIno(kPrefixDentry, parent);
@@ -296,6 +301,10 @@ Result<FsStats> DecodeStats(std::string_view in) {
   s.bytes_used = r.U64();
   if (!r.done()) return Corrupt("stats");
   return s;
+}
+
+FsStats AddStats(const FsStats& a, const FsStats& b) {
+  return FsStats{a.inodes + b.inodes, a.bytes_used + b.bytes_used};
 }
 
 std::string EncodeClusterMap(const ClusterMap& m) {

@@ -33,13 +33,24 @@ inline constexpr char kPrefixOrphan = 'O';   // O<ino> -> "" or kLinkable
 inline constexpr char kPrefixSymlink = 'L';  // L<ino> -> target
 
 // Names of the M records.
-inline constexpr std::string_view kMetaFormat = "format";         // u32
-inline constexpr std::string_view kMetaGeometry = "geometry";     // Geometry
-inline constexpr std::string_view kMetaNextInode = "next_inode";  // u64
+inline constexpr std::string_view kMetaFormat = "format";      // u32
+inline constexpr std::string_view kMetaGeometry = "geometry";  // Geometry
+// Inode numbers below M next_inode may be in use: each MetaStore leases a
+// block of them with one transaction and hands them out locally (issue 16).
+// Release 1 stored the exact next number here; the meaning "below it may be
+// in use" covers both, so old stores open unchanged.
+inline constexpr std::string_view kMetaNextInode = "next_inode";        // u64
 inline constexpr std::string_view kMetaVersionLimit = "version_limit";  // u64
-inline constexpr std::string_view kMetaStats = "stats";      // FsStats
-inline constexpr std::string_view kMetaCluster = "cluster";  // ClusterMap
-inline constexpr std::string_view kMetaLeader = "leader";    // LeaderLease
+// Volume statistics: M stats (the base, the only record in release 1 and on
+// RocksDB) plus, on shared engines, one shard M stats/<id> per MetaStore
+// holding its own changes (wrapping u64 deltas). StatFs sums the range, so
+// creates on different metads write different keys. Any MetaStore may fold
+// a shard into the base (read both, add, delete the shard): every shard
+// update is a read-modify-write, so folding is just another conflict.
+inline constexpr std::string_view kMetaStats = "stats";        // FsStats
+inline constexpr std::string_view kMetaStatsShard = "stats/";  // + id
+inline constexpr std::string_view kMetaCluster = "cluster";    // ClusterMap
+inline constexpr std::string_view kMetaLeader = "leader";      // LeaderLease
 
 // Who runs the volume-wide background work (the health monitor) until
 // when: one holder at a time among the metads of a volume.
@@ -73,6 +84,9 @@ struct DentryValue {
 
 // --- keys -------------------------------------------------------------------
 std::string MetaKey(std::string_view name);
+// M stats/<id>; every stats record (base and shards) lies in
+// [MetaKey(kMetaStats), PrefixEnd(MetaKey(kMetaStats))).
+std::string StatsShardKey(std::string_view id);
 std::string InodeKey(uint64_t ino);
 std::string DentryKey(uint64_t parent, std::string_view name);
 std::string DentryPrefix(uint64_t parent);
@@ -112,6 +126,8 @@ std::string EncodeGeometry(const Geometry& g);
 Result<Geometry> DecodeGeometry(std::string_view in);
 std::string EncodeStats(const FsStats& s);
 Result<FsStats> DecodeStats(std::string_view in);
+// Sum of the base and every shard (wrapping arithmetic, as stored).
+FsStats AddStats(const FsStats& a, const FsStats& b);
 std::string EncodeClusterMap(const ClusterMap& m);
 Result<ClusterMap> DecodeClusterMap(std::string_view in);
 std::string EncodeLeaderLease(const LeaderLease& l);

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "backend/meta/etcd_kv.h"
@@ -69,20 +71,41 @@ Status ValidateXattrName(const std::string& name) {
 
 // One atomic change: inode records are loaded once, modified in memory and
 // written together with every other change in a single transaction. The
-// volume counters (statistics, next inode) are read into the transaction
-// only when the change needs them. Must be used with mu_ held.
+// volume statistics (this MetaStore's record of them) are read into the
+// transaction only when the change needs them; inode numbers come from the
+// MetaStore's leased block. Must be used with mu_ held.
 class MetaStore::Mutation {
  public:
-  explicit Mutation(MetaStore* s) : txn_(s->kv_->Begin()), now_(Now()) {}
+  explicit Mutation(MetaStore* s)
+      : store_(s), txn_(s->kv_->Begin()), now_(Now()) {}
+  // A mutation that did not commit gives its inode numbers back, so a
+  // re-run after a conflict takes the same ones (no gap per conflict).
+  ~Mutation() {
+    if (committed_) return;
+    for (auto it = taken_.rbegin(); it != taken_.rend(); ++it) {
+      if (*it + 1 == store_->next_inode_) store_->next_inode_--;
+    }
+  }
+  Mutation(const Mutation&) = delete;
+  Mutation& operator=(const Mutation&) = delete;
 
   const Timespec& now() const { return now_; }
   KvTxn& txn() { return *txn_; }
   FsStats& stats() {
-    LoadCounter(MetaKey(kMetaStats), &stats_loaded_, [&](std::string_view v) {
-      STRIPEFS_ASSIGN_OR_RETURN(stats_, DecodeStats(v));
-      loaded_stats_ = stats_;
-      return Status::Ok();
-    });
+    if (stats_loaded_) return stats_;
+    stats_loaded_ = true;
+    // A shard starts absent (all zero); the base always exists.
+    const std::string& key = store_->stats_key_;
+    auto v = txn_->Get(key);
+    Status st = v.status();
+    if (st.ok() && *v) {
+      auto decoded = DecodeStats(**v);
+      st = decoded.status();
+      if (st.ok()) stats_ = loaded_stats_ = *decoded;
+    } else if (st.ok() && key == MetaKey(kMetaStats)) {
+      st = Status::Corruption("stats record is missing");
+    }
+    if (!st.ok() && counter_error_.ok()) counter_error_ = st;
     return stats_;
   }
 
@@ -110,14 +133,9 @@ class MetaStore::Mutation {
     }
     return rec;
   }
-  InodeRecord* NewInode() {
-    LoadCounter(MetaKey(kMetaNextInode), &next_inode_loaded_,
-                [&](std::string_view v) {
-                  STRIPEFS_ASSIGN_OR_RETURN(next_inode_, DecodeU64(v));
-                  loaded_next_inode_ = next_inode_;
-                  return Status::Ok();
-                });
-    uint64_t ino = next_inode_++;
+  Result<InodeRecord*> NewInode() {
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino, store_->TakeInode());
+    taken_.push_back(ino);
     InodeRecord& rec = inodes_[ino];
     rec.attr.ino = ino;
     rec.attr.generation = 1;
@@ -183,35 +201,23 @@ class MetaStore::Mutation {
     }
     if (stats_loaded_ && (stats_.inodes != loaded_stats_.inodes ||
                           stats_.bytes_used != loaded_stats_.bytes_used)) {
-      txn_->Put(MetaKey(kMetaStats), EncodeStats(stats_));
+      txn_->Put(store_->stats_key_, EncodeStats(stats_));
     }
-    if (next_inode_loaded_ && next_inode_ != loaded_next_inode_) {
-      txn_->Put(MetaKey(kMetaNextInode), EncodeU64(next_inode_));
-    }
-    return txn_->Commit().status();
+    Status st = txn_->Commit().status();
+    committed_ = st.ok();
+    return st;
   }
 
  private:
-  // Reads a volume counter into the transaction on first use; an error is
-  // kept and returned by Commit (callers use the counters as plain fields).
-  template <typename F>
-  void LoadCounter(const std::string& key, bool* loaded, F&& decode) {
-    if (*loaded) return;
-    *loaded = true;
-    auto v = txn_->Get(key);
-    Status st = v.status();
-    if (st.ok() && !*v) st = Status::Corruption(key.substr(1) + " is missing");
-    if (st.ok()) st = decode(**v);
-    if (!st.ok() && counter_error_.ok()) counter_error_ = st;
-  }
-
+  MetaStore* store_;
+  std::vector<uint64_t> taken_;  // inode numbers this mutation took
+  bool committed_ = false;
   std::unique_ptr<KvTxn> txn_;
+  // Statistics read on first use; an error is kept and returned by Commit
+  // (callers use them as plain fields).
   FsStats stats_;
   FsStats loaded_stats_;
   bool stats_loaded_ = false;
-  uint64_t next_inode_ = 0;
-  uint64_t loaded_next_inode_ = 0;
-  bool next_inode_loaded_ = false;
   Status counter_error_;
   Timespec now_;
   std::map<uint64_t, InodeRecord> inodes_;
@@ -380,6 +386,78 @@ Status MetaStore::LoadState() {
   // Versions below the durable limit may have been handed out before a
   // restart: never hand them out again.
   next_version_ = version_limit_;
+  // No inode block leased yet: the first create leases one.
+  next_inode_ = inode_limit_ = 0;
+  if (!IsEtcdLocation(dir_)) {
+    stats_key_ = MetaKey(kMetaStats);  // one process: no shards
+    return Status::Ok();
+  }
+  std::random_device rd;
+  char id[17];
+  snprintf(id, sizeof id, "%08x%08x", rd(), rd());
+  stats_key_ = StatsShardKey(id);
+  // Shards of MetaStores gone since (and of live ones: harmless) are folded
+  // into the base, so their number stays near the number of live metads.
+  return FoldStatsShards();
+}
+
+Result<uint64_t> MetaStore::TakeInode() {
+  if (next_inode_ < inode_limit_) return next_inode_++;
+  const uint64_t batch = std::max<uint32_t>(options_.inode_batch, 1);
+  for (int attempt = 1;; ++attempt) {
+    std::unique_ptr<KvTxn> txn = kv_->Begin();
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              txn->Get(MetaKey(kMetaNextInode)));
+    if (!v) return Status::Corruption("inode counter is missing");
+    STRIPEFS_ASSIGN_OR_RETURN(uint64_t start, DecodeU64(*v));
+    if (start > std::numeric_limits<uint64_t>::max() - batch) {
+      return Status(EOVERFLOW, "inode numbers exhausted");
+    }
+    txn->Put(MetaKey(kMetaNextInode), EncodeU64(start + batch));
+    auto ticket = txn->Commit();
+    if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
+      lease_conflicts_.fetch_add(1, std::memory_order_relaxed);
+      BackOff(attempt);
+      continue;
+    }
+    STRIPEFS_RETURN_IF_ERROR(ticket.status());
+    next_inode_ = start;
+    inode_limit_ = start + batch;
+    return next_inode_++;
+  }
+}
+
+Status MetaStore::FoldStatsShards() {
+  const std::string base_key = MetaKey(kMetaStats);
+  const std::string start = MetaKey(kMetaStatsShard);
+  const std::string end = PrefixEnd(start);
+  // Each pass folds up to max_ops - 1 shards (their deletes plus the base).
+  const size_t max_ops = kv_->limits().max_ops;
+  const size_t per_txn = max_ops > 1 ? max_ops - 1 : 1000;
+  for (int pass = 0; pass < 1000; ++pass) {
+    bool more = false;
+    Status st = Mutate([&]() -> Status {
+      std::unique_ptr<KvTxn> txn = kv_->Begin();
+      STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> bv,
+                                txn->Get(base_key));
+      if (!bv) return Status::Corruption("stats record is missing");
+      STRIPEFS_ASSIGN_OR_RETURN(FsStats sum, DecodeStats(*bv));
+      STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> shards,
+                                txn->Scan(start, end, per_txn + 1));
+      more = shards.size() > per_txn;
+      if (more) shards.resize(per_txn);
+      if (shards.empty()) return Status::Ok();
+      for (const KvPair& p : shards) {
+        STRIPEFS_ASSIGN_OR_RETURN(FsStats part, DecodeStats(p.value));
+        sum = AddStats(sum, part);
+        txn->Delete(p.key);
+      }
+      txn->Put(base_key, EncodeStats(sum));
+      return txn->Commit().status();
+    });
+    STRIPEFS_RETURN_IF_ERROR(st);
+    if (!more) return Status::Ok();
+  }
   return Status::Ok();
 }
 
@@ -636,7 +714,7 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
       return Status::Exists("'" + name + "' already exists in " +
                             InoStr(parent));
     }
-    InodeRecord* rec = m.NewInode();
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.NewInode());
     rec->attr.mode = mode;
     rec->attr.uid = uid;
     rec->attr.gid = gid;
@@ -670,7 +748,7 @@ Result<InodeAttr> MetaStore::CreateAnonymous(uint64_t parent, uint32_t mode,
     if (!IsDir(dir->attr.mode)) {
       return Status(ENOTDIR, InoStr(parent) + " is not a directory");
     }
-    InodeRecord* rec = m.NewInode();
+    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.NewInode());
     rec->attr.mode = S_IFREG | (mode & 07777);
     rec->attr.uid = uid;
     rec->attr.gid = gid;
@@ -832,16 +910,17 @@ Result<bool> MetaStore::IsAncestor(Mutation& m, uint64_t ancestor,
 
 // RENAME_WHITEOUT: the source name becomes an overlayfs whiteout, a
 // character device 0/0 with mode 0, owned like the inode that moved.
-void MetaStore::PutWhiteout(Mutation& m, uint64_t parent,
-                            const std::string& name, const InodeRecord& moved,
-                            InodeRecord* pdir) {
-  InodeRecord* w = m.NewInode();
+Status MetaStore::PutWhiteout(Mutation& m, uint64_t parent,
+                              const std::string& name, const InodeRecord& moved,
+                              InodeRecord* pdir) {
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * w, m.NewInode());
   w->attr.mode = S_IFCHR;
   w->attr.uid = moved.attr.uid;
   w->attr.gid = moved.attr.gid;
   w->attr.nlink = 1;
   m.PutDentry(parent, name,
               DentryValue{w->attr.ino, S_IFCHR, pdir->next_seq++});
+  return Status::Ok();
 }
 
 Status MetaStore::Rename(uint64_t parent, const std::string& name,
@@ -956,7 +1035,9 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
       }
       m.DeleteDentry(parent, name, src->seq);
       m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
-      if (flags & kRenameWhiteout) PutWhiteout(m, parent, name, *srec, pdir);
+      if (flags & kRenameWhiteout) {
+        STRIPEFS_RETURN_IF_ERROR(PutWhiteout(m, parent, name, *srec, pdir));
+      }
       if (src_dir && parent != new_parent) {
         srec->parent = new_parent;
         pdir->attr.nlink--;
@@ -1091,9 +1172,20 @@ Result<std::vector<uint64_t>> MetaStore::ListOrphans() {
 }
 
 Result<FsStats> MetaStore::StatFs() {
-  STRIPEFS_ASSIGN_OR_RETURN(std::string v,
-                            Get(MetaKey(kMetaStats), "statistics"));
-  return DecodeStats(v);
+  // The base record and every shard, summed (one consistent range read).
+  const std::string start = MetaKey(kMetaStats);
+  std::unique_ptr<KvReader> snap = kv_->Snapshot();
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<KvPair> records,
+                            snap->Scan(start, PrefixEnd(start), 0));
+  if (records.empty() || records.front().key != start) {
+    return Status::Corruption("statistics record is missing");
+  }
+  FsStats sum;
+  for (const KvPair& p : records) {
+    STRIPEFS_ASSIGN_OR_RETURN(FsStats part, DecodeStats(p.value));
+    sum = AddStats(sum, part);
+  }
+  return sum;
 }
 
 // --- xattrs ---------------------------------------------------------------

@@ -55,6 +55,10 @@ struct MetaStoreOptions {
   // Stripe versions reserved per durable counter write in AllocateVersions
   // (numbers reserved but not handed out before a crash are skipped).
   uint32_t version_batch = 4096;
+  // Inode numbers leased per transaction on M next_inode; each MetaStore
+  // hands out its own block, so creates on different metads do not write a
+  // shared counter. A crash or close leaks at most the rest of one block.
+  uint32_t inode_batch = 1024;
   // Test hook: runs in the group-commit leader just before it syncs the WAL
   // (without any lock held), so tests can make followers join one sync.
   std::function<void()> before_wal_sync;
@@ -65,6 +69,10 @@ struct MetaStoreOptions {
 struct MetaCommitStats {
   uint64_t mutations = 0;
   uint64_t wal_syncs = 0;
+  uint64_t conflicts = 0;  // mutations re-run after losing a conflict
+  // Inode-block leases re-run after losing to another MetaStore's lease
+  // (one lease per inode_batch creates).
+  uint64_t lease_conflicts = 0;
 };
 
 class MetaStore final : public MetaService {
@@ -165,7 +173,9 @@ class MetaStore final : public MetaService {
                                              uint32_t limit) override;
 
   MetaCommitStats commit_stats() const {
-    return {kv_->last_ticket(), kv_->syncs()};
+    return {kv_->last_ticket(), kv_->syncs(),
+            conflicts_.load(std::memory_order_relaxed),
+            lease_conflicts_.load(std::memory_order_relaxed)};
   }
 
   // The directory this store lives in.
@@ -180,6 +190,16 @@ class MetaStore final : public MetaService {
   static Result<std::unique_ptr<KvStore>> OpenKv(const std::string& location,
                                                  bool create);
   Status LoadState();
+  // The next inode number of this MetaStore's leased block, leasing a new
+  // block (its own transaction on M next_inode) when it is used up. With
+  // mu_ held. Needs no durability wait: the lease is committed before any
+  // mutation that uses a number from it (RocksDB's WAL keeps that order,
+  // etcd commits durably).
+  Result<uint64_t> TakeInode();
+  // Adds every stats shard into the base record and deletes the shards
+  // (batches within the engine's transaction bound). Safe while other
+  // MetaStores run: shard updates are read-modify-writes, so they conflict.
+  Status FoldStatsShards();
   // Point read of the latest value; NotFound -> ENOENT with `what`.
   Result<std::string> Get(const std::string& key, const std::string& what);
   static const Status& StatusOf(const Status& s) { return s; }
@@ -205,6 +225,7 @@ class MetaStore final : public MetaService {
           target = kv_->last_ticket();
           return r;
         }
+        conflicts_.fetch_add(1, std::memory_order_relaxed);
         BackOff(attempt);
       }
     }();
@@ -221,9 +242,9 @@ class MetaStore final : public MetaService {
   // MkNode with an empty name: an O_TMPFILE inode (nlink 0, an orphan).
   Result<InodeAttr> CreateAnonymous(uint64_t parent, uint32_t mode,
                                     uint32_t uid, uint32_t gid);
-  void PutWhiteout(Mutation& m, uint64_t parent, const std::string& name,
-                   const meta_schema::InodeRecord& moved,
-                   meta_schema::InodeRecord* pdir);
+  Status PutWhiteout(Mutation& m, uint64_t parent, const std::string& name,
+                     const meta_schema::InodeRecord& moved,
+                     meta_schema::InodeRecord* pdir);
   Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
                                uint32_t mode, uint32_t uid, uint32_t gid,
                                uint32_t rdev, const std::string* symlink);
@@ -254,6 +275,14 @@ class MetaStore final : public MetaService {
   uint64_t next_version_ = 0;
   uint64_t version_limit_ = 0;
   uint64_t version_limit_seq_ = 0;  // commit ticket of the last reservation
+  // This MetaStore's leased inode numbers: [next_inode_, inode_limit_).
+  uint64_t next_inode_ = 0;
+  uint64_t inode_limit_ = 0;
+  // The stats record this MetaStore writes: the base M stats on RocksDB
+  // (one process), its own shard M stats/<random id> on etcd.
+  std::string stats_key_;
+  std::atomic<uint64_t> conflicts_{0};
+  std::atomic<uint64_t> lease_conflicts_{0};
 };
 
 }  // namespace stripefs

@@ -2,7 +2,8 @@
 
 One copy of each, imported by bench/cluster/bench_cluster.py,
 bench/fuse/transport_bench.py, bench/align/align_bench.py,
-bench/write/write_bench.py and bench/read/read_bench.py:
+bench/write/write_bench.py, bench/read/read_bench.py and
+bench/meta/meta_bench.py:
 
   knobs        kernel knobs (/sys, /proc/sys) set for a run and restored,
                drop_caches
