@@ -337,25 +337,28 @@ class WriteBench:
         pid = self.mount(*self.cluster.mount_args(), mnt)
         pids = {"fuse-daemon": pid}
         pids.update(self.cluster.pids())
-        self.measure("cluster_seq", lambda: self.fio_job(
-            mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
-            pids, count_syncs=True))
-        self.remove(mnt, "seq")
-        self.profiled("cluster-seqwrite", pids, lambda: fio.run(
-            mnt, "prof", self.seq_write_args(a.size, "pseq"),
-            a.job_timeout))
-        self.remove(mnt, "pseq")
-        self.measure("cluster_rand", lambda: self.fio_job(
-            mnt, "cluster-randwrite", self.rand4k_args(), pids,
-            count_syncs=True))
-        self.remove(mnt, "rand")
-        self.profiled("cluster-randwrite", pids, lambda: fio.run(
-            mnt, "prof", self.rand4k_args(), a.job_timeout))
-        self.remove(mnt, "rand")
-        self.measure("cluster_meta", lambda: dict(zip(
-            ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
-        self.profiled("cluster-create-unlink", pids,
-                      lambda: meta_ops(mnt, max(100, a.files // 4)))
+        if self.wants("bd"):
+            self.measure("cluster_seq", lambda: self.fio_job(
+                mnt, "cluster-seqwrite", self.seq_write_args(a.size, "seq"),
+                pids, count_syncs=True))
+            self.remove(mnt, "seq")
+            self.profiled("cluster-seqwrite", pids, lambda: fio.run(
+                mnt, "prof", self.seq_write_args(a.size, "pseq"),
+                a.job_timeout))
+            self.remove(mnt, "pseq")
+        if self.wants("e"):
+            self.measure("cluster_rand", lambda: self.fio_job(
+                mnt, "cluster-randwrite", self.rand4k_args(), pids,
+                count_syncs=True))
+            self.remove(mnt, "rand")
+            self.profiled("cluster-randwrite", pids, lambda: fio.run(
+                mnt, "prof", self.rand4k_args(), a.job_timeout))
+            self.remove(mnt, "rand")
+        if self.wants("f"):
+            self.measure("cluster_meta", lambda: dict(zip(
+                ("creates_s", "unlinks_s"), meta_ops(mnt, a.files))))
+            self.profiled("cluster-create-unlink", pids,
+                          lambda: meta_ops(mnt, max(100, a.files // 4)))
         self.umount(mnt)
         self.cluster.down()
 
@@ -380,12 +383,15 @@ class WriteBench:
         self.pt = passthrough.Passthrough(
             exe, src, os.path.join(self.work, "ptmnt")).start()
         pids = {"passthrough_ll": self.pt.pid}
-        self.measure("pt_rand", lambda: self.fio_job(
-            self.pt.mnt, "ptll-randwrite", self.rand4k_args(), pids,
-            count_syncs=True))
-        self.remove(self.pt.mnt, "rand")
-        self.measure("pt_meta", lambda: dict(zip(
-            ("creates_s", "unlinks_s"), meta_ops(self.pt.mnt, self.a.files))))
+        if self.wants("e"):
+            self.measure("pt_rand", lambda: self.fio_job(
+                self.pt.mnt, "ptll-randwrite", self.rand4k_args(), pids,
+                count_syncs=True))
+            self.remove(self.pt.mnt, "rand")
+        if self.wants("f"):
+            self.measure("pt_meta", lambda: dict(zip(
+                ("creates_s", "unlinks_s"),
+                meta_ops(self.pt.mnt, self.a.files))))
         self.pt.stop()
         self.pt = None
 
@@ -439,13 +445,23 @@ class WriteBench:
             a.job_timeout))
         self.umount(mnt)
 
+    def wants(self, rows):
+        """Whether any of `rows` (letters) was asked for (--rows)."""
+        return any(r in self.a.rows for r in rows)
+
     def run(self):
-        self.disk_reference()
-        self.chunk_store()
-        self.cluster_phase()
-        self.passthrough_phase()
-        self.embedded_phase()
-        self.stripe4m_phase()
+        if self.wants("abc"):
+            self.disk_reference()
+        if self.wants("a"):
+            self.chunk_store()
+        if self.wants("bdef"):
+            self.cluster_phase()
+        if self.wants("ef"):
+            self.passthrough_phase()
+        if self.wants("c"):
+            self.embedded_phase()
+        if self.wants("gh"):
+            self.stripe4m_phase()
 
 
 # ---------------------------------------------------------------- rows
@@ -669,8 +685,14 @@ def parse_args():
                    help="after rows b, e, f and h, run each job once more "
                         "(shorter) under a flat perf profile of our "
                         "processes; written to OUT/profiles.md")
+    p.add_argument("--rows", default="abcdefgh",
+                   help="only these rows, e.g. `f` or `bef` (default all); "
+                        "only the jobs they need run")
     p.add_argument("--stripefs", default=None)
     a = p.parse_args()
+    if not a.rows or set(a.rows) - set(ROWS):
+        sys.exit(f"write_bench: --rows takes letters of {''.join(ROWS)}, "
+                 f"not {a.rows!r}")
     if a.update_docs and a.out:
         sys.exit("write_bench: --out and --update-docs exclude each other")
     if a.update_docs:
@@ -694,12 +716,12 @@ def main():
                  "size_mib": a.size, "stripe_size_mib": a.stripe_size,
                  "rand_size_mib": a.rand_size, "runtime_s": a.runtime,
                  "files": a.files, "servers": a.servers, "k": a.k,
-                 "m": a.m, "workdir": a.workdir,
+                 "m": a.m, "workdir": a.workdir, "rows": a.rows,
                  "max_pages_limit_before": knobs.read(knobs.MAX_PAGES_LIMIT)})
     rc = run.timed(b, meta)
     meta["max_pages_limit_after"] = knobs.read(knobs.MAX_PAGES_LIMIT)
     meta["notes"] = b.notes
-    rows = all_rows(b.m, a)
+    rows = [r for r in all_rows(b.m, a) if r["row"] in a.rows]
     write_outputs(rows, b.m, meta, a)
     if b.profiles:
         with open(os.path.join(a.out, "profiles.md"), "w") as f:
