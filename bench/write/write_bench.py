@@ -591,6 +591,8 @@ CSV_COLS = ["row", "what", "status", "ratio", "goal", "value", "unit",
 
 def reference_note(m, a):
     d = m.get("disk", {})
+    if "disk" not in m:
+        return "disk reference: not run (--rows)"
     if "mib_s" not in d:
         return "disk reference: failed"
     return (f"disk reference (fio O_DIRECT 1 MiB QD8 libaio, "
