@@ -18,6 +18,7 @@
 // queue that only the handler's thread empties).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
