@@ -753,7 +753,10 @@ void StripeFs::Fsync(Replier r, uint64_t nodeid, const fuse_fsync_in&) {
     Status st = w->Flush(FlushReason::kFsync);
     if (!st.ok()) return Fail(r, st);
   }
-  r.Ok();  // metadata mutations are durable when acknowledged
+  // The file's own namespace changes (its create, a rename) too: a metad
+  // may acknowledge them before its WAL sync.
+  if (Status st = meta_.Sync(); !st.ok()) return Fail(r, st);
+  r.Ok();
 }
 
 void StripeFs::Flush(Replier r, uint64_t nodeid, const fuse_flush_in&) {
@@ -889,7 +892,9 @@ void StripeFs::ReleaseDir(Replier r, uint64_t, const fuse_release_in&) {
 }
 
 void StripeFs::FsyncDir(Replier r, uint64_t, const fuse_fsync_in&) {
-  r.Ok();  // directory mutations are durable when acknowledged
+  // Directory changes may be acknowledged before metad's WAL sync.
+  if (Status st = meta_.Sync(); !st.ok()) return Fail(r, st);
+  r.Ok();
 }
 
 void StripeFs::Access(Replier r, uint64_t nodeid, uint32_t mask) {
@@ -1007,6 +1012,7 @@ void StripeFs::Lseek(Replier r, uint64_t nodeid, const fuse_lseek_in& in) {
 
 void StripeFs::SyncFs(Replier r, uint64_t) {
   Status st = FlushAll(FlushReason::kFsync);
+  if (st.ok()) st = meta_.Sync();
   if (!st.ok()) return Fail(r, st);
   r.Ok();
 }

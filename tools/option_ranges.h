@@ -26,5 +26,6 @@ inline constexpr fs::OptionRange kSignalRange{1, 64};
 inline constexpr fs::OptionRange kProbeMsRange{1, 3'600'000};
 inline constexpr fs::OptionRange kProbeCountRange{1, 1000};
 inline constexpr fs::OptionRange kRepairParallelRange{1, 256};
+inline constexpr fs::OptionRange kNamespaceSyncMsRange{0, 1000};
 
 }  // namespace stripefs::tools

@@ -196,6 +196,27 @@ Status HoldingMetaService::PurgeInode(uint64_t ino,
   if (retried && st.code() == ENOENT) return Status::Ok();
   return st;
 }
+Status HoldingMetaService::Sync() {
+  return Hold("Sync", nullptr, [&] { return inner_->Sync(); });
+}
+Status HoldingMetaService::PurgeInodes(const std::vector<uint64_t>& inos,
+                                       std::vector<int32_t>* codes,
+                                       std::vector<ObsoleteStripe>* obsolete) {
+  bool retried = false;
+  std::vector<ObsoleteStripe> got;
+  Status st = Hold("PurgeInodes", &retried, [&] {
+    got.clear();
+    return inner_->PurgeInodes(inos, codes, &got);
+  });
+  if (!st.ok()) return st;
+  if (retried) {
+    for (int32_t& c : *codes) {
+      if (c == ENOENT) c = 0;  // purged by the attempt whose reply was lost
+    }
+  }
+  if (obsolete) obsolete->insert(obsolete->end(), got.begin(), got.end());
+  return Status::Ok();
+}
 Result<std::vector<uint64_t>> HoldingMetaService::ListOrphans() {
   return Hold("ListOrphans", nullptr, [&] { return inner_->ListOrphans(); });
 }

@@ -12,7 +12,8 @@
 // after metad applied the call. Retried calls that are not idempotent are
 // resolved where the answer tells: MkNode/Mkdir/Symlink/Link getting EEXIST
 // return the entry if it now has the inode type (and owner) asked for;
-// Rmdir/PurgeInode getting ENOENT and RemoveXattr getting ENODATA succeed;
+// Rmdir/PurgeInode getting ENOENT (per inode for PurgeInodes) and
+// RemoveXattr getting ENODATA succeed;
 // Rename getting ENOENT succeeds if the new name exists and the old does
 // not; CommitStripe getting ESTALE succeeds if the committed version is the
 // one sent (the replaced version is then unknown: its chunks are left to
@@ -82,6 +83,10 @@ class HoldingMetaService final : public MetaService {
                                         uint32_t max_entries) override;
   Status PurgeInode(uint64_t ino,
                     std::vector<ObsoleteStripe>* obsolete) override;
+  Status Sync() override;
+  Status PurgeInodes(const std::vector<uint64_t>& inos,
+                     std::vector<int32_t>* codes,
+                     std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<uint64_t>> ListOrphans() override;
   Result<FsStats> StatFs() override;
   Status SetXattr(uint64_t ino, const std::string& name,

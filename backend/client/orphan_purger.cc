@@ -6,12 +6,8 @@
 
 namespace stripefs {
 namespace {
-// Orphans per group (their chunk deletes share one request per server).
-constexpr size_t kGroup = 256;
 // Stripes asked for per GetStripes call.
 constexpr uint64_t kStripePage = 4096;
-// PurgeInode calls in flight per group.
-constexpr size_t kPurgesInFlight = 8;
 
 bool StripeLess(const ObsoleteStripe& a, const ObsoleteStripe& b) {
   return std::tie(a.inode, a.stripe, a.version) <
@@ -19,47 +15,10 @@ bool StripeLess(const ObsoleteStripe& a, const ObsoleteStripe& b) {
 }
 }  // namespace
 
-OrphanPurger::OrphanPurger(const Parts& parts) : p_(parts) {
-  thread_ = std::thread([this] { Loop(); });
-}
-
-OrphanPurger::~OrphanPurger() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();  // Loop() empties the queue before it returns
-}
-
-void OrphanPurger::Enqueue(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(ino);
-  ++enqueued_;
-  cv_.notify_all();
-}
-
-void OrphanPurger::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = enqueued_;
-  cv_.wait(lock, [&] { return done_ >= target; });
-}
-
-void OrphanPurger::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and drained
-    const size_t n = std::min(queue_.size(), kGroup);
-    std::vector<uint64_t> inos(queue_.begin(), queue_.begin() + n);
-    queue_.erase(queue_.begin(), queue_.begin() + n);
-    lock.unlock();
-    PurgeGroup(inos);
-    lock.lock();
-    done_ += n;
-    cv_.notify_all();
-  }
-}
+OrphanPurger::OrphanPurger(const Parts& parts)
+    : p_(parts),
+      queue_(kQueueCapacity, kGroup,
+             [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }) {}
 
 bool OrphanPurger::ListOrphanStripes(uint64_t ino,
                                      std::vector<ObsoleteStripe>* out) {
@@ -89,38 +48,51 @@ void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
   for (uint64_t ino : inos) {
     if (ListOrphanStripes(ino, &stripes)) orphans.push_back(ino);
   }
-  // Chunks first: until PurgeInode the orphan stays listed for a restart.
+  if (orphans.empty()) return;
+  // The unlinks that made these orphans must be durable before their chunks
+  // go (a metad may acknowledge namespace changes before its WAL sync).
+  if (Status st = p_.meta->Sync(); !st.ok()) {
+    p_.errors->fetch_add(orphans.size());
+    return;  // they stay orphans: the next mount queues them again
+  }
+  // Chunks first: until their metadata goes the orphans stay listed for a
+  // restart.
   p_.client->DeleteStripes(stripes);
   p_.client->DrainGarbage();
+  std::vector<ObsoleteStripe> dropped = PurgeMetadata(orphans);
+  // Stripes the listing did not see (none without a writer) go too.
   std::sort(stripes.begin(), stripes.end(), StripeLess);
-  // Several PurgeInode calls in flight, so metad's group commit can cover
-  // them with one sync.
-  std::atomic<size_t> next{0};
-  std::mutex rest_mu;
   std::vector<ObsoleteStripe> rest;
-  auto purge = [&] {
-    for (size_t i = next++; i < orphans.size(); i = next++) {
-      std::vector<ObsoleteStripe> dropped;
-      Status st = p_.meta->PurgeInode(orphans[i], &dropped);
-      if (st.ok()) {
-        p_.purged->fetch_add(1);
-      } else if (st.code() != EBUSY && st.code() != ENOENT) {
-        p_.errors->fetch_add(1);
-      }
-      // Stripes the listing did not see (none without a writer) go too.
-      std::lock_guard<std::mutex> lock(rest_mu);
-      for (const ObsoleteStripe& o : dropped) {
-        if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
-          rest.push_back(o);
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < std::min(orphans.size(), kPurgesInFlight); ++t)
-    threads.emplace_back(purge);
-  purge();
-  for (auto& t : threads) t.join();
+  for (const ObsoleteStripe& o : dropped) {
+    if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
+      rest.push_back(o);
+  }
   p_.client->DeleteStripes(rest);
+}
+
+std::vector<ObsoleteStripe> OrphanPurger::PurgeMetadata(
+    const std::vector<uint64_t>& orphans) {
+  std::vector<int32_t> codes;
+  std::vector<ObsoleteStripe> dropped;
+  Status st = p_.meta->PurgeInodes(orphans, &codes, &dropped);
+  if (st.code() == EOPNOTSUPP) {
+    // A metad from before PurgeInodes: one PurgeInode call per inode.
+    dropped.clear();
+    st = p_.meta->MetaService::PurgeInodes(orphans, &codes, &dropped);
+  }
+  if (!st.ok()) {
+    // Nothing known per inode: they stay orphans for the next mount.
+    p_.errors->fetch_add(orphans.size());
+    return dropped;
+  }
+  for (int32_t code : codes) {
+    if (code == 0) {
+      p_.purged->fetch_add(1);
+    } else if (code != EBUSY && code != ENOENT) {
+      p_.errors->fetch_add(1);
+    }
+  }
+  return dropped;
 }
 
 }  // namespace stripefs

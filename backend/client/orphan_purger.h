@@ -3,16 +3,28 @@
 // last close return after their metadata change only.
 //
 // Order and crash safety: for the orphans queued together, the purger reads
-// each one's stripe map, hands every committed stripe version to the
-// StripeClient's version collector (one DeleteChunkVersions per server for
-// the whole group), waits until those deletes were attempted, and only then
-// calls PurgeInode for each. The orphan inode is the durable purge record:
-// after a crash before PurgeInode it is still in ListOrphans, and the next
+// each one's stripe map, makes metadata durable (MetaService::Sync: the
+// unlink that orphaned an inode may have been acknowledged before its WAL
+// sync, and must not be lost once its chunks are gone), hands every committed
+// stripe version to the StripeClient's version collector (one
+// DeleteChunkVersions per server for the whole group), waits until those
+// deletes were attempted, and only then removes their metadata with one
+// PurgeInodes call (one metad commit for the group; per-inode PurgeInode
+// against a metad without it). The orphan inode is the durable purge record:
+// after a crash before that commit it is still in ListOrphans, and the next
 // mount queues it again (deleting absent chunks is OK), so no chunk leaks
 // for good. A chunk of a linked file is never deleted: an inode is skipped
 // unless its link count is 0, and only the versions its own map names go.
 // Known limit: chunks on servers that are down are left to scrub, as the
 // collector documents.
+//
+//
+// Bounded: at most kQueueCapacity inodes wait (a BackgroundQueue); Enqueue
+// then blocks until the purger has taken a group. It blocks rather than
+// coalesces because every queued inode is a distinct orphan whose chunks
+// must go (an inode is queued once per last reference, so there is nothing
+// to merge), and dropping one would leave it until the next mount; blocking
+// slows unlinks to the purge rate instead of letting the queue grow.
 //
 // Ownership: borrows the metadata service, the stripe client and the two
 // counters (all must outlive it). Thread-safety: all methods may be called
@@ -20,13 +32,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "backend/client/background_queue.h"
 #include "backend/client/stripe_client.h"
 #include "backend/meta/meta_service.h"
 
@@ -40,32 +50,34 @@ class OrphanPurger {
     std::atomic<uint64_t>* purged;  // inodes removed
     std::atomic<uint64_t>* errors;  // metadata errors (the orphan stays)
   };
+  // Inodes that may wait, and inodes per group (one PurgeInodes call and
+  // one DeleteChunkVersions per server).
+  static constexpr size_t kQueueCapacity = 4096;
+  static constexpr size_t kGroup = 256;
+  static_assert(kGroup <= kMaxInodesPerPurge);
+
   explicit OrphanPurger(const Parts& parts);
-  ~OrphanPurger();
   OrphanPurger(const OrphanPurger&) = delete;
   OrphanPurger& operator=(const OrphanPurger&) = delete;
 
   // Queues `ino` (an inode queued twice is purged once; the second finds it
-  // gone).
-  void Enqueue(uint64_t ino);
+  // gone). Blocks while kQueueCapacity inodes wait.
+  void Enqueue(uint64_t ino) { queue_.Push(ino); }
   // Returns once everything queued before the call has been attempted.
-  void Drain();
+  void Drain() { queue_.Drain(); }
 
  private:
-  void Loop();
   // Chunks of every orphan in `inos`, then their metadata.
   void PurgeGroup(const std::vector<uint64_t>& inos);
   // The committed stripes of orphan `ino` (false: skip it, e.g. linked).
   bool ListOrphanStripes(uint64_t ino, std::vector<ObsoleteStripe>* out);
+  // Removes the metadata of `orphans`; returns stripes that the purge
+  // dropped (the listing normally saw them all).
+  std::vector<ObsoleteStripe> PurgeMetadata(
+      const std::vector<uint64_t>& orphans);
 
   const Parts p_;
-  std::mutex mu_;
-  std::condition_variable cv_;  // queue changed or done_ advanced
-  std::deque<uint64_t> queue_;  // guarded by mu_
-  uint64_t enqueued_ = 0;       // guarded by mu_
-  uint64_t done_ = 0;           // guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
-  std::thread thread_;          // last: started after the fields above
+  BackgroundQueue<uint64_t> queue_;  // last: its thread uses p_
 };
 
 }  // namespace stripefs

@@ -9,18 +9,11 @@ namespace stripefs {
 
 VersionCollector::VersionCollector(const Parts& parts, size_t capacity,
                                    std::chrono::milliseconds linger)
-    : p_(parts), capacity_(capacity == 0 ? 1 : capacity), linger_(linger) {
-  thread_ = std::thread([this] { Loop(); });
-}
-
-VersionCollector::~VersionCollector() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();  // Loop() empties the queue before it returns
-}
+    : p_(parts),
+      queue_(
+          capacity, /*max_batch=*/0,
+          [this](std::vector<Item> items) { Collect(std::move(items)); },
+          linger) {}
 
 void VersionCollector::Enqueue(const ObsoleteStripe& obsolete,
                                const ChunkLayout& layout, bool dropped) {
@@ -30,44 +23,10 @@ void VersionCollector::Enqueue(const ObsoleteStripe& obsolete,
     // Down servers are skipped: scrub collects what is left there.
     item.services.push_back(layout.IsUp(i) ? layout.services[i] : nullptr);
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
-  queue_.push_back(std::move(item));
-  ++enqueued_;
-  cv_.notify_all();
+  queue_.Push(std::move(item));
 }
 
-void VersionCollector::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = enqueued_;
-  ++draining_;
-  cv_.notify_all();  // cut a linger short
-  cv_.wait(lock, [&] { return done_ >= target; });
-  --draining_;
-}
-
-void VersionCollector::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and drained
-    if (linger_.count() > 0) {
-      cv_.wait_for(lock, linger_, [&] {
-        return stopping_ || draining_ > 0 || queue_.size() * 2 >= capacity_;
-      });
-    }
-    std::vector<Item> items(std::make_move_iterator(queue_.begin()),
-                            std::make_move_iterator(queue_.end()));
-    queue_.clear();
-    cv_.notify_all();  // room for blocked Enqueue calls
-    lock.unlock();
-    const size_t n = items.size();
-    Collect(std::move(items));
-    lock.lock();
-    done_ += n;
-    cv_.notify_all();
-  }
-}
+void VersionCollector::Drain() { queue_.Drain(); }
 
 void VersionCollector::Collect(std::vector<Item> items) {
   // One batch per server: (item, chunk index) pairs, run back to back.

@@ -2,7 +2,8 @@
 // versions in the background, off the write path.
 //
 // Writers hand over what a commit made obsolete (Enqueue) and return at
-// once. One collector thread takes everything queued, groups the deletions
+// once. One collector thread (a BackgroundQueue) takes everything queued,
+// groups the deletions
 // by chunk server and sends each server's batch as one DeleteChunkVersions
 // call on the I/O pool (servers in parallel; one request per frame-full and
 // one index commit on the server), deleting exactly the obsolete (inode,
@@ -29,14 +30,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "backend/client/background_queue.h"
 #include "backend/client/client_counters.h"
 #include "backend/client/cluster_view.h"
 #include "backend/client/stripe_locks.h"
@@ -56,7 +54,7 @@ class VersionCollector {
   };
   VersionCollector(const Parts& parts, size_t capacity,
                    std::chrono::milliseconds linger = {});
-  ~VersionCollector();  // drains the queue, then stops the thread
+  // The queue's destructor drains it, then stops the thread.
   VersionCollector(const VersionCollector&) = delete;
   VersionCollector& operator=(const VersionCollector&) = delete;
 
@@ -75,7 +73,6 @@ class VersionCollector {
     std::vector<ChunkService*> services;  // per chunk index; null = skip
     bool dropped = false;
   };
-  void Loop();
   void Collect(std::vector<Item> items);
   // One server's share: (item, chunk index) pairs.
   void DeleteBatch(ChunkService* svc, const std::vector<Item>& items,
@@ -83,17 +80,7 @@ class VersionCollector {
   void DeleteOne(const Item& item, uint32_t index);
 
   const Parts p_;
-  const size_t capacity_;
-  const std::chrono::milliseconds linger_;
-
-  std::mutex mu_;
-  std::condition_variable cv_;  // queue changed or done_ advanced
-  std::deque<Item> queue_;      // guarded by mu_
-  uint64_t enqueued_ = 0;       // items ever queued; guarded by mu_
-  uint64_t done_ = 0;           // items ever finished; guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
-  int draining_ = 0;            // Drain() calls waiting; guarded by mu_
-  std::thread thread_;          // last: started after the fields above
+  BackgroundQueue<Item> queue_;  // last: its thread uses the fields above
 };
 
 }  // namespace stripefs

@@ -3,7 +3,9 @@
 // Holds the namespace (inodes, directory entries, xattrs), the stripe map
 // (committed version and degraded mask of each stripe), the volume geometry
 // and the cluster map. Implemented in process by MetaStore (RocksDB) and
-// remotely by the RPC client stub. Every acknowledged mutation is durable.
+// remotely by the RPC client stub. Every acknowledged mutation is durable,
+// except namespace mutations of a metad that acknowledges them before its
+// WAL sync (then durable after Sync(); see MetaStoreOptions).
 //
 // Errors are errno-style Statuses a file system can return as is: ENOENT,
 // EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EINVAL, ENODATA (xattr), ERANGE,
@@ -15,6 +17,8 @@
 // each method is atomic.
 #pragma once
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +27,9 @@
 #include "common/status.h"
 
 namespace stripefs {
+
+// Most inodes one PurgeInodes call may carry (bounds a decoded message).
+inline constexpr size_t kMaxInodesPerPurge = 1024;
 
 class MetaService {
  public:
@@ -89,9 +96,39 @@ class MetaService {
   // whose chunks can now be deleted. EBUSY if it still has links.
   virtual Status PurgeInode(uint64_t ino,
                             std::vector<ObsoleteStripe>* obsolete) = 0;
+  // PurgeInode for several inodes in one call and, where the service can,
+  // one durable commit (a bounded engine such as etcd commits several
+  // groups). (*codes)[i] is inos[i]'s errno-style result: 0 purged, ENOENT
+  // gone already, EBUSY still linked, other codes (a bad record, a failed
+  // read) as PurgeInode's. The stripes of every purged inode are appended
+  // to `obsolete`. A non-OK Status (a failed commit, unreachable) leaves
+  // *codes empty: some groups may have been purged, and purging again is
+  // safe (ENOENT for those done; their stripes are then not returned).
+  // EINVAL for more than kMaxInodesPerPurge inodes. The default calls
+  // PurgeInode once per inode.
+  virtual Status PurgeInodes(const std::vector<uint64_t>& inos,
+                             std::vector<int32_t>* codes,
+                             std::vector<ObsoleteStripe>* obsolete) {
+    codes->clear();
+    if (inos.size() > kMaxInodesPerPurge) return TooManyToPurge(inos.size());
+    for (uint64_t ino : inos)
+      codes->push_back(PurgeInode(ino, obsolete).code());
+    return Status::Ok();
+  }
+  static Status TooManyToPurge(size_t n) {
+    return Status::InvalidArgument(std::to_string(n) +
+                                   " inodes in one PurgeInodes, at most " +
+                                   std::to_string(kMaxInodesPerPurge));
+  }
   // Orphans left by a crash (nlink 0), to purge at mount time.
   virtual Result<std::vector<uint64_t>> ListOrphans() = 0;
   virtual Result<FsStats> StatFs() = 0;
+  // Returns once every mutation acknowledged so far is durable (fsync,
+  // fsyncdir, syncfs; the orphan purger before it deletes chunks). Needed
+  // only where namespace mutations are acknowledged before their sync
+  // (MetaStoreOptions::namespace_sync_delay); the default, for services
+  // whose every mutation is durable when acknowledged, does nothing.
+  virtual Status Sync() { return Status::Ok(); }
 
   // xattrs. flags: XATTR_CREATE (1) / XATTR_REPLACE (2).
   virtual Status SetXattr(uint64_t ino, const std::string& name,

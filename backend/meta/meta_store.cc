@@ -229,9 +229,37 @@ class MetaStore::Mutation {
 
 MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
                      std::unique_ptr<KvStore> kv)
-    : dir_(std::move(dir)), options_(options), kv_(std::move(kv)) {}
+    : dir_(std::move(dir)), options_(options), kv_(std::move(kv)) {
+  if (options_.sync && options_.namespace_sync_delay.count() > 0) {
+    syncer_ = std::thread([this] { SyncLoop(); });
+  }
+}
 
-MetaStore::~MetaStore() = default;
+MetaStore::~MetaStore() {
+  if (syncer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(syncer_mu_);
+      stopping_ = true;
+    }
+    syncer_cv_.notify_all();
+    syncer_.join();
+    (void)Sync();  // a clean stop leaves nothing unsynced
+  }
+}
+
+void MetaStore::SyncLoop() {
+  std::unique_lock<std::mutex> lock(syncer_mu_);
+  while (!syncer_cv_.wait_for(lock, options_.namespace_sync_delay,
+                              [&] { return stopping_; })) {
+    lock.unlock();
+    // Cheap when nothing new was written (WaitDurable returns at once). A
+    // failed sync is retried next round and reported by the next Sync().
+    (void)kv_->WaitDurable(kv_->last_ticket());
+    lock.lock();
+  }
+}
+
+Status MetaStore::Sync() { return kv_->WaitDurable(kv_->last_ticket()); }
 
 bool MetaStore::IsEtcdLocation(const std::string& location) {
   return location.starts_with(kEtcdScheme);
@@ -704,7 +732,7 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
                                         uint32_t rdev,
                                         const std::string* symlink) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  return Mutate([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<InodeAttr> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
     if (IsDots(name)) return Status::Exists("'" + name + "' always exists");
@@ -742,7 +770,7 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
 
 Result<InodeAttr> MetaStore::CreateAnonymous(uint64_t parent, uint32_t mode,
                                              uint32_t uid, uint32_t gid) {
-  return Mutate([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<InodeAttr> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.Inode(parent));
     if (!IsDir(dir->attr.mode)) {
@@ -799,7 +827,7 @@ Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
 Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
                                   const std::string& new_name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  return Mutate([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<InodeAttr> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     if (IsDir(rec->attr.mode)) {
@@ -841,7 +869,7 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
 
 Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  return Mutate([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<InodeAttr> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
     if (IsDots(name)) return Status(EISDIR, "'" + name + "' is a directory");
@@ -868,7 +896,7 @@ Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
 
 Status MetaStore::Rmdir(uint64_t parent, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  return Mutate([&]() -> Status {
+  return MutateNamespace([&]() -> Status {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
     if (name == ".") return Status::InvalidArgument("cannot rmdir '.'");
@@ -935,7 +963,7 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
   const bool exchange = flags & kRenameExchange;
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  return Mutate([&]() -> Status {
+  return MutateNamespace([&]() -> Status {
     if (replaced) *replaced = 0;
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
@@ -1054,7 +1082,9 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
 Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
                                      std::vector<ObsoleteStripe>* obsolete) {
   std::vector<ObsoleteStripe> dropped;
-  auto result = Mutate([&]() -> Result<InodeAttr> {
+  // A size change drops stripes whose chunks are deleted next: durable.
+  const bool resizes = (req.mask & kSetSize) != 0;
+  auto result = MutateNamespace(resizes, [&]() -> Result<InodeAttr> {
     dropped.clear();
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
@@ -1141,7 +1171,7 @@ Status MetaStore::DropStripes(uint64_t ino, uint64_t first, uint64_t count,
 Status MetaStore::PurgeInode(uint64_t ino,
                              std::vector<ObsoleteStripe>* obsolete) {
   std::vector<ObsoleteStripe> dropped;
-  return Mutate([&]() -> Status {
+  return MutateNamespace([&]() -> Status {
     dropped.clear();
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
@@ -1155,6 +1185,67 @@ Status MetaStore::PurgeInode(uint64_t ino,
     if (obsolete)
       obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
     return Status::Ok();
+  });
+}
+
+Status MetaStore::PurgeOne(Mutation& m, uint64_t ino,
+                           std::vector<ObsoleteStripe>* dropped) {
+  const size_t before = dropped->size();
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Inode(ino));
+  if (rec->attr.nlink != 0) {
+    return Status(EBUSY, InoStr(ino) + " still has " +
+                             std::to_string(rec->attr.nlink) + " link(s)");
+  }
+  // DropStripesFrom writes only after its reads succeeded.
+  Status st = DropStripesFrom(m, ino, 0, dropped);
+  if (!st.ok()) {
+    dropped->resize(before);
+    return st;
+  }
+  return m.DeleteInode(ino);  // cannot fail: the record is loaded
+}
+
+namespace {
+// Transaction writes per purged inode: the inode, symlink and orphan keys,
+// the xattr range and the stripe range (see PurgeOne). The estimate is
+// doubled for the reads an engine may also bound (etcd compares).
+constexpr size_t kPurgeOpsPerInode = 5;
+}  // namespace
+
+Status MetaStore::PurgeInodes(const std::vector<uint64_t>& inos,
+                              std::vector<int32_t>* codes,
+                              std::vector<ObsoleteStripe>* obsolete) {
+  codes->clear();
+  if (inos.size() > kMaxInodesPerPurge) return TooManyToPurge(inos.size());
+  const size_t max_ops = kv_->limits().max_ops;
+  const size_t group =
+      max_ops == 0
+          ? std::max<size_t>(1, inos.size())
+          : std::max<size_t>(1, (max_ops - 1) / (2 * kPurgeOpsPerInode));
+  std::vector<int32_t> out(inos.size(), 0);
+  std::vector<ObsoleteStripe> dropped;
+  for (size_t i = 0; i < inos.size(); i += group) {
+    const size_t n = std::min(group, inos.size() - i);
+    STRIPEFS_RETURN_IF_ERROR(PurgeInodeGroup(&inos[i], n, &out[i], &dropped));
+  }
+  *codes = std::move(out);
+  if (obsolete)
+    obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
+  return Status::Ok();
+}
+
+Status MetaStore::PurgeInodeGroup(const uint64_t* inos, size_t n,
+                                  int32_t* codes,
+                                  std::vector<ObsoleteStripe>* dropped) {
+  const size_t before = dropped->size();
+  return MutateNamespace([&]() -> Status {
+    dropped->resize(before);
+    Mutation m(this);
+    for (size_t i = 0; i < n; ++i)
+      codes[i] = PurgeOne(m, inos[i], dropped).code();
+    Status st = m.Commit();
+    if (!st.ok()) dropped->resize(before);
+    return st;
   });
 }
 
@@ -1202,7 +1293,7 @@ Status MetaStore::SetXattr(uint64_t ino, const std::string& name,
     return Status::InvalidArgument("unsupported xattr flags " +
                                    std::to_string(flags));
   }
-  return Mutate([&]() -> Status {
+  return MutateNamespace([&]() -> Status {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     std::string key = XattrKey(ino, name);
@@ -1246,7 +1337,7 @@ Result<std::vector<std::string>> MetaStore::ListXattr(uint64_t ino) {
 
 Status MetaStore::RemoveXattr(uint64_t ino, const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateXattrName(name));
-  return Mutate([&]() -> Status {
+  return MutateNamespace([&]() -> Status {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     std::string key = XattrKey(ino, name);

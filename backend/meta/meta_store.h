@@ -18,6 +18,11 @@
 // reads on a snapshot); on RocksDB they may observe a change whose method
 // has not returned yet (it is applied before it is synced).
 //
+// Durability: by default every mutation is durable when it returns. With
+// MetaStoreOptions::namespace_sync_delay, namespace mutations return once
+// written (safe from a process crash) and are synced within that delay, by
+// Sync(), or by the next durable mutation.
+//
 // Known limit: on an engine with a per-transaction bound (etcd), a
 // CommitStripes larger than the bound is committed in several atomic groups
 // (each stripe is still all-or-nothing; see docs/metadata.md).
@@ -34,6 +39,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/meta/kv_store.h"
@@ -59,6 +66,19 @@ struct MetaStoreOptions {
   // hands out its own block, so creates on different metads do not write a
   // shared counter. A crash or close leaks at most the rest of one block.
   uint32_t inode_batch = 1024;
+  // Namespace mutations (create, mkdir, symlink, link, unlink, rmdir,
+  // rename, setattr without a size change, xattrs, purges) are acknowledged
+  // once their WAL record is written (to the page cache, so a kill -9 of
+  // the process loses none of them), before the WAL is synced; a background
+  // thread syncs it every `namespace_sync_delay`, which bounds what a power
+  // loss can take, as a local file system's journal commit does. Sync()
+  // (fsync, fsyncdir, syncfs) and every durable mutation (stripe commits,
+  // truncation, version reservations) sync the WAL, and since the WAL is one
+  // sequence that covers every earlier namespace mutation too. Zero (the
+  // default): every mutation is synced before it returns. No effect on etcd,
+  // where every commit is Raft-durable when it returns. docs/metadata.md,
+  // "Durability of namespace operations".
+  std::chrono::milliseconds namespace_sync_delay{0};
   // Test hook: runs in the group-commit leader just before it syncs the WAL
   // (without any lock held), so tests can make followers join one sync.
   std::function<void()> before_wal_sync;
@@ -146,8 +166,14 @@ class MetaStore final : public MetaService {
                                         uint32_t max_entries) override;
   Status PurgeInode(uint64_t ino,
                     std::vector<ObsoleteStripe>* obsolete) override;
+  // One transaction (one WAL sync) for all of `inos` on RocksDB; groups of
+  // at most limits().max_ops / kPurgeOpsPerInode inodes on etcd.
+  Status PurgeInodes(const std::vector<uint64_t>& inos,
+                     std::vector<int32_t>* codes,
+                     std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<uint64_t>> ListOrphans() override;
   Result<FsStats> StatFs() override;
+  Status Sync() override;
 
   Status SetXattr(uint64_t ino, const std::string& name,
                   const std::string& value, uint32_t flags) override;
@@ -214,8 +240,13 @@ class MetaStore final : public MetaService {
   // mutations (group commit). Waiting for all writes, not just f's, means a
   // result that depended on another mutation's change is never returned
   // before that change is durable. `f` must reset its outputs when it runs.
+  // Which acknowledgement a mutation needs: kDurable waits for the WAL sync
+  // (stripe map, version and server records, truncation: chunks are deleted
+  // on the strength of them); kNamespace may return before it when
+  // options_.namespace_sync_delay is set (see MetaStoreOptions).
+  enum class Ack { kDurable, kNamespace };
   template <typename F>
-  auto Mutate(F&& f, bool force_durable = false) -> decltype(f()) {
+  auto Mutate(F&& f, Ack ack = Ack::kDurable) -> decltype(f()) {
     uint64_t target = 0;
     auto result = [&] {
       std::lock_guard<std::mutex> lock(mu_);
@@ -229,11 +260,23 @@ class MetaStore final : public MetaService {
         BackOff(attempt);
       }
     }();
-    if (options_.sync || force_durable) {
+    if (options_.sync &&
+        (ack == Ack::kDurable || options_.namespace_sync_delay.count() == 0)) {
       Status st = kv_->WaitDurable(target);
       if (!st.ok()) return st;
     }
     return result;
+  }
+  // Mutate for a namespace mutation (Ack::kNamespace); with `durable`, one
+  // that must be synced anyway (a truncation: chunks go on its strength).
+  template <typename F>
+  auto MutateNamespace(F&& f) -> decltype(f()) {
+    return Mutate(std::forward<F>(f), Ack::kNamespace);
+  }
+  template <typename F>
+  auto MutateNamespace(bool durable, F&& f) -> decltype(f()) {
+    return Mutate(std::forward<F>(f),
+                  durable ? Ack::kDurable : Ack::kNamespace);
   }
   static constexpr int kMaxAttempts = 64;
   static void BackOff(int attempt);
@@ -254,6 +297,13 @@ class MetaStore final : public MetaService {
       Mutation& m, uint64_t ino, uint64_t first_dropped,
       std::vector<ObsoleteStripe>* obsolete,
       uint64_t end_stripe = std::numeric_limits<uint64_t>::max());
+  // Purges orphan `ino` in m's transaction (EBUSY if linked); appends its
+  // stripes to `dropped` (nothing written or appended on error).
+  Status PurgeOne(Mutation& m, uint64_t ino,
+                  std::vector<ObsoleteStripe>* dropped);
+  // One atomic group of PurgeInodes: codes[i] for inos[i].
+  Status PurgeInodeGroup(const uint64_t* inos, size_t n, int32_t* codes,
+                         std::vector<ObsoleteStripe>* dropped);
   // One atomic group of CommitStripes; appends what it replaced.
   Status CommitStripeGroup(uint64_t ino, const StripeCommit* commits, size_t n,
                            uint64_t min_file_size,
@@ -263,6 +313,9 @@ class MetaStore final : public MetaService {
   Status CheckAllocated(uint64_t version);
   // Whether `ancestor` is `ino` or one of its ancestors (via '..').
   Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
+
+  // Syncs the WAL every options_.namespace_sync_delay until stopping_.
+  void SyncLoop();
 
   const std::string dir_;
   const MetaStoreOptions options_;
@@ -283,6 +336,12 @@ class MetaStore final : public MetaService {
   std::string stats_key_;
   std::atomic<uint64_t> conflicts_{0};
   std::atomic<uint64_t> lease_conflicts_{0};
+
+  // The background WAL sync of lazily acknowledged namespace mutations.
+  std::mutex syncer_mu_;
+  std::condition_variable syncer_cv_;
+  bool stopping_ = false;  // guarded by syncer_mu_
+  std::thread syncer_;     // runs only with a namespace_sync_delay
 };
 
 }  // namespace stripefs

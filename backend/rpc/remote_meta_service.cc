@@ -131,6 +131,29 @@ Status RemoteMetaService::PurgeInode(uint64_t ino,
   if (obsolete) *obsolete = std::move(r).value();
   return Status::Ok();
 }
+Status RemoteMetaService::PurgeInodes(const std::vector<uint64_t>& inos,
+                                      std::vector<int32_t>* codes,
+                                      std::vector<ObsoleteStripe>* obsolete) {
+  codes->clear();
+  if (inos.size() > kMaxInodesPerPurge) return TooManyToPurge(inos.size());
+  Msg<MsgType::kPurgeInodes>::Response resp{};
+  STRIPEFS_RETURN_IF_ERROR(
+      CallTyped<MsgType::kPurgeInodes>(client_, {inos}, &resp));
+  auto& [got, stripes] = resp;
+  if (got.size() != inos.size()) {
+    return Status(EPROTO, "PurgeInodes answered " + std::to_string(got.size()) +
+                              " results for " + std::to_string(inos.size()) +
+                              " inodes (different stripefs versions?)");
+  }
+  *codes = std::move(got);
+  if (obsolete)
+    obsolete->insert(obsolete->end(), stripes.begin(), stripes.end());
+  return Status::Ok();
+}
+Status RemoteMetaService::Sync() {
+  Status st = InvokeStatus<MsgType::kSyncMetadata>(client_, {});
+  return st.code() == EOPNOTSUPP ? Status::Ok() : st;
+}
 Result<std::vector<uint64_t>> RemoteMetaService::ListOrphans() {
   return InvokeOne<MsgType::kListOrphans>(client_, {});
 }
@@ -291,6 +314,14 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply, [&](auto& out, auto ino) {
               return s.PurgeInode(ino, &std::get<0>(out));
             });
+      case MsgType::kPurgeInodes:
+        return ServeTyped<MsgType::kPurgeInodes>(
+            p, reply, [&](auto& out, auto& inos) {
+              return s.PurgeInodes(inos, &std::get<0>(out), &std::get<1>(out));
+            });
+      case MsgType::kSyncMetadata:
+        return ServeTyped<MsgType::kSyncMetadata>(
+            p, reply, [&](auto&) { return s.Sync(); });
       case MsgType::kListOrphans:
         return ServeTyped<MsgType::kListOrphans>(
             p, reply, [&](auto& out) { return Fill(out, s.ListOrphans()); });

@@ -60,6 +60,11 @@ class RemoteMetaService final : public MetaService {
                                         uint32_t max_entries) override;
   Status PurgeInode(uint64_t ino,
                     std::vector<ObsoleteStripe>* obsolete) override;
+  // A metad without SyncMetadata syncs every mutation: OK.
+  Status Sync() override;
+  Status PurgeInodes(const std::vector<uint64_t>& inos,
+                     std::vector<int32_t>* codes,
+                     std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<uint64_t>> ListOrphans() override;
   Result<FsStats> StatFs() override;
   Status SetXattr(uint64_t ino, const std::string& name,

@@ -68,7 +68,9 @@ namespace stripefs::rpc {
   X(DeleteChunkVersion, 69, true) \
   X(CloneChunk, 70, true)         \
   X(PatchChunk, 71, true)         \
-  X(DeleteChunkVersions, 72, true)
+  X(DeleteChunkVersions, 72, true) \
+  X(PurgeInodes, 73, false)          \
+  X(SyncMetadata, 74, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -202,6 +204,10 @@ template <>
 struct Msg<MsgType::kReadDir> : MsgDef<Tup<U64, U64, U32>, Tup<std::vector<DirEntry>>> {};
 template <>
 struct Msg<MsgType::kPurgeInode> : MsgDef<Tup<U64>, Tup<std::vector<ObsoleteStripe>>> {};
+template <>
+struct Msg<MsgType::kPurgeInodes> : MsgDef<Tup<std::vector<U64>>, Tup<std::vector<int32_t>, std::vector<ObsoleteStripe>>> {};  // inos -> per-inode errno (0 = purged), stripes
+template <>
+struct Msg<MsgType::kSyncMetadata> : MsgDef<Tup<>, Tup<>> {};  // MetaService::Sync
 template <>
 struct Msg<MsgType::kListOrphans> : MsgDef<Tup<>, Tup<std::vector<U64>>> {};
 template <>

@@ -1,7 +1,8 @@
 // Test-only: a MetaService that forwards to another and counts the stripe
 // commits it sees, so tests can check how many metadata commits (and
 // committed versions) a client operation made, and the attribute and
-// stripe-map reads (the read path's metadata round trips).
+// stripe-map reads (the read path's metadata round trips), and the purge
+// calls.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,10 @@ class CountingMetaService final : public MetaService {
   std::atomic<bool> batch_unsupported{false};  // CommitStripes: EOPNOTSUPP
   std::atomic<int> getattr_calls{0};
   std::atomic<int> getstripes_calls{0};
+  std::atomic<int> sync_calls{0};
+  std::atomic<int> purge_inode_calls{0};    // PurgeInode
+  std::atomic<int> purge_inodes_calls{0};   // PurgeInodes
+  std::atomic<int> purge_inodes_inodes{0};  // inodes PurgeInodes carried
 
   Status CommitStripe(uint64_t ino, const StripeVersion& sv, uint64_t expected,
                       uint64_t min_size, ObsoleteStripe* obsolete) override {
@@ -100,7 +105,19 @@ class CountingMetaService final : public MetaService {
   }
   Status PurgeInode(uint64_t ino,
                     std::vector<ObsoleteStripe>* obsolete) override {
+    ++purge_inode_calls;
     return inner_->PurgeInode(ino, obsolete);
+  }
+  Status PurgeInodes(const std::vector<uint64_t>& inos,
+                     std::vector<int32_t>* codes,
+                     std::vector<ObsoleteStripe>* obsolete) override {
+    ++purge_inodes_calls;
+    purge_inodes_inodes += static_cast<int>(inos.size());
+    return inner_->PurgeInodes(inos, codes, obsolete);
+  }
+  Status Sync() override {
+    ++sync_calls;
+    return inner_->Sync();
   }
   Result<std::vector<uint64_t>> ListOrphans() override {
     return inner_->ListOrphans();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/client/orphan_purger.h"
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
@@ -960,6 +961,39 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   EXPECT_EQ(c.degraded_reads, degraded);
   EXPECT_EQ(c.degraded_stripe_loads, degraded);
   EXPECT_GT(c.stripe_cache_hits, 0u);
+}
+
+TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
+  constexpr int kFiles = 20;
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "o" + std::to_string(i);
+    uint64_t ino = NewFile(name);
+    ASSERT_TRUE(
+        client()
+            .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
+            .ok());
+    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
+    inos.push_back(ino);
+  }
+  client().DrainGarbage();
+  ASSERT_GT(StoredChunks(), 0u);
+  std::atomic<uint64_t> purged{0}, errors{0};
+  {
+    OrphanPurger purger({&meta(), &client(), &purged, &errors});
+    for (uint64_t ino : inos) purger.Enqueue(ino);
+    purger.Drain();
+  }
+  EXPECT_EQ(purged.load(), static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(errors.load(), 0u);
+  // Metadata went in PurgeInodes groups, never inode by inode.
+  EXPECT_EQ(counting_->purge_inode_calls.load(), 0);
+  EXPECT_EQ(counting_->purge_inodes_inodes.load(), kFiles);
+  EXPECT_LE(counting_->purge_inodes_calls.load(), kFiles);
+  for (uint64_t ino : inos)
+    EXPECT_EQ(meta().GetAttr(ino).status().code(), ENOENT);
+  EXPECT_TRUE(meta().ListOrphans()->empty());
+  EXPECT_EQ(StoredChunks(), 0u);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 
 #include "fs/stripe_fs.h"
 #include "tests/client/counting_meta_service.h"
-#include "tests/support/fault_injecting_chunk_service.h"
 #include "tests/support/fake_inflight.h"
+#include "tests/support/fault_injecting_chunk_service.h"
 #include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
@@ -126,6 +126,30 @@ class ReadPathTest : public ::testing::Test {
   std::unique_ptr<LocalChunkServers> other_servers_;
   std::unique_ptr<StripeClient> other_;
 };
+
+// fsync, fsyncdir and syncfs wait for metadata durability (a metad may
+// acknowledge namespace changes before its WAL sync).
+TEST_F(ReadPathTest, FsyncFsyncDirAndSyncFsSyncMetadata) {
+  const uint64_t f = NewFile("f");
+  auto call = [&](auto&& op) {
+    RecordedReply rec;
+    FakeInFlight fl(&rec);
+    op(fuse::Replier(&fl, nullptr));
+    EXPECT_TRUE(rec.done);
+    EXPECT_EQ(rec.error, 0);
+  };
+  const int before = counting_->sync_calls.load();
+  fuse_fsync_in in{};
+  call([&](fuse::Replier r) { fs_->FsyncDir(std::move(r), kRootInode, in); });
+  EXPECT_EQ(counting_->sync_calls.load(), before + 1);
+  Open(f);
+  Write(f, 0, RandomBytes(100, 1));
+  call([&](fuse::Replier r) { fs_->Fsync(std::move(r), f, in); });
+  EXPECT_EQ(counting_->sync_calls.load(), before + 2);
+  call([&](fuse::Replier r) { fs_->SyncFs(std::move(r), kRootInode); });
+  EXPECT_EQ(counting_->sync_calls.load(), before + 3);
+  Release(f);
+}
 
 TEST_F(ReadPathTest, ReadOfAnUnchangedFileMakesNoMetadataCall) {
   const uint64_t ino = NewFile("f");

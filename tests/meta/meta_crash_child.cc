@@ -4,14 +4,20 @@
 // line to the ack file (a small O_APPEND write, so it is all or nothing):
 //   V <first> <count>   AllocateVersions returned [first, first+count)
 //   L <name>            MkNode(log, name) returned OK
+//   u <name>            about to unlink such an entry
+//   U <name>            that Unlink(log, name) returned OK
 //   c <stripe> <ver>    about to commit <ver> to stripe <stripe> of "data"
 //   C <stripe> <ver>    that commit returned OK
 //   B <n> <s1> <v1> ...  about to commit these n stripes of "data" in one
 //                       CommitStripes (each also has its own c line, and a
 //                       C line once the call returned OK)
-// Usage: meta_crash_child DIR SEED ACKFILE [THREADS]: THREADS-1 extra threads
-// create log entries and allocate versions concurrently with the random
-// loop, so the group commit path is killed mid-flight too. Exit 2 on an
+// Usage: meta_crash_child DIR SEED ACKFILE [THREADS [LAZY_MS]]: THREADS-1
+// extra threads create log entries and allocate versions concurrently with
+// the random loop, so the group commit path is killed mid-flight too. With
+// LAZY_MS > 0 the store acknowledges namespace mutations before their WAL
+// sync (namespace_sync_delay) and the child does namespace work only
+// (creates, unlinks, the play tree), so most acknowledged changes are
+// unsynced when the kill comes. Exit 2 on an
 // unexpected error (EIO, corruption...), 3 on bad usage; never exits normally
 // otherwise within the bounded loop's expected run time.
 #include <fcntl.h>
@@ -19,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -77,27 +84,37 @@ T MustOk(Result<T> r, const char* what) {
   return std::move(r).value();
 }
 
-// Extra thread: acknowledged creates and allocations only.
-void Background(MetaStore* store, uint64_t log, unsigned seed, int tid) {
+// Extra thread: acknowledged creates, unlinks and allocations only.
+void Background(MetaStore* store, uint64_t log, unsigned seed, int tid,
+                bool lazy) {
   for (uint64_t i = 0; i < 1000000; ++i) {
     std::string name = "t" + std::to_string(seed) + "_" + std::to_string(tid) +
                        "_" + std::to_string(i);
     MustOk(store->MkNode(log, name, S_IFREG | 0644, 0, 0, 0), "log entry");
     Ack("L " + name);
+    if (i % 3 == 1) {
+      Ack("u " + name);
+      MustOk(store->Unlink(log, name), "unlink log entry");
+      Ack("U " + name);
+    }
+    if (lazy) continue;  // allocations sync the WAL: namespace work only
     uint64_t first = MustOk(store->AllocateVersions(3), "allocate");
     Ack("V " + std::to_string(first) + " 3");
   }
 }
 
-int Run(const std::string& dir, unsigned seed, int threads) {
-  auto store = MustOk(MetaStore::Open(dir), "open");
+int Run(const std::string& dir, unsigned seed, int threads, int lazy_ms) {
+  MetaStoreOptions options;
+  options.namespace_sync_delay = std::chrono::milliseconds(lazy_ms);
+  const bool lazy = lazy_ms > 0;
+  auto store = MustOk(MetaStore::Open(dir, options), "open");
   const Geometry geo = MustOk(store->GetGeometry(), "geometry");
   const uint64_t S = geo.stripe_size();
   const uint64_t log = MustOk(store->Lookup(kRootInode, "log"), "log").ino;
   const uint64_t play = MustOk(store->Lookup(kRootInode, "play"), "play").ino;
   const uint64_t data = MustOk(store->Lookup(kRootInode, "data"), "data").ino;
   for (int t = 1; t < threads; ++t) {
-    std::thread(Background, store.get(), log, seed, t).detach();
+    std::thread(Background, store.get(), log, seed, t, lazy).detach();
   }
   std::mt19937 rng(seed);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
@@ -125,6 +142,8 @@ int Run(const std::string& dir, unsigned seed, int threads) {
 
   for (uint64_t i = 0; i < 1000000; ++i) {
     size_t op = pick(100);
+    // Lazy: no stripe commits or allocations, which would sync the WAL.
+    if (lazy && op < 40) op = 10 + pick(15);
     if (op < 10) {
       uint32_t count = 1 + static_cast<uint32_t>(pick(40));
       uint64_t first = MustOk(store->AllocateVersions(count), "allocate");
@@ -133,6 +152,11 @@ int Run(const std::string& dir, unsigned seed, int threads) {
       std::string name = "e" + std::to_string(seed) + "_" + std::to_string(i);
       MustOk(store->MkNode(log, name, S_IFREG | 0644, 0, 0, 0), "log entry");
       Ack("L " + name);
+      if (pick(3) == 0) {
+        Ack("u " + name);
+        MustOk(store->Unlink(log, name), "unlink log entry");
+        Ack("U " + name);
+      }
     } else if (op < 30) {
       // Several stripes at once: all committed or none.
       std::vector<StripeCommit> commits;
@@ -213,6 +237,7 @@ int Run(const std::string& dir, unsigned seed, int threads) {
           break;
         }
         case 8: {
+          if (lazy) break;  // commits and truncations sync the WAL
           // Give a file stripes, then truncate it.
           auto a = store->Lookup(d, random_entry(d));
           if (!a.ok() || !S_ISREG(a->mode)) break;
@@ -252,17 +277,19 @@ int Run(const std::string& dir, unsigned seed, int threads) {
 }  // namespace stripefs
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
+  if (argc < 4 || argc > 6) {
     std::fprintf(stderr,
-                 "usage: meta_crash_child DIR SEED ACKFILE [THREADS]\n");
+                 "usage: meta_crash_child DIR SEED ACKFILE [THREADS "
+                 "[LAZY_MS]]\n");
     return 3;
   }
-  const int threads = argc == 5 ? std::atoi(argv[4]) : 1;
+  const int threads = argc >= 5 ? std::atoi(argv[4]) : 1;
+  const int lazy_ms = argc == 6 ? std::atoi(argv[5]) : 0;
   stripefs::ack_fd = open(argv[3], O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (stripefs::ack_fd < 0) return 3;
   // Never returns normally in the test: it is killed first. (The detached
   // threads keep running; _Exit avoids tearing the store down under them.)
   int rc = stripefs::Run(argv[1], static_cast<unsigned>(std::atoi(argv[2])),
-                         threads);
+                         threads, lazy_ms);
   std::_Exit(rc);
 }

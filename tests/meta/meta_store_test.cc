@@ -119,6 +119,58 @@ TEST(MetaStoreLifecycle, CreateValidatesGeometry) {
   EXPECT_TRUE(MetaStore::Create(tmp.sub("c"), {1, 1, 4096}).ok());
 }
 
+// namespace_sync_delay: namespace mutations are acknowledged before the WAL
+// sync; Sync(), stripe commits and truncations sync it. (The delay is an
+// hour here, so the background sync never runs during the checks.)
+TEST(MetaStoreNamespaceSync, NamespaceChangesWaitForSyncOrDurableCommits) {
+  TempDir tmp;
+  MetaStoreOptions o;
+  o.namespace_sync_delay = std::chrono::hours(1);
+  auto s = Must(MetaStore::Create(tmp.sub("m"), {4, 2, 4096}, o));
+  ASSERT_TRUE(s->Sync().ok());
+  const uint64_t syncs = s->commit_stats().wal_syncs;
+  auto f = Must(s->MkNode(kRootInode, "f", S_IFREG | 0644, 0, 0, 0));
+  ASSERT_TRUE(s->Mkdir(kRootInode, "d", 0755, 0, 0).ok());
+  ASSERT_TRUE(s->Unlink(kRootInode, "f").ok());
+  ASSERT_TRUE(s->SetXattr(kRootInode, "user.x", "y", 0).ok());
+  SetAttrRequest chmod;
+  chmod.mask = kSetMode;
+  chmod.mode = 0700;
+  ASSERT_TRUE(s->SetAttr(kRootInode, chmod, nullptr).ok());
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs);  // acknowledged, unsynced
+  ASSERT_TRUE(s->Sync().ok());
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs + 1);
+  ASSERT_TRUE(s->Sync().ok());  // nothing new: no sync
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs + 1);
+  // A stripe commit is durable when it returns, and so is everything
+  // before it (one WAL sequence).
+  auto g = Must(s->MkNode(kRootInode, "g", S_IFREG | 0644, 0, 0, 0));
+  const uint64_t v = Must(s->AllocateVersions(1));
+  const uint64_t after_alloc = s->commit_stats().wal_syncs;
+  ASSERT_TRUE(s->CommitStripe(g.ino, {0, v, 0, 4096}, 0, 4096, nullptr).ok());
+  EXPECT_EQ(s->commit_stats().wal_syncs, after_alloc + 1);
+  SetAttrRequest trunc;
+  trunc.mask = kSetSize;
+  trunc.size = 0;
+  ASSERT_TRUE(s->SetAttr(g.ino, trunc, nullptr).ok());
+  EXPECT_EQ(s->commit_stats().wal_syncs, after_alloc + 2);
+  (void)f;
+}
+
+TEST(MetaStoreNamespaceSync, BackgroundSyncCoversAcknowledgedChanges) {
+  TempDir tmp;
+  MetaStoreOptions o;
+  o.namespace_sync_delay = std::chrono::milliseconds(1);
+  auto s = Must(MetaStore::Create(tmp.sub("m"), {4, 2, 4096}, o));
+  ASSERT_TRUE(s->Sync().ok());
+  const uint64_t syncs = s->commit_stats().wal_syncs;
+  ASSERT_TRUE(s->MkNode(kRootInode, "f", S_IFREG | 0644, 0, 0, 0).ok());
+  // Bounded wait for the background thread (no Sync() call here).
+  for (int i = 0; i < 2000 && s->commit_stats().wal_syncs == syncs; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(s->commit_stats().wal_syncs, syncs);
+}
+
 TEST(MetaStoreLifecycle, CreateTwiceIsEexistAndOpenChecks) {
   TempDir tmp;
   Geometry g{6, 3, 128 * 1024};
@@ -445,6 +497,63 @@ TEST_P(MetaStoreTest, UnlinkOrphanAndPurge) {
   EXPECT_EQ(st.bytes_used, 0u);
   auto c = CheckInvariants(*store_);
   EXPECT_EQ(c.stripes, 0u);
+}
+
+TEST_P(MetaStoreTest, PurgeInodesRemovesAGroupInOneCommit) {
+  // More orphans than one etcd transaction holds (it splits into groups).
+  constexpr int kOrphans = 40;
+  std::vector<uint64_t> orphans;
+  std::vector<uint64_t> versions;
+  for (int i = 0; i < kOrphans; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    uint64_t f = File(kRootInode, name);
+    if (i % 2 == 0) versions.push_back(Commit(f, 0, 1000));
+    if (i % 3 == 0) {
+      ASSERT_TRUE(store_->SetXattr(f, "user.a", "b", 0).ok());
+    }
+    ASSERT_TRUE(store_->Unlink(kRootInode, name).ok());
+    orphans.push_back(f);
+  }
+  uint64_t linked = File(kRootInode, "linked");
+  Commit(linked, 0, 10);
+  std::vector<uint64_t> inos = orphans;
+  inos.push_back(linked);
+  inos.push_back(999999);      // never existed
+  inos.push_back(orphans[0]);  // twice: purged once
+  const auto before = store_->commit_stats();
+  std::vector<int32_t> codes;
+  std::vector<ObsoleteStripe> ob;
+  ASSERT_TRUE(store_->PurgeInodes(inos, &codes, &ob).ok());
+  if (GetParam() == Engine::kRocksDb) {
+    EXPECT_EQ(store_->commit_stats().mutations - before.mutations, 1u);
+  }
+  ASSERT_EQ(codes.size(), inos.size());
+  for (int i = 0; i < kOrphans; ++i) EXPECT_EQ(codes[i], 0) << i;
+  EXPECT_EQ(codes[kOrphans], EBUSY);
+  EXPECT_EQ(codes[kOrphans + 1], ENOENT);
+  EXPECT_EQ(codes[kOrphans + 2], ENOENT);
+  // Every committed stripe of the purged orphans comes back, once.
+  ASSERT_EQ(ob.size(), versions.size());
+  for (size_t i = 0; i < ob.size(); ++i) {
+    EXPECT_EQ(ob[i].inode, orphans[2 * i]);
+    EXPECT_EQ(ob[i].stripe, 0u);
+    EXPECT_EQ(ob[i].version, versions[i]);
+  }
+  for (uint64_t f : orphans) EXPECT_EQ(Err(store_->GetAttr(f)), ENOENT);
+  EXPECT_EQ(Attr(linked).nlink, 1u);
+  EXPECT_TRUE(Must(store_->ListOrphans()).empty());
+  auto st = Must(store_->StatFs());
+  EXPECT_EQ(st.inodes, 2u);  // root and "linked"
+  EXPECT_EQ(st.bytes_used, 10u);
+  auto c = CheckInvariants(*store_);
+  EXPECT_EQ(c.stripes, 1u);
+  Reopen();
+  EXPECT_EQ(Err(store_->GetAttr(orphans[1])), ENOENT);
+  // Nothing to do and too much to do.
+  ASSERT_TRUE(store_->PurgeInodes({}, &codes, &ob).ok());
+  EXPECT_TRUE(codes.empty());
+  std::vector<uint64_t> huge(kMaxInodesPerPurge + 1, 999999);
+  EXPECT_EQ(store_->PurgeInodes(huge, &codes, &ob).code(), EINVAL);
 }
 
 // --- setattr

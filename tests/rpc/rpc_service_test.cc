@@ -183,6 +183,15 @@ TEST_F(MetaRpcTest, EveryMethodRoundTripsArgumentsAndResults) {
     std::vector<ObsoleteStripe> got;
     ASSERT_TRUE(m.PurgeInode(31, &got).ok());
     EXPECT_EQ(Wire(got), Wire(obs));
+    // PurgeInodes: the fake serves it with MetaService's default, one
+    // PurgeInode per inode.
+    fake_.Script({}, obs);
+    std::vector<int32_t> codes;
+    got.clear();
+    ASSERT_TRUE(m.PurgeInodes({32}, &codes, &got).ok());
+    EXPECT_EQ(codes, std::vector<int32_t>{0});
+    EXPECT_EQ(Wire(got), Wire(obs));
+    EXPECT_EQ((fake_.last_args<uint64_t>()), std::make_tuple(uint64_t{32}));
     fake_.Script(std::vector<uint64_t>{3, 5, 8});
     auto orphans = m.ListOrphans();
     ASSERT_TRUE(orphans.ok());

@@ -17,6 +17,7 @@ struct Sampler {
 
   void Fill(uint8_t& v) { v = static_cast<uint8_t>(Next() >> 56); }
   void Fill(uint32_t& v) { v = static_cast<uint32_t>(Next() >> 17); }
+  void Fill(int32_t& v) { v = static_cast<int32_t>(Next() >> 33); }
   void Fill(uint64_t& v) { v = Next(); }
   void Fill(int64_t& v) { v = -static_cast<int64_t>(Next() >> 3); }
   void Fill(std::string& v) {
