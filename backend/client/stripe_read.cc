@@ -1,6 +1,7 @@
 #include "backend/client/stripe_read.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <latch>
@@ -218,9 +219,11 @@ StripeReader::CellsOutcome StripeReader::ReadCellsInto(
   if (cells.empty()) return CellsOutcome::kRead;
   const bool use_deadline = read_deadline_.count() > 0;
   ClusterView& view = *p_.view;
-  std::vector<ChunkService*> svcs;
-  svcs.reserve(cells.size());
-  for (const CellRead& c : cells) {
+  // Fixed arrays: no heap allocation per READ (at most kMaxCells cells).
+  if (cells.size() > kMaxCells) return CellsOutcome::kNotTried;
+  std::array<ChunkService*, kMaxCells> svcs{};
+  for (size_t j = 0; j < cells.size(); ++j) {
+    const CellRead& c = cells[j];
     const size_t u = c.span.cell;
     Status why;
     ChunkService* svc = layout.Usable(u, &why);
@@ -229,11 +232,11 @@ StripeReader::CellsOutcome StripeReader::ReadCellsInto(
     if (svc == nullptr || (sv.missing_mask & ChunkBit(c.span.cell)) ||
         (use_deadline && view.IsSuspect(layout.servers[u].id)))
       return CellsOutcome::kNotTried;
-    svcs.push_back(svc);
+    svcs[j] = svc;
   }
   const Clock::time_point deadline =
       use_deadline ? Clock::now() + read_deadline_ : Clock::time_point::max();
-  std::vector<Status> st(cells.size());
+  std::array<Status, kMaxCells> st;
   auto read = [&](size_t j) {
     const CellRead& c = cells[j];
     st[j] = svcs[j]->ReadChunkIntoBy(
@@ -256,11 +259,12 @@ StripeReader::CellsOutcome StripeReader::ReadCellsInto(
   ClientCounters& counters = *p_.counters;
   CellsOutcome outcome = CellsOutcome::kRead;
   bool refresh = false;
-  known->assign(geo_.width(), Status::Ok());
+  for (size_t j = 0; j < cells.size(); ++j)
+    if (st[j].code() == EOPNOTSUPP) return CellsOutcome::kNotTried;
   for (size_t j = 0; j < cells.size(); ++j) {
     if (st[j].ok()) continue;
-    if (st[j].code() == EOPNOTSUPP) return CellsOutcome::kNotTried;
     const size_t u = cells[j].span.cell;
+    if (known->empty()) known->assign(geo_.width(), Status::Ok());
     outcome = CellsOutcome::kFailed;
     (*known)[u] = st[j];
     ClientCounters::Add(counters.chunk_read_errors);
@@ -325,7 +329,8 @@ bool StripeReader::Degraded(uint64_t ino, const StripeVersion& sv) const {
   const uint32_t data_mask = (1u << geo_.k()) - 1;
   if (sv.missing_mask & data_mask) return true;
   if (p_.view->AllUp()) return false;
-  const ChunkLayout layout = p_.view->LayoutFor(ino, sv.stripe);
+  const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+  const ChunkLayout& layout = *shared_layout;
   for (uint32_t i = 0; i < geo_.k(); ++i) {
     if ((sv.missing_mask & ChunkBit(i)) || !layout.IsUp(i)) return true;
   }
@@ -337,7 +342,8 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
   auto c = std::make_shared<CachedStripe>();
   c->chunk_len = sv.chunk_len;
   if (sv.chunk_len == 0) return c;
-  const ChunkLayout layout = p_.view->LayoutFor(ino, sv.stripe);
+  const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+  const ChunkLayout& layout = *shared_layout;
   c->bytes.resize(size_t{geo_.k()} * sv.chunk_len);
   // Every data column straight into place; the general path (vectors,
   // reconstruction) only when that is not possible or fails.
@@ -447,14 +453,21 @@ Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,
       hi = std::max(hi, span.hi);
     });
     if (want.empty()) return Status::Ok();  // past the stored bytes: zeros
-    const ChunkLayout layout = p_.view->LayoutFor(ino, sv.stripe);
-    std::vector<CellRead> cells;
+    const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+    const ChunkLayout& layout = *shared_layout;
+    std::array<CellRead, kMaxCells> cells;
+    size_t ncells = 0;
     geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {
-      cells.push_back(
-          {span, dst + (geo_.StripeOffset(span.cell, span.lo) - a)});
+      if (ncells < kMaxCells)
+        cells[ncells] = {span,
+                         dst + (geo_.StripeOffset(span.cell, span.lo) - a)};
+      ++ncells;
     });
     std::vector<Status> known;
-    if (ReadCellsInto(ino, sv, layout, cells, &known) == CellsOutcome::kRead)
+    if (ncells <= kMaxCells &&
+        ReadCellsInto(ino, sv, layout,
+                      std::span<const CellRead>(cells.data(), ncells),
+                      &known) == CellsOutcome::kRead)
       return Status::Ok();
     std::vector<std::vector<uint8_t>> cols;
     st = ReadColumnsAround(ino, sv, layout, want, lo, hi, &cols, known);

@@ -91,8 +91,9 @@ class StripeReader {
   // One cell's columns [span.lo, span.hi) and where they go.
   struct CellRead {
     CellSpan span;
-    uint8_t* dst;
+    uint8_t* dst = nullptr;
   };
+  static constexpr size_t kMaxCells = 32;  // chunk masks are 32 bits
   enum class CellsOutcome {
     kRead,      // every cell is in place
     kNotTried,  // a chunk is missing, down, suspect, or its service cannot

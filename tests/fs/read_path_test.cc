@@ -319,9 +319,10 @@ TEST_F(DirectReadTest, AFailedDirectReadIsRebuiltWithoutAskingAgain) {
   const uint64_t ino = WrittenFile(data);
   DirectReadChunkService& bad = Server(ServerOfCell(ino, 1));
   bad.fail_direct = Status::Corruption("injected: CRC mismatch");
-  const int before = bad.direct_reads + bad.vector_reads;
+  const int before = bad.direct_reads.load() + bad.vector_reads.load();
   EXPECT_EQ(Read(ino, 4096 + 10, 2000), Str(data, 4096 + 10, 2000));
-  EXPECT_EQ(bad.direct_reads + bad.vector_reads, before + 1);  // asked once
+  EXPECT_EQ(bad.direct_reads.load() + bad.vector_reads.load(),
+            before + 1);  // asked once
   const auto c = volume_->client().counters();
   EXPECT_EQ(c.chunk_read_errors, 1u);
   EXPECT_EQ(c.crc_errors, 1u);
@@ -339,9 +340,9 @@ TEST_F(DirectReadTest, ASlowDirectReadIsCutAtTheDeadlineAndReadAround) {
   EXPECT_EQ(c.slow_chunk_reads, 1u);
   EXPECT_EQ(c.degraded_reads, 1u);
   // Now suspect: the next READ reads around it without waiting on it.
-  const int asked = slow.direct_reads;
+  const int asked = slow.direct_reads.load();
   EXPECT_EQ(Read(ino, 2 * 4096 + 8, 100), Str(data, 2 * 4096 + 8, 100));
-  EXPECT_EQ(slow.direct_reads, asked);
+  EXPECT_EQ(slow.direct_reads.load(), asked);
   Release(ino);
 }
 
