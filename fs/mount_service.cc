@@ -274,6 +274,9 @@ Status ValidateMountOptions(const MountServiceOptions& o) {
     return Status::InvalidArgument("the mountpoint must be an absolute path");
   if (!kDevThreadsRange.Contains(o.dev_threads))
     return OutOfRange("--dev-threads", o.dev_threads, kDevThreadsRange);
+  if (!kUringReadWorkersRange.Contains(o.uring_read_workers))
+    return OutOfRange("--uring-read-workers", o.uring_read_workers,
+                      kUringReadWorkersRange);
   if (!kIdleFlushMsRange.Contains(o.fs.idle_flush.count()))
     return OutOfRange("--idle-flush-ms", o.fs.idle_flush.count(),
                       kIdleFlushMsRange);
@@ -403,11 +406,17 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
   pages = std::max(pages, kDefaultMaxPages);
   so->transport = o_.transport;
   so->dev_threads = o_.dev_threads;
+  so->uring_read_workers = o_.uring_read_workers;
   so->init.max_pages = pages;
   so->init.max_write = pages * kPageBytes;
   so->init.max_readahead =
       static_cast<uint32_t>(std::min<uint64_t>(S, 1u << 20));
   so->init.writeback_cache = o_.writeback_cache;
+  // Close-to-open, and more: a buffered read(2) revalidates expired
+  // attributes first and drops the pages when the size or mtime moved, so
+  // another client's closed write (also a shrink) shows at the first read
+  // after OPEN, not only after an fstat (docs/filesystem.md, read path).
+  so->init.auto_inval_data = true;
   if (o_.align && (S & (S - 1)) == 0)
     so->init.align_page_order = static_cast<uint8_t>(__builtin_ctzll(S));
 }

@@ -49,6 +49,8 @@ struct OptionRange {
 };
 // /dev/fuse worker threads: each holds request buffers of max_write.
 inline constexpr OptionRange kDevThreadsRange{1, 64};
+// io-uring READ workers, shared by all queues (0: READs on the queue thread).
+inline constexpr OptionRange kUringReadWorkersRange{0, 64};
 // Idle flush of buffered partial stripes, and the frontier hold (ms).
 inline constexpr OptionRange kIdleFlushMsRange{1, 3'600'000};
 inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
@@ -94,6 +96,7 @@ struct MountServiceOptions {
   StripeFsOptions fs;  // coalescing, idle flush, memory cap; mountpoint set
   fuse::TransportChoice transport = fuse::TransportChoice::kAuto;
   int dev_threads = 4;
+  int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool writeback_cache = true;
   bool align = true;          // request opt-alignment to the stripe size
   bool enable_uring = false;  // set the fuse module's enable_uring (root)

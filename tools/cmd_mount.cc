@@ -144,6 +144,7 @@ struct MountArgs {
   int64_t memory_cap_mib = 256;
   std::string writeback_cache = "on";
   int dev_threads = 4;
+  int uring_read_workers = 4;
   bool no_align = false;
   bool enable_uring = false;
   int meta_hold_s = 60;
@@ -207,6 +208,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   STRIPEFS_ASSIGN_OR_RETURN(o.transport,
                             fuse::ParseTransportChoice(a.transport));
   o.dev_threads = a.dev_threads;
+  o.uring_read_workers = a.uring_read_workers;
   o.writeback_cache = a.writeback_cache != "off";
   o.align = !a.no_align;
   o.enable_uring = a.enable_uring;
@@ -535,6 +537,10 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("--dev-threads", a.dev_threads,
                   "/dev/fuse worker threads (default 4)")
         ->check(InRange(fs::kDevThreadsRange));
+    c->add_option("--uring-read-workers", a.uring_read_workers,
+                  "io-uring transport: threads serving READs, shared by all "
+                  "queues; 0 = on the queue thread (default 4)")
+        ->check(InRange(fs::kUringReadWorkersRange));
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
     c->add_option("--meta-hold-s", a.meta_hold_s,
                   "cluster mode: seconds metadata calls wait for an "

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -100,6 +101,21 @@ class ChunkService {
     }
     std::copy(data->begin(), data->end(), out.begin());
     return Status::Ok();
+  }
+
+  // ReadChunkInto that gives up with ETIMEDOUT at `deadline` and has then
+  // stopped touching `out`, so a caller may run it on its own thread with
+  // the reply buffer as `out` rather than on a pool thread it can abandon.
+  // NotSupported (the default) when reads cannot be bounded.
+  virtual Status ReadChunkIntoBy(
+      const ChunkId& id, uint64_t version, uint32_t offset,
+      std::span<uint8_t> out, std::chrono::steady_clock::time_point deadline) {
+    (void)id;
+    (void)version;
+    (void)offset;
+    (void)out;
+    (void)deadline;
+    return Status::NotSupported("bounded ReadChunkInto");
   }
 
   // Deletes every stored version of `id` except `keep_version` (0 = delete

@@ -69,6 +69,7 @@ void ClusterView::Install(ClusterMap map,
   map_ = std::move(map);
   shared_map_ = std::make_shared<const ClusterMap>(map_);
   placement_ = std::move(placement);
+  layouts_.clear();
   all_up_.store(all_up, std::memory_order_relaxed);
 }
 
@@ -78,42 +79,60 @@ uint64_t ClusterView::epoch() {
 }
 
 ChunkLayout ClusterView::LayoutFor(uint64_t ino, uint64_t stripe) {
+  return *SharedLayoutFor(ino, stripe);
+}
+
+std::shared_ptr<const ChunkLayout> ClusterView::SharedLayoutFor(
+    uint64_t ino, uint64_t stripe) {
   std::shared_ptr<const Placement> placement;
   std::shared_ptr<const ClusterMap> shared;
+  uint32_t pg = 0;
   {
     std::lock_guard<std::mutex> lock(map_mu_);
+    pg = placement_->PlacementGroup(ino, stripe);
+    if (pg < layouts_.size() && layouts_[pg]) return layouts_[pg];
     placement = placement_;
     shared = shared_map_;  // so Get() runs unlocked
   }
   const ClusterMap& map = *shared;
-  ChunkLayout layout;
-  for (uint32_t id : placement->ServersFor(ino, stripe)) {
+  auto layout = std::make_shared<ChunkLayout>();
+  for (uint32_t id : placement->ServersForGroup(pg)) {
     auto it = std::find_if(map.servers.begin(), map.servers.end(),
                            [&](const ServerInfo& s) { return s.id == id; });
-    layout.servers.push_back(*it);
-    layout.services.push_back(servers_->Get(*it));
+    layout->servers.push_back(*it);
+    layout->services.push_back(servers_->Get(*it));
+  }
+  std::lock_guard<std::mutex> lock(map_mu_);
+  if (placement_ == placement) {  // else a newer map came meanwhile
+    if (layouts_.size() <= pg) layouts_.resize(pg + 1);
+    layouts_[pg] = layout;
   }
   return layout;
 }
 
 bool ClusterView::IsSuspect(uint32_t server) {
+  // Usually nobody is: no lock, no clock read per chunk read.
+  if (suspects_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(suspect_mu_);
   auto it = suspect_until_.find(server);
   if (it == suspect_until_.end()) return false;
   if (std::chrono::steady_clock::now() < it->second) return true;
   suspect_until_.erase(it);
+  suspects_.store(suspect_until_.size(), std::memory_order_relaxed);
   return false;
 }
 
 void ClusterView::MarkSuspect(uint32_t server, bool suspect) {
   // Long enough for metad to mark a hung server down (3-4 s by default).
   constexpr auto kSuspectWindow = std::chrono::seconds(10);
+  if (!suspect && suspects_.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(suspect_mu_);
   if (suspect) {
     suspect_until_[server] = std::chrono::steady_clock::now() + kSuspectWindow;
   } else {
     suspect_until_.erase(server);
   }
+  suspects_.store(suspect_until_.size(), std::memory_order_relaxed);
 }
 
 void ClusterView::RequestRefresh() {

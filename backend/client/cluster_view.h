@@ -66,6 +66,10 @@ class ClusterView {
   uint64_t epoch();
 
   ChunkLayout LayoutFor(uint64_t ino, uint64_t stripe);
+  // The same, shared and not copied: built once per placement group and
+  // map (the read path asks for one per READ), valid after the map changes.
+  std::shared_ptr<const ChunkLayout> SharedLayoutFor(uint64_t ino,
+                                                     uint64_t stripe);
   // Every server of the current map is up (cheap: no layout built).
   bool AllUp() const { return all_up_.load(std::memory_order_relaxed); }
 
@@ -91,10 +95,13 @@ class ClusterView {
   std::shared_ptr<const ClusterMap> shared_map_;  // guarded by map_mu_
   std::atomic<bool> all_up_{false};
   std::shared_ptr<const Placement> placement_;  // guarded by map_mu_
+  // Layouts of placement_ by placement group, built on first use.
+  std::vector<std::shared_ptr<const ChunkLayout>> layouts_;  // map_mu_
 
   std::mutex suspect_mu_;
   std::map<uint32_t, std::chrono::steady_clock::time_point>
-      suspect_until_;  // guarded by suspect_mu_
+      suspect_until_;                // guarded by suspect_mu_
+  std::atomic<size_t> suspects_{0};  // suspect_until_.size()
 
   std::mutex refresh_mu_;
   std::condition_variable refresh_cv_;

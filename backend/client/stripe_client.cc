@@ -40,7 +40,10 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
       meta, servers, geo_.width(), options.map_refresh_interval, &counters_);
   fanout_ = std::make_unique<ChunkFanout>(&pool_, view_.get(), &counters_);
   // Separate from pool_: a load waits for chunk reads that run on pool_.
-  ahead_pool_ = std::make_unique<ThreadPool>(2);
+  // One thread per stripe of the window (2..8): the loads of a sequential
+  // reader's window run together, not two at a time.
+  ahead_pool_ = std::make_unique<ThreadPool>(
+      std::clamp<size_t>(options.read_ahead_stripes, 2, 8));
   reader_ = std::make_unique<StripeReader>(
       StripeReader::Parts{
           meta, codec_.get(), view_.get(), &pool_, &counters_, &maps_,

@@ -1,8 +1,10 @@
 #include "backend/client/stripe_read.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstring>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +36,15 @@ Status StripeReader::ReadColumns(uint64_t ino, const StripeVersion& sv,
                                  const std::vector<int>& want, uint32_t lo,
                                  uint32_t hi,
                                  std::vector<std::vector<uint8_t>>* out) {
+  return ReadColumnsAround(ino, sv, layout, want, lo, hi, out, {});
+}
+
+Status StripeReader::ReadColumnsAround(uint64_t ino, const StripeVersion& sv,
+                                       const ChunkLayout& layout,
+                                       const std::vector<int>& want,
+                                       uint32_t lo, uint32_t hi,
+                                       std::vector<std::vector<uint8_t>>* out,
+                                       std::span<const Status> known) {
   using Clock = std::chrono::steady_clock;
   const int k = static_cast<int>(geo_.k());
   const int n = static_cast<int>(geo_.width());
@@ -50,6 +61,11 @@ Status StripeReader::ReadColumns(uint64_t ino, const StripeVersion& sv,
   uint32_t harvested = 0;  // reads finished and accounted for
   uint32_t have = 0;       // chunks read
   uint32_t failed = sv.missing_mask;
+  for (size_t u = 0; u < known.size() && u < errs.size(); ++u) {
+    if (known[u].ok()) continue;
+    errs[u] = known[u];  // failed already (and counted) by ReadCellsInto
+    failed |= Bit(static_cast<int>(u));
+  }
   uint32_t counted = 0;  // running reads not yet past their deadline
   uint32_t slow = 0;     // reads that passed the deadline
   bool transport_error = false;
@@ -196,6 +212,75 @@ Status StripeReader::ReadColumns(uint64_t ino, const StripeVersion& sv,
   return Status::Ok();
 }
 
+StripeReader::CellsOutcome StripeReader::ReadCellsInto(
+    uint64_t ino, const StripeVersion& sv, const ChunkLayout& layout,
+    std::span<const CellRead> cells, std::vector<Status>* known) {
+  using Clock = std::chrono::steady_clock;
+  if (cells.empty()) return CellsOutcome::kRead;
+  const bool use_deadline = read_deadline_.count() > 0;
+  ClusterView& view = *p_.view;
+  // Fixed arrays: no heap allocation per READ (at most kMaxCells cells).
+  if (cells.size() > kMaxCells) return CellsOutcome::kNotTried;
+  std::array<ChunkService*, kMaxCells> svcs{};
+  for (size_t j = 0; j < cells.size(); ++j) {
+    const CellRead& c = cells[j];
+    const size_t u = c.span.cell;
+    Status why;
+    ChunkService* svc = layout.Usable(u, &why);
+    // Missing, down or recently slow chunks: the general path reads
+    // around them at once.
+    if (svc == nullptr || (sv.missing_mask & ChunkBit(c.span.cell)) ||
+        (use_deadline && view.IsSuspect(layout.servers[u].id)))
+      return CellsOutcome::kNotTried;
+    svcs[j] = svc;
+  }
+  const Clock::time_point deadline =
+      use_deadline ? Clock::now() + read_deadline_ : Clock::time_point::max();
+  std::array<Status, kMaxCells> st;
+  auto read = [&](size_t j) {
+    const CellRead& c = cells[j];
+    st[j] = svcs[j]->ReadChunkIntoBy(
+        ChunkId{ino, sv.stripe, c.span.cell}, sv.version, c.span.lo,
+        std::span<uint8_t>(c.dst, c.span.hi - c.span.lo), deadline);
+  };
+  // All but the last on the pool, the last on this thread. Every read ends
+  // by the deadline, so waiting for them all is bounded and none touches
+  // its buffer after we return.
+  std::latch done(static_cast<std::ptrdiff_t>(cells.size() - 1));
+  for (size_t j = 0; j + 1 < cells.size(); ++j) {
+    p_.pool->Submit([&read, &done, j] {
+      read(j);
+      done.count_down();
+    });
+  }
+  read(cells.size() - 1);
+  done.wait();
+
+  ClientCounters& counters = *p_.counters;
+  CellsOutcome outcome = CellsOutcome::kRead;
+  bool refresh = false;
+  for (size_t j = 0; j < cells.size(); ++j)
+    if (st[j].code() == EOPNOTSUPP) return CellsOutcome::kNotTried;
+  for (size_t j = 0; j < cells.size(); ++j) {
+    if (st[j].ok()) continue;
+    const size_t u = cells[j].span.cell;
+    if (known->empty()) known->assign(geo_.width(), Status::Ok());
+    outcome = CellsOutcome::kFailed;
+    (*known)[u] = st[j];
+    ClientCounters::Add(counters.chunk_read_errors);
+    if (st[j].code() == EBADMSG) ClientCounters::Add(counters.crc_errors);
+    if (st[j].code() == ETIMEDOUT && use_deadline && Clock::now() >= deadline) {
+      ClientCounters::Add(counters.slow_chunk_reads);
+    }
+    if (st[j].code() == EHOSTDOWN || st[j].code() == ETIMEDOUT) {
+      refresh = true;
+      if (use_deadline) view.MarkSuspect(layout.servers[u].id, true);
+    }
+  }
+  if (refresh) view.RequestRefresh();
+  return outcome;
+}
+
 Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
                                   std::span<uint8_t> out, uint64_t file_size) {
   if (offset >= file_size || out.empty()) return size_t{0};
@@ -244,7 +329,8 @@ bool StripeReader::Degraded(uint64_t ino, const StripeVersion& sv) const {
   const uint32_t data_mask = (1u << geo_.k()) - 1;
   if (sv.missing_mask & data_mask) return true;
   if (p_.view->AllUp()) return false;
-  const ChunkLayout layout = p_.view->LayoutFor(ino, sv.stripe);
+  const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+  const ChunkLayout& layout = *shared_layout;
   for (uint32_t i = 0; i < geo_.k(); ++i) {
     if ((sv.missing_mask & ChunkBit(i)) || !layout.IsUp(i)) return true;
   }
@@ -256,15 +342,27 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
   auto c = std::make_shared<CachedStripe>();
   c->chunk_len = sv.chunk_len;
   if (sv.chunk_len == 0) return c;
+  const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+  const ChunkLayout& layout = *shared_layout;
+  c->bytes.resize(size_t{geo_.k()} * sv.chunk_len);
+  // Every data column straight into place; the general path (vectors,
+  // reconstruction) only when that is not possible or fails.
+  std::vector<CellRead> cells;
+  for (uint32_t i = 0; i < geo_.k(); ++i)
+    cells.push_back({CellSpan{i, 0, sv.chunk_len},
+                     c->bytes.data() + size_t{i} * sv.chunk_len});
+  std::vector<Status> known;
+  const CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, &known);
+  if (got == CellsOutcome::kRead) return c;
   std::vector<int> want;
   for (uint32_t i = 0; i < geo_.k(); ++i) want.push_back(static_cast<int>(i));
   std::vector<std::vector<uint8_t>> cols;
-  Status st = ReadColumns(ino, sv, p_.view->LayoutFor(ino, sv.stripe), want, 0,
-                          sv.chunk_len, &cols);
+  Status st =
+      ReadColumnsAround(ino, sv, layout, want, 0, sv.chunk_len, &cols, known);
   if (!st.ok()) return nullptr;
-  c->bytes.reserve(size_t{geo_.k()} * sv.chunk_len);
-  for (const auto& col : cols)
-    c->bytes.insert(c->bytes.end(), col.begin(), col.end());
+  for (uint32_t i = 0; i < geo_.k(); ++i)
+    std::memcpy(c->bytes.data() + size_t{i} * sv.chunk_len, cols[i].data(),
+                sv.chunk_len);
   return c;
 }
 
@@ -355,9 +453,24 @@ Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,
       hi = std::max(hi, span.hi);
     });
     if (want.empty()) return Status::Ok();  // past the stored bytes: zeros
+    const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+    const ChunkLayout& layout = *shared_layout;
+    std::array<CellRead, kMaxCells> cells;
+    size_t ncells = 0;
+    geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {
+      if (ncells < kMaxCells)
+        cells[ncells] = {span,
+                         dst + (geo_.StripeOffset(span.cell, span.lo) - a)};
+      ++ncells;
+    });
+    std::vector<Status> known;
+    if (ncells <= kMaxCells &&
+        ReadCellsInto(ino, sv, layout,
+                      std::span<const CellRead>(cells.data(), ncells),
+                      &known) == CellsOutcome::kRead)
+      return Status::Ok();
     std::vector<std::vector<uint8_t>> cols;
-    st = ReadColumns(ino, sv, p_.view->LayoutFor(ino, sv.stripe), want, lo, hi,
-                     &cols);
+    st = ReadColumnsAround(ino, sv, layout, want, lo, hi, &cols, known);
     if (st.ok()) {
       size_t w = 0;
       geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {

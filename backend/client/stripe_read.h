@@ -8,6 +8,18 @@
 // committed versions; a version replaced (and collected) while being read
 // is retried on the new one.
 //
+// Fast path (ReadCellsInto): when every chunk a READ needs is up, not
+// known missing and not suspect, and its ChunkService can bound a read
+// (ReadChunkIntoBy; RemoteChunkService can, in-process stores cannot), the
+// cells are read straight into the caller's buffer (the FUSE reply, a
+// cached stripe): one cell on the calling thread (no hand-off to the pool,
+// no buffer, no copy), several in parallel on the pool with the last on the
+// calling thread. Each read ends by read_deadline, so the READ waits for
+// them all and none writes into the buffer after it returned; a read that
+// fails or passes the deadline is counted (slow_chunk_reads, suspect) and
+// the READ continues on the general path below, which reads around it and
+// does not ask that chunk again.
+//
 // Whole stripes (parts.stripes, stripe_data_cache.h): a reader whose READ
 // starts where its previous one on the file ended is sequential, and gets
 // the next `read_ahead_stripes` stripes (with the one it ends inside) read
@@ -76,6 +88,33 @@ class StripeReader {
 
  private:
   static constexpr uint64_t kMapWindow = 256;
+  // One cell's columns [span.lo, span.hi) and where they go.
+  struct CellRead {
+    CellSpan span;
+    uint8_t* dst = nullptr;
+  };
+  static constexpr size_t kMaxCells = 32;  // chunk masks are 32 bits
+  enum class CellsOutcome {
+    kRead,      // every cell is in place
+    kNotTried,  // a chunk is missing, down, suspect, or its service cannot
+                // bound reads: use the general path
+    kFailed,    // some reads failed (counted; their errors in *known)
+  };
+  // The fast path: every cell read straight into its dst with
+  // ReadChunkIntoBy (bounded by read_deadline), in parallel, the last on
+  // this thread; no buffer, no copy, no reconstruction. *known gets the
+  // errors per chunk index for ReadColumnsAround.
+  CellsOutcome ReadCellsInto(uint64_t ino, const StripeVersion& sv,
+                             const ChunkLayout& layout,
+                             std::span<const CellRead> cells,
+                             std::vector<Status>* known);
+  // ReadColumns around chunks that failed already (`known`, per chunk
+  // index; empty: none): they are not asked again.
+  Status ReadColumnsAround(uint64_t ino, const StripeVersion& sv,
+                           const ChunkLayout& layout,
+                           const std::vector<int>& want, uint32_t lo,
+                           uint32_t hi, std::vector<std::vector<uint8_t>>* out,
+                           std::span<const Status> known);
   // The committed versions of stripes [first, last] (holes omitted).
   Result<std::vector<StripeVersion>> StripeMap(uint64_t ino, uint64_t first,
                                                uint64_t last,

@@ -15,6 +15,9 @@ namespace stripefs::rpc {
 namespace {
 
 Status Err(FrameError e, std::string msg);
+Result<Frame> ReadFrameBody(int fd, FrameCipher& cipher,
+                            const uint8_t header[kFrameHeaderSize], Frame f,
+                            Deadline deadline);
 
 int CodeOf(FrameError e) {
   switch (e) {
@@ -106,6 +109,43 @@ Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
   }
   return Status::Ok();
 }
+
+namespace {
+
+// Receives into the gather list `iov` until it is full (one recvmsg when
+// the socket holds everything). A frame was already under way.
+Status RecvAll(int fd, iovec* iov, int iovcnt, Deadline d) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::recvmsg(fd, &msg, 0);
+    if (n == 0)
+      return Err(FrameError::kTruncated,
+                 "connection closed mid-frame (truncated frame)");
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, d));
+        continue;
+      }
+      return Status::FromErrno(errno, "recv");
+    }
+    size_t got = static_cast<size_t>(n);
+    while (iovcnt > 0 && got >= iov->iov_len) {
+      got -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + got;
+      iov->iov_len -= got;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
   while (iovcnt > 0) {
@@ -326,6 +366,16 @@ Result<Frame> ReadFrame(int fd, FrameCipher& cipher, Deadline deadline,
   STRIPEFS_RETURN_IF_ERROR(hs);
   Frame f;
   STRIPEFS_RETURN_IF_ERROR(ParseHeader(header, &f.header));
+  return ReadFrameBody(fd, cipher, header, std::move(f), deadline);
+}
+
+namespace {
+
+// The rest of a frame whose header (raw `header`, parsed into f.header) is
+// in: payload, bulk (both growing), tag.
+Result<Frame> ReadFrameBody(int fd, FrameCipher& cipher,
+                            const uint8_t header[kFrameHeaderSize], Frame f,
+                            Deadline deadline) {
   if (f.header.flags & kFlagReject) {
     uint8_t tag[kTagSize];
     (void)ReadFull(fd, tag, kTagSize, deadline, true);
@@ -341,6 +391,35 @@ Result<Frame> ReadFrame(int fd, FrameCipher& cipher, Deadline deadline,
   STRIPEFS_RETURN_IF_ERROR(
       ReadFull(fd, tag.data(), tag.size(), deadline, true));
   STRIPEFS_RETURN_IF_ERROR(VerifyFrame(cipher, header, f.payload, f.bulk, tag));
+  return f;
+}
+
+}  // namespace
+
+Result<Frame> ReadFrameInto(int fd, FrameCipher& cipher, Deadline deadline,
+                            std::span<uint8_t> bulk_into, bool* in_place) {
+  *in_place = false;
+  // The reply is rarely there yet: wait first rather than fail a recv.
+  STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
+  uint8_t header[kFrameHeaderSize];
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadFull(fd, header, kFrameHeaderSize, deadline, false));
+  Frame f;
+  STRIPEFS_RETURN_IF_ERROR(ParseHeader(header, &f.header));
+  const FrameHeader& h = f.header;
+  if ((h.flags & kFlagReject) || bulk_into.empty() ||
+      h.bulk_len != bulk_into.size() || h.payload_len > kEagerBytes) {
+    return ReadFrameBody(fd, cipher, header, std::move(f), deadline);
+  }
+  f.payload.resize(h.payload_len);
+  Tag tag;
+  iovec iov[3] = {{f.payload.data(), f.payload.size()},
+                  {bulk_into.data(), bulk_into.size()},
+                  {tag.data(), tag.size()}};
+  STRIPEFS_RETURN_IF_ERROR(RecvAll(fd, iov, 3, deadline));
+  STRIPEFS_RETURN_IF_ERROR(
+      VerifyFrame(cipher, header, f.payload, bulk_into, tag));
+  *in_place = true;
   return f;
 }
 

@@ -165,6 +165,15 @@ Result<Frame> ReadFrame(
     int fd, FrameCipher& cipher, Deadline deadline,
     Clock::duration header_timeout = Clock::duration::max());
 
+// ReadFrame for a caller that knows how big the bulk will be (a client
+// waiting for its reply): a bulk of exactly bulk_into.size() bytes is
+// received straight into `bulk_into` (*in_place set, Frame::bulk empty; on
+// error bulk_into holds unspecified bytes); any other frame is read as
+// ReadFrame does. Polls first and takes payload, bulk and tag with one
+// recvmsg when they are there: three system calls for a typical reply.
+Result<Frame> ReadFrameInto(int fd, FrameCipher& cipher, Deadline deadline,
+                            std::span<uint8_t> bulk_into, bool* in_place);
+
 // Low-level socket helpers shared with the handshake (non-blocking fd,
 // poll for the deadline). ReadFull: exactly `len` bytes; `started` says a
 // message was already under way (EOF is then ECONNRESET, else ENOTCONN).

@@ -55,6 +55,31 @@ Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
   return data;
 }
 
+Status RemoteChunkService::ReadChunkInto(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         std::span<uint8_t> out) {
+  return ReadChunkIntoBy(id, version, offset, out, Deadline::max());
+}
+
+Status RemoteChunkService::ReadChunkIntoBy(const ChunkId& id, uint64_t version,
+                                           uint32_t offset,
+                                           std::span<uint8_t> out,
+                                           Deadline deadline) {
+  if (out.size() > kMaxBulk) {
+    return Status::InvalidArgument(
+        "chunk read of " + std::to_string(out.size()) +
+        " bytes exceeds the wire limit of " + std::to_string(kMaxBulk));
+  }
+  const auto timeout = read_timeout_.count() > 0
+                           ? read_timeout_
+                           : client_.options().call_timeout;
+  deadline = std::min(deadline, Clock::now() + timeout);
+  Msg<MsgType::kReadChunk>::Response resp;
+  return CallTypedInto<MsgType::kReadChunk>(
+      client_, {id, version, offset, static_cast<uint32_t>(out.size())}, &resp,
+      out, deadline);
+}
+
 Status RemoteChunkService::DeleteChunk(const ChunkId& id,
                                        uint64_t keep_version) {
   Msg<MsgType::kDeleteChunk>::Response resp;

@@ -3,9 +3,11 @@
 //
 // Chunk bytes travel in the frame's bulk section: WriteChunk sends straight
 // from the caller's span (one gather write, no copy), ReadChunk receives
-// straight into the vector it returns. Errors of the remote store come back
-// as the same Status; transport failures are EHOSTDOWN / ETIMEDOUT / EACCES
-// (see rpc_client.h) so the stripe client can treat the chunk as missing.
+// straight into the vector it returns, ReadChunkInto(By) straight into the
+// caller's buffer (a FUSE reply, a cached stripe). Errors of the remote store
+// come back as the same Status; transport failures are EHOSTDOWN / ETIMEDOUT /
+// EACCES (see rpc_client.h) so the stripe client can treat the chunk as
+// missing.
 //
 // Ownership: RemoteChunkService owns its RpcClient; ChunkServiceServer does
 // not own the service. Thread-safety: both are safe from many threads.
@@ -41,6 +43,14 @@ class RemoteChunkService final : public ChunkService {
   Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
                                          uint32_t offset,
                                          uint32_t length) override;
+  // Received straight into `out` (no vector, no copy).
+  Status ReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
+                       std::span<uint8_t> out) override;
+  // By the earlier of `deadline` and the read timeout.
+  Status ReadChunkIntoBy(
+      const ChunkId& id, uint64_t version, uint32_t offset,
+      std::span<uint8_t> out,
+      std::chrono::steady_clock::time_point deadline) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;

@@ -98,37 +98,59 @@ bool IsTransportError(const Status& s) {
   }
 }
 
+std::string RpcClient::What(uint16_t type) const {
+  const char* name = MsgTypeName(type);
+  return std::string(name ? name : "request") + " to " + options_.peer_role +
+         " at " + address_;
+}
+
 Result<RpcResponse> RpcClient::Call(uint16_t type,
                                     std::span<const uint8_t> payload,
                                     std::span<const uint8_t> bulk,
                                     std::chrono::milliseconds timeout) {
-  if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
   if (timeout.count() <= 0) timeout = options_.call_timeout;
-  Deadline deadline = Clock::now() + timeout;
-  const char* name = MsgTypeName(type);
-  std::string what = std::string(name ? name : "request") + " to " +
-                     options_.peer_role + " at " + address_;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Connection> conn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto now = Clock::now();
-      while (!idle_.empty()) {
-        std::unique_ptr<Connection> c = std::move(idle_.back());
-        idle_.pop_back();
-        if (now - c->idle_since < options_.max_idle_time &&
-            !IdleConnectionBroken(c->fd.get())) {
-          conn = std::move(c);
-          break;
-        }
-      }
+  return CallUntil(type, payload, bulk, {}, Clock::now() + timeout);
+}
+
+Result<RpcResponse> RpcClient::CallInto(uint16_t type,
+                                        std::span<const uint8_t> payload,
+                                        std::span<uint8_t> bulk_in,
+                                        Deadline deadline) {
+  return CallUntil(type, payload, {}, bulk_in, deadline);
+}
+
+std::unique_ptr<RpcClient::Connection> RpcClient::TakeIdle(uint16_t type) {
+  // An idempotent call skips the readability probe (a system call): if the
+  // connection broke while idle, the call fails with EHOSTDOWN and is
+  // retried once on a fresh one.
+  const bool probe = !MsgTypeIdempotent(type);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = Clock::now();
+  while (!idle_.empty()) {
+    std::unique_ptr<Connection> c = std::move(idle_.back());
+    idle_.pop_back();
+    if (now - c->idle_since < options_.max_idle_time &&
+        !(probe && IdleConnectionBroken(c->fd.get()))) {
+      return c;
     }
+  }
+  return nullptr;
+}
+
+Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
+                                         std::span<const uint8_t> payload,
+                                         std::span<const uint8_t> bulk,
+                                         std::span<uint8_t> bulk_in,
+                                         Deadline deadline) {
+  if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Connection> conn = TakeIdle(type);
     bool reused = conn != nullptr;
     if (!reused) {
-      STRIPEFS_ASSIGN_OR_RETURN(conn, Connect(deadline, what));
+      STRIPEFS_ASSIGN_OR_RETURN(conn, Connect(deadline, What(type)));
     }
     Result<RpcResponse> r =
-        CallOnce(type, payload, bulk, std::move(conn), deadline, timeout);
+        CallOnce(type, payload, bulk, bulk_in, std::move(conn), deadline);
     if (r.ok() || !reused || r.status().code() != EHOSTDOWN ||
         !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
       return r;
@@ -141,15 +163,16 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
 Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
                                         std::span<const uint8_t> payload,
                                         std::span<const uint8_t> bulk,
+                                        std::span<uint8_t> bulk_in,
                                         std::unique_ptr<Connection> conn,
-                                        Deadline deadline,
-                                        std::chrono::milliseconds timeout) {
-  const char* name = MsgTypeName(type);
-  std::string what = std::string(name ? name : "request") + " to " +
-                     options_.peer_role + " at " + address_;
+                                        Deadline deadline) {
+  const Deadline started = Clock::now();
+  // Error texts are built only on the error paths (none per good call).
   auto timeout_status = [&] {
-    return Status(ETIMEDOUT, what + " timed out after " +
-                                 std::to_string(timeout.count()) +
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - started);
+    return Status(ETIMEDOUT, What(type) + " timed out after " +
+                                 std::to_string(ms.count()) +
                                  " ms (server overloaded or stalled?)");
   };
   FrameHeader h;
@@ -162,19 +185,23 @@ Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
     if (ws.code() == EMSGSIZE) return ws;
     return Unreachable(ws);
   }
-  Result<Frame> f = ReadFrame(fd, conn->session.recv, deadline);
+  bool in_place = false;
+  Result<Frame> f =
+      ReadFrameInto(fd, conn->session.recv, deadline, bulk_in, &in_place);
   if (!f.ok()) {
     const Status& s = f.status();
     if (s.code() == ETIMEDOUT) return timeout_status();
-    if (s.code() == EACCES) return AuthFailed(what, s);
+    if (s.code() == EACCES) return AuthFailed(What(type), s);
     if (FrameErrorOf(s) != FrameError::kNone && s.code() != ECONNRESET)
-      return Status(EPROTO, what + ": bad response frame: " + s.message());
+      return Status(EPROTO,
+                    What(type) + ": bad response frame: " + s.message());
     return Unreachable(s);
   }
   const FrameHeader& rh = f->header;
   if (!(rh.flags & kFlagResponse) || rh.request_id != h.request_id ||
       rh.type != type) {
-    return Status(EPROTO, what + ": response does not match the request (id " +
+    return Status(EPROTO, What(type) +
+                              ": response does not match the request (id " +
                               std::to_string(rh.request_id) + " vs " +
                               std::to_string(h.request_id) + ")");
   }
@@ -188,6 +215,7 @@ Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
   RpcResponse out;
   out.payload = std::move(f->payload);
   out.bulk = std::move(f->bulk);
+  out.bulk_in_place = in_place;
   return out;
 }
 

@@ -15,9 +15,12 @@
 // deadline (options.call_timeout): a server that does not answer in time yields
 // ETIMEDOUT and its connection is dropped, so a caller such as the stripe
 // client can reconstruct from other chunks instead of waiting. Connections
-// broken while idle (server restart) are detected before reuse and replaced;
-// idempotent calls are retried once on a fresh connection if a reused one
-// fails. Responses are matched to requests by request id.
+// broken while idle (server restart) are detected before reuse and replaced
+// (for a non-idempotent call: a poll per call); idempotent calls skip that
+// probe and are retried once on a fresh connection if a reused one fails.
+// Responses are matched to requests by request id. A good call makes three
+// system calls to send and receive (sendmsg, poll, recv header, recvmsg
+// payload+bulk+tag: ReadFrameInto) and builds no strings.
 //
 // Errors: EHOSTDOWN (Status::Unavailable) when the server cannot be reached
 // or the connection breaks, with the address and a hint in the message;
@@ -61,6 +64,7 @@ struct RpcClientOptions {
 struct RpcResponse {
   std::vector<uint8_t> payload;
   std::vector<uint8_t> bulk;
+  bool bulk_in_place = false;  // CallInto: the bulk is in the caller's span
 };
 
 class RpcClient {
@@ -80,6 +84,13 @@ class RpcClient {
                            std::span<const uint8_t> bulk = {},
                            std::chrono::milliseconds timeout = {});
 
+  // Call() with an absolute deadline whose response bulk, when it is
+  // exactly bulk_in.size() bytes, is received straight into `bulk_in`
+  // (RpcResponse::bulk_in_place; no vector, no copy); any other bulk lands
+  // in RpcResponse::bulk. On error bulk_in holds unspecified bytes.
+  Result<RpcResponse> CallInto(uint16_t type, std::span<const uint8_t> payload,
+                               std::span<uint8_t> bulk_in, Deadline deadline);
+
   const std::string& address() const { return address_; }
   const RpcClientOptions& options() const { return options_; }
   // Drops every idle connection (e.g. after the map says the server moved).
@@ -93,11 +104,18 @@ class RpcClient {
   };
   Result<std::unique_ptr<Connection>> Connect(Deadline deadline,
                                               const std::string& what);
+  Result<RpcResponse> CallUntil(uint16_t type, std::span<const uint8_t> payload,
+                                std::span<const uint8_t> bulk,
+                                std::span<uint8_t> bulk_in, Deadline deadline);
   Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
                                std::span<const uint8_t> bulk,
+                               std::span<uint8_t> bulk_in,
                                std::unique_ptr<Connection> conn,
-                               Deadline deadline,
-                               std::chrono::milliseconds timeout);
+                               Deadline deadline);
+  // A pooled connection fit for a call of `type`, or null.
+  std::unique_ptr<Connection> TakeIdle(uint16_t type);
+  // "ReadChunk to chunkd at HOST:PORT", for error messages.
+  std::string What(uint16_t type) const;
   Status Unreachable(const Status& cause) const;
   Status AuthFailed(const std::string& what, const Status& s) const;
 

@@ -42,6 +42,36 @@ Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
   return Status::Ok();
 }
 
+// CallTyped whose response bulk must be exactly `bulk_in.size()` bytes and
+// is received straight into it (RpcClient::CallInto), by `deadline`. A
+// response with another bulk length is EPROTO.
+template <MsgType T>
+Status CallTypedInto(RpcClient& client, const typename Msg<T>::Request& req,
+                     typename Msg<T>::Response* resp,
+                     std::span<uint8_t> bulk_in, Deadline deadline) {
+  std::vector<uint8_t> payload = EncodeRequest<T>(req);
+  STRIPEFS_ASSIGN_OR_RETURN(
+      RpcResponse r,
+      client.CallInto(static_cast<uint16_t>(T), payload, bulk_in, deadline));
+  Status remote;
+  if (!DecodeResponse<T>(r.payload, &remote, resp)) {
+    return Status(EPROTO, std::string("malformed ") +
+                              MsgTypeName(static_cast<uint16_t>(T)) +
+                              " response from " + client.options().peer_role +
+                              " at " + client.address() +
+                              " (different stripefs versions?)");
+  }
+  if (!remote.ok()) return remote;
+  if (!r.bulk_in_place) {
+    return Status(EPROTO, client.options().peer_role + " at " +
+                              client.address() + " returned " +
+                              std::to_string(r.bulk.size()) + " bytes for a " +
+                              std::to_string(bulk_in.size()) + "-byte " +
+                              MsgTypeName(static_cast<uint16_t>(T)));
+  }
+  return Status::Ok();
+}
+
 // fn(Response& out, RequestFields&...) -> Status.
 template <MsgType T, typename F>
 void ServeTyped(std::span<const uint8_t> payload, RpcReply* reply, F&& fn) {

@@ -203,6 +203,8 @@ TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--dev-threads 100000", "1 to 64"},
       {"--dev-threads 0", "1 to 64"},
+      {"--uring-read-workers 65", "0 to 64"},
+      {"--uring-read-workers -1", "0 to 64"},
       {"--memory-cap-mib -5", "1 to 1048576"},
       {"--idle-flush-ms -1", "1 to 3600000"},
       {"--frontier-hold-ms -1", "0 to 3600000"},

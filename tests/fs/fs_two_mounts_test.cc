@@ -102,9 +102,11 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   model.resize(S + 10);
   model.resize(std::max<size_t>(model.size(), S + last.size()));
   std::copy(last.begin(), last.end(), model.begin() + static_cast<long>(S));
-  // A shrink shows once the kernel fetches attributes (here fstat after
-  // OPEN, which invalidated them): a read(2) before that may run to the old
-  // i_size (docs/filesystem.md, known limits).
+  // The shrink shows at the first read(2) after OPEN: with
+  // FUSE_AUTO_INVAL_DATA the kernel revalidates the attributes OPEN
+  // invalidated before a buffered read, instead of reading to its old
+  // i_size (docs/filesystem.md, read path).
+  EXPECT_EQ(ReadFileBytes(path_b), model);
   uint64_t size = 0;
   EXPECT_EQ(OpenStatRead(path_b, &size), model);
   EXPECT_EQ(size, model.size());

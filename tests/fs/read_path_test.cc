@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "fs/stripe_fs.h"
 #include "tests/client/counting_meta_service.h"
@@ -210,6 +213,161 @@ TEST_F(ReadPathTest, ReadersCreateNoWriters) {
   EXPECT_EQ(fs_->live_writers(), 1u);
   for (uint64_t ino : files) Release(ino);
   EXPECT_EQ(fs_->live_writers(), 0u);
+}
+
+// A chunk service whose reads can be bounded (as RemoteChunkService's are),
+// counting which read path the client takes, with injectable failures of
+// the bounded read.
+class DirectReadChunkService final : public FaultInjectingChunkService {
+ public:
+  explicit DirectReadChunkService(ChunkService* inner)
+      : FaultInjectingChunkService(inner), inner_(inner) {}
+
+  std::atomic<int> vector_reads{0};  // ReadChunk (a vector per read)
+  std::atomic<int> direct_reads{0};  // ReadChunkIntoBy (caller's buffer)
+  std::atomic<const uint8_t*> last_direct_dst{nullptr};
+  // Returned by ReadChunkIntoBy instead of reading (ok: read).
+  Status fail_direct;
+  // ReadChunkIntoBy waits until its deadline, then fails ETIMEDOUT.
+  std::atomic<bool> slow{false};
+
+  Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
+                                         uint32_t offset,
+                                         uint32_t length) override {
+    ++vector_reads;
+    return FaultInjectingChunkService::ReadChunk(id, version, offset, length);
+  }
+  Status ReadChunkIntoBy(
+      const ChunkId& id, uint64_t version, uint32_t offset,
+      std::span<uint8_t> out,
+      std::chrono::steady_clock::time_point deadline) override {
+    ++direct_reads;
+    last_direct_dst = out.data();
+    if (slow) {
+      std::this_thread::sleep_until(deadline);
+      return Status(ETIMEDOUT, "injected: slow server");
+    }
+    if (!fail_direct.ok()) return fail_direct;
+    return inner_->ReadChunkInto(id, version, offset, out);
+  }
+
+ private:
+  ChunkService* inner_;
+};
+
+class DirectReadTest : public ReadPathTest {
+ protected:
+  void SetUp() override {
+    stripefs::testing::InProcessVolumeOptions o;
+    o.servers = kServers;
+    o.geometry = Geometry{4, 2, 4096};
+    o.client.read_deadline = std::chrono::milliseconds(100);
+    o.wrap_meta = stripefs::testing::CountingWrapper(&counting_);
+    o.wrap_chunks = [](ChunkService* s) -> std::unique_ptr<ChunkService> {
+      return std::make_unique<DirectReadChunkService>(s);
+    };
+    auto v = InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vol_ = std::move(v).value();
+    volume_ = &vol_->volume();
+    StripeFsOptions fo;
+    fo.purge_orphans_at_start = false;
+    fs_ = std::make_unique<StripeFs>(volume_, fo);
+  }
+  DirectReadChunkService& Server(size_t i) {
+    return *vol_->service<DirectReadChunkService>(i);
+  }
+  int Sum(std::atomic<int> DirectReadChunkService::*field) {
+    int n = 0;
+    for (size_t i = 0; i < vol_->servers(); ++i) n += (Server(i).*field).load();
+    return n;
+  }
+  // The server holding data cell `cell` of stripe 0 of `ino`.
+  size_t ServerOfCell(uint64_t ino, uint32_t cell) {
+    // InProcessVolume registers store i as server id i.
+    return volume_->client().view().LayoutFor(ino, 0).servers[cell].id;
+  }
+  // READ recording where its reply body starts.
+  std::string ReadAt(uint64_t ino, uint64_t off, uint32_t size,
+                     const void** body) {
+    RecordedReply rec;
+    FakeInFlight f(&rec);
+    fuse_read_in in{};
+    in.offset = off;
+    in.size = size;
+    fs_->Read(fuse::Replier(&f, nullptr), ino, in);
+    EXPECT_TRUE(rec.done);
+    EXPECT_EQ(rec.error, 0);
+    *body = rec.first_base;
+    return rec.body;
+  }
+  uint64_t WrittenFile(const std::vector<uint8_t>& data) {
+    const uint64_t ino = NewFile("d");
+    Open(ino);
+    Write(ino, 0, data);
+    Release(ino);
+    Open(ino);
+    return ino;
+  }
+};
+
+TEST_F(DirectReadTest, CachedStripeReadGoesStraightIntoTheReplyBuffer) {
+  auto data = RandomBytes(2 * S(), 5);
+  const uint64_t ino = WrittenFile(data);
+  EXPECT_EQ(Read(ino, 0, 4096), Str(data, 0, 4096));  // caches the map
+  const int meta = MetaReads();
+  const int vectors = Sum(&DirectReadChunkService::vector_reads);
+  for (uint64_t off = 100; off + 3000 < data.size(); off += 4096 * 3 + 7) {
+    const int direct = Sum(&DirectReadChunkService::direct_reads);
+    const void* body = nullptr;
+    // Inside one cell: one bounded read, into the reply itself.
+    const uint64_t in_cell = std::min<uint64_t>(3000, 4096 - off % 4096);
+    ASSERT_EQ(ReadAt(ino, off, static_cast<uint32_t>(in_cell), &body),
+              Str(data, off, in_cell));
+    EXPECT_EQ(Sum(&DirectReadChunkService::direct_reads), direct + 1) << off;
+    bool into_reply = false;
+    for (size_t i = 0; i < vol_->servers(); ++i)
+      into_reply |= Server(i).last_direct_dst.load() == body;
+    EXPECT_TRUE(into_reply) << "the chunk bytes were copied at " << off;
+  }
+  // Across cells and stripes: one bounded read per cell, no vector path.
+  EXPECT_EQ(Read(ino, 4000, static_cast<uint32_t>(S())), Str(data, 4000, S()));
+  EXPECT_EQ(MetaReads(), meta);  // no GetAttr, no GetStripes
+  EXPECT_EQ(Sum(&DirectReadChunkService::vector_reads), vectors);
+  EXPECT_EQ(volume_->client().counters().chunk_read_errors, 0u);
+  Release(ino);
+}
+
+TEST_F(DirectReadTest, AFailedDirectReadIsRebuiltWithoutAskingAgain) {
+  auto data = RandomBytes(S(), 6);
+  const uint64_t ino = WrittenFile(data);
+  DirectReadChunkService& bad = Server(ServerOfCell(ino, 1));
+  bad.fail_direct = Status::Corruption("injected: CRC mismatch");
+  const int before = bad.direct_reads.load() + bad.vector_reads.load();
+  EXPECT_EQ(Read(ino, 4096 + 10, 2000), Str(data, 4096 + 10, 2000));
+  EXPECT_EQ(bad.direct_reads.load() + bad.vector_reads.load(),
+            before + 1);  // asked once
+  const auto c = volume_->client().counters();
+  EXPECT_EQ(c.chunk_read_errors, 1u);
+  EXPECT_EQ(c.crc_errors, 1u);
+  EXPECT_EQ(c.degraded_reads, 1u);
+  Release(ino);
+}
+
+TEST_F(DirectReadTest, ASlowDirectReadIsCutAtTheDeadlineAndReadAround) {
+  auto data = RandomBytes(S(), 7);
+  const uint64_t ino = WrittenFile(data);
+  DirectReadChunkService& slow = Server(ServerOfCell(ino, 2));
+  slow.slow = true;
+  EXPECT_EQ(Read(ino, 2 * 4096, 4096), Str(data, 2 * 4096, 4096));
+  auto c = volume_->client().counters();
+  EXPECT_EQ(c.slow_chunk_reads, 1u);
+  EXPECT_EQ(c.degraded_reads, 1u);
+  // Now suspect: the next READ reads around it without waiting on it.
+  const int asked = slow.direct_reads.load();
+  EXPECT_EQ(Read(ino, 2 * 4096 + 8, 100), Str(data, 2 * 4096 + 8, 100));
+  EXPECT_EQ(slow.direct_reads.load(), asked);
+  Release(ino);
 }
 
 }  // namespace

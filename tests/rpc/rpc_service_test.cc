@@ -456,6 +456,47 @@ TEST_F(ChunkRpcTest, StalledServerTimesOutThenRecovers) {
   EXPECT_EQ(*r, Data(64, 1));
 }
 
+TEST_F(ChunkRpcTest, ReadChunkIntoReceivesStraightIntoTheCallersBuffer) {
+  const ChunkId id{5, 6, 1};
+  auto data = Data(300 * 1024, 8);
+  ASSERT_TRUE(remote_->WriteChunk(id, 3, data).ok());
+  std::vector<uint8_t> buf(5000, 0xEE);
+  Status st = remote_->ReadChunkInto(id, 3, 1000, std::span(buf).first(4000));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(std::equal(buf.begin(), buf.begin() + 4000, data.begin() + 1000));
+  EXPECT_EQ(buf[4000], 0xEE);  // nothing written past the span
+  std::vector<uint8_t> whole(data.size());
+  ASSERT_TRUE(remote_->ReadChunkInto(id, 3, 0, whole).ok());
+  EXPECT_TRUE(whole == data);
+  // The same errors as ReadChunk, and the connection stays in step.
+  EXPECT_EQ(remote_->ReadChunkInto(id, 4, 0, buf).code(), ENOENT);
+  EXPECT_EQ(remote_
+                ->ReadChunkInto(id, 3, static_cast<uint32_t>(data.size()) - 10,
+                                std::span(buf).first(20))
+                .code(),
+            EINVAL);
+  auto r = remote_->ReadChunk(id, 3, 7, 10);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, std::vector<uint8_t>(data.begin() + 7, data.begin() + 17));
+}
+
+TEST_F(ChunkRpcTest, BoundedReadStopsAtItsDeadlineThenRecovers) {
+  const ChunkId id{1, 1, 1};
+  ASSERT_TRUE(remote_->WriteChunk(id, 1, Data(64, 1)).ok());
+  std::vector<uint8_t> buf(64);
+  store_.SetStalled(true);
+  Status st = remote_->ReadChunkIntoBy(
+      id, 1, 0, buf, Clock::now() + std::chrono::milliseconds(100));
+  EXPECT_EQ(st.code(), ETIMEDOUT) << st.ToString();
+  EXPECT_TRUE(IsTransportError(st));
+  EXPECT_EQ(store_.reads_started(), 1u);  // the server really stalled
+  store_.SetStalled(false);
+  st = remote_->ReadChunkIntoBy(id, 1, 0, buf,
+                                Clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(buf, Data(64, 1));
+}
+
 TEST_F(ChunkRpcTest, UnreachableServerIsHostDownWithAddressAndHint) {
   std::string addr = server_->address();
   server_->Stop();
