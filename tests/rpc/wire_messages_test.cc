@@ -110,8 +110,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
     ASSERT_NE(MsgTypeName(n), nullptr);
     EXPECT_TRUE(names.insert(MsgTypeName(n)).second);
   }
-  // Including DropStripes (45) and DeleteChunkVersions (72).
-  EXPECT_EQ(AllMsgTypes().size(), 40u);
+  // Including DropStripes (45), DeleteChunkVersions (72), ClientHeartbeat
+  // (73) and ListClients (74).
+  EXPECT_EQ(AllMsgTypes().size(), 42u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 
