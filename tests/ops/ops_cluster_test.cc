@@ -151,8 +151,9 @@ TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
         "stripefs_cluster_map_epoch", "stripefs_volume_inodes",
         "stripefs_rpc_requests_total", "stripefs_rpc_open_connections",
         "stripefs_rpc_rejected_frames_total",
-        "stripefs_rpc_request_duration_seconds_bucket"})
+        "stripefs_rpc_request_duration_seconds_bucket", "stripefs_clients"})
     EXPECT_TRUE(metad.Has(name)) << "metad lacks " << name;
+  EXPECT_EQ(SumWhere(metad, "stripefs_clients", "kind=\"mount\""), 1);
   EXPECT_EQ(SumWhere(metad, "stripefs_cluster_servers", "state=\"up\""),
             kServers);
   for (int id = 1; id <= kServers; ++id) {
