@@ -1,7 +1,9 @@
 #include "metrics/daemon_metrics.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <string>
 
 namespace stripefs::metrics {
 namespace {
@@ -96,6 +98,44 @@ Collector ClusterMapCollector(MetaService* meta) {
         GaugeFamily("stripefs_cluster_map_epoch", "epoch of the cluster map");
     Sample(&epoch, static_cast<double>(map->epoch));
     out->push_back(std::move(epoch));
+  };
+}
+
+Collector ClientTableCollector(rpc::ClientTable* clients) {
+  return [clients](Families* out) {
+    std::map<std::string, uint64_t> live = {
+        {"mount", 0}, {"repair", 0}, {"scrub", 0}};
+    auto stripes = GaugeFamily("stripefs_repair_stripes",
+                               "progress of running (finished=0) and the "
+                               "last finished (finished=1) repair and scrub");
+    auto bytes = GaugeFamily("stripefs_repair_bytes_rebuilt",
+                             "bytes rebuilt by a running or the last "
+                             "finished repair and scrub");
+    for (const auto& c : clients->List()) {
+      if (!c.finished) ++live[c.kind];
+      if (c.kind == "mount") continue;
+      Labels l = {{"kind", c.kind},
+                  {"client", std::to_string(c.id)},
+                  {"finished", c.finished ? "1" : "0"}};
+      const std::pair<const char*, uint64_t> parts[] = {
+          {"total", c.repair.stripes_total},
+          {"seen", c.repair.stripes_seen},
+          {"repaired", c.repair.stripes_repaired},
+          {"failed", c.repair.stripes_failed}};
+      for (const auto& [what, v] : parts) {
+        Labels lw = l;
+        lw["what"] = what;
+        Sample(&stripes, static_cast<double>(v), lw);
+      }
+      Sample(&bytes, static_cast<double>(c.repair.bytes_rebuilt), l);
+    }
+    auto count =
+        GaugeFamily("stripefs_clients", "clients heartbeating metad, by kind");
+    for (const auto& kv : live)
+      Sample(&count, static_cast<double>(kv.second), {{"kind", kv.first}});
+    out->push_back(std::move(count));
+    out->push_back(std::move(stripes));
+    out->push_back(std::move(bytes));
   };
 }
 

@@ -7,6 +7,11 @@
 //                        others), stripefs_cluster_servers{state},
 //                        stripefs_cluster_map_epoch, and the volume's
 //                        stripefs_volume_{inodes, bytes_used}.
+//   ClientTableCollector metad: stripefs_clients{kind} (live clients that
+//                        heartbeat metad: mounts, running repairs/scrubs)
+//                        and stripefs_repair_stripes{kind, what} /
+//                        stripefs_repair_bytes_rebuilt{kind} of running
+//                        and last finished repairs (finished="0"/"1").
 // The services are not owned and must outlive the MetricsServer. A failed
 // read leaves its families out of that scrape (and counts it in
 // stripefs_metrics_collect_errors_total).
@@ -14,11 +19,13 @@
 
 #include "backend/chunk/chunk_service.h"
 #include "backend/meta/meta_service.h"
+#include "backend/rpc/client_table.h"
 #include "metrics/metrics_server.h"
 
 namespace stripefs::metrics {
 
 Collector ChunkStoreCollector(ChunkService* store, uint32_t server_id);
 Collector ClusterMapCollector(MetaService* meta);
+Collector ClientTableCollector(rpc::ClientTable* clients);
 
 }  // namespace stripefs::metrics

@@ -2,6 +2,7 @@
 
 #include <prometheus/exposer.h>
 
+#include <charconv>
 #include <exception>
 #include <mutex>
 
@@ -25,13 +26,26 @@ class MetricsServer::CollectorSet : public prometheus::Collectable {
   std::vector<Collector> collectors_;
 };
 
+Status CheckListenAddress(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  unsigned port = 0;
+  const char* end = listen.data() + listen.size();
+  bool ok =
+      colon != std::string::npos && colon != 0 && colon + 1 < listen.size();
+  if (ok) {
+    auto [p, ec] = std::from_chars(listen.data() + colon + 1, end, port);
+    ok = ec == std::errc() && p == end && port <= 65535;
+  }
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument("metrics address '" + listen +
+                                 "': expected HOST:PORT, e.g. "
+                                 "127.0.0.1:9100 (port 0 picks a free one)");
+}
+
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen, std::shared_ptr<prometheus::Registry> registry) {
+  STRIPEFS_RETURN_IF_ERROR(CheckListenAddress(listen));
   auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
-    return Status::InvalidArgument("metrics address '" + listen +
-                                   "': expected HOST:PORT, e.g. "
-                                   "127.0.0.1:9100 (port 0 picks a free one)");
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->registry_ = std::move(registry);
   s->collectors_ = std::make_shared<CollectorSet>();

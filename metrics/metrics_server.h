@@ -62,6 +62,11 @@ class MetricsServer {
   std::unique_ptr<prometheus::Exposer> exposer_;  // last: stops first
 };
 
+// EINVAL naming the fix unless `listen` is HOST:PORT with a port in
+// 0..65535 (port 0 picks a free one). Start() checks it too; commands call
+// it to reject a bad address before they fork or mount.
+Status CheckListenAddress(const std::string& listen);
+
 // Family builders for collectors. Sample() adds one value with labels.
 prometheus::MetricFamily CounterFamily(std::string name, std::string help);
 prometheus::MetricFamily GaugeFamily(std::string name, std::string help);

@@ -233,7 +233,9 @@ int RunMetad(const MetadFlags& f) {
                  f.geometry.cell_size);
     return 1;
   }
-  rpc::MetaServiceServer handler(store->get());
+  // Mounts and repairs announce themselves here (`stripefs status`).
+  rpc::ClientTable clients;
+  rpc::MetaServiceServer handler(store->get(), &clients);
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who, metrics.status());
   rpc::RpcServerOptions so;
@@ -248,6 +250,7 @@ int RunMetad(const MetadFlags& f) {
         metrics::RpcServerCollector(server->get(), "metad"));
     (*metrics)->server().AddCollector(
         metrics::ClusterMapCollector(store->get()));
+    (*metrics)->server().AddCollector(metrics::ClientTableCollector(&clients));
     std::fprintf(stderr, "metad: metrics on http://%s/metrics\n",
                  (*metrics)->server().address().c_str());
   }

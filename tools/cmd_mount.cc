@@ -18,6 +18,7 @@
 
 #include "backend/client/volume.h"
 #include "backend/meta/meta_store.h"
+#include "backend/rpc/client_lease.h"
 #include "common/human_bytes.h"
 #include "common/stop_signals.h"
 #include "fs/mount_service.h"
@@ -219,6 +220,17 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   return o;
 }
 
+// A cluster mount heartbeats metad so `stripefs status` counts it
+// (backend/rpc/client_lease.h); best effort, never fails the mount.
+std::unique_ptr<rpc::ClientLease> AnnounceToMetad(
+    const fs::MountServiceOptions& o) {
+  if (o.meta_address.empty()) return nullptr;
+  auto key = rpc::ClusterKey::Load(o.key_file);
+  if (!key.ok()) return nullptr;  // the mount itself already loaded it
+  return std::make_unique<rpc::ClientLease>(o.meta_address, *key, "mount",
+                                            o.mountpoint);
+}
+
 // Mounts, reports, serves until unmounted. With a `log` path (the daemon),
 // stdout and stderr move to it once the mount is reported.
 int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
@@ -250,11 +262,18 @@ int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
     }
   }
   rep.Close();
+  // Also in the daemon's log (the report above went to the mounting
+  // command, which mount(8) keeps quiet).
+  if (*exporter && !log.empty())
+    std::fprintf(stderr, "stripefs: metrics on http://%s/metrics\n",
+                 (*exporter)->address().c_str());
+  std::unique_ptr<rpc::ClientLease> lease = AnnounceToMetad(o);
   NotifyReady("mounted at " + o.mountpoint);
   Status why = (*service)->ServeUntilUnmounted(**stop);
   NotifyStopping();
   exporter->reset();  // stop serving before the file system goes away
   Status fin = (*service)->Stop();
+  lease.reset();  // leaves metad's client list
   if (!why.ok())
     std::fprintf(stderr, "stripefs: session ended: %s\n",
                  why.ToString().c_str());
@@ -312,6 +331,10 @@ int RunMount(const MountArgs& a) {
   if (!dir.empty()) dir = sfs::absolute(dir, ec).lexically_normal().string();
   auto o = ToServiceOptions(a, dir, mnt);
   if (!o.ok()) return Fail(o.status().message());
+  if (!a.metrics.empty()) {
+    if (Status s = metrics::CheckListenAddress(a.metrics); !s.ok())
+      return Fail(s.message());
+  }
 
   if (a.foreground) {
     Reporter rep(-1);
@@ -365,6 +388,16 @@ int RunMount(const MountArgs& a) {
 // reads (_netdev, nofail, noauto, x-..., ...) are dropped; the rest are
 // `stripefs mount -o` options.
 
+// -o metrics=HOST:PORT (the mount(8) spelling of --metrics).
+Status CheckMetricsOption(const std::string& value) {
+  Status s = metrics::CheckListenAddress(value);
+  if (s.ok()) return s;
+  return Status::InvalidArgument(
+      "-o metrics=" + value +
+      ": give the address to serve /metrics on as metrics=HOST:PORT, e.g. "
+      "metrics=127.0.0.1:9571 (port 0 picks a free one)");
+}
+
 // mount(8)-only options: the helper ignores them.
 bool IsMountCommandOption(const std::string& o) {
   static const char* const kNames[] = {
@@ -410,6 +443,10 @@ int RunMountHelper(int argc, char** argv) {
         a.meta_address = o.substr(5);
       } else if (o.rfind("key=", 0) == 0) {
         a.key_file = o.substr(4);
+      } else if (o.rfind("metrics=", 0) == 0) {
+        a.metrics = o.substr(8);
+        if (Status s = CheckMetricsOption(a.metrics); !s.ok())
+          return Fail(s.message());
       } else if (!o.empty() && !IsMountCommandOption(o)) {
         a.options.push_back(o);
       }

@@ -4,12 +4,14 @@
 #include <rocksdb/options.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "backend/client/repairer.h"
 #include "backend/meta/meta_store.h"
+#include "backend/rpc/client_lease.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 #include "tools/volume_flags.h"
@@ -32,14 +34,44 @@ void PrintProgress(const RepairProgress& p) {
       p.seconds > 0 ? p.bytes_rebuilt / 1048576.0 / p.seconds : 0.0);
 }
 
+rpc::RepairReport ToReport(const RepairProgress& p) {
+  rpc::RepairReport r;
+  r.stripes_total = p.stripes_total;
+  r.stripes_seen = p.stripes_seen;
+  r.stripes_repaired = p.stripes_repaired;
+  r.stripes_failed = p.stripes_failed;
+  r.chunks_rebuilt = p.chunks_rebuilt;
+  r.bytes_rebuilt = p.bytes_rebuilt;
+  r.elapsed_ms = static_cast<uint64_t>(p.seconds * 1000);
+  return r;
+}
+
+// A cluster repair reports its progress to metad, where `stripefs status`
+// shows it (backend/rpc/client_lease.h); best effort.
+std::unique_ptr<rpc::ClientLease> AnnounceRepair(const VolumeFlags& flags,
+                                                 const RepairOptions& options) {
+  if (flags.meta.empty()) return nullptr;
+  auto key = rpc::ClusterKey::Load(flags.key_file);
+  if (!key.ok()) return nullptr;
+  return std::make_unique<rpc::ClientLease>(flags.meta, *key,
+                                            options.scrub ? "scrub" : "repair",
+                                            "", std::chrono::seconds(1));
+}
+
 int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
   auto volume = flags.Open();
   if (!volume.ok()) {
     std::fprintf(stderr, "stripefs: %s\n", volume.status().ToString().c_str());
     return 1;
   }
+  std::unique_ptr<rpc::ClientLease> lease = AnnounceRepair(flags, options);
   Repairer repairer(volume->get());
-  auto result = repairer.Run(options, PrintProgress);
+  auto result = repairer.Run(options, [&](const RepairProgress& p) {
+    PrintProgress(p);
+    if (lease) lease->Update(ToReport(p));
+  });
+  if (lease && result.ok()) lease->Update(ToReport(*result));
+  lease.reset();  // the last heartbeat: finished, with the final tally
   if (isatty(STDERR_FILENO)) std::fputc('\n', stderr);
   if (!result.ok()) {
     std::fprintf(stderr, "stripefs: %s failed: %s\n",

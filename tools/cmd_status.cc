@@ -6,8 +6,9 @@
 // Gathers metad's map and volume statistics, asks every chunk server
 // itself (ping + store statistics, in parallel, 2 s each), walks the stripe
 // map to count degraded stripes (missing chunks, or chunks on servers that
-// are not up and answering), reads metad's client connections from its
-// /metrics, then judges:
+// are not up and answering), lists metad's clients (mounts and running or
+// last finished repairs with their progress: backend/rpc/client_table.h)
+// and, with metad's /metrics, its open connections, then judges:
 //   HEALTH_ERR   metad unreachable; fewer than k servers answer; stripes
 //                with more than m chunks unavailable; raw space > 95 % used
 //   HEALTH_WARN  a server down, out, or not answering; degraded stripes;
@@ -65,6 +66,8 @@ struct StatusReport {
   std::string scan_error;  // the stripe walk failed: counts are partial
   uint64_t raw_capacity = 0, raw_free = 0, chunk_bytes = 0;
   std::optional<double> client_connections;
+  std::optional<std::vector<rpc::ClientRecord>> clients;  // none: old metad
+  std::string clients_error;
   std::string health = "HEALTH_OK";
   std::vector<std::string> checks;
 };
@@ -78,6 +81,77 @@ std::string Approx(uint64_t b) {
   char out[32];
   std::snprintf(out, sizeof(out), u ? "%.1f %s" : "%.0f %s", v, units[u]);
   return out;
+}
+
+uint64_t Mounts(const StatusReport& r) {
+  uint64_t n = 0;
+  for (const auto& c : *r.clients) n += c.kind == "mount" && !c.finished;
+  return n;
+}
+
+// "1234/5000 stripes checked, 80 repaired, 3.1 MiB/s, ETA 12 s"
+std::string RepairLine(const rpc::ClientRecord& c) {
+  const rpc::RepairReport& p = c.repair;
+  const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
+  std::string line = std::to_string(p.stripes_seen) + "/" +
+                     (p.stripes_total ? std::to_string(p.stripes_total) : "?") +
+                     " stripes checked, " + std::to_string(p.stripes_repaired) +
+                     " repaired";
+  if (p.stripes_failed)
+    line += ", " + std::to_string(p.stripes_failed) + " FAILED";
+  line += ", " + Approx(p.bytes_rebuilt) + " rebuilt";
+  char buf[96];
+  if (secs > 0) {
+    std::snprintf(buf, sizeof(buf), " in %.1f s (%s/s)", secs,
+                  Approx(static_cast<uint64_t>(
+                             static_cast<double>(p.bytes_rebuilt) / secs))
+                      .c_str());
+    line += buf;
+  }
+  if (!c.finished && secs > 0 && p.stripes_seen > 0 &&
+      p.stripes_total >= p.stripes_seen) {
+    double eta = static_cast<double>(p.stripes_total - p.stripes_seen) * secs /
+                 static_cast<double>(p.stripes_seen);
+    std::snprintf(buf, sizeof(buf), ", ETA %.0f s", eta);
+    line += buf;
+  }
+  return line;
+}
+
+json ClientsJson(const StatusReport& r) {
+  json j = {{"connections", r.client_connections ? json(static_cast<uint64_t>(
+                                                       *r.client_connections))
+                                                 : json(nullptr)}};
+  if (!r.clients) {
+    j["mounts"] = nullptr;
+    j["error"] = r.clients_error;
+    return j;
+  }
+  j["mounts"] = Mounts(r);
+  json list = json::array(), repairs = json::array();
+  for (const auto& c : *r.clients) {
+    json e = {
+        {"kind", c.kind},
+        {"description", c.description},
+        {"seconds_since_heartbeat", static_cast<double>(c.age_ms) / 1000}};
+    if (c.kind == "mount") {
+      list.push_back(e);
+      continue;
+    }
+    const rpc::RepairReport& p = c.repair;
+    e["running"] = !c.finished;
+    e["stripes_total"] = p.stripes_total;
+    e["stripes_checked"] = p.stripes_seen;
+    e["stripes_repaired"] = p.stripes_repaired;
+    e["stripes_failed"] = p.stripes_failed;
+    e["chunks_rebuilt"] = p.chunks_rebuilt;
+    e["bytes_rebuilt"] = p.bytes_rebuilt;
+    e["seconds"] = static_cast<double>(p.elapsed_ms) / 1000;
+    repairs.push_back(e);
+  }
+  j["list"] = list;
+  j["repairs"] = repairs;
+  return j;
 }
 
 std::string Name(const ServerInfo& s) {
@@ -223,6 +297,10 @@ Result<StatusReport> Gather(const StatusFlags& f) {
   STRIPEFS_ASSIGN_OR_RETURN(auto map, meta.GetClusterMap());
   STRIPEFS_ASSIGN_OR_RETURN(r.volume, meta.StatFs());
   r.epoch = map.epoch;
+  if (auto c = meta.ListClients(); c.ok())
+    r.clients = std::move(*c);
+  else
+    r.clients_error = c.status().ToString();
   std::vector<std::future<ServerReport>> asks;
   for (const auto& s : map.servers)
     asks.push_back(std::async(std::launch::async, AskServer, s, key));
@@ -250,30 +328,45 @@ json ToJson(const StatusReport& r) {
     }
     servers.push_back(j);
   }
-  json j = {
-      {"health", {{"status", r.health}, {"checks", r.checks}}},
-      {"meta", {{"address", r.meta_address}, {"map_epoch", r.epoch}}},
-      {"geometry",
-       {{"k", r.geometry.k},
-        {"m", r.geometry.m},
-        {"cell_size", r.geometry.cell_size}}},
-      {"servers", servers},
-      {"stripes",
-       {{"total", r.stripes},
-        {"degraded", r.degraded},
-        {"unreadable", r.unreadable},
-        {"scanned_all", r.scanned_all}}},
-      {"capacity",
-       {{"raw_bytes", r.raw_capacity},
-        {"raw_free_bytes", r.raw_free},
-        {"chunk_bytes", r.chunk_bytes},
-        {"file_bytes", r.volume.bytes_used},
-        {"inodes", r.volume.inodes}}},
-      {"clients",
-       {{"connections", r.client_connections
-                            ? json(static_cast<uint64_t>(*r.client_connections))
-                            : json(nullptr)}}}};
+  json j = {{"health", {{"status", r.health}, {"checks", r.checks}}},
+            {"meta", {{"address", r.meta_address}, {"map_epoch", r.epoch}}},
+            {"geometry",
+             {{"k", r.geometry.k},
+              {"m", r.geometry.m},
+              {"cell_size", r.geometry.cell_size}}},
+            {"servers", servers},
+            {"stripes",
+             {{"total", r.stripes},
+              {"degraded", r.degraded},
+              {"unreadable", r.unreadable},
+              {"scanned_all", r.scanned_all}}},
+            {"capacity",
+             {{"raw_bytes", r.raw_capacity},
+              {"raw_free_bytes", r.raw_free},
+              {"chunk_bytes", r.chunk_bytes},
+              {"file_bytes", r.volume.bytes_used},
+              {"inodes", r.volume.inodes}}},
+            {"clients", ClientsJson(r)}};
   return j;
+}
+
+void PrintRepairs(const StatusReport& r) {
+  bool running = false;
+  for (const auto& c :
+       r.clients ? *r.clients : std::vector<rpc::ClientRecord>{}) {
+    if (c.kind == "mount") continue;
+    running |= !c.finished;
+    if (c.finished)
+      std::printf("    last %s: %s, %.0f s ago\n", c.kind.c_str(),
+                  RepairLine(c).c_str(), static_cast<double>(c.age_ms) / 1000);
+    else
+      std::printf("    %s running (%s): %s\n", c.kind.c_str(),
+                  c.description.c_str(), RepairLine(c).c_str());
+  }
+  if (!running)
+    std::printf("    repair:  %s\n", r.degraded
+                                         ? "needed (see health), none running"
+                                         : "nothing to repair");
 }
 
 void PrintScreen(const StatusReport& r) {
@@ -304,13 +397,17 @@ void PrintScreen(const StatusReport& r) {
                                : "")
                     : "NOT ANSWERING");
   }
-  if (r.client_connections)
-    std::printf("    clients: %.0f connections to metad\n",
-                *r.client_connections);
-  else
-    std::printf(
-        "    clients: unknown (metad metrics not reachable; pass "
-        "--metrics HOST:PORT)\n");
+  if (r.clients) {
+    const uint64_t mounts = Mounts(r);
+    std::printf("    clients: %llu mount%s",
+                static_cast<unsigned long long>(mounts),
+                mounts == 1 ? "" : "s");
+    if (r.client_connections)
+      std::printf(" (%.0f connections to metad)", *r.client_connections);
+    std::printf("\n");
+  } else {
+    std::printf("    clients: unknown (%s)\n", r.clients_error.c_str());
+  }
   std::printf("\n  data:\n    files:   %llu inodes, %s\n",
               static_cast<unsigned long long>(r.volume.inodes),
               Approx(r.volume.bytes_used).c_str());
@@ -323,10 +420,7 @@ void PrintScreen(const StatusReport& r) {
               Approx(r.chunk_bytes).c_str(),
               Approx(r.raw_capacity - r.raw_free).c_str(),
               Approx(r.raw_capacity).c_str(), Approx(r.raw_free).c_str());
-  std::printf("    repair:  %s\n",
-              r.degraded ? "needed (see health); progress shows in the "
-                           "`stripefs repair` that runs it"
-                         : "nothing to repair");
+  PrintRepairs(r);
 }
 
 int RunStatus(StatusFlags f) {
@@ -375,7 +469,8 @@ const CommandRegistration kRegister([](CLI::App& app) {
   auto* c = app.add_subcommand(
       "status",
       "cluster health on one screen: servers, HEALTH_OK/WARN/ERR and why, "
-      "degraded stripes, capacity, clients (exit 0 OK, 1 WARN, 2 ERR)");
+      "degraded stripes, repair progress, capacity, clients (exit 0 OK, 1 "
+      "WARN, 2 ERR)");
   static StatusFlags f;
   c->add_option("--meta", f.meta, "metad HOST:PORT");
   c->add_option("--key", f.key, "cluster key file");

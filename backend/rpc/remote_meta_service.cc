@@ -47,6 +47,12 @@ RemoteMetaService::RemoteMetaService(std::string address,
 Result<std::string> RemoteMetaService::Ping() {
   return InvokeOne<MsgType::kPing>(client_, {});
 }
+Status RemoteMetaService::ClientHeartbeat(const ClientRecord& record) {
+  return InvokeStatus<MsgType::kClientHeartbeat>(client_, {record});
+}
+Result<std::vector<ClientRecord>> RemoteMetaService::ListClients() {
+  return InvokeOne<MsgType::kListClients>(client_, {});
+}
 Result<Geometry> RemoteMetaService::GetGeometry() {
   return InvokeOne<MsgType::kGetGeometry>(client_, {});
 }
@@ -386,6 +392,18 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply, [&](auto& out, auto ai, auto as, auto limit) {
               return Fill(out, s.ListStripes(ai, as, limit));
             });
+      case MsgType::kClientHeartbeat:
+        if (!clients_) break;
+        return ServeTyped<MsgType::kClientHeartbeat>(
+            p, reply, [&](auto&, const ClientRecord& r) {
+              return clients_->Heartbeat(r);
+            });
+      case MsgType::kListClients:
+        if (!clients_) break;
+        return ServeTyped<MsgType::kListClients>(p, reply, [&](auto& out) {
+          std::get<0>(out) = clients_->List();
+          return Status::Ok();
+        });
       default:
         break;
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/meta/meta_service.h"
+#include "backend/rpc/client_table.h"
 #include "backend/rpc/rpc_client.h"
 #include "backend/rpc/rpc_server.h"
 
@@ -31,6 +32,10 @@ class RemoteMetaService final : public MetaService {
   // Round trip without touching the store: role of the peer ("metad").
   Result<std::string> Ping();
   RpcClient& client() { return client_; }
+  // metad's ClientTable (client_table.h): announce this client / list them.
+  // ENOTSUP from a metad that keeps no table.
+  Status ClientHeartbeat(const ClientRecord& record);
+  Result<std::vector<ClientRecord>> ListClients();
 
   Result<Geometry> GetGeometry() override;
   Result<ClusterMap> GetClusterMap() override;
@@ -95,13 +100,17 @@ class RemoteMetaService final : public MetaService {
 
 class MetaServiceServer final : public RpcHandler {
  public:
-  explicit MetaServiceServer(MetaService* service) : service_(service) {}
+  // `clients` (optional, not owned): serves ClientHeartbeat / ListClients.
+  explicit MetaServiceServer(MetaService* service,
+                             ClientTable* clients = nullptr)
+      : service_(service), clients_(clients) {}
   std::string Role() const override { return "metad"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
               std::vector<uint8_t>& bulk, RpcReply* reply) override;
 
  private:
   MetaService* service_;
+  ClientTable* clients_;
 };
 
 }  // namespace stripefs::rpc

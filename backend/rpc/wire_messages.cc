@@ -216,6 +216,37 @@ bool Get(Decoder& d, ChunkStoreStats* v) {
          d.U64(&v->bytes_reserved) && d.U64(&v->fs_id);
 }
 
+void Put(Encoder& e, const RepairReport& v) {
+  e.U64(v.stripes_total);
+  e.U64(v.stripes_seen);
+  e.U64(v.stripes_repaired);
+  e.U64(v.stripes_failed);
+  e.U64(v.chunks_rebuilt);
+  e.U64(v.bytes_rebuilt);
+  e.U64(v.elapsed_ms);
+}
+bool Get(Decoder& d, RepairReport* v) {
+  return d.U64(&v->stripes_total) && d.U64(&v->stripes_seen) &&
+         d.U64(&v->stripes_repaired) && d.U64(&v->stripes_failed) &&
+         d.U64(&v->chunks_rebuilt) && d.U64(&v->bytes_rebuilt) &&
+         d.U64(&v->elapsed_ms);
+}
+
+void Put(Encoder& e, const ClientRecord& v) {
+  e.U64(v.id);
+  e.String(v.kind);
+  e.String(v.description);
+  e.U32(v.lease_ms);
+  e.Bool(v.finished);
+  Put(e, v.repair);
+  e.U64(v.age_ms);
+}
+bool Get(Decoder& d, ClientRecord* v) {
+  return d.U64(&v->id) && d.String(&v->kind) && d.String(&v->description) &&
+         d.U32(&v->lease_ms) && d.Bool(&v->finished) && Get(d, &v->repair) &&
+         d.U64(&v->age_ms);
+}
+
 void PutStatus(Encoder& e, const Status& s) {
   e.I32(s.code());
   e.String(s.ok() ? std::string() : s.message());

@@ -21,6 +21,7 @@
 
 #include "backend/chunk/chunk_service.h"
 #include "backend/meta/meta_types.h"
+#include "backend/rpc/client_table.h"
 #include "backend/rpc/wire_codec.h"
 #include "common/status.h"
 
@@ -28,49 +29,51 @@ namespace stripefs::rpc {
 
 // X(name, number, idempotent): idempotent calls may be retried once on a
 // fresh connection when a pooled connection turns out to be dead.
-#define STRIPEFS_RPC_MESSAGES(X)  \
-  X(Ping, 1, true)                \
-  X(GetGeometry, 16, true)        \
-  X(GetClusterMap, 17, true)      \
-  X(UpsertServer, 18, true)       \
-  X(SetServerState, 19, true)     \
-  X(Lookup, 20, true)             \
-  X(GetAttr, 21, true)            \
-  X(SetAttr, 22, false)           \
-  X(MkNode, 23, false)            \
-  X(Mkdir, 24, false)             \
-  X(Symlink, 25, false)           \
-  X(ReadLink, 26, true)           \
-  X(Link, 27, false)              \
-  X(Unlink, 28, false)            \
-  X(Rmdir, 29, false)             \
-  X(Rename, 30, false)            \
-  X(ReadDir, 31, true)            \
-  X(PurgeInode, 32, false)        \
-  X(ListOrphans, 33, true)        \
-  X(StatFs, 34, true)             \
-  X(SetXattr, 35, false)          \
-  X(GetXattr, 36, true)           \
-  X(ListXattr, 37, true)          \
-  X(RemoveXattr, 38, false)       \
-  X(AllocateVersions, 39, true)   \
-  X(GetStripes, 40, true)         \
-  X(CommitStripe, 41, false)      \
-  X(SetStripeMissing, 42, false)  \
-  X(ListStripes, 43, true)        \
-  X(CommitStripes, 44, false)     \
-  X(DropStripes, 45, false)       \
-  X(WriteChunk, 64, true)         \
-  X(ReadChunk, 65, true)          \
-  X(DeleteChunk, 66, true)        \
-  X(ListChunks, 67, true)         \
-  X(ChunkStats, 68, true)         \
-  X(DeleteChunkVersion, 69, true) \
-  X(CloneChunk, 70, true)         \
-  X(PatchChunk, 71, true)         \
+#define STRIPEFS_RPC_MESSAGES(X)   \
+  X(Ping, 1, true)                 \
+  X(GetGeometry, 16, true)         \
+  X(GetClusterMap, 17, true)       \
+  X(UpsertServer, 18, true)        \
+  X(SetServerState, 19, true)      \
+  X(Lookup, 20, true)              \
+  X(GetAttr, 21, true)             \
+  X(SetAttr, 22, false)            \
+  X(MkNode, 23, false)             \
+  X(Mkdir, 24, false)              \
+  X(Symlink, 25, false)            \
+  X(ReadLink, 26, true)            \
+  X(Link, 27, false)               \
+  X(Unlink, 28, false)             \
+  X(Rmdir, 29, false)              \
+  X(Rename, 30, false)             \
+  X(ReadDir, 31, true)             \
+  X(PurgeInode, 32, false)         \
+  X(ListOrphans, 33, true)         \
+  X(StatFs, 34, true)              \
+  X(SetXattr, 35, false)           \
+  X(GetXattr, 36, true)            \
+  X(ListXattr, 37, true)           \
+  X(RemoveXattr, 38, false)        \
+  X(AllocateVersions, 39, true)    \
+  X(GetStripes, 40, true)          \
+  X(CommitStripe, 41, false)       \
+  X(SetStripeMissing, 42, false)   \
+  X(ListStripes, 43, true)         \
+  X(CommitStripes, 44, false)      \
+  X(DropStripes, 45, false)        \
+  X(WriteChunk, 64, true)          \
+  X(ReadChunk, 65, true)           \
+  X(DeleteChunk, 66, true)         \
+  X(ListChunks, 67, true)          \
+  X(ChunkStats, 68, true)          \
+  X(DeleteChunkVersion, 69, true)  \
+  X(CloneChunk, 70, true)          \
+  X(PatchChunk, 71, true)          \
   X(DeleteChunkVersions, 72, true) \
-  X(PurgeInodes, 73, false)          \
-  X(SyncMetadata, 74, true)
+  X(PurgeInodes, 73, false)        \
+  X(SyncMetadata, 74, true)        \
+  X(ClientHeartbeat, 75, true)     \
+  X(ListClients, 76, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -102,6 +105,8 @@ void Put(Encoder& e, const ChunkId& v);
 void Put(Encoder& e, const ChunkVersion& v);
 void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
+void Put(Encoder& e, const RepairReport& v);
+void Put(Encoder& e, const ClientRecord& v);
 bool Get(Decoder& d, Geometry* v);
 bool Get(Decoder& d, Timespec* v);
 bool Get(Decoder& d, InodeAttr* v);
@@ -119,6 +124,8 @@ bool Get(Decoder& d, ChunkId* v);
 bool Get(Decoder& d, ChunkVersion* v);
 bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
+bool Get(Decoder& d, RepairReport* v);
+bool Get(Decoder& d, ClientRecord* v);
 
 template <typename T>
 void Put(Encoder& e, const std::vector<T>& v) {
@@ -254,6 +261,10 @@ struct Msg<MsgType::kPatchChunk>
     : MsgDef<Tup<ChunkId, U64, U64, U32, U32>, Tup<>> {};  // id from to length offset + bulk: bytes
 template <>
 struct Msg<MsgType::kDeleteChunkVersions> : MsgDef<Tup<std::vector<ChunkVersion>>, Tup<>> {};
+template <>
+struct Msg<MsgType::kClientHeartbeat> : MsgDef<Tup<ClientRecord>, Tup<>> {};  // client_table.h
+template <>
+struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>> {};
 // clang-format on
 // Entries per DeleteChunkVersions frame (28 bytes each: far below
 // kMaxPayload; the client splits longer lists).

@@ -21,6 +21,7 @@
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
+#include "metrics/scrape.h"
 #include "tests/fs/fs_mount.h"
 #include "tests/support/killpriv_checks.h"
 #include "tests/support/run_command.h"
@@ -581,6 +582,58 @@ TEST_F(CliTest, MountCommandAndFstabLineThenUmount) {
   // mount -a over the same fstab sees it mounted and does nothing.
   out = Sh("timeout 60 mount -a -T " + fstab, &rc);
   EXPECT_EQ(rc, 0) << out;
+  const pid_t daemon = DaemonOf(mnt_);
+  out = Sh("timeout 60 umount " + mnt_, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(WaitForExit(daemon));
+}
+
+// -o metrics=HOST:PORT through mount(8): the mount serves /metrics (the
+// daemon logs the bound address); a bad value is a one-line error naming
+// the fix, and nothing is mounted.
+TEST_F(CliTest, MountCommandServesMetricsOption) {
+  InstalledHelper helper(Bin());
+  if (!helper.usable()) {
+    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
+                 << " exists and is not a link to " << Bin();
+  }
+  int rc = 0;
+  std::string out = Sh(Bin() + " mkfs " + vol_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* bad : {"metrics=", "metrics=nohostport", "metrics=:9100",
+                          "metrics=127.0.0.1:70000"}) {
+    out = Sh("timeout 60 mount -t fuse.stripefs " + vol_ + " " + mnt_ +
+                 " -o nosuid," + bad,
+             &rc);
+    EXPECT_NE(rc, 0) << bad;
+    EXPECT_NE(out.find("metrics=HOST:PORT"), std::string::npos) << out;
+    EXPECT_FALSE(fuse::IsFuseMountPoint(mnt_)) << bad;
+  }
+  const std::string fstab = root_ + "/fstab";
+  std::ofstream(fstab) << vol_ << " " << mnt_
+                       << " fuse.stripefs _netdev,nosuid,metrics=127.0.0.1:0 "
+                          "0 0\n";
+  out = Sh("timeout 60 mount -T " + fstab + " " + mnt_, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_TRUE(fuse::IsFuseMountPoint(mnt_));
+  Put(mnt_ + "/m", 4096, 'q', true);
+  std::string log;
+  for (const auto& rp : fs::RuntimePathCandidates(mnt_)) {
+    std::ifstream f(rp.log);
+    log.assign(std::istreambuf_iterator<char>(f), {});
+    if (!log.empty()) break;
+  }
+  const std::string tag = "metrics on http://";
+  const size_t at = log.rfind(tag);
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t end = log.find("/metrics", at + tag.size());
+  const std::string addr = log.substr(at + tag.size(), end - at - tag.size());
+  auto text = metrics::Scrape(addr);
+  ASSERT_TRUE(text.ok()) << addr << ": " << text.status().ToString();
+  metrics::Exposition e = metrics::ParseExposition(*text);
+  EXPECT_EQ(e.bad_lines, 0u);
+  EXPECT_GT(e.Sum("stripefs_mount_writes_requests_total"), 0) << *text;
+  EXPECT_TRUE(e.Has("stripefs_fuse_request_duration_seconds_count"));
   const pid_t daemon = DaemonOf(mnt_);
   out = Sh("timeout 60 umount " + mnt_, &rc);
   EXPECT_EQ(rc, 0) << out;

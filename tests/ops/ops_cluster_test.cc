@@ -5,6 +5,9 @@
 //     format with the documented names, and the counters move after I/O;
 //   * `stripefs status` says HEALTH_OK, names a killed chunkd in
 //     HEALTH_WARN, and --json parses.
+//   * mounts and repairs heartbeat metad: status counts mounts (2 -> 1
+//     after an unmount), shows a repair's progress, and a repair after a
+//     killed server ends with no degraded stripe.
 // Waits are bounded polls on the outcome, never time assertions.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -23,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/rpc/client_lease.h"
 #include "metrics/scrape.h"
 #include "tests/fs/fs_mount.h"
 
@@ -49,7 +54,7 @@ double SumWhere(const Exposition& e, const std::string& name,
 }
 
 class OpsClusterTest : public ::testing::Test {
- protected:
+ public:
   static constexpr int kServers = 6;
 
   static void SetUpTestSuite() {
@@ -146,8 +151,9 @@ TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
         "stripefs_cluster_map_epoch", "stripefs_volume_inodes",
         "stripefs_rpc_requests_total", "stripefs_rpc_open_connections",
         "stripefs_rpc_rejected_frames_total",
-        "stripefs_rpc_request_duration_seconds_bucket"})
+        "stripefs_rpc_request_duration_seconds_bucket", "stripefs_clients"})
     EXPECT_TRUE(metad.Has(name)) << "metad lacks " << name;
+  EXPECT_EQ(SumWhere(metad, "stripefs_clients", "kind=\"mount\""), 1);
   EXPECT_EQ(SumWhere(metad, "stripefs_cluster_servers", "state=\"up\""),
             kServers);
   for (int id = 1; id <= kServers; ++id) {
@@ -289,6 +295,134 @@ TEST_F(OpsClusterTest, KilledChunkdGivesWarnNamingIt) {
     if (rc != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(rc, 0) << out;
+}
+
+// `status --json` until `done(json)` holds (bounded); the last document.
+nlohmann::json StatusJsonUntil(
+    const std::function<bool(const nlohmann::json&)>& done, int tries = 60) {
+  nlohmann::json j;
+  for (int i = 0; i < tries; ++i) {
+    std::string out;
+    OpsClusterTest::Cli("status --json --dir " + OpsClusterTest::dir_, &out);
+    j = nlohmann::json::parse(out, nullptr, false);
+    if (!j.is_discarded() && done(j)) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return j;
+}
+
+uint64_t Mounts(const nlohmann::json& j) {
+  const auto& m = j["clients"]["mounts"];
+  return m.is_number() ? m.get<uint64_t>() : 0;
+}
+
+// Mounts heartbeat metad (backend/rpc/client_lease.h): a second mount is
+// counted, and an unmounted one leaves the count.
+TEST_F(OpsClusterTest, StatusCountsMountsAndForgetsAnUnmountedOne) {
+  auto j = StatusJsonUntil([](const auto& j) { return Mounts(j) == 1; });
+  ASSERT_EQ(Mounts(j), 1u) << j.dump(2);
+  const std::string mnt2 = dir_ + "/mnt2";
+  sfs::create_directories(mnt2);
+  ASSERT_EQ(
+      Cli("mount --meta " + meta_ + " --key " + dir_ + "/cluster.key " + mnt2),
+      0)
+      << Slurp(dir_ + "/cli.log");
+  j = StatusJsonUntil([](const auto& j) { return Mounts(j) == 2; });
+  EXPECT_EQ(Mounts(j), 2u) << j.dump(2);
+  std::string out;
+  Cli("status --dir " + dir_, &out);
+  EXPECT_NE(out.find("clients: 2 mounts"), std::string::npos) << out;
+  if (Cli("umount " + mnt2) != 0) ::umount2(mnt2.c_str(), MNT_DETACH);
+  j = StatusJsonUntil([](const auto& j) { return Mounts(j) == 1; });
+  EXPECT_EQ(Mounts(j), 1u) << j.dump(2);
+}
+
+// A running repair's progress as metad holds it: a ClientLease with a known
+// report (what `stripefs repair` sends) shows on the status screen with its
+// rate and ETA, and as the last repair once it finishes.
+TEST_F(OpsClusterTest, StatusShowsRepairProgressAndEta) {
+  auto key = rpc::ClusterKey::Load(dir_ + "/cluster.key");
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  {
+    rpc::ClientLease lease(meta_, *key, "scrub", "test volume");
+    rpc::RepairReport p;
+    p.stripes_total = 100;
+    p.stripes_seen = 40;
+    p.stripes_repaired = 3;
+    p.bytes_rebuilt = 4 << 20;
+    p.elapsed_ms = 4000;
+    lease.Update(p);
+    std::string out;
+    bool shown = false;
+    for (int i = 0; i < 40 && !shown; ++i) {  // the next heartbeat carries it
+      Cli("status --dir " + dir_, &out);
+      shown = out.find("40/100 stripes checked") != std::string::npos;
+      if (!shown) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    EXPECT_TRUE(shown) << out;
+    EXPECT_NE(out.find("scrub running ("), std::string::npos) << out;
+    EXPECT_NE(out.find("3 repaired, 4.0 MiB rebuilt in 4.0 s (1.0 MiB/s), "
+                       "ETA 6 s"),
+              std::string::npos)
+        << out;
+  }
+  std::string out;
+  Cli("status --dir " + dir_, &out);
+  EXPECT_NE(out.find("last scrub: 40/100 stripes checked"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("scrub running"), std::string::npos) << out;
+}
+
+// Kill a chunk server, write while it is down (stripes are written
+// degraded), bring it back: status counts the degraded stripes; `stripefs
+// repair` reports to metad, and status then shows its final tally and no
+// degraded stripe.
+TEST_F(OpsClusterTest, RepairAfterAKilledServerEndsWithNoDegradedStripes) {
+  ASSERT_EQ(Cli("cluster kill --server 2 --dir " + dir_), 0);
+  auto server2 = [](const nlohmann::json& j, const char* state, bool answers) {
+    for (const auto& s : j["servers"])
+      if (s["id"] == 2) return s["state"] == state && s["answers"] == answers;
+    return false;
+  };
+  auto j =
+      StatusJsonUntil([&](const auto& j) { return server2(j, "down", false); });
+  ASSERT_TRUE(server2(j, "down", false)) << j.dump(2);
+  {
+    std::vector<char> data(3 << 20, 'd');
+    std::ofstream f(mnt_ + "/degraded", std::ios::binary);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    f.close();
+    ASSERT_TRUE(f.good());
+  }
+  ::sync();
+  ASSERT_EQ(Cli("cluster start --server 2 --dir " + dir_), 0);
+  j = StatusJsonUntil([&](const auto& j) { return server2(j, "up", true); });
+  ASSERT_TRUE(server2(j, "up", true)) << j.dump(2);
+  const uint64_t degraded = j["stripes"]["degraded"].get<uint64_t>();
+  EXPECT_GT(degraded, 0u) << j.dump(2);
+  EXPECT_EQ(j["health"]["status"], "HEALTH_WARN") << j.dump(2);
+
+  std::string out;
+  ASSERT_EQ(
+      Cli("repair --meta " + meta_ + " --key " + dir_ + "/cluster.key", &out),
+      0)
+      << out << Slurp(dir_ + "/cli.log");
+  j = StatusJsonUntil(
+      [](const auto& j) { return j["stripes"]["degraded"] == 0; });
+  EXPECT_EQ(j["stripes"]["degraded"], 0) << j.dump(2);
+  EXPECT_EQ(j["health"]["status"], "HEALTH_OK") << j.dump(2);
+  const nlohmann::json* last = nullptr;
+  for (const auto& r : j["clients"]["repairs"])
+    if (r["kind"] == "repair") last = &r;
+  ASSERT_NE(last, nullptr) << j.dump(2);
+  EXPECT_EQ((*last)["running"], false);
+  EXPECT_EQ((*last)["stripes_repaired"].get<uint64_t>(), degraded) << out;
+  EXPECT_EQ((*last)["stripes_failed"], 0);
+  EXPECT_GT((*last)["bytes_rebuilt"].get<uint64_t>(), 0u);
+  Cli("status --dir " + dir_, &out);
+  EXPECT_NE(out.find("last repair: "), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(degraded) + " repaired"), std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -63,6 +63,16 @@ struct Sampler {
     Fill(v.crc_errors), Fill(v.writes), Fill(v.reads);
     Fill(v.bytes_capacity), Fill(v.bytes_reserved), Fill(v.fs_id);
   }
+  void Fill(bool& v) { v = Next() % 2 == 0; }
+  void Fill(rpc::RepairReport& v) {
+    Fill(v.stripes_total), Fill(v.stripes_seen), Fill(v.stripes_repaired);
+    Fill(v.stripes_failed), Fill(v.chunks_rebuilt), Fill(v.bytes_rebuilt);
+    Fill(v.elapsed_ms);
+  }
+  void Fill(rpc::ClientRecord& v) {
+    Fill(v.id), Fill(v.kind), Fill(v.description), Fill(v.lease_ms);
+    Fill(v.finished), Fill(v.repair), Fill(v.age_ms);
+  }
   template <typename T>
   void Fill(std::vector<T>& v) {
     v.resize(1 + Next() % 3);

@@ -110,9 +110,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
     ASSERT_NE(MsgTypeName(n), nullptr);
     EXPECT_TRUE(names.insert(MsgTypeName(n)).second);
   }
-  // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73)
-  // and SyncMetadata (74).
-  EXPECT_EQ(AllMsgTypes().size(), 42u);
+  // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73),
+  // SyncMetadata (74), ClientHeartbeat (75) and ListClients (76).
+  EXPECT_EQ(AllMsgTypes().size(), 44u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 
