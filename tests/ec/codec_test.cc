@@ -96,7 +96,7 @@ TEST_P(CodecGeometryTest, ReconstructsEveryErasurePatternUpToM) {
     const Chunks original = EncodedStripe(**codec, len, 7u + len);
     Chunks work = original;
     int patterns = 0;
-    ForEachPattern(n, m, [&](const std::vector<int>& lost) {
+    ForEachPattern(n, m, [&, k = k, m = m](const std::vector<int>& lost) {
       for (int e : lost)
         std::memset(work[static_cast<size_t>(e)].data(), 0xEE, len);
       auto ptrs = Ptrs(work, 0, static_cast<size_t>(n));
