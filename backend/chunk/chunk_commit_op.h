@@ -3,9 +3,12 @@
 //
 // The submitting thread owns the op and holds the chunk lock of `id`
 // exclusively until the op is done; the commit thread fills in the location
-// of new bytes and the status, then sets `done` under the queue mutex.
+// of new bytes and the status, then sets `done` and signals `done_cv` under
+// the queue mutex (so that only the submitters of that batch wake up, and
+// the op outlives the signal).
 #pragma once
 
+#include <condition_variable>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,7 +42,8 @@ struct ChunkStore::CommitOp {
   bool relocation = false;
 
   Status status;
-  bool done = false;
+  bool done = false;                // guarded by the queue mutex
+  std::condition_variable done_cv;  // with the queue mutex
 };
 
 }  // namespace stripefs

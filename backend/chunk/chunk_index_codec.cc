@@ -41,13 +41,21 @@ Status DecodeChunkKey(std::string_view key, ChunkId* id, uint64_t* version) {
 }
 
 std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
-                                       uint8_t block_shift) {
+                                       uint8_t block_shift, uint32_t* whole) {
   const size_t block = size_t{1} << block_shift;
   std::vector<uint32_t> crcs;
   crcs.reserve((len + block - 1) / block);
+  const uint32_t shift = whole != nullptr ? ec::Crc32cShiftOperator(block) : 0;
+  uint32_t all = 0;
   for (size_t off = 0; off < len; off += block) {
-    crcs.push_back(ec::Crc32c(data + off, std::min(block, len - off)));
+    const size_t n = std::min(block, len - off);
+    const uint32_t crc = ec::Crc32c(data + off, n);
+    crcs.push_back(crc);
+    if (whole == nullptr) continue;
+    all = n == block ? ec::Crc32cCombineWith(shift, all, crc)
+                     : ec::Crc32cCombine(all, crc, n);
   }
+  if (whole != nullptr) *whole = all;
   return crcs;
 }
 

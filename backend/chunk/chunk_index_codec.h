@@ -64,9 +64,12 @@ inline uint64_t SegmentExtentBytes(uint64_t length) {
   return (length + kSegmentAlign - 1) / kSegmentAlign * kSegmentAlign;
 }
 
-// The block CRCs of `data` for ChunkIndexValue::block_crcs.
+// The block CRCs of `data` for ChunkIndexValue::block_crcs. With `whole`,
+// also the CRC32C of all of `data`, combined from the block CRCs (one pass
+// over the bytes instead of two).
 std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
-                                       uint8_t block_shift);
+                                       uint8_t block_shift,
+                                       uint32_t* whole = nullptr);
 
 std::string EncodeChunkKey(const ChunkId& id, uint64_t version);
 // The first kChunkIdPrefixSize bytes of every key of `id`.

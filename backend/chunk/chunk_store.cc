@@ -479,10 +479,9 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
   op.has_data = true;
   op.data = data;
   op.value.length = static_cast<uint32_t>(data.size());
-  op.value.crc32c = ec::Crc32c(data.data(), data.size());
   op.value.block_shift = kChunkCrcBlockShift;
-  op.value.block_crcs =
-      ComputeBlockCrcs(data.data(), data.size(), kChunkCrcBlockShift);
+  op.value.block_crcs = ComputeBlockCrcs(data.data(), data.size(),
+                                         kChunkCrcBlockShift, &op.value.crc32c);
   op.value.in_segment = true;
 
   for (int attempt = 0;; ++attempt) {

@@ -326,7 +326,6 @@ class ChunkStore final : public ChunkService {
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;  // work for the commit thread
-  std::condition_variable done_cv_;   // a batch was acknowledged
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_;
   std::condition_variable synced_cv_;  // work for the index thread

@@ -83,7 +83,7 @@ Status ChunkStore::Submit(CommitOp* op) {
   }
   queue_.push_back(op);
   queue_cv_.notify_one();
-  done_cv_.wait(lock, [op] { return op->done; });
+  op->done_cv.wait(lock, [op] { return op->done; });
   return op->status;
 }
 
@@ -97,10 +97,7 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
     queue_.push_back(op);
   }
   queue_cv_.notify_one();
-  done_cv_.wait(lock, [&ops] {
-    return std::all_of(ops.begin(), ops.end(),
-                       [](const CommitOp* op) { return op->done; });
-  });
+  for (CommitOp* op : ops) op->done_cv.wait(lock, [op] { return op->done; });
   for (const CommitOp* op : ops) {
     if (!op->status.ok()) return op->status;
   }
@@ -138,8 +135,13 @@ void ChunkStore::IndexLoop() {
     lock.unlock();
     CommitBatch(batch);
     lock.lock();
-    for (CommitOp* op : batch) op->done = true;
-    done_cv_.notify_all();
+    // Wakes only this batch's submitters (one waiter per op). Signalled
+    // under the mutex: a submitter may destroy its op as soon as it sees
+    // `done`.
+    for (CommitOp* op : batch) {
+      op->done = true;
+      op->done_cv.notify_one();
+    }
   }
 }
 

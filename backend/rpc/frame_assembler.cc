@@ -75,9 +75,26 @@ void FrameAssembler::GrowPart() {
                             : part_ == Part::kBulk  ? &cur_.bulk
                                                     : nullptr;
   if (v == nullptr || have_ < v->size() || have_ >= PartLength()) return;
+  if (part_ == Part::kBulk && v->empty() &&
+      spare_bulk_.capacity() >= PartLength()) {
+    // A recycled buffer: resizing within its capacity zero-fills only what
+    // it grows by (nothing for equal-sized frames), and every byte is
+    // received before the frame completes.
+    *v = std::move(spare_bulk_);
+    spare_bulk_ = {};
+    v->resize(PartLength());
+    return;
+  }
   size_t next = v->empty() ? std::min(PartLength(), kEagerBytes)
                            : std::min(PartLength(), v->size() * 2);
   v->resize(next);
+}
+
+void FrameAssembler::Recycle(std::vector<uint8_t> bulk) {
+  if (bulk.capacity() > kEagerBytes ||
+      bulk.capacity() <= spare_bulk_.capacity())
+    return;
+  spare_bulk_ = std::move(bulk);
 }
 
 void FrameAssembler::NextPart(std::vector<RawFrame>* out) {

@@ -12,6 +12,11 @@
 // allocated in doubling steps as their bytes arrive, so a peer claiming
 // 64 MiB costs memory only for what it really sends.
 //
+// A bulk vector the caller is done with can be handed back (Recycle): the
+// next frame's bulk of at most its capacity (and at most 4 MiB) is received
+// into it, so a connection that streams equal-sized chunks allocates,
+// zero-fills and page-faults its bulk buffer once, not once per frame.
+//
 // The tag is NOT checked here: a completed frame is a RawFrame that the
 // caller verifies, in stream order, with the connection's receive
 // FrameCipher (on a worker thread, so hashing does not run on the loop
@@ -66,6 +71,11 @@ class FrameAssembler {
   // *out, and the assembler must not be used again.
   Status Commit(size_t n, std::vector<RawFrame>* out);
 
+  // Keeps `bulk` (its contents are overwritten before use) for the next
+  // frame whose bulk fits its capacity; one spare at most, and none over
+  // 4 MiB, so an idle connection holds no more than that.
+  void Recycle(std::vector<uint8_t> bulk);
+
   // True when part of a frame has arrived (EOF now means truncation).
   bool mid_frame() const;
   // True when part, but not all, of a frame header has arrived.
@@ -92,6 +102,7 @@ class FrameAssembler {
   Part part_ = Part::kHeader;
   size_t have_ = 0;  // bytes of the current part received
   RawFrame cur_;
+  std::vector<uint8_t> spare_bulk_;  // Recycle()d, for the next bulk
 };
 
 }  // namespace stripefs::rpc

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -142,6 +143,9 @@ struct Done {
   Conn* conn;
   std::unique_ptr<OutMsg> msg;  // reply or reject frame to send, if any
   bool close = false;           // answer nothing more on this connection
+  // The request's bulk buffer, handed back to the connection's assembler
+  // for its next frame (FrameAssembler::Recycle).
+  std::vector<uint8_t> spare_bulk;
 };
 
 uint64_t UserData(Conn* c, Op op) { return reinterpret_cast<uint64_t>(c) | op; }
@@ -575,6 +579,8 @@ void UringServerLoop::Impl::OnWake() {
       c->frame_error = Status::Ok();
     }
     if (d.msg && !c->closing) c->out.push_back(std::move(d.msg));
+    if (c->in && d.spare_bulk.capacity() > 0)
+      c->in->Recycle(std::move(d.spare_bulk));
     Pump(c);
   }
   ArmWake();  // stays armed until the ring is torn down
@@ -662,7 +668,7 @@ void UringServerLoop::Impl::WorkerMain() {
 }
 
 Done UringServerLoop::Impl::RunJob(Job& job) {
-  Done d{job.conn, nullptr, false};
+  Done d{job.conn, nullptr, false, {}};
   Conn* c = job.conn;
   if (c->dead.load()) {  // connection dropped (or Stop) before we started
     d.close = true;
@@ -706,6 +712,14 @@ Done UringServerLoop::Impl::RunJob(Job& job) {
   }
   m->seal = SealFrame(c->session->send, rh, m->reply.payload, m->reply.bulk);
   m->BuildIov();
+  // The request's bulk (unless the handler moved it away, or the reply
+  // points into it) goes back to the assembler for the next frame.
+  const auto rb = reinterpret_cast<uintptr_t>(m->reply.bulk.data());
+  const auto qb = reinterpret_cast<uintptr_t>(f->bulk.data());
+  const bool reply_uses_it =
+      !m->reply.bulk.empty() && rb >= qb && rb < qb + f->bulk.capacity();
+  if (f->bulk.capacity() > 0 && !reply_uses_it)
+    d.spare_bulk = std::move(f->bulk);
   d.msg = std::move(m);
   return d;
 }

@@ -2,13 +2,17 @@
 // the disk's reference measured in the same run on the same directory.
 //
 //   chunk_store_bench DIR [--mib N] [--writers W] [--chunk-kib K]
+//                         [--io-uring 0|1]
 //
 // Runs fio (O_DIRECT, libaio, QD = W, K KiB blocks, N MiB, end_fsync) in
 // DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
 // DIR/store (each WriteChunk durable before it returns), then fio again;
 // the reference is the mean of the two fio runs. Prints one row with
-// ratio=store/reference, the syncs per MiB, and the load average before and
-// after. Removes what it wrote.
+// ratio=store/reference, the syncs per MiB, the CPU time the store run took
+// per MiB (user + system of this process, all threads; fio is a child and
+// not counted), and the load average before and after. Removes what it
+// wrote.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -66,15 +70,27 @@ double RunFio(const std::string& dir, uint64_t mib, int qd, int chunk_kib) {
   return bw / (1 << 20);
 }
 
+// User + system CPU seconds of this process so far (every thread).
+double ProcessCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return secs(ru.ru_utime) + secs(ru.ru_stime);
+}
+
 struct StoreRun {
   double mib_per_s = 0;
+  double cpu_ms_per_mib = 0;
   stripefs::ChunkStoreCounters counters;
 };
 
 bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
-              uint32_t spares, StoreRun* out) {
+              uint32_t spares, bool io_uring, StoreRun* out) {
   std::filesystem::remove_all(dir);
   stripefs::ChunkStoreOptions o;
+  o.use_io_uring = io_uring;
   o.compact_bytes_per_sec = 0;  // nothing to compact: only new chunks
   o.spare_segments = spares;
   auto s = ChunkStore::Open(dir, o);
@@ -88,6 +104,7 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   const uint64_t total = (mib << 20) / chunk;
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
+  const double cpu_start = ProcessCpuSeconds();
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < writers; ++t) {
@@ -112,7 +129,9 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   out->counters = store->Counters();
-  out->mib_per_s = static_cast<double>(total * chunk) / (1 << 20) / secs;
+  const double written_mib = static_cast<double>(total * chunk) / (1 << 20);
+  out->mib_per_s = written_mib / secs;
+  out->cpu_ms_per_mib = (ProcessCpuSeconds() - cpu_start) * 1000 / written_mib;
   store.reset();
   std::filesystem::remove_all(dir);
   return !failed;
@@ -124,15 +143,20 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: chunk_store_bench DIR [--mib N] [--writers W] "
-                 "[--chunk-kib K]\n");
+                 "[--chunk-kib K] [--io-uring 0|1]\n");
     return 2;
   }
   const std::string dir = argv[1];
   uint64_t mib = 1024;
   int writers = 8, chunk_kib = 1024;
+  bool io_uring = stripefs::ChunkStoreOptions{}.use_io_uring;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long v = std::atol(argv[i + 1]);
+    if (flag == "--io-uring") {
+      io_uring = v != 0;
+      continue;
+    }
     if (v <= 0) {
       std::fprintf(stderr, "chunk_store_bench: %s needs a positive number\n",
                    flag.c_str());
@@ -159,8 +183,9 @@ int main(int argc, char** argv) {
   StoreRun run, spared;
   const bool ok =
       RunStore(dir + "/store", mib, writers, chunk_kib,
-               stripefs::ChunkStoreOptions{}.spare_segments, &run) &&
-      RunStore(dir + "/store", mib, writers, chunk_kib, kSpares, &spared);
+               stripefs::ChunkStoreOptions{}.spare_segments, io_uring, &run) &&
+      RunStore(dir + "/store", mib, writers, chunk_kib, kSpares, io_uring,
+               &spared);
   const double fio2 = RunFio(dir + "/fio", mib, writers, chunk_kib);
   const std::string load_after = LoadAverage();
   if (!ok || fio1 < 0 || fio2 < 0) return 1;
@@ -172,22 +197,23 @@ int main(int argc, char** argv) {
               "QD%d)=%.1f MiB/s "
               "(%.1f, %.1f) ratio=%.2f syncs_per_MiB=%.2f (segment %" PRIu64
               ", index %" PRIu64
-              ") writes_per_commit=%.2f load_before=%s "
-              "load_after=%s\n",
+              ") writes_per_commit=%.2f cpu_ms_per_MiB=%.3f io=%s "
+              "load_before=%s load_after=%s\n",
               chunk_kib, writers, mib, run.mib_per_s, run.mib_per_s, writers,
               ref, fio1, fio2, run.mib_per_s / ref,
               syncs / static_cast<double>(mib), c.data_syncs, c.index_syncs,
               static_cast<double>(c.committed_ops) /
                   static_cast<double>(std::max<uint64_t>(c.commit_batches, 1)),
+              run.cpu_ms_per_mib, io_uring ? "io_uring" : "pwrite",
               load_before.c_str(), load_after.c_str());
   std::printf(
       "  with spare_segments=%u: store=%.1f MiB/s ratio=%.2f "
-      "syncs_per_MiB=%.2f, %" PRIu64
+      "syncs_per_MiB=%.2f cpu_ms_per_MiB=%.3f, %" PRIu64
       " segments started as zero-filled spares\n",
       kSpares, spared.mib_per_s, spared.mib_per_s / ref,
       static_cast<double>(spared.counters.data_syncs +
                           spared.counters.index_syncs) /
           static_cast<double>(mib),
-      spared.counters.segments_from_spares);
+      spared.cpu_ms_per_mib, spared.counters.segments_from_spares);
   return 0;
 }

@@ -333,8 +333,13 @@ class WriteBench:
             if v is None:
                 raise RuntimeError(f"{exe} printed no mib_s: "
                                    f"{r.stdout.strip()[-300:]}")
-            return {"mib_s": v, "wall_s": round(time.time() - t0, 2),
-                    "command": " ".join(argv)}
+            out = {"mib_s": v, "wall_s": round(time.time() - t0, 2),
+                   "command": " ".join(argv)}
+            # The store run's own CPU (first line: the default options).
+            cpu = re.search(r"cpu_ms_per_MiB=([0-9.]+)", r.stdout)
+            if cpu:
+                out["cpu_ms_per_mib"] = float(cpu.group(1))
+            return out
         self.measure("chunk", go)
         shutil.rmtree(d, ignore_errors=True)
 

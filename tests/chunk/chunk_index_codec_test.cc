@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "ec/crc32c.h"
+
 namespace stripefs {
 namespace {
 
@@ -37,6 +43,28 @@ TEST(ChunkIndexCodec, ValueRoundTrip) {
   EXPECT_EQ(got->length, v.length);
   EXPECT_EQ(got->crc32c, v.crc32c);
   EXPECT_EQ(got->flags, v.flags);
+}
+
+// The whole-chunk CRC that ComputeBlockCrcs combines from its block CRCs is
+// the direct CRC32C, and the block CRCs are those of each block, for random
+// lengths (empty, under one block, exact multiples, a partial last block).
+TEST(ChunkIndexCodec, WholeCrcCombinedFromBlocksEqualsDirectCrc) {
+  std::mt19937 rng(78);
+  std::vector<uint8_t> data(size_t{1} << 20);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lengths = {0, 1, 4095, 4096, 4097, 8192, data.size()};
+  for (int i = 0; i < 40; ++i) lengths.push_back(rng() % (data.size() + 1));
+  for (size_t len : lengths) {
+    uint32_t whole = 0xFFFFFFFF;
+    auto crcs = ComputeBlockCrcs(data.data(), len, 12, &whole);
+    EXPECT_EQ(whole, ec::Crc32c(data.data(), len)) << "length " << len;
+    ASSERT_EQ(crcs.size(), (len + 4095) / 4096) << "length " << len;
+    for (size_t b = 0; b < crcs.size(); ++b) {
+      const size_t n = std::min<size_t>(4096, len - b * 4096);
+      EXPECT_EQ(crcs[b], ec::Crc32c(data.data() + b * 4096, n))
+          << "length " << len << " block " << b;
+    }
+  }
 }
 
 TEST(ChunkIndexCodec, BlockCrcValueRoundTripAndFormat1StillReads) {

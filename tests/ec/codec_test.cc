@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -95,7 +96,7 @@ TEST_P(CodecGeometryTest, ReconstructsEveryErasurePatternUpToM) {
     const Chunks original = EncodedStripe(**codec, len, 7u + len);
     Chunks work = original;
     int patterns = 0;
-    ForEachPattern(n, m, [&](const std::vector<int>& lost) {
+    ForEachPattern(n, m, [&, k = k, m = m](const std::vector<int>& lost) {
       for (int e : lost)
         std::memset(work[static_cast<size_t>(e)].data(), 0xEE, len);
       auto ptrs = Ptrs(work, 0, static_cast<size_t>(n));
@@ -251,6 +252,43 @@ TEST(Crc32cTest, KnownVectorsAndChaining) {
   std::vector<uint8_t> zeros(32, 0);
   EXPECT_EQ(Crc32c(zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4
   EXPECT_EQ(Crc32c(s + 4, 5, Crc32c(s, 4)), 0xE3069283u);
+}
+
+// The combined CRC of A||B equals the direct CRC, for random data and random
+// split points (including empty pieces and the 4 KiB blocks the chunk store
+// combines).
+TEST(Crc32cTest, CombineEqualsDirectCrcForRandomSplits) {
+  const std::vector<uint8_t> data =
+      stripefs::testing::RandomBytes(size_t{1} << 20, 1313);
+  std::mt19937 rng(1314);
+  for (int round = 0; round < 200; ++round) {
+    const size_t len = rng() % (data.size() + 1);
+    const size_t cut = len == 0 ? 0 : rng() % (len + 1);
+    const uint32_t a = Crc32c(data.data(), cut);
+    const uint32_t b = Crc32c(data.data() + cut, len - cut);
+    SCOPED_TRACE("len " + std::to_string(len) + " cut " + std::to_string(cut));
+    EXPECT_EQ(Crc32cCombine(a, b, len - cut), Crc32c(data.data(), len));
+    EXPECT_EQ(Crc32cCombineWith(Crc32cShiftOperator(len - cut), a, b),
+              Crc32c(data.data(), len));
+  }
+  // Many pieces folded left to right, one reused operator per piece length.
+  for (size_t block : {size_t{1}, size_t{512}, size_t{4096}, size_t{65536}}) {
+    const size_t len = data.size() - 1000;  // a short last piece
+    const uint32_t shift = Crc32cShiftOperator(block);
+    uint32_t crc = 0;
+    for (size_t off = 0; off < len; off += block) {
+      const size_t n = std::min(block, len - off);
+      const uint32_t piece = Crc32c(data.data() + off, n);
+      crc = n == block ? Crc32cCombineWith(shift, crc, piece)
+                       : Crc32cCombine(crc, piece, n);
+    }
+    EXPECT_EQ(crc, Crc32c(data.data(), len)) << "block " << block;
+  }
+  // Known vector: "1234" + "56789".
+  const char* s = "123456789";
+  EXPECT_EQ(Crc32cCombine(Crc32c(s, 4), Crc32c(s + 4, 5), 5), 0xE3069283u);
+  EXPECT_EQ(Crc32cCombine(Crc32c(s, 9), 0, 0), 0xE3069283u);
+  EXPECT_EQ(Crc32cCombine(0, Crc32c(s, 9), 9), 0xE3069283u);
 }
 
 }  // namespace

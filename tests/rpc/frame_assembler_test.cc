@@ -111,6 +111,51 @@ TEST(FrameAssemblerTest, LargeBulkIsReceivedInPlaceAndGrowsPastFourMiB) {
   EXPECT_TRUE(f->bulk == bulk);
 }
 
+// A recycled bulk buffer receives the next frame that fits it, byte for
+// byte (the old contents never show); one too small waits for a frame that
+// fits, and one over 4 MiB is not kept.
+TEST(FrameAssemblerTest, RecycledBulkBufferReceivesTheNextFrame) {
+  auto key = Key();
+  Link tx = MakeLink(*key);
+  Link rx = MakeLink(*key);
+  FrameAssembler a;
+  uint32_t seed = 50;
+  // Sends one frame with `bulk_len` bytes of bulk through the assembler and
+  // returns it verified.
+  auto roundtrip = [&](size_t bulk_len) {
+    auto bulk = Bytes(bulk_len, seed++);
+    auto wire = EncodeFrame(tx.tx, FrameHeader{}, Bytes(10, seed++), bulk);
+    std::vector<RawFrame> got;
+    EXPECT_TRUE(Feed(a, wire, {size_t{1} << 20}, &got).ok());
+    EXPECT_EQ(got.size(), 1u);
+    auto f = std::move(got.at(0)).Verify(rx.rx);
+    EXPECT_TRUE(f.ok());
+    EXPECT_TRUE(f->bulk == bulk);
+    return std::move(f->bulk);
+  };
+  std::vector<uint8_t> first = roundtrip(256 << 10);
+  const uint8_t* mem = first.data();
+  a.Recycle(std::move(first));
+  std::vector<uint8_t> second = roundtrip(256 << 10);
+  EXPECT_EQ(second.data(), mem);  // the same buffer, new bytes
+  a.Recycle(std::move(second));
+  std::vector<uint8_t> smaller = roundtrip(100 << 10);  // fits: reused
+  EXPECT_EQ(smaller.data(), mem);
+  EXPECT_EQ(smaller.size(), size_t{100} << 10);
+
+  FrameAssembler b;
+  std::swap(a, b);  // fresh assembler, no spare
+  a.Recycle(std::vector<uint8_t>(64 << 10));
+  std::vector<uint8_t> big = roundtrip(256 << 10);  // does not fit
+  EXPECT_EQ(big.capacity(), size_t{256} << 10);
+  std::vector<uint8_t> small = roundtrip(32 << 10);  // the spare fits
+  EXPECT_EQ(small.capacity(), size_t{64} << 10);
+
+  a.Recycle(std::vector<uint8_t>((4 << 20) + 1));  // over 4 MiB: dropped
+  std::vector<uint8_t> after = roundtrip(1 << 20);
+  EXPECT_EQ(after.capacity(), size_t{1} << 20);
+}
+
 TEST(FrameAssemblerTest, ClaimedLengthIsNotAllocatedBeforeBytesArrive) {
   auto key = Key();
   Link lk = MakeLink(*key);
