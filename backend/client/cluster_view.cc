@@ -66,6 +66,18 @@ void ClusterView::Install(ClusterMap map,
                           std::shared_ptr<const Placement> placement) {
   bool all_up = true;
   for (const auto& s : map.servers) all_up &= s.state == ServerState::kUp;
+  // A server metad saw come back (not up before, up now) is no longer
+  // suspect: the suspicion only bridged the time until metad marked it
+  // down, and keeping it would make repair skip the restarted server.
+  std::vector<uint32_t> back;
+  for (const auto& s : map.servers) {
+    if (s.state != ServerState::kUp) continue;
+    auto old = std::find_if(map_.servers.begin(), map_.servers.end(),
+                            [&](const ServerInfo& o) { return o.id == s.id; });
+    if (old != map_.servers.end() && old->state != ServerState::kUp)
+      back.push_back(s.id);
+  }
+  for (uint32_t id : back) MarkSuspect(id, false);
   map_ = std::move(map);
   shared_map_ = std::make_shared<const ClusterMap>(map_);
   placement_ = std::move(placement);

@@ -144,7 +144,9 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
                                          Deadline deadline) {
   if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Connection> conn = TakeIdle(type);
+    // The retry always connects afresh: the other idle connections were
+    // opened to the same server and are likely just as dead (a restart).
+    std::unique_ptr<Connection> conn = attempt == 0 ? TakeIdle(type) : nullptr;
     bool reused = conn != nullptr;
     if (!reused) {
       STRIPEFS_ASSIGN_OR_RETURN(conn, Connect(deadline, What(type)));
@@ -155,7 +157,10 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
         !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
       return r;
     }
-    // A pooled connection died under us: retry once on a fresh one.
+    // A pooled connection died under us: retry once on a fresh one, and
+    // forget the other idle ones (same server, same fate).
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.clear();
   }
   return Status::Unavailable("unreachable");  // not reached
 }
