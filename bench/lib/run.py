@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from lib import sampling
@@ -156,3 +157,27 @@ def resolve_sizes(args, sizes):
     for name, full, quick, _ in sizes:
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
+
+
+def threads_timed(n, fn):
+    """Runs fn(t) for t in 0..n-1 on n threads at once; returns the wall
+    seconds. An OSError in a thread is reported (RuntimeError naming up to
+    three), never hidden."""
+    errors = []
+
+    def wrap(t):
+        try:
+            fn(t)
+        except OSError as e:
+            errors.append(f"thread {t}: {e}")
+
+    ts = [threading.Thread(target=wrap, args=(t,)) for t in range(n)]
+    start = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    elapsed = time.monotonic() - start
+    if errors:
+        raise RuntimeError("; ".join(errors[:3]))
+    return elapsed

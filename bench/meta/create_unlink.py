@@ -16,9 +16,11 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lib import run  # noqa: E402
 
 
 def loadavg():
@@ -28,26 +30,13 @@ def loadavg():
 
 def run_phase(root, files, threads, fn):
     per = files // threads
-    errors = []
 
     def worker(t):
         d = os.path.join(root, f"d{t}")
-        try:
-            for i in range(per):
-                fn(os.path.join(d, f"f{i}"))
-        except OSError as e:  # report, never hide
-            errors.append(f"thread {t}: {e}")
+        for i in range(per):
+            fn(os.path.join(d, f"f{i}"))
 
-    ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
-    start = time.monotonic()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    elapsed = time.monotonic() - start
-    if errors:
-        raise RuntimeError("; ".join(errors[:3]))
-    return per * threads / elapsed
+    return per * threads / run.threads_timed(threads, worker)
 
 
 def create(path):

@@ -31,8 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from lib import passthrough, run, sampling  # noqa: E402
@@ -44,27 +42,6 @@ DIRS = 4
 
 def load():
     return ",".join(f"{x:.2f}" for x in sampling.loadavg())
-
-
-def run_threads(n, fn):
-    errors = []
-
-    def wrap(t):
-        try:
-            fn(t)
-        except OSError as e:  # reported, never hidden
-            errors.append(f"thread {t}: {e}")
-
-    ts = [threading.Thread(target=wrap, args=(t,)) for t in range(n)]
-    start = time.monotonic()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    elapsed = time.monotonic() - start
-    if errors:
-        raise RuntimeError("; ".join(errors[:3]))
-    return elapsed
 
 
 def measure(roots, files):
@@ -106,7 +83,7 @@ def measure(roots, files):
     out = {}
     for phase, fn in (("create", create), ("stat", stat), ("rename", rename),
                       ("readdir", readdir), ("unlink", unlink)):
-        elapsed = run_threads(DIRS, fn)
+        elapsed = run.threads_timed(DIRS, fn)
         ops = sum(listed) if phase == "readdir" else per * DIRS
         out[phase] = ops / elapsed
     return out

@@ -36,42 +36,6 @@ class ClusterHealthTest : public testing::ClusterVolumeTest {
     ASSERT_NO_FATAL_FAILURE(Connect(o));
   }
   std::string Read(const std::string& file) { return cluster_->ReadFile(file); }
-
-  // Polls metad's map (bounded: 600 x 100 ms) until server `id` has `state`;
-  // returns the epoch of the map that showed it, 0 if it never did.
-  uint64_t WaitForState(uint32_t id, ServerState state) {
-    for (int i = 0; i < 600; ++i) {
-      auto map = meta().GetClusterMap();
-      if (map.ok()) {
-        for (const auto& s : map->servers)
-          if (s.id == id && s.state == state) return map->epoch;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return 0;
-  }
-  // Polls (bounded) until the stripe client uses a map of at least `epoch`.
-  bool WaitForClientEpoch(uint64_t epoch) {
-    for (int i = 0; i < 600 && client().map_epoch() < epoch; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return client().map_epoch() >= epoch;
-  }
-  // Number of stripes among the first `stripes` of `ino` with a data chunk
-  // on server `id`.
-  int StripesWithDataOn(uint64_t ino, int stripes, uint32_t id) {
-    auto map = meta().GetClusterMap();
-    auto p = Placement::Create(*map, 6);
-    int n = 0;
-    for (int s = 0; s < stripes; ++s) {
-      auto servers = p->ServersFor(ino, static_cast<uint64_t>(s));
-      for (int i = 0; i < 4; ++i)
-        if (servers[static_cast<size_t>(i)] == id) {
-          ++n;
-          break;
-        }
-    }
-    return n;
-  }
 };
 
 TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {

@@ -20,6 +20,7 @@
 #include "backend/client/placement.h"
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
+#include "tests/support/cluster_volume_test.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/random_bytes.h"
 #include "tests/support/run_command.h"
@@ -31,7 +32,7 @@ using testing::LocalCluster;
 using testing::RandomBytes;
 using testing::RunCommand;
 
-class ClusterNetnsTest : public ::testing::Test {
+class ClusterNetnsTest : public testing::VolumeTest {
  protected:
   static constexpr int kServers = 7;
 
@@ -83,53 +84,6 @@ class ClusterNetnsTest : public ::testing::Test {
     }
   }
 
-  MetaService& meta() { return volume_->meta(); }
-  StripeClient& client() { return volume_->client(); }
-  uint64_t NewFile(const std::string& name) {
-    auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    return a.ok() ? a->ino : 0;
-  }
-  Result<std::vector<uint8_t>> ReadAll(uint64_t ino) {
-    auto attr = meta().GetAttr(ino);
-    if (!attr.ok()) return attr.status();
-    std::vector<uint8_t> out(attr->size);
-    auto n = client().Read(ino, 0, out, attr->size);
-    if (!n.ok()) return n.status();
-    return out;
-  }
-  // Polls metad's map (bounded: 600 x 100 ms) until server `id` has
-  // `state`; the epoch of the map that showed it, 0 if it never did.
-  uint64_t WaitForState(uint32_t id, ServerState state) {
-    for (int i = 0; i < 600; ++i) {
-      auto map = meta().GetClusterMap();
-      if (map.ok()) {
-        for (const auto& s : map->servers)
-          if (s.id == id && s.state == state) return map->epoch;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return 0;
-  }
-  bool WaitForClientEpoch(uint64_t epoch) {
-    for (int i = 0; i < 600 && client().map_epoch() < epoch; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    return client().map_epoch() >= epoch;
-  }
-  int StripesWithDataOn(uint64_t ino, int stripes, uint32_t id) {
-    auto map = meta().GetClusterMap();
-    auto p = Placement::Create(*map, 6);
-    int n = 0;
-    for (int s = 0; s < stripes; ++s) {
-      auto servers = p->ServersFor(ino, static_cast<uint64_t>(s));
-      for (int i = 0; i < 4; ++i)
-        if (servers[static_cast<size_t>(i)] == id) {
-          ++n;
-          break;
-        }
-    }
-    return n;
-  }
   // Repairs every stripe and checks each is back to full redundancy.
   void RepairAll() {
     Repairer repairer(volume_.get());
@@ -147,7 +101,6 @@ class ClusterNetnsTest : public ::testing::Test {
 
   static inline LocalCluster* cluster_ = nullptr;
   static inline std::string skip_, start_error_;
-  std::unique_ptr<Volume> volume_;
 };
 
 TEST_F(ClusterNetnsTest, EveryDaemonRunsInItsOwnNamespaceOn198_18) {
