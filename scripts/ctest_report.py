@@ -51,6 +51,16 @@ def not_root():
     return os.geteuid() != 0
 
 
+def no_netem_qdisc():
+    """sch_netem neither loaded nor loadable (CONFIG_NET_SCH_NETEM unset)."""
+    if os.path.exists("/sys/module/sch_netem"):
+        return False
+    if shutil.which("modprobe") is None:
+        return True  # not loaded, and nothing here could load it
+    probe = subprocess.run(["modprobe", "-n", "sch_netem"], capture_output=True)
+    return probe.returncode != 0
+
+
 # (pattern of the skip message, machine condition that makes the skip legitimate, what the
 # condition is). The first matching pattern decides. A skip that matches none fails the run.
 SKIP_REASONS = [
@@ -69,6 +79,7 @@ SKIP_REASONS = [
     (r"fio not installed", lambda: shutil.which("fio") is None, "fio missing"),
     (r"no python3", lambda: shutil.which("python3") is None, "python3 missing"),
     (r"cannot install a seccomp filter", seccomp_unavailable, "kernel without seccomp"),
+    (r"this kernel has no netem qdisc", no_netem_qdisc, "no sch_netem in this kernel"),
 ]
 
 
