@@ -2,13 +2,16 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "fuse/request_parser.h"
 
@@ -50,7 +53,30 @@ class DevInFlight final : public InFlight {
   std::unique_ptr<uint8_t[]> scratch_;
 };
 
+void NoopWakeHandler(int) {}
+
+// Installs the no-op handler of the wake signal (once per process; never
+// removed: it does nothing). False if the signal has someone else's handler.
+bool EnsureWakeHandler() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  struct sigaction cur {};
+  if (::sigaction(DevWakeSignal(), nullptr, &cur) != 0) return false;
+  if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == NoopWakeHandler)
+    return true;
+  if ((cur.sa_flags & SA_SIGINFO) ||
+      (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN))
+    return false;
+  struct sigaction sa {};
+  sa.sa_handler = NoopWakeHandler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked read() returns EINTR
+  return ::sigaction(DevWakeSignal(), &sa, nullptr) == 0;
+}
+
 }  // namespace
+
+int DevWakeSignal() { return SIGRTMIN + 5; }
 
 DevTransport::DevTransport(int fuse_fd, int stop_fd, DevTransportOptions opts)
     : fd_(fuse_fd), stop_fd_(stop_fd), opts_(opts) {
@@ -129,13 +155,29 @@ int DevTransport::WriteReply(uint64_t unique, int error,
 
 Status DevTransport::Start(RequestSink* sink) {
   sink_ = sink;
+  if (opts_.wait == DevWait::kBlockingRead && !EnsureWakeHandler()) {
+    std::fprintf(stderr,
+                 "stripefs-fuse: signal %d has a foreign handler; /dev/fuse "
+                 "workers poll instead of blocking reads (every request "
+                 "wakes every idle worker)\n",
+                 DevWakeSignal());
+    opts_.wait = DevWait::kPoll;
+  }
   int fl = ::fcntl(fd_, F_GETFL);
-  if (fl < 0 || ::fcntl(fd_, F_SETFL, fl | O_NONBLOCK) < 0) {
-    return Status::FromErrno(errno, "cannot make /dev/fuse fd non-blocking");
+  int want =
+      opts_.wait == DevWait::kPoll ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+  if (fl < 0 || (want != fl && ::fcntl(fd_, F_SETFL, want) < 0)) {
+    return Status::FromErrno(errno, "cannot set the /dev/fuse fd's O_NONBLOCK");
   }
   running_.store(opts_.threads);
+  tids_.reset(new std::atomic<int>[opts_.threads]);
+  for (int i = 0; i < opts_.threads; ++i) tids_[i].store(0);
   for (int i = 0; i < opts_.threads; ++i) {
     threads_.emplace_back([this, i] { Worker(i); });
+    handles_.push_back(threads_.back().native_handle());
+  }
+  if (opts_.wait == DevWait::kBlockingRead) {
+    stopper_ = std::thread([this] { Stopper(); });
   }
   return Status::Ok();
 }
@@ -147,10 +189,17 @@ void DevTransport::Stop() {
 }
 
 void DevTransport::Join() {
+  if (stopper_.joinable()) {
+    // The stopper leaves once every worker left its loop (it may still be
+    // signalling them, so it goes before the workers are joined).
+    Stop();
+    stopper_.join();
+  }
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  handles_.clear();
   // Requests the file system still holds (asynchronous replies) reference
   // this transport: wait for them.
   auto start = std::chrono::steady_clock::now();
@@ -168,24 +217,79 @@ void DevTransport::Join() {
   }
 }
 
+uint64_t DevTransport::worker_sleeps() const {
+  if (!tids_) return 0;
+  uint64_t sum = 0;
+  for (int i = 0; i < opts_.threads; ++i) {
+    const int tid = tids_[i].load();
+    if (tid == 0) continue;
+    std::string path = "/proc/self/task/" + std::to_string(tid) + "/status";
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) continue;  // exited
+    char line[256];
+    unsigned long long v = 0;
+    while (std::fgets(line, sizeof(line), f)) {
+      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) {
+        sum += v;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  return sum;
+}
+
+void DevTransport::Stopper() {
+  pthread_setname_np(pthread_self(), "fuse-dev-stop");
+  pollfd p{stop_fd_, POLLIN, 0};
+  while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+  stopping_.store(true);
+  // A worker between two reads misses the signal but sees stopping_ before
+  // its next read; one blocked in read() gets EINTR. Repeat until all left.
+  while (running_.load() > 0) {
+    for (pthread_t h : handles_) pthread_kill(h, DevWakeSignal());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void DevTransport::Worker(int index) {
+  tids_[index].store(static_cast<int>(::gettid()));
+  std::string name = "fuse-dev/" + std::to_string(index);
+  pthread_setname_np(pthread_self(), name.c_str());
+  if (opts_.wait == DevWait::kBlockingRead) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, DevWakeSignal());
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
   Status why;
   std::unique_ptr<uint8_t[]> buf = TakeBuffer();
   for (;;) {
-    pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    int pr = ::poll(p, 2, -1);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      why = Status::FromErrno(errno, "poll on /dev/fuse");
-      break;
+    if (opts_.wait == DevWait::kPoll) {
+      pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      int pr = ::poll(p, 2, -1);
+      if (pr < 0) {
+        if (errno == EINTR) continue;
+        why = Status::FromErrno(errno, "poll on /dev/fuse");
+        break;
+      }
+      if (p[1].revents & POLLIN) break;               // Stop()
+      if (p[0].revents & (POLLERR | POLLHUP)) break;  // connection gone
+      if (!(p[0].revents & POLLIN)) continue;
+    } else if (stopping_.load()) {
+      break;  // Stop(): the stopper interrupts reads until we get here
     }
-    if (p[1].revents & POLLIN) break;               // Stop()
-    if (p[0].revents & (POLLERR | POLLHUP)) break;  // connection gone
-    if (!(p[0].revents & POLLIN)) continue;
     ssize_t n = ::read(fd_, buf.get(), opts_.buffer_size);
     if (n < 0) {
       int err = errno;
-      if (err == EAGAIN || err == EINTR || err == ENOENT) continue;
+      if (err == EAGAIN || err == EINTR) {
+        if (!stopping_.load()) {
+          empty_wakes_.fetch_add(1, std::memory_order_relaxed);
+        }
+        continue;
+      }
+      if (err == ENOENT) continue;
       if (err == ENODEV || err == ECONNABORTED) break;  // unmounted/aborted
       why = Status::FromErrno(err, "reading /dev/fuse");
       break;

@@ -6,15 +6,34 @@
 // copy of READ data). A request answered later (asynchronously) keeps its
 // buffer until the reply; the worker takes a fresh one meanwhile.
 //
-// The fd is switched to O_NONBLOCK; workers poll() it together with the
-// session's stop eventfd, so Stop() (eventfd write) wakes them all. read()
-// ENODEV = unmounted/aborted -> clean stop; ENOENT on writev = request was
-// interrupted/aborted -> tolerated.
+// Waiting (DevWait): kBlockingRead (default) = every worker sits in a
+// blocking read() on the fd. The kernel queues such readers as *exclusive*
+// waiters on the connection's input queue (fs/fuse/dev.c fuse_dev_do_read:
+// wait_event_interruptible_exclusive_locked(fiq->waitq)), and a new request
+// (wake_up(&fiq->waitq)) wakes exactly one of them, which then gets that
+// request: one wake-up per request. kPoll = the old loop: the fd is
+// O_NONBLOCK and every worker poll()s it with the stop eventfd; poll waiters
+// are not exclusive, so each request wakes every idle worker and all but
+// one read EAGAIN (counted in empty_wakes). Cloned fds (FUSE_DEV_IOC_CLONE)
+// would not help: clones share the connection's one input queue.
+//
+// Stop: Stop() writes the stop eventfd (async-signal-safe). With blocking
+// reads a stopper thread polls that eventfd and then interrupts the
+// blocked readers with kDevWakeSignal (a no-op handler installed without
+// SA_RESTART, so read() returns EINTR), repeating every millisecond until
+// every worker has left (a signal that lands between two reads is lost, the
+// next one is not). read() ENODEV = unmounted/aborted -> clean stop (the
+// kernel wakes all readers then); ENOENT on writev = request was
+// interrupted/aborted -> tolerated. If kDevWakeSignal already has a handler
+// that is not ours, Start() falls back to kPoll (logged).
 //
 // Join() also waits until every request handed out was completed (the file
 // system may answer asynchronously), so no reply can touch a dead transport.
-// Owns its threads and buffers, not the fds. Thread-safe as a Transport.
+// Owns its threads and buffers, not the fds (it changes the fuse fd's
+// O_NONBLOCK flag). Thread-safe as a Transport.
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <cstddef>
@@ -27,8 +46,17 @@
 
 namespace stripefs::fuse {
 
+enum class DevWait {
+  kBlockingRead,  // one exclusive waiter per worker: one wake per request
+  kPoll,          // poll() + O_NONBLOCK read: every idle worker wakes
+};
+
+// The signal that interrupts blocked readers at Stop (SIGRTMIN + 5).
+int DevWakeSignal();
+
 struct DevTransportOptions {
   int threads = 2;
+  DevWait wait = DevWait::kBlockingRead;
   size_t buffer_size = (256 + 1) * 4096;  // >= max request incl. headers
   int first_queue = 0;                    // queue index of worker 0 in counters
 };
@@ -52,22 +80,40 @@ class DevTransport : public Transport {
   int WriteReply(uint64_t unique, int error, std::span<const iovec> payload);
   size_t buffer_size() const { return opts_.buffer_size; }
   std::atomic<uint64_t>& reply_enoent() { return reply_enoent_; }
+  // Worker wake-ups that found no request (read() EAGAIN, or EINTR while
+  // not stopping): ~0 with kBlockingRead, ~(idle workers - 1) per request
+  // with kPoll.
+  uint64_t empty_wakes() const { return empty_wakes_.load(); }
+  // Times the workers went to sleep (their voluntary context switches, from
+  // /proc/self/task/<tid>/status; each is followed by one wake-up): ~1 per
+  // request with kBlockingRead, ~threads per request with kPoll (a woken
+  // poller that finds the request taken sleeps again inside poll(), so
+  // empty_wakes does not see that herd; this does). Reads /proc: for stats.
+  uint64_t worker_sleeps() const;
+  // The wait mode in use (kPoll after a fallback).
+  DevWait wait_mode() const { return opts_.wait; }
   // Requests handed to the sink and not completed yet.
   std::atomic<int>& outstanding() { return outstanding_; }
 
  private:
   void Worker(int index);
+  void Stopper();
+  bool ReadOne(int index, std::unique_ptr<uint8_t[]>& buf, Status* why);
 
   int fd_;
   int stop_fd_;
   DevTransportOptions opts_;
   RequestSink* sink_ = nullptr;
   std::vector<std::thread> threads_;
+  std::vector<pthread_t> handles_;            // workers, for the wake signal
+  std::unique_ptr<std::atomic<int>[]> tids_;  // workers' kernel thread ids
+  std::thread stopper_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<uint8_t[]>> pool_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> running_{0};
   std::atomic<uint64_t> reply_enoent_{0};
+  std::atomic<uint64_t> empty_wakes_{0};
   std::atomic<int> outstanding_{0};
 };
 

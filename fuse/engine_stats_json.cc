@@ -44,6 +44,9 @@ nlohmann::json EngineStatsToJson(const EngineStats& s) {
   j["malformed"] = s.malformed;
   j["interrupts"] = s.interrupts;
   j["reply_enoent"] = s.reply_enoent;
+  j["dev_empty_wakes"] = s.dev_empty_wakes;
+  j["dev_worker_sleeps"] = s.dev_worker_sleeps;
+  j["dev_wait"] = s.dev_wait;
   nlohmann::json qs = nlohmann::json::array();
   for (const auto& q : s.queues) {
     qs.push_back({{"transport", q.transport},

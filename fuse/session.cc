@@ -193,6 +193,7 @@ Status Session::Start(int fuse_fd) {
       std::max<size_t>(io.max_write, static_cast<size_t>(io.max_pages) * 4096);
   DevTransportOptions d;
   d.threads = impl_->opts.dev_threads;
+  d.wait = impl_->opts.dev_poll ? DevWait::kPoll : DevWait::kBlockingRead;
   d.buffer_size = std::max<size_t>(kMinReadBuffer, max_req + 4096);
   d.first_queue = 0;
   impl_->dev = std::make_unique<DevTransport>(fuse_fd, impl_->stop_fd, d);
@@ -265,6 +266,11 @@ EngineStats Session::Stats() const {
   s.malformed = m.malformed.load();
   s.interrupts = m.interrupts.load();
   s.reply_enoent = m.dev ? m.dev->reply_enoent().load() : 0;
+  s.dev_empty_wakes = m.dev ? m.dev->empty_wakes() : 0;
+  s.dev_worker_sleeps = m.dev ? m.dev->worker_sleeps() : 0;
+  if (m.dev) {
+    s.dev_wait = m.dev->wait_mode() == DevWait::kPoll ? "poll" : "read";
+  }
   int ndev = m.opts.dev_threads;
   for (int i = 0; i < ndev + static_cast<int>(s.uring_queues); ++i) {
     const QueueCounter& q = *m.queues[i];

@@ -64,7 +64,10 @@ class RequestObserver {
 struct SessionOptions {
   InitOptions init;
   TransportChoice transport = TransportChoice::kAuto;
-  int dev_threads = 2;         // /dev/fuse workers
+  int dev_threads = 2;  // /dev/fuse workers
+  // /dev/fuse workers poll() a non-blocking fd (every request wakes every
+  // idle worker) instead of blocking reads (one wake per request); for A/B.
+  bool dev_poll = false;
   int uring_queue_depth = 8;   // entries per io-uring queue
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_pin_threads = true;
@@ -79,7 +82,8 @@ class Session : public RequestSink {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Starts serving `fuse_fd` (not owned; set O_NONBLOCK by us). Returns
+  // Starts serving `fuse_fd` (not owned; its O_NONBLOCK flag is set by the
+  // DevTransport: cleared for blocking reads, set with dev_poll). Returns
   // immediately; requests are served on transport threads.
   Status Start(int fuse_fd);
   // Ends the session: wakes every transport thread. Async-signal-safe.

@@ -122,6 +122,14 @@ struct EngineStats {
   uint64_t malformed = 0;       // answered EINVAL
   uint64_t interrupts = 0;
   uint64_t reply_enoent = 0;  // reply to an already-interrupted request
+  // /dev/fuse worker wake-ups that found no request (DevTransport): ~0 with
+  // blocking reads, ~(idle workers - 1) per request when polling.
+  uint64_t dev_empty_wakes = 0;
+  // Times the /dev/fuse workers slept (voluntary context switches, each
+  // ended by a wake-up): ~1 per request with blocking reads, ~dev_threads
+  // per request when polling (the herd).
+  uint64_t dev_worker_sleeps = 0;
+  std::string dev_wait;  // "read" (blocking reads) or "poll"
   std::vector<QueueStats> queues;
 };
 

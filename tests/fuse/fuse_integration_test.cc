@@ -15,7 +15,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -517,6 +519,132 @@ INSTANTIATE_TEST_SUITE_P(Transports, FuseLargeRequests,
                          [](const auto& p) {
                            return std::string(TransportChoiceName(p.param));
                          });
+
+// /dev/fuse workers and wake-ups: a stream of requests sent one at a time
+// (LOOKUPs of missing names) to 4 workers. With blocking reads (the kernel
+// queues readers as exclusive waiters) each request wakes one worker: no
+// empty wake-ups and ~1 sleep of a worker per request. With the old poll()
+// loop every idle worker wakes for every request and all but one read
+// EAGAIN; that run shows the counter measures the herd.
+struct WakeRun {
+  uint64_t requests = 0;
+  uint64_t empty_wakes = 0;
+  uint64_t worker_sleeps = 0;  // engine stats
+  uint64_t proc_sleeps = 0;    // /proc/self/task, threads named fuse-dev/N
+  int workers = 0;
+  std::string wait;
+};
+
+WakeRun RunLookupStream(bool dev_poll, int lookups) {
+  WakeRun out;
+  MemFs fs(false);
+  SessionOptions o;
+  o.transport = TransportChoice::kDev;
+  o.dev_threads = 4;
+  o.dev_poll = dev_poll;
+  auto m = MountedSession::Start(&fs, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return out;
+  auto requests = [&] {
+    uint64_t n = 0;
+    for (const auto& q : (*m)->session().Stats().queues) n += q.requests;
+    return n;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all asleep
+  const uint64_t req0 = requests();
+  auto s0 = (*m)->session().Stats();
+  // The engine's figure and the one of /proc/self/task by thread name.
+  const uint64_t sleeps0 = stripefs::testing::VoluntarySwitches("fuse-dev/");
+  struct stat st;
+  for (int i = 0; i < lookups; ++i) {
+    std::string n = (*m)->Path("missing-" + std::to_string(i));
+    EXPECT_NE(::stat(n.c_str(), &st), 0);
+  }
+  out.requests = requests() - req0;
+  auto stats = (*m)->session().Stats();
+  out.empty_wakes = stats.dev_empty_wakes - s0.dev_empty_wakes;
+  out.wait = stats.dev_wait;
+  out.worker_sleeps = stats.dev_worker_sleeps - s0.dev_worker_sleeps;
+  out.proc_sleeps =
+      stripefs::testing::VoluntarySwitches("fuse-dev/", &out.workers) - sleeps0;
+  return out;
+}
+
+TEST(DevWakeups, OneRequestWakesOneWorker) {
+  std::string why = testing::MountSkipReason();
+  if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
+  constexpr int kLookups = 2000;
+  WakeRun read = RunLookupStream(false, kLookups);
+  WakeRun poll = RunLookupStream(true, kLookups);
+  for (const WakeRun* r : {&read, &poll}) {
+    std::printf(
+        "dev_wait=%s: %llu requests, %llu empty wake-ups (%.3f/request), "
+        "%llu worker sleeps (%.2f/request; /proc: %llu) over %d workers\n",
+        r->wait.c_str(), static_cast<unsigned long long>(r->requests),
+        static_cast<unsigned long long>(r->empty_wakes),
+        r->requests ? double(r->empty_wakes) / r->requests : 0.0,
+        static_cast<unsigned long long>(r->worker_sleeps),
+        r->requests ? double(r->worker_sleeps) / r->requests : 0.0,
+        static_cast<unsigned long long>(r->proc_sleeps), r->workers);
+  }
+  EXPECT_EQ(read.wait, "read");
+  EXPECT_EQ(poll.wait, "poll");
+  ASSERT_GE(read.requests, static_cast<uint64_t>(kLookups));
+  ASSERT_GE(poll.requests, static_cast<uint64_t>(kLookups));
+  EXPECT_EQ(read.workers, 4);
+  // The engine counts what /proc shows for the worker threads.
+  EXPECT_NEAR(double(read.worker_sleeps), double(read.proc_sleeps),
+              read.requests * 0.05 + 10);
+  // Blocking reads: a reader is woken only with a request for it, ~1 sleep
+  // (then wake-up) per request, no wake-up with nothing to read.
+  EXPECT_EQ(read.empty_wakes, 0u);
+  EXPECT_LE(read.worker_sleeps, read.requests * 3 / 2);
+  EXPECT_GE(read.worker_sleeps, read.requests * 9 / 10);
+  // poll(): the herd, every idle worker wakes for every request (the ones
+  // that find it taken sleep again inside poll(): not empty_wakes).
+  EXPECT_GE(poll.worker_sleeps, poll.requests * 5 / 2);
+}
+
+// Session::Stop() while mounted, with every worker blocked in read(): the
+// stopper interrupts them, Wait() returns, no worker thread is left; the
+// mount (now without a server) is unmounted afterwards.
+TEST(DevWakeups, StopWithBlockedReadersEndsTheSession) {
+  std::string why = testing::MountSkipReason();
+  if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
+  for (int round = 0; round < 3; ++round) {
+    const int threads_before = CountThreads();
+    MemFs fs(false);
+    SessionOptions o;
+    o.transport = TransportChoice::kDev;
+    o.dev_threads = 4;
+    auto m = MountedSession::Start(&fs, o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    int workers = 0;
+    for (int i = 0; i < 500 && workers < 4; ++i) {  // threads start lazily
+      (void)stripefs::testing::VoluntarySwitches("fuse-dev/", &workers);
+      if (workers < 4)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(workers, 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
+    auto t0 = std::chrono::steady_clock::now();
+    (*m)->session().Stop();
+    auto done =
+        std::async(std::launch::async, [&] { return (*m)->session().Wait(); });
+    ASSERT_EQ(done.wait_for(std::chrono::seconds(20)),
+              std::future_status::ready)
+        << "Wait() hangs after Stop() with readers blocked in read()";
+    EXPECT_TRUE(done.get().ok());
+    std::printf("round %d: Stop -> Wait returned in %.1f ms\n", round,
+                std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count());
+    (void)stripefs::testing::VoluntarySwitches("fuse-dev", &workers);
+    EXPECT_EQ(workers, 0);  // workers and the stopper are gone
+    m->reset();             // unmounts
+    EXPECT_EQ(CountThreads(), threads_before);
+  }
+}
 
 // enable_uring is restored after a ScopedKnob.
 TEST(KernelKnobs, EnableUringIsRestored) {
