@@ -143,6 +143,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     co["file_window_waits"] = Ld(c.file_window_waits);
     co["capped_commits"] = Ld(c.capped_commits);
     co["size_raises"] = Ld(c.size_raises);
+    co["read_size_fetches"] = Ld(c.read_size_fetches);
   }
   j["coalescing"] = co;
 

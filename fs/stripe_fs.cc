@@ -309,6 +309,8 @@ bool StripeFs::Revalidate(uint64_t token, const InodeAttr& a) {
   if (!S_ISREG(a.mode)) return false;
   if (!attr_cache_.Update(token, a)) return false;
   client_.ForgetStripeMap(a.ino);
+  // Changed elsewhere (or first seen): a writer's READs re-read the size.
+  if (auto w = WriterFor(a.ino, false)) w->ForgetCommittedSize();
   return true;
 }
 

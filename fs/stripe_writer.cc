@@ -171,6 +171,7 @@ void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
   }
   if (unsized_end > raised_to_)
     unsized_end_ = std::max(unsized_end_, unsized_end);
+  ++size_epoch_;  // a commit (or a failed one) may have moved the size
   auto it = inflight_.find(buf->stripe);
   if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
   if (buf->async) --sending_;
@@ -190,6 +191,7 @@ Status StripeWriter::RaiseSize(uint64_t target) {
   std::lock_guard<std::mutex> lock(mu_);
   raised_to_ = std::max(raised_to_, target);
   if (unsized_end_ <= target) unsized_end_ = 0;
+  ++size_epoch_;
   NoteCommitted(0, target);
   return Status::Ok();
 }
@@ -347,7 +349,9 @@ void StripeWriter::WaitRetired(std::unique_lock<std::mutex>& lock,
 Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
   if (!options_.coalesce) {
     Bump(counters_->write_through);
-    return client_->Write(ino_, offset, data);
+    Status st = client_->Write(ino_, offset, data);
+    ForgetCommittedSize();  // whatever the outcome
+    return st;
   }
   const uint64_t S = stripe_size_;
   uint64_t pos = 0;
@@ -411,12 +415,17 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
   };
   std::vector<Piece> pieces;
   uint64_t buffered_end = 0, unsized_end = 0;
+  uint64_t epoch = 0, size = 0;
+  bool have_size = false;
   const uint64_t S = stripe_size_;
   const uint64_t want_end = offset + out.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
     buffered_end = buffered_end_;
     unsized_end = unsized_end_;
+    epoch = size_epoch_;
+    have_size = cached_size_epoch_ == epoch;
+    size = cached_size_;
     // In-flight data is older than buffered data of the same stripe: overlay
     // it first.
     for (const auto* m : {&inflight_, &buffers_}) {
@@ -434,10 +443,21 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
     }
   }
   // Anything that left the buffers before the snapshot is committed now, so
-  // the size read after the snapshot, or unsized_end_, covers it.
-  auto attr = meta_->GetAttr(ino_);
-  if (!attr.ok()) return attr.status();
-  const uint64_t committed = std::max(attr->size, unsized_end);
+  // the size read after the snapshot, or unsized_end_, covers it. A cached
+  // size is as good: it was read after the last retire before the snapshot
+  // (every retire moves size_epoch_).
+  if (!have_size) {
+    Bump(counters_->read_size_fetches);
+    auto attr = meta_->GetAttr(ino_);
+    if (!attr.ok()) return attr.status();
+    size = attr->size;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (size_epoch_ == epoch) {
+      cached_size_ = size;
+      cached_size_epoch_ = epoch;
+    }
+  }
+  const uint64_t committed = std::max(size, unsized_end);
   const uint64_t logical = std::max(committed, buffered_end);
   if (offset >= logical || out.empty()) return size_t{0};
   const size_t n =
@@ -567,10 +587,15 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
     std::lock_guard<std::mutex> lock(mu_);
     unsized_end_ = std::min(unsized_end_, new_size);
     raised_to_ = std::min(raised_to_, new_size);
+    ++size_epoch_;
   }
   auto attr = meta_->GetAttr(ino_);
   if (!attr.ok()) return attr.status();
   auto resized = client_->Truncate(ino_, attr->size, new_size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++size_epoch_;  // whatever the outcome
+  }
   if (resized.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     committed_above_.clear();
@@ -605,6 +630,11 @@ std::vector<uint64_t> StripeWriter::BufferedStripes() const {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+void StripeWriter::ForgetCommittedSize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++size_epoch_;
 }
 
 void StripeWriter::Discard() {

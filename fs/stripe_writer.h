@@ -53,7 +53,13 @@
 //
 // Reads see buffered data: Read() overlays buffered and in-flight bytes on
 // what the backend returns, and the file size it uses is
-// max(committed size, end of buffered or not yet sized data).
+// max(committed size, end of buffered or not yet sized data). The committed
+// size is read from metadata once and kept until it may have moved: every
+// commit, size raise and truncate of this writer forgets it (under mu_,
+// before the data leaves the in-flight set), and so does
+// ForgetCommittedSize() (StripeFs: an attribute fetch saw the file changed
+// elsewhere, close-to-open). So a READ makes no metadata call while the file
+// is only being written into buffers, and at most one per commit.
 //
 // With coalescing off every Write() goes straight to the backend (and the
 // size rule does not apply: each write raises the size to its own end).
@@ -160,6 +166,7 @@ struct CoalesceCounters {
   std::atomic<uint64_t> file_window_waits{0};  // sends that waited (file)
   std::atomic<uint64_t> capped_commits{0};  // size held below a pending stripe
   std::atomic<uint64_t> size_raises{0};     // EOF raised after such commits
+  std::atomic<uint64_t> read_size_fetches{0};  // READs that asked for the size
 };
 
 struct StripeWriterOptions {
@@ -229,6 +236,9 @@ class StripeWriter {
   std::vector<uint64_t> BufferedStripes() const;
   // Drops all buffered data (the inode is being deleted).
   void Discard();
+  // The committed size may have changed elsewhere: the next Read() fetches
+  // it from metadata again.
+  void ForgetCommittedSize();
 
   uint64_t ino() const { return ino_; }
 
@@ -311,7 +321,13 @@ class StripeWriter {
   uint64_t contig_end_ = 0;
   std::map<uint64_t, uint64_t> committed_above_;
   size_t sending_ = 0;  // buffers handed to the sender, not yet retired
-  Status deferred_;     // first error of a background send not yet reported
+  // Read()'s copy of the committed size: valid while size_epoch_ equals
+  // cached_size_epoch_. size_epoch_ moves with every change of the
+  // committed size this writer makes or is told of.
+  uint64_t size_epoch_ = 1;
+  uint64_t cached_size_epoch_ = 0;
+  uint64_t cached_size_ = 0;
+  Status deferred_;  // first error of a background send not yet reported
 };
 
 }  // namespace stripefs::fs

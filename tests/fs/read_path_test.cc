@@ -198,6 +198,53 @@ TEST_F(ReadPathTest, OpenSeesAnotherClientsWriteSizeChangeAndOverwrite) {
   Release(ino);
 }
 
+// A file this mount is writing: its READs use the writer's copy of the
+// committed size, so buffered-only writing costs no metadata call per READ
+// (it used to be one GetAttr per READ); a commit forgets the size (one
+// GetAttr at the next READ), and OPEN's revalidation makes the writer see
+// another client's growth (close-to-open).
+TEST_F(ReadPathTest, ReadsOfAFileBeingWrittenMakeNoGetAttrEach) {
+  const uint64_t ino = NewFile("w");
+  auto data = RandomBytes(S() / 2, 21);
+  Open(ino);
+  Write(ino, 0, data);  // half a stripe: stays buffered
+  ASSERT_EQ(fs_->live_writers(), 1u);
+  auto fetches = [&] {
+    return fs_->StatsJson()["coalescing"]["read_size_fetches"].get<uint64_t>();
+  };
+  EXPECT_EQ(Read(ino, 0, 4096), Str(data, 0, 4096));
+  const int getattrs = counting_->getattr_calls.load();
+  const uint64_t f0 = fetches();
+  EXPECT_LE(f0, 1u);
+  for (uint64_t off = 0; off < data.size(); off += 1000)
+    ASSERT_EQ(Read(ino, off, 4096), Str(data, off, 4096)) << off;
+  EXPECT_EQ(Read(ino, data.size() - 5, 4096), Str(data, data.size() - 5));
+  EXPECT_EQ(Read(ino, data.size(), 4096), "");
+  EXPECT_EQ(counting_->getattr_calls.load(), getattrs);
+  EXPECT_EQ(fetches(), f0);
+  // Complete the stripe and more: the commit of stripe 0 moves the size;
+  // the reads after it see every byte (buffered or committed).
+  auto more = RandomBytes(S() + 100, 22);
+  Write(ino, data.size(), more);
+  data.insert(data.end(), more.begin(), more.end());
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t off = 0; off < data.size(); off += 777)
+      ASSERT_EQ(Read(ino, off, 4096), Str(data, off, 4096)) << off;
+  }
+  // One fetch per commit at most (stripe 0 went out; the rest is buffered).
+  EXPECT_LE(fetches(), f0 + 1);
+  // Another client grows the file past our data; OPEN revalidates and our
+  // writer's READs see the new size and bytes.
+  auto tail = RandomBytes(1000, 23);
+  ASSERT_TRUE(Other().Write(ino, 4 * S(), tail).ok());
+  Open(ino);
+  EXPECT_EQ(Read(ino, 4 * S(), 4096), Str(tail));
+  auto zeros = Read(ino, 3 * S(), 16);
+  EXPECT_EQ(zeros, std::string(16, '\0'));
+  Release(ino);
+  Release(ino);
+}
+
 TEST_F(ReadPathTest, ReadersCreateNoWriters) {
   std::vector<uint64_t> files;
   for (int i = 0; i < 20; ++i) {
