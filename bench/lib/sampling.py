@@ -1,6 +1,6 @@
 """Load and CPU sampling from /proc: load average, host CPU busy jiffies,
-per-process CPU seconds (all threads: utime+stime of /proc/<pid>/stat) and
-peak RSS. Readers return None for a process that is gone."""
+per-process CPU seconds (all threads: utime+stime of /proc/<pid>/stat),
+context switches (summed over /proc/<pid>/task/*/status) and peak RSS. Readers return None for a process that is gone."""
 import os
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -34,6 +34,28 @@ def proc_cpu_s(pid):
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
+
+
+def proc_ctx_switches(pid):
+    """(voluntary, involuntary) context switches summed over the live
+    threads of process `pid` (a thread that exited takes its counts with
+    it)."""
+    vol = invol = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        invol += int(line.split()[1])
+        except OSError:
+            pass
+    return vol, invol
 
 
 def peak_rss_kib(pid):

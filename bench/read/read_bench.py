@@ -96,10 +96,15 @@ class ReadBench:
         average and the CPU seconds of `pid` (the FUSE daemon) during it."""
         knobs.drop_caches(self.log)
         meter = sampling.CpuMeter({"daemon": pid} if pid else {}).start()
+        cs0 = sampling.proc_ctx_switches(pid) if pid else None
         la = sampling.loadavg()
         res = fio.run(directory, name, args, self.a.job_timeout)
         out = fio.summarize(res, "read")
         out["cpu_s"] = meter.stop()
+        cs1 = sampling.proc_ctx_switches(pid) if pid else None
+        if cs0 and cs1:
+            out["daemon_ctxsw"] = {"voluntary": cs1[0] - cs0[0],
+                                   "involuntary": cs1[1] - cs0[1]}
         out["loadavg_1m"] = la[0]
         self.log(f"{name:24s} {out['mib_s']:8.1f} MiB/s {out['iops']:8.0f} "
                  f"IOPS (load {la[0]:.1f})")
@@ -125,10 +130,13 @@ class ReadBench:
     def disk_and_passthrough(self):
         disk = os.path.join(self.work, "disk")
         os.makedirs(disk)
-        self.lay_file(disk, "seq", self.a.size)
-        self.measure("disk-seq1m", lambda: self.fio_read(
-            disk, "disk-seq1m", self.seq1m("seq")))
-        os.unlink(os.path.join(disk, "seq"))
+        if self.want("c"):
+            self.lay_file(disk, "seq", self.a.size)
+            self.measure("disk-seq1m", lambda: self.fio_read(
+                disk, "disk-seq1m", self.seq1m("seq")))
+            os.unlink(os.path.join(disk, "seq"))
+        if not self.want("a", "b"):
+            return
         exe = passthrough.build(self.work, self.log)
         if not exe:
             self.m["pt-rand4k"] = {"error": "passthrough_ll not built"}
@@ -157,11 +165,16 @@ class ReadBench:
         mnt = os.path.join(self.work, "cl")
         pid = self.mount(mnt, *self.cluster.mount_args(), mnt)
         self.lay_file(mnt, "rand", a.rand_size)
-        self.lay_file(mnt, "seq", a.size)
-        self.measure("cl-rand4k", lambda: self.fio_read(
-            mnt, "cl-rand4k", self.rand4k("rand"), pid))
-        self.measure("cl-seq1m", lambda: self.fio_read(
-            mnt, "cl-seq1m", self.seq1m("seq"), pid))
+        if self.want("b", "e"):
+            self.measure("cl-rand4k", lambda: self.fio_read(
+                mnt, "cl-rand4k", self.rand4k("rand"), pid))
+        if self.want("c", "d"):
+            self.lay_file(mnt, "seq", a.size)
+            self.measure("cl-seq1m", lambda: self.fio_read(
+                mnt, "cl-seq1m", self.seq1m("seq"), pid))
+        if not self.want("d"):
+            self.m["cl-stat"] = self.sf.stat(mnt).get("backend", {})
+            return
         self.sf.run("cluster", "kill", "--dir", self.cluster.dir, "--server",
                     a.victim, "--signal", "9")
         self.log(f"killed chunkd {a.victim}; waiting for metad to mark it "
@@ -181,10 +194,15 @@ class ReadBench:
                 self.log(f"profiled job failed: {e}")
             self.profile = prof.stop()
 
+    def want(self, *rows):
+        return any(r in self.a.rows for r in rows)
+
     def run(self):
         self.disk_and_passthrough()
-        self.embedded()
-        self.cluster_phase()
+        if self.want("a"):
+            self.embedded()
+        if self.want("b", "c", "d", "e"):
+            self.cluster_phase()
 
 
 def ratio_row(key, m, num, den, field, unit):
@@ -215,13 +233,21 @@ def cpu_row(m):
         r["error"] = f.get("error") or "no daemon CPU figure"
         return r
     r["value"] = cpu * 1e6 / f["ios"]
+    cs = f.get("daemon_ctxsw")
+    if cs:
+        r["ctxsw_per_read"] = round(
+            (cs["voluntary"] + cs["involuntary"]) / f["ios"], 2)
     r["ratio"] = r["value"] / goal  # <= 1 meets the goal
     r["loadavg_1m"] = f.get("loadavg_1m")
     r["status"] = "met" if r["value"] <= goal else "missed"
     return r
 
 
-def all_rows(m):
+def all_rows(m, rows="abcde"):
+    return [r for r in all_rows_unfiltered(m) if r["row"] in rows]
+
+
+def all_rows_unfiltered(m):
     return [ratio_row("a", m, "emb-rand4k", "pt-rand4k", "iops", "IOPS"),
             ratio_row("b", m, "cl-rand4k", "pt-rand4k", "iops", "IOPS"),
             ratio_row("c", m, "cl-seq1m", "disk-seq1m", "mib_s", "MiB/s"),
@@ -237,7 +263,9 @@ def row_line(r):
         return f"{head} ratio=- FAILED: {r.get('error')}"
     return (f"{head} ratio={r['ratio']:.3f} (goal {r['goal']}: "
             f"{r['status']}) value={run.fmtn(r['value'])} {r['unit']} "
-            f"reference={run.fmtn(r['reference'])} load={r.get('loadavg_1m')}")
+            f"reference={run.fmtn(r['reference'])} load={r.get('loadavg_1m')}"
+            + (f" ctxsw/read={r['ctxsw_per_read']}"
+               if "ctxsw_per_read" in r else ""))
 
 
 CSV_COLS = ["row", "what", "status", "ratio", "goal", "value", "unit",
@@ -308,8 +336,13 @@ def parse_args():
                         "job (degraded cluster) under a flat perf profile "
                         "of the mount daemon, written to OUT/profile.md")
     p.add_argument("--stripefs", default=None)
+    p.add_argument("--rows", default="abcde",
+                   help="rows to measure, e.g. abe (default all; only the "
+                        "jobs those rows need run)")
     a = p.parse_args()
     run.resolve_sizes(a, SIZES)
+    if a.update_docs and sorted(set(a.rows)) != list("abcde"):
+        p.error("--update-docs writes the whole table: measure every row")
     if a.out is None:
         a.out = os.path.abspath(time.strftime("read-bench-%Y%m%d-%H%M%S"))
     a.stripefs = require_binary("read_bench", a.stripefs)
@@ -325,9 +358,9 @@ def main():
     meta.update({"commit": run.git_commit(ROOT), "quick": a.quick,
                  "size_mib": a.size, "rand_size_mib": a.rand_size,
                  "runtime_s": a.runtime, "servers": a.servers, "k": a.k,
-                 "m": a.m, "workdir": a.workdir})
+                 "m": a.m, "workdir": a.workdir, "rows": a.rows})
     rc = run.timed(b, meta)
-    rows = all_rows(b.m)
+    rows = all_rows(b.m, a.rows)
     outs = [a.out] + ([os.path.join(ROOT, "docs", "results", "read")]
                       if a.update_docs else [])
     for out in outs:
