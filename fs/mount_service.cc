@@ -406,6 +406,7 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
   pages = std::max(pages, kDefaultMaxPages);
   so->transport = o_.transport;
   so->dev_threads = o_.dev_threads;
+  so->dev_poll = o_.dev_poll;
   so->uring_read_workers = o_.uring_read_workers;
   so->init.max_pages = pages;
   so->init.max_write = pages * kPageBytes;

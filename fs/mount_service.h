@@ -96,6 +96,9 @@ struct MountServiceOptions {
   StripeFsOptions fs;  // coalescing, idle flush, memory cap; mountpoint set
   fuse::TransportChoice transport = fuse::TransportChoice::kAuto;
   int dev_threads = 4;
+  // /dev/fuse workers poll() instead of blocking reads: the pre-session-6
+  // wait (every request wakes every idle worker), kept for A/B benches.
+  bool dev_poll = false;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool writeback_cache = true;
   bool align = true;          // request opt-alignment to the stripe size

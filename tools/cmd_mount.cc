@@ -138,6 +138,7 @@ struct MountArgs {
   bool foreground = false;
   std::string coalesce = "on";
   std::string transport = "auto";
+  std::string dev_wait = "read";
   int max_ratio = -1;
   std::vector<std::string> options;  // -o
   int64_t idle_flush_ms = 2000;
@@ -209,6 +210,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   STRIPEFS_ASSIGN_OR_RETURN(o.transport,
                             fuse::ParseTransportChoice(a.transport));
   o.dev_threads = a.dev_threads;
+  o.dev_poll = a.dev_wait == "poll";
   o.uring_read_workers = a.uring_read_workers;
   o.writeback_cache = a.writeback_cache != "off";
   o.align = !a.no_align;
@@ -571,6 +573,11 @@ const CommandRegistration kRegister([](CLI::App& app) {
         ->check(InRange(fs::kMemoryCapMibRange));
     c->add_option("--writeback-cache", a.writeback_cache, "on (default) | off")
         ->check(on_off);
+    c->add_option("--dev-wait", a.dev_wait,
+                  "/dev/fuse workers: read (default: blocking reads, one "
+                  "wake-up per request) | poll (the old loop, every idle "
+                  "worker wakes per request; for A/B)")
+        ->check(CLI::IsMember({"read", "poll"}));
     c->add_option("--dev-threads", a.dev_threads,
                   "/dev/fuse worker threads (default 4)")
         ->check(InRange(fs::kDevThreadsRange));

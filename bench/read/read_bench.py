@@ -75,7 +75,7 @@ class ReadBench:
     def mount(self, mnt, *argv):
         """`stripefs mount ARGV` with the mountpoint `mnt` in it."""
         os.makedirs(mnt, exist_ok=True)
-        pid, _ = self.sf.mount(*argv, "--transport=dev")
+        pid, _ = self.sf.mount(*argv, "--transport=dev", *self.a.mount_arg)
         self.mounted.append(mnt)
         self.log(f"mounted {mnt} (daemon pid {pid})")
         return pid
@@ -336,6 +336,9 @@ def parse_args():
                         "job (degraded cluster) under a flat perf profile "
                         "of the mount daemon, written to OUT/profile.md")
     p.add_argument("--stripefs", default=None)
+    p.add_argument("--mount-arg", action="append", default=[],
+                   help="extra `stripefs mount` argument for every mount "
+                        "(repeatable), e.g. --mount-arg=--dev-wait=poll")
     p.add_argument("--rows", default="abcde",
                    help="rows to measure, e.g. abe (default all; only the "
                         "jobs those rows need run)")
