@@ -82,7 +82,7 @@ struct ChunkIndexValue {
   // Formats 3 and 4: where the bytes are, in chunk order (else the chunk
   // has its own file). Empty for an empty chunk.
   bool in_segment = false;
-  std::vector<ChunkPiece> pieces;
+  std::vector<ChunkPiece> pieces = {};
 };
 
 // Bytes a chunk of `length` occupies in a segment.

@@ -571,24 +571,32 @@ TEST_P(ChunkStoreTest, PatchAndCloneChainsMatchAModel) {
     ExpectModel(*store_, id, model, rng());
   }
   EXPECT_LE(max_pieces, kMaxChunkPieces);
-  // Every other block patched, one by one: the piece limit makes a patch
-  // write the whole chunk.
+  ExpectModel(*store_, id, model, rng());
+  Reopen();
+  ExpectModel(*store_, id, model, rng());
+  // Every other block of a 1 MiB chunk patched, one by one: the piece limit
+  // makes a patch write the whole chunk.
+  ChunkId id2{8, 3, 0};
+  constexpr uint32_t kLen2 = 1 << 20;
+  Model model2;
+  version = 1;
+  model2[1] = Payload(kLen2, 2);
+  ASSERT_TRUE(store_->WriteChunk(id2, 1, model2[1]).ok());
   const uint64_t whole_before = store_->Counters().patches_whole;
   for (uint32_t b = 0; b < 80; ++b) {
     auto bytes = Payload(10, b);
     ASSERT_TRUE(
-        store_->PatchChunk(id, version, version + 1, kLen, b * 8192 + 3, bytes)
+        store_
+            ->PatchChunk(id2, version, version + 1, kLen2, b * 8192 + 3, bytes)
             .ok());
-    model[version + 1] = model[version];
+    model2[version + 1] = model2[version];
     std::copy(bytes.begin(), bytes.end(),
-              model[version + 1].begin() + b * 8192 + 3);
+              model2[version + 1].begin() + b * 8192 + 3);
     ++version;
-    ASSERT_LE(store_->Locate(id, version)->pieces, kMaxChunkPieces);
+    ASSERT_LE(store_->Locate(id2, version)->pieces, kMaxChunkPieces);
   }
   EXPECT_GE(store_->Counters().patches_whole, whole_before + 1);
-  ExpectModel(*store_, id, model, rng());
-  Reopen();
-  ExpectModel(*store_, id, model, rng());
+  ExpectModel(*store_, id2, model2, rng());
 }
 
 TEST_P(ChunkStoreTest, DeletingSharedVersionsInAnyOrderKeepsLivePieces) {
@@ -637,8 +645,17 @@ TEST_P(ChunkStoreTest, DeletingSharedVersionsInAnyOrderKeepsLivePieces) {
 }
 
 TEST_P(ChunkStoreTest, CompactionMovesSharedPiecesAndEveryVersionReads) {
+  // Without hole punching, so that dead bytes stay in the segment.
+  store_.reset();
+  ChunkStoreOptions o = TestOptions(GetParam());
+  o.punch_holes = false;
+  auto reopened = ChunkStore::Open(StorePath(), o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
   ChunkId id{10, 1, 0};
   constexpr uint32_t kLen = 200 << 10;
+  ChunkId other{10, 2, 0};
+  ASSERT_TRUE(store_->WriteChunk(other, 1, Payload(kLen, 9)).ok());
   Model model;
   model[1] = Payload(kLen, 1);
   ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
@@ -654,9 +671,7 @@ TEST_P(ChunkStoreTest, CompactionMovesSharedPiecesAndEveryVersionReads) {
     model[v] = model[v - 1];
     std::copy(bytes.begin(), bytes.end(), model[v].begin() + off);
   }
-  // Another chunk dies, so the segment has dead bytes to compact.
-  ChunkId other{10, 2, 0};
-  ASSERT_TRUE(store_->WriteChunk(other, 1, Payload(kLen, 9)).ok());
+  // Another chunk in the same segment dies, so it has dead bytes to compact.
   ASSERT_TRUE(store_->DeleteChunk(other, 0).ok());
   auto rep = store_->Compact(true);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
