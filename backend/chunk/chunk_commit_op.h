@@ -30,12 +30,20 @@ struct ChunkStore::CommitOp {
   ChunkId id;
   // kPut: every key gets `value`; kDelete: every key is removed.
   std::vector<std::string> keys;
-  // kPut with new bytes: they go to a fresh extent, whose place the commit
-  // thread writes into `value`. Without: `value` is stored as it is.
+  // kPut with new bytes: they go to a fresh extent, which becomes the piece
+  // at chunk offset `data_offset` of `value` (whose other pieces are
+  // `kept_pieces`; Submit sets value.pieces). Without: `value` is stored as
+  // it is.
   bool has_data = false;
   std::span<const uint8_t> data;
+  uint32_t data_offset = 0;
+  std::vector<ChunkPiece> kept_pieces;
   ChunkIndexValue value;
+  // The values the op replaces or deletes, and those of every other version
+  // of `id` (which it leaves as they are): together they say which segment
+  // bytes stop being referenced (ApplyLive).
   std::vector<Freed> freed;
+  std::vector<ChunkIndexValue> others;
   // Where the bytes went (set by Submit; segment 0: no extent).
   SegmentExtent extent;
   // A compaction move: the old extents are not punched (their segment goes).

@@ -59,23 +59,60 @@ std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
   return crcs;
 }
 
+uint32_t CombineBlockCrcs(const std::vector<uint32_t>& crcs, uint64_t length,
+                          uint8_t block_shift) {
+  const uint64_t block = uint64_t{1} << block_shift;
+  const uint32_t shift = ec::Crc32cShiftOperator(block);
+  uint32_t all = 0;
+  uint64_t off = 0;
+  for (uint32_t crc : crcs) {
+    const uint64_t n = std::min(block, length - std::min(length, off));
+    all = n == block ? ec::Crc32cCombineWith(shift, all, crc)
+                     : ec::Crc32cCombine(all, crc, n);
+    off += block;
+  }
+  return all;
+}
+
+namespace {
+
+// A value whose bytes are one extent at chunk offset 0: format 3.
+bool IsOnePiece(const ChunkIndexValue& v) {
+  return v.pieces.empty() ||
+         (v.pieces.size() == 1 && v.pieces[0].chunk_offset == 0 &&
+          v.pieces[0].length == v.length);
+}
+
+}  // namespace
+
 std::string EncodeChunkValue(const ChunkIndexValue& v) {
+  const uint8_t format = !v.in_segment
+                             ? (v.block_shift == 0 ? kChunkValueFormatWhole
+                                                   : kChunkValueFormatBlocks)
+                         : IsOnePiece(v) ? kChunkValueFormatSegment
+                                         : kChunkValueFormatPieces;
   std::string s;
-  s.reserve(kChunkValueSize + 1 + kChunkSegmentRefSize +
+  s.reserve(kChunkValueSize + 1 + 4 + kChunkPieceSize * v.pieces.size() +
             4 * v.block_crcs.size());
-  // Format 3 needs block CRCs (the encoder's callers always compute them).
-  const uint8_t format = v.in_segment         ? kChunkValueFormatSegment
-                         : v.block_shift == 0 ? kChunkValueFormatWhole
-                                              : kChunkValueFormatBlocks;
+  // Formats 3 and 4 need block CRCs (the encoder's callers always compute
+  // them).
   s.push_back(static_cast<char>(format));
   PutBe(&s, v.length);
   PutBe(&s, v.crc32c);
   PutBe(&s, v.flags);
   if (format != kChunkValueFormatWhole) {
     s.push_back(static_cast<char>(v.block_shift));
-    if (v.in_segment) {
-      PutBe(&s, v.segment);
-      PutBe(&s, v.offset);
+    if (format == kChunkValueFormatSegment) {
+      PutBe(&s, v.pieces.empty() ? uint64_t{0} : v.pieces[0].segment);
+      PutBe(&s, v.pieces.empty() ? uint64_t{0} : v.pieces[0].segment_offset);
+    } else if (format == kChunkValueFormatPieces) {
+      PutBe(&s, static_cast<uint32_t>(v.pieces.size()));
+      for (const ChunkPiece& p : v.pieces) {
+        PutBe(&s, p.chunk_offset);
+        PutBe(&s, p.length);
+        PutBe(&s, p.segment);
+        PutBe(&s, p.segment_offset);
+      }
     }
     for (uint32_t c : v.block_crcs) PutBe(&s, c);
   }
@@ -90,11 +127,10 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
                               std::to_string(kChunkValueSize) + " expected)");
   }
   const auto format = static_cast<uint8_t>(value[0]);
-  if (format != kChunkValueFormatWhole && format != kChunkValueFormatBlocks &&
-      format != kChunkValueFormatSegment) {
+  if (format < kChunkValueFormatWhole || format > kChunkValueFormatPieces) {
     return Status::Corruption(
         "chunk index value has unknown format " + std::to_string(format) +
-        " (this build reads formats 1 to 3; was the store written by a newer "
+        " (this build reads formats 1 to 4; was the store written by a newer "
         "stripefs?)");
   }
   ChunkIndexValue v;
@@ -110,10 +146,10 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
     }
     return v;
   }
-  const size_t head =
-      kChunkValueSize + 1 +
-      (format == kChunkValueFormatSegment ? kChunkSegmentRefSize : 0);
   const std::string fmt = "(format " + std::to_string(format) + ")";
+  size_t head = kChunkValueSize + 1;
+  if (format == kChunkValueFormatSegment) head += kChunkSegmentRefSize;
+  if (format == kChunkValueFormatPieces) head += 4;
   if (value.size() < head) {
     return Status::Corruption("chunk index value " + fmt + " is truncated");
   }
@@ -127,16 +163,65 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   }
   const uint64_t block = uint64_t{1} << v.block_shift;
   const uint64_t blocks = (uint64_t{v.length} + block - 1) / block;
+  auto bad_place = [&](const ChunkPiece& p) {
+    return p.segment_offset % kSegmentAlign != 0 ||
+           p.segment_offset > UINT64_MAX - SegmentExtentBytes(p.length);
+  };
   if (format == kChunkValueFormatSegment) {
     v.in_segment = true;
-    v.segment = LoadBe<uint64_t>(value.data() + kChunkValueSize + 1);
-    v.offset = LoadBe<uint64_t>(value.data() + kChunkValueSize + 9);
-    if (v.offset % kSegmentAlign != 0 ||
-        v.offset > UINT64_MAX - SegmentExtentBytes(v.length)) {
+    ChunkPiece p;
+    p.length = v.length;
+    p.segment = LoadBe<uint64_t>(value.data() + kChunkValueSize + 1);
+    p.segment_offset = LoadBe<uint64_t>(value.data() + kChunkValueSize + 9);
+    if (bad_place(p)) {
       return Status::Corruption("chunk index value " + fmt +
                                 " has a misaligned or overflowing offset " +
-                                std::to_string(v.offset));
+                                std::to_string(p.segment_offset));
     }
+    if (v.length == 0 && (p.segment != 0 || p.segment_offset != 0)) {
+      return Status::Corruption("chunk index value " + fmt +
+                                " of an empty chunk names an extent");
+    }
+    if (v.length > 0) v.pieces.push_back(p);
+  } else if (format == kChunkValueFormatPieces) {
+    v.in_segment = true;
+    const uint64_t n = LoadBe<uint32_t>(value.data() + kChunkValueSize + 1);
+    if (n > (value.size() - head) / kChunkPieceSize) {
+      return Status::Corruption("chunk index value " + fmt + " names " +
+                                std::to_string(n) +
+                                " pieces but is too short for them");
+    }
+    const char* p = value.data() + head;
+    uint64_t next = 0;  // where the next piece must start in the chunk
+    v.pieces.resize(n);
+    for (uint64_t i = 0; i < n; ++i, p += kChunkPieceSize) {
+      ChunkPiece& c = v.pieces[i];
+      c.chunk_offset = LoadBe<uint32_t>(p);
+      c.length = LoadBe<uint32_t>(p + 4);
+      c.segment = LoadBe<uint64_t>(p + 8);
+      c.segment_offset = LoadBe<uint64_t>(p + 16);
+      if (c.chunk_offset != next || c.length == 0 ||
+          c.chunk_offset % kSegmentAlign != 0 || bad_place(c) ||
+          uint64_t{c.chunk_offset} + c.length > v.length) {
+        return Status::Corruption(
+            "chunk index value " + fmt + ": piece " + std::to_string(i) +
+            " ([" + std::to_string(c.chunk_offset) + ", +" +
+            std::to_string(c.length) + ") at segment offset " +
+            std::to_string(c.segment_offset) +
+            ") is misplaced, misaligned or empty");
+      }
+      next = uint64_t{c.chunk_offset} + c.length;
+    }
+    if (next != v.length) {
+      return Status::Corruption("chunk index value " + fmt +
+                                ": its pieces cover " + std::to_string(next) +
+                                " of " + std::to_string(v.length) + " bytes");
+    }
+    if (IsOnePiece(v)) {
+      return Status::Corruption("chunk index value " + fmt +
+                                " of one piece (that is format 3)");
+    }
+    head += n * kChunkPieceSize;
   }
   if (value.size() - head != 4 * blocks) {
     return Status::Corruption(

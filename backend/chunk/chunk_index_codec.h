@@ -14,6 +14,19 @@
 //                   as in format 2: the chunk's bytes are at `offset` of
 //                   segment file `segment` (offset a multiple of
 //                   kSegmentAlign; the extent is `length` rounded up to it).
+//         format 4: block_shift u8 | pieces u32 | per piece: chunk offset
+//                   u32 | length u32 | segment u64 | segment offset u64 |
+//                   block CRCs as in format 2: the chunk is made of pieces
+//                   (extents of segments, possibly shared with other
+//                   versions of the same chunk id), in chunk order, that
+//                   cover [0, length) exactly; every piece starts at a
+//                   multiple of kSegmentAlign in the chunk and in its
+//                   segment, and occupies its length rounded up to
+//                   kSegmentAlign there. Written by PatchChunk (and clones
+//                   of patched versions); a chunk that is one piece is
+//                   written as format 3, which is what the encoder emits
+//                   for it (the decoder refuses format 4 for it, so that
+//                   every value has one encoding).
 // Decoders are bounds-checked and return Corruption for anything malformed.
 // Pure functions; thread-safe.
 #pragma once
@@ -35,8 +48,10 @@ inline constexpr size_t kChunkIdPrefixSize = 1 + 8 + 8 + 4;
 inline constexpr uint8_t kChunkValueFormatWhole = 1;
 inline constexpr uint8_t kChunkValueFormatBlocks = 2;
 inline constexpr uint8_t kChunkValueFormatSegment = 3;
+inline constexpr uint8_t kChunkValueFormatPieces = 4;
 inline constexpr size_t kChunkValueSize = 1 + 4 + 4 + 4;  // format 1
 inline constexpr size_t kChunkSegmentRefSize = 8 + 8;     // format 3
+inline constexpr size_t kChunkPieceSize = 4 + 4 + 8 + 8;  // format 4
 // Block CRCs cover 4 KiB each (a page: the unit of small reads).
 inline constexpr uint8_t kChunkCrcBlockShift = 12;
 inline constexpr uint8_t kChunkCrcBlockShiftMin = 9;
@@ -44,6 +59,17 @@ inline constexpr uint8_t kChunkCrcBlockShiftMax = 24;
 // Extents in segment files start on (and are padded to) this boundary, the
 // O_DIRECT unit.
 inline constexpr uint64_t kSegmentAlign = 4096;
+
+// `length` bytes of a chunk from chunk offset `chunk_offset` are at
+// `segment_offset` of segment `segment`.
+struct ChunkPiece {
+  uint32_t chunk_offset = 0;
+  uint32_t length = 0;
+  uint64_t segment = 0;
+  uint64_t segment_offset = 0;
+
+  friend bool operator==(const ChunkPiece&, const ChunkPiece&) = default;
+};
 
 struct ChunkIndexValue {
   uint32_t length = 0;
@@ -53,10 +79,10 @@ struct ChunkIndexValue {
   // block_crcs holds ceil(length / 2^block_shift) CRCs (format 2).
   uint8_t block_shift = 0;
   std::vector<uint32_t> block_crcs;
-  // Format 3: where the bytes are (else the chunk has its own file).
+  // Formats 3 and 4: where the bytes are, in chunk order (else the chunk
+  // has its own file). Empty for an empty chunk.
   bool in_segment = false;
-  uint64_t segment = 0;
-  uint64_t offset = 0;
+  std::vector<ChunkPiece> pieces = {};
 };
 
 // Bytes a chunk of `length` occupies in a segment.
@@ -70,6 +96,11 @@ inline uint64_t SegmentExtentBytes(uint64_t length) {
 std::vector<uint32_t> ComputeBlockCrcs(const uint8_t* data, size_t len,
                                        uint8_t block_shift,
                                        uint32_t* whole = nullptr);
+
+// The CRC32C of a whole `length`-byte chunk from its block CRCs (as
+// ComputeBlockCrcs would give with `whole`), without touching the bytes.
+uint32_t CombineBlockCrcs(const std::vector<uint32_t>& crcs, uint64_t length,
+                          uint8_t block_shift);
 
 std::string EncodeChunkKey(const ChunkId& id, uint64_t version);
 // The first kChunkIdPrefixSize bytes of every key of `id`.

@@ -315,13 +315,16 @@ Status ChunkStore::OpenSegments() {
   if (missing.empty()) return Status::Ok();
   // Entries into a segment file that is gone are missing chunks.
   std::vector<std::pair<ChunkId, uint64_t>> gone;
-  STRIPEFS_RETURN_IF_ERROR(ScanIndex(
-      [&](const ChunkId& id, uint64_t version, const ChunkIndexValue* v) {
-        if (v == nullptr || !v->in_segment) return;
-        for (uint64_t seq : missing) {
-          if (v->segment == seq) gone.emplace_back(id, version);
-        }
-      }));
+  STRIPEFS_RETURN_IF_ERROR(ScanIndex([&](const ChunkId& id, uint64_t version,
+                                         const ChunkIndexValue* v) {
+    if (v == nullptr || !v->in_segment) return;
+    bool lost = false;
+    for (const ChunkPiece& p : v->pieces) {
+      lost |=
+          std::find(missing.begin(), missing.end(), p.segment) != missing.end();
+    }
+    if (lost) gone.emplace_back(id, version);
+  }));
   for (const auto& [id, version] : gone) {
     NoteMissing(id, version);
     STRIPEFS_RETURN_IF_ERROR(DropEntry(id, version));
@@ -331,22 +334,41 @@ Status ChunkStore::OpenSegments() {
 
 Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
   uint64_t chunks = 0, bytes = 0, malformed = 0;
+  // Versions of one id are adjacent in key order: their pieces count once
+  // per segment byte (ApplyLive does the same on every change).
+  ChunkId current;
+  std::vector<ChunkIndexValue> versions;
+  auto flush = [&] {
+    std::vector<const ChunkIndexValue*> ptrs;
+    for (const auto& v : versions) ptrs.push_back(&v);
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> per_segment;
+    UniqueSegmentBytes(ptrs, &per_segment);
+    for (const auto& [seq, be] : per_segment) {
+      if (seq == 0) continue;
+      SegmentUsage& u = (*usage)[seq];
+      u.live_bytes += be.first;
+      u.end = std::max(u.end, be.second);
+      for (const auto& v : versions) {
+        bool in = false;
+        for (const ChunkPiece& p : v.pieces) in |= p.segment == seq;
+        u.live_entries += in ? 1 : 0;
+      }
+    }
+    versions.clear();
+  };
   Status st =
-      ScanIndex([&](const ChunkId&, uint64_t, const ChunkIndexValue* v) {
+      ScanIndex([&](const ChunkId& id, uint64_t, const ChunkIndexValue* v) {
         if (v == nullptr) {
           ++malformed;
           return;
         }
+        if (id != current) flush();
+        current = id;
         ++chunks;
         bytes += v->length;
-        if (v->in_segment && v->segment != 0) {
-          SegmentUsage& u = (*usage)[v->segment];
-          const uint64_t extent = SegmentExtentBytes(v->length);
-          u.live_bytes += extent;
-          ++u.live_entries;
-          u.end = std::max(u.end, v->offset + extent);
-        }
+        if (v->in_segment) versions.push_back(*v);
       });
+  flush();
   if (!st.ok()) return Status::Corruption(st.message());
   if (malformed > 0) {
     Log(dir_,
@@ -502,6 +524,12 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     }
     op.freed.clear();
     if (existed) op.freed.push_back({version, old});
+    op.others.clear();
+    std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+    STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all));
+    for (auto& [ver, val] : all) {
+      if (ver != version) op.others.push_back(std::move(val));
+    }
     Status st = Submit(&op);
     if (st.ok()) {
       if (!existed) {
@@ -537,9 +565,16 @@ Status ChunkStore::DropEntry(const ChunkId& id, uint64_t version) {
   if (found) {
     chunks_.fetch_sub(1, std::memory_order_relaxed);
     bytes_.fetch_sub(v.length, std::memory_order_relaxed);
-    if (v.in_segment) {
-      segments_->RemoveLive(v.segment, SegmentExtentBytes(v.length), 1);
+    CommitOp op;
+    op.kind = CommitOp::Kind::kDelete;
+    op.id = id;
+    op.keys = {key};
+    op.freed.push_back({version, v});
+    std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+    if (GatherVersions(id, &all).ok()) {
+      for (auto& [ver, val] : all) op.others.push_back(std::move(val));
     }
+    ApplyLive(op);
   }
   return Status::Ok();
 }
@@ -552,7 +587,8 @@ Status ChunkStore::IndexWrite(
   return RocksWriteSynced(db_.get(), &batch, "chunk index of " + dir_);
 }
 
-Result<ChunkLocation> ChunkStore::Locate(const ChunkId& id, uint64_t version) {
+Result<ChunkLocation> ChunkStore::Locate(const ChunkId& id, uint64_t version,
+                                         uint32_t at) {
   std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id));
   bool found = false;
   ChunkIndexValue v;
@@ -560,14 +596,24 @@ Result<ChunkLocation> ChunkStore::Locate(const ChunkId& id, uint64_t version) {
   if (!found) {
     return Status::NotFound(DescribeChunk(id, version) + " is not stored");
   }
+  if (at != 0 && at >= v.length) {
+    return Status::InvalidArgument("byte " + std::to_string(at) + " is past " +
+                                   DescribeChunk(id, version));
+  }
   ChunkLocation loc;
-  loc.length = v.length;
+  loc.length = v.length - at;
   loc.in_segment = v.in_segment;
+  loc.pieces = v.pieces.size();
   if (v.in_segment) {
-    loc.path = dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-               chunk_paths::SegmentFileName(v.segment);
-    loc.offset = v.offset;
+    for (const ChunkPiece& p : v.pieces) {
+      if (at < p.chunk_offset || at - p.chunk_offset >= p.length) continue;
+      loc.path = dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+                 chunk_paths::SegmentFileName(p.segment);
+      loc.offset = p.segment_offset + (at - p.chunk_offset);
+      loc.length = p.length - (at - p.chunk_offset);
+    }
   } else {
+    loc.offset = at;
     loc.path = chunk_paths::LegacyChunkPath(data_dir_, id, version);
   }
   return loc;
@@ -585,43 +631,6 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
                                      std::span<uint8_t> out) {
   const std::string name = DescribeChunk(id, version);
   const auto length = static_cast<uint32_t>(out.size());
-  // Where the bytes are: an extent of a segment, or a legacy file of exactly
-  // `length` bytes.
-  std::shared_ptr<SegmentFile> seg;
-  UniqueFd legacy_fd;
-  std::string path;
-  int fd = -1;
-  uint64_t base = 0;
-  if (v.in_segment && v.length == 0) {
-    // Empty: no extent (segment 0); nothing to read.
-  } else if (v.in_segment) {
-    seg = segments_->Get(v.segment);
-    path = dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-           chunk_paths::SegmentFileName(v.segment);
-    if (!seg) return Status::NotFound("segment " + path + " is missing");
-    fd = seg->read_fd.get();
-    base = v.offset;
-  } else {
-    path = chunk_paths::LegacyChunkPath(data_dir_, id, version);
-    legacy_fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!legacy_fd.valid()) {
-      int err = errno;
-      if (err == ENOENT) return Status::NotFound(path + " is missing");
-      return Status::FromErrno(err, "open " + path);
-    }
-    struct stat st;
-    if (::fstat(legacy_fd.get(), &st) != 0) {
-      return Status::FromErrno(errno, "fstat " + path);
-    }
-    if (static_cast<uint64_t>(st.st_size) != v.length) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Corruption(
-          name + " in " + dir_ + ": data file " + path + " has " +
-          std::to_string(st.st_size) + " bytes, the index says " +
-          std::to_string(v.length) + "; treat the chunk as lost and repair it");
-    }
-    fd = legacy_fd.get();
-  }
   // What to read and verify: the whole chunk against its CRC, or (with block
   // CRCs and a partial range) just the blocks the range covers.
   const bool by_blocks =
@@ -642,32 +651,90 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     bounce.resize(hi - lo);
     buf = bounce;
   }
-  if (!buf.empty()) {
-    auto got = io_->Read(fd, buf.data(), buf.size(), base + lo);
+  // Where chunk byte `at` is, for messages.
+  auto where = [&](uint64_t at) -> std::string {
+    if (!v.in_segment) {
+      return "file " + chunk_paths::LegacyChunkPath(data_dir_, id, version) +
+             " at " + std::to_string(at);
+    }
+    for (const ChunkPiece& p : v.pieces) {
+      if (at >= p.chunk_offset && at - p.chunk_offset < p.length) {
+        return "file " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+               chunk_paths::SegmentFileName(p.segment) + " at " +
+               std::to_string(p.segment_offset + (at - p.chunk_offset));
+      }
+    }
+    return "no piece";
+  };
+  // Reads `n` bytes at `pos` of `fd` into `dst` (chunk bytes from `at`).
+  auto read_at = [&](int fd, const std::string& path, uint8_t* dst, size_t n,
+                     uint64_t pos, uint64_t at) -> Status {
+    auto got = io_->Read(fd, dst, n, pos);
     if (!got.ok()) {
       Status e = got.status().Annotate("reading " + path);
       // ENOENT here cannot mean "data missing" to the caller.
       return e.code() == ENOENT ? Status::IoError(e.message()) : e;
     }
-    if (*got != buf.size()) {
+    if (*got != n) {
       crc_errors_.fetch_add(1, std::memory_order_relaxed);
       return Status::Corruption(name + " in " + dir_ + ": " + path +
-                                " ended after " + std::to_string(lo + *got) +
+                                " ended after " + std::to_string(at + *got) +
                                 " of its " + std::to_string(v.length) +
                                 " bytes; treat the chunk as lost and repair "
                                 "it");
     }
+    return Status::Ok();
+  };
+  if (v.in_segment) {
+    // One read per piece the range covers.
+    for (const ChunkPiece& p : v.pieces) {
+      const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
+      const uint64_t e =
+          std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
+      if (s >= e) continue;
+      const std::string path = dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+                               chunk_paths::SegmentFileName(p.segment);
+      std::shared_ptr<SegmentFile> seg = segments_->Get(p.segment);
+      if (!seg) return Status::NotFound("segment " + path + " is missing");
+      STRIPEFS_RETURN_IF_ERROR(
+          read_at(seg->read_fd.get(), path, buf.data() + (s - lo), e - s,
+                  p.segment_offset + (s - p.chunk_offset), s));
+    }
+  } else {
+    // A legacy file of exactly `length` bytes.
+    const std::string path =
+        chunk_paths::LegacyChunkPath(data_dir_, id, version);
+    UniqueFd legacy_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!legacy_fd.valid()) {
+      int err = errno;
+      if (err == ENOENT) return Status::NotFound(path + " is missing");
+      return Status::FromErrno(err, "open " + path);
+    }
+    struct stat st;
+    if (::fstat(legacy_fd.get(), &st) != 0) {
+      return Status::FromErrno(errno, "fstat " + path);
+    }
+    if (static_cast<uint64_t>(st.st_size) != v.length) {
+      crc_errors_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Corruption(
+          name + " in " + dir_ + ": data file " + path + " has " +
+          std::to_string(st.st_size) + " bytes, the index says " +
+          std::to_string(v.length) + "; treat the chunk as lost and repair it");
+    }
+    if (!buf.empty()) {
+      STRIPEFS_RETURN_IF_ERROR(
+          read_at(legacy_fd.get(), path, buf.data(), buf.size(), lo, lo));
+    }
   }
   auto mismatch = [&](uint32_t stored, uint32_t computed,
-                      const std::string& what) {
+                      const std::string& what, uint64_t at) {
     crc_errors_.fetch_add(1, std::memory_order_relaxed);
     char detail[128];
     std::snprintf(detail, sizeof(detail),
-                  " (stored CRC32C 0x%08x, computed 0x%08x), file ", stored,
+                  " (stored CRC32C 0x%08x, computed 0x%08x), ", stored,
                   computed);
     return Status::Corruption(name + " in " + dir_ + " failed CRC32C " +
-                              "verification of " + what + detail + path +
-                              " at " + std::to_string(base) +
+                              "verification of " + what + detail + where(at) +
                               "; treat the chunk as lost and repair it");
   };
   if (by_blocks) {
@@ -677,12 +744,13 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
       const uint64_t n = std::min<uint64_t>(block, hi - b * block);
       const uint32_t crc = ec::Crc32c(buf.data() + start, n);
       if (crc != v.block_crcs[b]) {
-        return mismatch(v.block_crcs[b], crc, "block " + std::to_string(b));
+        return mismatch(v.block_crcs[b], crc, "block " + std::to_string(b),
+                        b * block);
       }
     }
   } else {
     const uint32_t crc = ec::Crc32c(buf.data(), buf.size());
-    if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk");
+    if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk", 0);
   }
   if (!bounce.empty() && length != 0) {
     std::memcpy(out.data(), bounce.data() + (offset - lo), length);
@@ -782,8 +850,13 @@ Status ChunkStore::PrepareDelete(const ChunkId& id,
       uint64_t ver;
       rocksdb::Slice k = it->key();
       if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &kid, &ver)
-               .ok() ||
-          !doomed(ver)) {
+               .ok()) {
+        continue;
+      }
+      if (!doomed(ver)) {
+        auto kept = DecodeChunkValue(
+            std::string_view(it->value().data(), it->value().size()));
+        if (kept.ok()) op->others.push_back(std::move(*kept));
         continue;
       }
       op->keys.push_back(k.ToString());
@@ -902,33 +975,31 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
                                      std::to_string(v.length));
     }
     if (length == v.length && v.in_segment) {
-      bool existed = false;
-      ChunkIndexValue old;
-      Status gs = GetEntry(id, to_version, &existed, &old);
-      if (!gs.ok() && gs.code() != EBADMSG) return gs;
-      if (existed && old.length != v.length) {
-        return Status::Exists("cannot clone to " + to_name +
-                              ": it is already stored with " +
-                              std::to_string(old.length) + " bytes, not " +
-                              std::to_string(v.length));
-      }
       STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
-      // Never propagate a corrupt source.
-      std::vector<uint8_t> scratch;
-      Status vs = ReadVerified(id, from_version, v, &scratch);
-      if (vs.code() == ENOENT) {
-        NoteMissing(id, from_version);
-        (void)DropEntry(id, from_version);
-        return Status::NotFound("cannot clone " + from_name +
-                                ": its data is missing (counted, entry "
-                                "dropped); repair rebuilds it");
-      }
-      STRIPEFS_RETURN_IF_ERROR(vs);
+      // Shares the source's pieces without reading them: versions are
+      // immutable, and a corrupt piece is found by whoever reads either
+      // version (and by scrub), never hidden.
       CommitOp op;
       op.id = id;
       op.keys = {EncodeChunkKey(id, to_version)};
       op.value = v;
-      if (existed) op.freed.push_back({to_version, old});
+      bool existed = false;
+      std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+      STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all));
+      for (auto& [ver, val] : all) {
+        if (ver != to_version) {
+          op.others.push_back(std::move(val));
+          continue;
+        }
+        existed = true;
+        if (val.length != v.length) {
+          return Status::Exists("cannot clone to " + to_name +
+                                ": it is already stored with " +
+                                std::to_string(val.length) + " bytes, not " +
+                                std::to_string(v.length));
+        }
+        op.freed.push_back({to_version, std::move(val)});
+      }
       STRIPEFS_RETURN_IF_ERROR(Submit(&op).Annotate("cloning to " + to_name));
       if (!existed) {
         chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -941,6 +1012,191 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
   }
   // A prefix, or a legacy source file: copy.
   return ChunkService::CloneChunk(id, from_version, to_version, length);
+}
+
+Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
+                              uint64_t to_version, uint32_t length,
+                              uint32_t offset, std::span<const uint8_t> bytes) {
+  const std::string from_name = DescribeChunk(id, from_version);
+  const std::string to_name = DescribeChunk(id, to_version);
+  if (uint64_t{offset} + bytes.size() > length) {
+    return Status::InvalidArgument(
+        "patch of [" + std::to_string(offset) + ", " +
+        std::to_string(uint64_t{offset} + bytes.size()) +
+        ") is past the chunk's " + std::to_string(length) + " bytes");
+  }
+  if (to_version == 0) {
+    return Status::InvalidArgument("cannot patch " + from_name +
+                                   " to version 0 (not a valid version)");
+  }
+  if (to_version == from_version) {
+    return ChunkService::PatchChunk(id, from_version, to_version, length,
+                                    offset, bytes);
+  }
+  if (bytes.empty()) return CloneChunk(id, from_version, to_version, length);
+  for (int attempt = 0;; ++attempt) {
+    std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
+    bool found = false;
+    ChunkIndexValue v;
+    STRIPEFS_RETURN_IF_ERROR(GetEntry(id, from_version, &found, &v));
+    if (!found) {
+      return Status::NotFound("cannot patch " + from_name +
+                              ": it is not stored in " + dir_);
+    }
+    if (length > v.length) {
+      return Status::InvalidArgument("cannot patch " + std::to_string(length) +
+                                     " bytes of " + from_name + ": it has " +
+                                     std::to_string(v.length));
+    }
+    // The window rounded out to CRC blocks (a block is at least a segment
+    // unit here, so the new piece starts aligned).
+    const uint64_t block = uint64_t{1} << v.block_shift;
+    const uint64_t wlo = offset / block * block;
+    const uint64_t whi = std::min<uint64_t>(
+        length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
+    // The source's pieces without [wlo, whi).
+    std::vector<ChunkPiece> kept;
+    for (const ChunkPiece& p : v.pieces) {
+      const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
+      if (p.chunk_offset < wlo) {
+        ChunkPiece head = p;
+        head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
+        kept.push_back(head);
+      }
+      if (pe > whi) {
+        ChunkPiece tail = p;
+        const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
+        tail.chunk_offset = static_cast<uint32_t>(from);
+        tail.length = static_cast<uint32_t>(pe - from);
+        tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
+        kept.push_back(tail);
+      }
+    }
+    const bool whole = length != v.length || !v.in_segment ||
+                       block < kSegmentAlign || (whi - wlo) * 2 > length ||
+                       kept.size() + 1 > kMaxChunkPieces;
+    if (whole) {
+      // Read it all, write it all (one piece).
+      chunk_lock.unlock();
+      patches_whole_.fetch_add(1, std::memory_order_relaxed);
+      return ChunkService::PatchChunk(id, from_version, to_version, length,
+                                      offset, bytes);
+    }
+    if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
+      if (attempt > 0) return sp;
+      chunk_lock.unlock();
+      auto rep = Compact(true);
+      if (!rep.ok() || rep->segments_compacted == 0) return sp;
+      continue;
+    }
+    // The new blocks: the source's boundary blocks the window covers only
+    // in part (read and verified), with the window's bytes over them.
+    std::vector<uint8_t> data(whi - wlo);
+    auto boundary = [&](uint64_t b_lo) -> Status {
+      const uint64_t n = std::min<uint64_t>(block, length - b_lo);
+      Status rs =
+          ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
+                            std::span<uint8_t>(data.data() + (b_lo - wlo), n));
+      return rs.Annotate("patching " + to_name + " from " + from_name);
+    };
+    const uint64_t end = uint64_t{offset} + bytes.size();
+    if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
+    if (end < whi) {
+      const uint64_t last = end / block * block;
+      if (last != wlo || offset == wlo) {
+        STRIPEFS_RETURN_IF_ERROR(boundary(last));
+      }
+    }
+    std::memcpy(data.data() + (offset - wlo), bytes.data(), bytes.size());
+
+    CommitOp op;
+    op.id = id;
+    op.keys = {EncodeChunkKey(id, to_version)};
+    op.has_data = true;
+    op.data = data;
+    op.data_offset = static_cast<uint32_t>(wlo);
+    op.kept_pieces = std::move(kept);
+    op.value.length = length;
+    op.value.block_shift = v.block_shift;
+    op.value.block_crcs = v.block_crcs;
+    const std::vector<uint32_t> fresh =
+        ComputeBlockCrcs(data.data(), data.size(), v.block_shift);
+    std::copy(
+        fresh.begin(), fresh.end(),
+        op.value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
+    op.value.crc32c =
+        CombineBlockCrcs(op.value.block_crcs, length, v.block_shift);
+    op.value.in_segment = true;
+    bool existed = false;
+    std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+    STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all));
+    for (auto& [ver, val] : all) {
+      if (ver != to_version) {
+        op.others.push_back(std::move(val));
+        continue;
+      }
+      existed = true;
+      if (val.length != length) {
+        return Status::Exists("cannot patch to " + to_name +
+                              ": it is already stored with " +
+                              std::to_string(val.length) + " bytes, not " +
+                              std::to_string(length));
+      }
+      op.freed.push_back({to_version, std::move(val)});
+    }
+    Status st = Submit(&op);
+    if (st.ok()) {
+      if (!existed) {
+        chunks_.fetch_add(1, std::memory_order_relaxed);
+        bytes_.fetch_add(length, std::memory_order_relaxed);
+      }
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      patches_in_place_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    if (st.code() != ENOSPC) return st.Annotate("patching " + to_name);
+    if (attempt > 0) {
+      return NoSpaceStatus("patching " + to_name + " (" + st.message() + ")");
+    }
+    chunk_lock.unlock();
+    (void)Compact(true);
+  }
+}
+
+Status ChunkStore::ReadChunkIntoBy(
+    const ChunkId& id, uint64_t version, uint32_t offset,
+    std::span<uint8_t> out, std::chrono::steady_clock::time_point deadline) {
+  if (std::chrono::steady_clock::now() >= deadline) {
+    return Status(ETIMEDOUT, "reading " + DescribeChunk(id, version) + " in " +
+                                 dir_ +
+                                 ": the deadline passed before it started");
+  }
+  return ReadChunkInto(id, version, offset, out);
+}
+
+Status ChunkStore::GatherVersions(
+    const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out) {
+  out->clear();
+  const std::string prefix = EncodeChunkIdPrefix(id);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    ChunkId kid;
+    uint64_t ver = 0;
+    rocksdb::Slice k = it->key();
+    if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &kid, &ver)
+             .ok()) {
+      continue;
+    }
+    auto v = DecodeChunkValue(
+        std::string_view(it->value().data(), it->value().size()));
+    if (v.ok()) out->emplace_back(ver, std::move(*v));
+  }
+  if (!it->status().ok()) {
+    return Status::IoError("scanning chunk index of " + dir_ + ": " +
+                           RocksMessage(it->status()));
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<ChunkInfo>> ChunkStore::ListChunks(const ChunkInfo& after,
@@ -1008,6 +1264,9 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.index_syncs = index_syncs_.load();
   c.holes_punched = holes_.load();
   c.chunks_relocated = relocated_.load();
+  c.patches_in_place = patches_in_place_.load();
+  c.patches_whole = patches_whole_.load();
+  c.bytes_written = bytes_written_.load();
   c.segments_removed = segments_ ? segments_->removed() : 0;
   c.segments_from_spares = segments_ ? segments_->rolled_onto_spares() : 0;
   c.spares_filled = segments_ ? segments_->spares_filled() : 0;

@@ -17,12 +17,24 @@
 // not commit its WriteBatch leaves nothing visible; an acknowledged write
 // has its bytes synced before its entry.
 //
-// Space: deleted and superseded versions stop counting as live in their
-// segment; their extent is punched out (fallocate PUNCH_HOLE) unless another
-// version (a clone) shares it. A background compactor, held to an I/O
-// budget, copies the live chunks out of mostly-dead sealed segments and
-// removes them, with reads running concurrently; a write that finds the
-// disk full first compacts everything it can and retries once.
+// Pieces: a version is a list of pieces (extents of segments, index format
+// 4) that versions of the same chunk id may share: CloneChunk makes an
+// entry with the source's pieces (nothing read), PatchChunk writes only the
+// 4 KiB blocks its window covers and shares the rest of the source's
+// pieces (at most kMaxChunkPieces; past that, or for a window of most of the
+// chunk, it writes the whole chunk as one piece).
+//
+// Space: a segment's live bytes are the segment bytes the versions of each
+// chunk id reference together (a piece shared by versions counts once).
+// Bytes that no remaining version of the chunk id references are punched
+// out (fallocate PUNCH_HOLE) when a version goes; this is worked out under
+// the chunk's lock from all its versions (few per id). A background
+// compactor, held to an I/O budget, copies the live chunks out of
+// mostly-dead sealed segments and removes them, with reads running
+// concurrently; it rewrites each version with a piece there as one piece
+// (identical versions, i.e. clones, share the copy; versions that shared
+// only some pieces each get their own). A write that finds the disk full
+// first compacts everything it can and retries once.
 //
 // Stores written by the one-file-per-version release (marker "... 1") open
 // as they are: their chunks are read, deleted and swept where they are
@@ -36,6 +48,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -76,6 +89,9 @@ inline constexpr uint64_t kScaledReserve = ~uint64_t{0};
 // of a small volume do not preallocate it whole.
 inline constexpr uint64_t kMinSegmentBytes = uint64_t{1} << 20;
 uint64_t ScaledSegmentBytes(uint64_t wanted, uint64_t capacity_bytes);
+// A patched version has at most this many pieces; a patch that would make
+// more writes the whole chunk (one piece) instead.
+inline constexpr size_t kMaxChunkPieces = 64;
 // Zero-filled spare segments are kept only on a file system this many
 // segments big (ChunkStoreOptions::spare_segments).
 inline constexpr uint64_t kMinSegmentsForSpares = 256;
@@ -123,6 +139,9 @@ struct ChunkStoreCounters {
   uint64_t orphans_removed = 0;     // legacy data files without index entry
   uint64_t temp_files_removed = 0;  // leftovers in the legacy tmp/
   uint64_t clones_shared = 0;       // CloneChunk calls served by sharing
+  uint64_t patches_in_place = 0;    // PatchChunk calls that wrote the window
+  uint64_t patches_whole = 0;       // PatchChunk calls that wrote it all
+  uint64_t bytes_written = 0;       // chunk bytes written to segments
   uint64_t commit_batches = 0;      // group commits (one WriteBatch each)
   uint64_t committed_ops = 0;       // writes and deletes in them
   uint64_t data_syncs = 0;          // segment fdatasyncs
@@ -151,12 +170,15 @@ struct CompactionReport {
   uint64_t unreadable = 0;  // chunks left behind (corrupt): segment stays
 };
 
-// Where a chunk's bytes are: `length` bytes at `offset` of `path`.
+// Where a chunk's bytes are: `length` bytes at `offset` of `path` (for a
+// chunk of several pieces: the piece asked for, from the asked chunk
+// offset on).
 struct ChunkLocation {
   std::string path;
   uint64_t offset = 0;
   uint32_t length = 0;
   bool in_segment = false;
+  size_t pieces = 0;  // of the whole chunk
 };
 
 class ChunkStore final : public ChunkService {
@@ -180,6 +202,14 @@ class ChunkStore final : public ChunkService {
   // covered CRC blocks.
   Status ReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
                        std::span<uint8_t> out) override;
+  // ReadChunkInto, ETIMEDOUT when `deadline` has passed before it starts.
+  // A local read is bounded by the disk and is not interrupted once
+  // started (it may end after the deadline); when it returns it has
+  // stopped touching `out`, as the contract asks.
+  Status ReadChunkIntoBy(
+      const ChunkId& id, uint64_t version, uint32_t offset,
+      std::span<uint8_t> out,
+      std::chrono::steady_clock::time_point deadline) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
@@ -189,12 +219,21 @@ class ChunkStore final : public ChunkService {
   // All of them in one group commit (one synced index write), holding the
   // chunk locks they need in address order.
   Status DeleteChunkVersions(std::span<const ChunkVersion> chunks) override;
-  // Whole chunk in a segment: a new index entry sharing the source's extent
-  // (CRC-verified first; versions are immutable, and the extent is freed
-  // when its last entry goes). A prefix, or a legacy source file: the
-  // read+write default.
+  // Whole chunk in segments: a new index entry with the source's pieces;
+  // nothing is read (versions are immutable; reads and scrub verify). A
+  // prefix, or a legacy source file: the read+write default.
   Status CloneChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length) override;
+  // Source in segments: writes only the window rounded out to CRC blocks
+  // (the partly covered boundary blocks are read from the source and
+  // CRC-verified, EBADMSG if corrupt) and commits an entry whose pieces
+  // and block CRCs are the source's with that range replaced; untouched
+  // blocks are not read. A window over most of the chunk, one that would
+  // leave more than kMaxChunkPieces pieces, a prefix, a legacy source or
+  // to == from: the read+write default. An empty window is a clone.
+  Status PatchChunk(const ChunkId& id, uint64_t from_version,
+                    uint64_t to_version, uint32_t length, uint32_t offset,
+                    std::span<const uint8_t> bytes) override;
 
   // Removes legacy tmp/ leftovers and orphan data files, drops index entries
   // whose data is gone, removes empty legacy directories and unused
@@ -209,9 +248,11 @@ class ChunkStore final : public ChunkService {
   ChunkStoreCounters Counters() const;
   std::vector<SegmentInfo> Segments();
 
-  // Where chunk (id, version) is stored. For tests and tools (e.g. to flip
-  // bits in a stored chunk).
-  Result<ChunkLocation> Locate(const ChunkId& id, uint64_t version);
+  // Where byte `at` of chunk (id, version) is stored (EINVAL past its
+  // end, except `at` 0). For tests and tools (e.g. to flip bits in a
+  // stored chunk).
+  Result<ChunkLocation> Locate(const ChunkId& id, uint64_t version,
+                               uint32_t at = 0);
   const std::string& dir() const { return dir_; }
   bool using_io_uring() const;
   // The reserve in force (bytes; fixed at Open()).
@@ -269,6 +310,15 @@ class ChunkStore final : public ChunkService {
   // when malformed.
   Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
                   ChunkIndexValue* v);
+  // Every version of `id` that decodes, in version order (caller holds the
+  // chunk lock).
+  Status GatherVersions(const ChunkId& id,
+                        std::vector<std::pair<uint64_t, ChunkIndexValue>>* out);
+  // The segment bytes `values` reference together (overlaps once), and per
+  // segment (bytes, end of the last range) added to *per_segment.
+  static uint64_t UniqueSegmentBytes(
+      const std::vector<const ChunkIndexValue*>& values,
+      std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment);
   // A synced write of one batch outside the commit thread (dropping entries
   // of missing chunks).
   Status IndexWrite(const std::function<void(rocksdb::WriteBatch*)>& fill);
@@ -292,8 +342,10 @@ class ChunkStore final : public ChunkService {
   // fdatasyncs every segment the batch wrote to, once; fails the ops whose
   // segment did not sync.
   void SyncBatchData(const std::vector<CommitOp*>& batch);
-  // After a commit: the extents an op let go of (punched unless shared).
-  void Release(const CommitOp& op);
+  // After a commit (or a dropped entry): the live bytes and entries of the
+  // segments the op changed, from op.others and op.freed, and the ranges no
+  // version references any more punched out.
+  void ApplyLive(const CommitOp& op);
   // The index reserve file: given up when the index is full, taken again
   // (best effort) once space was freed.
   bool ReleaseIndexReserve();
@@ -303,10 +355,8 @@ class ChunkStore final : public ChunkService {
   // (0: no limit).
   void CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
                       CompactionReport* rep);
-  // Moves one extent of segment `seq` (every entry of `id` at `offset`).
-  void RelocateExtent(const ChunkId& id, uint64_t seq, uint64_t offset,
-                      const std::vector<uint64_t>& versions,
-                      CompactionReport* rep);
+  // Moves every version of `id` with a piece in segment `seq` out of it.
+  void RelocateChunk(const ChunkId& id, uint64_t seq, CompactionReport* rep);
   bool stopping();
 
   const std::string dir_;
@@ -354,6 +404,9 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> index_syncs_{0};
   std::atomic<uint64_t> holes_{0};
   std::atomic<uint64_t> relocated_{0};
+  std::atomic<uint64_t> patches_in_place_{0};
+  std::atomic<uint64_t> patches_whole_{0};
+  std::atomic<uint64_t> bytes_written_{0};
 };
 
 }  // namespace stripefs

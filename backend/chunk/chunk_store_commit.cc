@@ -149,9 +149,17 @@ Status ChunkStore::WriteData(CommitOp* op) {
   const uint64_t bytes = SegmentExtentBytes(op->data.size());
   STRIPEFS_ASSIGN_OR_RETURN(op->extent, segments_->Allocate(bytes));
   op->value.in_segment = true;
-  op->value.segment = op->extent.segment;
-  op->value.offset = op->extent.offset;
+  op->value.pieces = op->kept_pieces;
   if (bytes == 0) return Status::Ok();
+  ChunkPiece piece;
+  piece.chunk_offset = op->data_offset;
+  piece.length = static_cast<uint32_t>(op->data.size());
+  piece.segment = op->extent.segment;
+  piece.segment_offset = op->extent.offset;
+  auto at = std::lower_bound(
+      op->value.pieces.begin(), op->value.pieces.end(), piece.chunk_offset,
+      [](const ChunkPiece& p, uint32_t off) { return p.chunk_offset < off; });
+  op->value.pieces.insert(at, piece);
   std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
   AlignedBuf oversize;
   uint8_t* buf = Stage(op->data, bytes, &oversize);
@@ -161,6 +169,7 @@ Status ChunkStore::WriteData(CommitOp* op) {
     op->extent = {};
     return st.Annotate("writing segment " + f->path);
   }
+  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -211,11 +220,7 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     const CommitOp& op = *batch[i];
     if (!op.status.ok()) continue;
-    if (op.kind == CommitOp::Kind::kPut && op.value.in_segment) {
-      segments_->AddLive(op.value.segment, SegmentExtentBytes(op.value.length),
-                         op.keys.size());
-    }
-    Release(op);
+    ApplyLive(op);
   }
   for (const CommitOp* op : batch) {
     if (op->extent.segment != 0) segments_->Settle(op->extent);
@@ -244,40 +249,157 @@ void ChunkStore::RestoreIndexReserve() {
   if (!reserve_held_) (void)::ftruncate(reserve_fd_.get(), 0);
 }
 
-void ChunkStore::Release(const CommitOp& op) {
-  for (const Freed& f : op.freed) {
-    if (!f.value.in_segment) {
-      // A legacy file replaced by a rewrite (deletes unlinked theirs).
-      if (op.kind == CommitOp::Kind::kPut) {
-        ::unlink(
-            chunk_paths::LegacyChunkPath(data_dir_, op.id, f.version).c_str());
+namespace {
+
+// Segment byte ranges [begin, end), per segment.
+using RangeSet = std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>>;
+
+void AddRanges(const ChunkIndexValue& v, RangeSet* r) {
+  if (!v.in_segment) return;
+  for (const ChunkPiece& p : v.pieces) {
+    (*r)[p.segment].emplace_back(
+        p.segment_offset, p.segment_offset + SegmentExtentBytes(p.length));
+  }
+}
+
+// Sorts and merges the ranges of each segment.
+void Normalize(RangeSet* r) {
+  for (auto& [seq, ranges] : *r) {
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& x : ranges) {
+      if (!merged.empty() && x.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, x.second);
+      } else {
+        merged.push_back(x);
       }
-      continue;
     }
-    const uint64_t bytes = SegmentExtentBytes(f.value.length);
-    segments_->RemoveLive(f.value.segment, bytes, 1);
-    if (!options_.punch_holes || op.relocation || bytes == 0) continue;
-    // Clones share extents: punch only what no remaining version points to.
-    bool shared = false;
-    const std::string prefix = EncodeChunkIdPrefix(op.id);
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-    for (it->Seek(prefix);
-         !shared && it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      auto v = DecodeChunkValue(
-          std::string_view(it->value().data(), it->value().size()));
-      shared = v.ok() && v->in_segment && v->segment == f.value.segment &&
-               v->offset == f.value.offset;
+    ranges = std::move(merged);
+  }
+}
+
+uint64_t Total(const RangeSet& r, uint64_t seq) {
+  auto it = r.find(seq);
+  uint64_t n = 0;
+  if (it == r.end()) return 0;
+  for (const auto& [b, e] : it->second) n += e - b;
+  return n;
+}
+
+// The ranges of `a` (normalized) that `b` (normalized) does not cover.
+std::vector<std::pair<uint64_t, uint64_t>> Subtract(
+    const std::vector<std::pair<uint64_t, uint64_t>>& a,
+    const std::vector<std::pair<uint64_t, uint64_t>>* b) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  size_t j = 0;
+  for (auto [lo, hi] : a) {
+    while (b != nullptr && j < b->size() && (*b)[j].second <= lo) ++j;
+    size_t k = j;
+    while (b != nullptr && k < b->size() && (*b)[k].first < hi) {
+      if ((*b)[k].first > lo) out.emplace_back(lo, (*b)[k].first);
+      lo = std::max(lo, (*b)[k].second);
+      ++k;
     }
-    if (shared || !it->status().ok()) continue;
-    std::shared_ptr<SegmentFile> seg = segments_->Get(f.value.segment);
-    if (seg && ::fallocate(seg->write_fd.get(),
-                           FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                           static_cast<off_t>(f.value.offset),
-                           static_cast<off_t>(bytes)) == 0) {
-      holes_.fetch_add(1, std::memory_order_relaxed);
-      segments_->NotePunched(f.value.segment, bytes);
+    if (lo < hi) out.emplace_back(lo, hi);
+  }
+  return out;
+}
+
+bool HasPieceIn(const ChunkIndexValue& v, uint64_t seq) {
+  if (!v.in_segment) return false;
+  for (const ChunkPiece& p : v.pieces) {
+    if (p.segment == seq) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+uint64_t ChunkStore::UniqueSegmentBytes(
+    const std::vector<const ChunkIndexValue*>& values,
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment) {
+  RangeSet r;
+  for (const ChunkIndexValue* v : values) AddRanges(*v, &r);
+  Normalize(&r);
+  uint64_t total = 0;
+  for (const auto& [seq, ranges] : r) {
+    const uint64_t n = Total(r, seq);
+    total += n;
+    auto& [bytes, end] = (*per_segment)[seq];
+    bytes += n;
+    if (!ranges.empty()) end = std::max(end, ranges.back().second);
+  }
+  return total;
+}
+
+void ChunkStore::ApplyLive(const CommitOp& op) {
+  // Live bytes: the segment bytes the versions of op.id reference together
+  // (a piece shared by versions counts once), before and after the op.
+  // Live entries: one per entry with a piece in the segment.
+  RangeSet before, after;
+  for (const ChunkIndexValue& v : op.others) {
+    AddRanges(v, &before);
+    AddRanges(v, &after);
+  }
+  std::map<uint64_t, uint64_t> added, removed;  // entries per segment
+  for (const Freed& f : op.freed) {
+    AddRanges(f.value, &before);
+    if (!f.value.in_segment) continue;
+    for (const ChunkPiece& p : f.value.pieces) removed[p.segment] = 0;
+  }
+  for (auto& [seq, n] : removed) {
+    for (const Freed& f : op.freed) n += HasPieceIn(f.value, seq) ? 1 : 0;
+  }
+  if (op.kind == CommitOp::Kind::kPut) {
+    AddRanges(op.value, &after);
+    if (op.value.in_segment) {
+      for (const ChunkPiece& p : op.value.pieces)
+        added[p.segment] = op.keys.size();
     }
-    // Without hole punching the compactor gets the space back.
+  }
+  Normalize(&before);
+  Normalize(&after);
+  std::map<uint64_t, bool> segs;
+  for (const auto& [seq, r] : before) segs[seq] = true;
+  for (const auto& [seq, r] : after) segs[seq] = true;
+  // Additions first, so no segment is seen unused in between.
+  for (const auto& [seq, unused] : segs) {
+    const uint64_t b = Total(before, seq), a = Total(after, seq);
+    const uint64_t entries = added.count(seq) ? added[seq] : 0;
+    if (a > b || entries > 0)
+      segments_->AddLive(seq, a > b ? a - b : 0, entries);
+  }
+  for (const auto& [seq, unused] : segs) {
+    const uint64_t b = Total(before, seq), a = Total(after, seq);
+    const uint64_t entries = removed.count(seq) ? removed[seq] : 0;
+    if (b > a || entries > 0)
+      segments_->RemoveLive(seq, b > a ? b - a : 0, entries);
+  }
+  for (const Freed& f : op.freed) {
+    // A legacy file replaced by a rewrite (deletes unlinked theirs).
+    if (!f.value.in_segment && op.kind == CommitOp::Kind::kPut) {
+      ::unlink(
+          chunk_paths::LegacyChunkPath(data_dir_, op.id, f.version).c_str());
+    }
+  }
+  // Punch what no remaining version references (a compaction move leaves
+  // its old bytes to the segment's removal). Without hole punching the
+  // compactor gets the space back.
+  if (!options_.punch_holes || op.relocation) return;
+  for (const auto& [seq, ranges] : before) {
+    auto a = after.find(seq);
+    const auto dead = Subtract(ranges, a == after.end() ? nullptr : &a->second);
+    if (dead.empty()) continue;
+    std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
+    if (!seg) continue;
+    for (const auto& [lo, hi] : dead) {
+      if (::fallocate(
+              seg->write_fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(lo), static_cast<off_t>(hi - lo)) == 0) {
+        holes_.fetch_add(1, std::memory_order_relaxed);
+        segments_->NotePunched(seq, hi - lo);
+      }
+    }
   }
 }
 
@@ -314,20 +436,20 @@ Result<CompactionReport> ChunkStore::Compact(bool everything) {
 
 void ChunkStore::CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
                                 CompactionReport* rep) {
-  // The extents of `seq` that entries point to (a full index scan: the index
-  // has no by-segment order).
-  std::map<std::pair<ChunkId, uint64_t>, std::vector<uint64_t>> extents;
-  Status scan = ScanIndex(
-      [&](const ChunkId& id, uint64_t version, const ChunkIndexValue* v) {
-        if (v == nullptr || !v->in_segment || v->segment != seq) return;
-        extents[{id, v->offset}].push_back(version);
+  // The chunk ids with a piece in `seq` (a full index scan: the index has no
+  // by-segment order).
+  std::vector<ChunkId> ids;
+  Status scan =
+      ScanIndex([&](const ChunkId& id, uint64_t, const ChunkIndexValue* v) {
+        if (v == nullptr || !HasPieceIn(*v, seq)) return;
+        if (ids.empty() || ids.back() != id) ids.push_back(id);
       });
   if (!scan.ok()) return;  // try again next round
   const auto start = std::chrono::steady_clock::now();
   const uint64_t moved_before = rep->bytes_moved;
-  for (const auto& [where, versions] : extents) {
+  for (const ChunkId& id : ids) {
     if (stopping()) return;
-    RelocateExtent(where.first, seq, where.second, versions, rep);
+    RelocateChunk(id, seq, rep);
     if (bytes_per_sec == 0) continue;
     // The I/O budget: sleep until the bytes moved so far fit in it.
     const auto due =
@@ -339,41 +461,47 @@ void ChunkStore::CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
   ++rep->segments_compacted;
 }
 
-void ChunkStore::RelocateExtent(const ChunkId& id, uint64_t seq,
-                                uint64_t offset,
-                                const std::vector<uint64_t>& versions,
-                                CompactionReport* rep) {
+void ChunkStore::RelocateChunk(const ChunkId& id, uint64_t seq,
+                               CompactionReport* rep) {
   std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-  CommitOp op;
-  op.id = id;
-  op.relocation = true;
-  op.has_data = true;
-  uint64_t first = 0;
-  for (uint64_t version : versions) {
-    bool found = false;
-    ChunkIndexValue v;
-    if (!GetEntry(id, version, &found, &v).ok() || !found || !v.in_segment ||
-        v.segment != seq || v.offset != offset) {
-      continue;  // deleted or rewritten since the scan
+  std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+  if (!GatherVersions(id, &all).ok()) return;
+  // Versions with a piece in `seq`, grouped by identical values (clones of
+  // each other): each group is rewritten as one piece, shared by the group.
+  // Versions that share only some pieces each get their own copy.
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (HasPieceIn(all[i].second, seq)) {
+      groups[EncodeChunkValue(all[i].second)].push_back(i);
     }
-    if (op.keys.empty()) {
-      first = version;
-      op.value = v;
+  }
+  for (const auto& [encoded, members] : groups) {
+    CommitOp op;
+    op.id = id;
+    op.relocation = true;
+    op.has_data = true;
+    op.value = all[members[0]].second;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (std::find(members.begin(), members.end(), i) == members.end()) {
+        op.others.push_back(all[i].second);
+      }
     }
-    op.keys.push_back(EncodeChunkKey(id, version));
-    op.freed.push_back({version, std::move(v)});
+    for (size_t i : members) {
+      op.keys.push_back(EncodeChunkKey(id, all[i].first));
+      op.freed.push_back({all[i].first, all[i].second});
+    }
+    std::vector<uint8_t> data;
+    if (!ReadVerified(id, all[members[0]].first, op.value, &data).ok()) {
+      ++rep->unreadable;  // left where it is (scrub and repair deal with it)
+      continue;
+    }
+    op.data = data;
+    if (!Submit(&op).ok()) continue;
+    for (size_t i : members) all[i].second = op.value;
+    relocated_.fetch_add(op.keys.size(), std::memory_order_relaxed);
+    ++rep->chunks_moved;
+    rep->bytes_moved += data.size();
   }
-  if (op.keys.empty()) return;
-  std::vector<uint8_t> data;
-  if (!ReadVerified(id, first, op.value, &data).ok()) {
-    ++rep->unreadable;  // left where it is (scrub and repair deal with it)
-    return;
-  }
-  op.data = data;
-  if (!Submit(&op).ok()) return;
-  relocated_.fetch_add(op.keys.size(), std::memory_order_relaxed);
-  ++rep->chunks_moved;
-  rep->bytes_moved += data.size();
 }
 
 }  // namespace stripefs

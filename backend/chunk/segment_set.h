@@ -8,9 +8,10 @@
 // is appended to it again (every segment found at open is sealed, so bytes
 // past the last committed entry are never reused, only cut off).
 //
-// Accounting: `live` counts the bytes and entries of index entries that
-// point into a segment (an extent shared by clones counts once per entry),
-// `end` is how far it has been written. A sealed segment with no live entry
+// Accounting: `live` counts the bytes the index entries reference in a
+// segment (bytes shared by versions of one chunk count once; the owner works
+// that out) and the entries with a piece there (one per entry), `end` is
+// how far it has been written. A sealed segment with no live entry
 // and no write in flight is unlinked. The owner (ChunkStore) keeps the
 // counts in step with the index: AddLive after an entry is committed,
 // RemoveLive after it is deleted or moved.

@@ -10,7 +10,7 @@
 //
 // Fast path (ReadCellsInto): when every chunk a READ needs is up, not
 // known missing and not suspect, and its ChunkService can bound a read
-// (ReadChunkIntoBy; RemoteChunkService can, in-process stores cannot), the
+// (ReadChunkIntoBy; RemoteChunkService and ChunkStore can), the
 // cells are read straight into the caller's buffer (the FUSE reply, a
 // cached stripe): one cell on the calling thread (no hand-off to the pool,
 // no buffer, no copy), several in parallel on the pool with the last on the

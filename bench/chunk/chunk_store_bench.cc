@@ -2,7 +2,15 @@
 // the disk's reference measured in the same run on the same directory.
 //
 //   chunk_store_bench DIR [--mib N] [--writers W] [--chunk-kib K]
-//                         [--io-uring 0|1]
+//                         [--io-uring 0|1] [--patch-kib P]
+//
+// With --patch-kib P: instead, parity-delta style updates. W threads write
+// N MiB of K KiB chunks, then for a fixed time patch P KiB windows at random
+// block offsets of them (version v -> v + 1, then delete v, as the version
+// collector would), once with ChunkStore::PatchChunk (only the window is
+// written) and once with the ChunkService default it replaced (read the
+// whole chunk, write it whole), side by side on the same store, and prints
+// patches/s, the chunk bytes written per patch and the ratio.
 //
 // Runs fio (O_DIRECT, libaio, QD = W, K KiB blocks, N MiB, end_fsync) in
 // DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
@@ -137,18 +145,132 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   return !failed;
 }
 
+// Patches for `secs` seconds with `writers` threads: chunk n's current
+// version is versions[n]. `whole`: the read+write default.
+bool RunPatches(ChunkStore* store, std::vector<uint64_t>* versions, int writers,
+                int chunk_kib, int patch_kib, bool whole, double secs,
+                double* per_sec, double* bytes_per_patch) {
+  const uint32_t chunk = static_cast<uint32_t>(chunk_kib) << 10;
+  const uint32_t patch = static_cast<uint32_t>(patch_kib) << 10;
+  const uint64_t before = store->Counters().bytes_written;
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> failed{false};
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::duration<double>(secs);
+  std::vector<std::thread> threads;
+  const uint64_t chunks = versions->size();
+  for (int t = 0; t < writers; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> bytes(patch, static_cast<uint8_t>(t));
+      uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(t + 1);
+      // Thread t owns chunks t, t + writers, ...
+      for (uint64_t i = 0; !failed && std::chrono::steady_clock::now() < end;
+           ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const uint64_t per = (chunks + static_cast<uint64_t>(writers) - 1 -
+                              static_cast<uint64_t>(t)) /
+                             static_cast<uint64_t>(writers);
+        if (per == 0) return;
+        const uint64_t n = static_cast<uint64_t>(t) +
+                           (x % per) * static_cast<uint64_t>(writers);
+        const uint32_t blocks = (chunk - patch) / 4096 + 1;
+        const auto off = static_cast<uint32_t>((x >> 20) % blocks) * 4096;
+        const uint64_t from = (*versions)[n], to = from + 1;
+        const stripefs::ChunkId id{1, n, 0};
+        stripefs::Status st =
+            whole ? store->ChunkService::PatchChunk(id, from, to, chunk, off,
+                                                    bytes)
+                  : store->PatchChunk(id, from, to, chunk, off, bytes);
+        if (st.ok()) st = store->DeleteChunkVersion(id, from);
+        if (!st.ok()) {
+          std::fprintf(stderr, "chunk_store_bench: %s\n",
+                       st.ToString().c_str());
+          failed = true;
+        }
+        (*versions)[n] = to;
+        ++done;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  *per_sec = static_cast<double>(done) / took;
+  *bytes_per_patch =
+      static_cast<double>(store->Counters().bytes_written - before) /
+      static_cast<double>(std::max<uint64_t>(done, 1));
+  return !failed;
+}
+
+int PatchBench(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
+               int patch_kib, bool io_uring) {
+  if (patch_kib >= chunk_kib) {
+    std::fprintf(stderr,
+                 "chunk_store_bench: --patch-kib must be below "
+                 "--chunk-kib\n");
+    return 2;
+  }
+  const std::string load_before = LoadAverage();
+  std::filesystem::remove_all(dir + "/store");
+  stripefs::ChunkStoreOptions o;
+  o.use_io_uring = io_uring;
+  auto s = ChunkStore::Open(dir + "/store", o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "chunk_store_bench: %s\n",
+                 s.status().ToString().c_str());
+    return 1;
+  }
+  auto& store = *s;
+  const size_t chunk = static_cast<size_t>(chunk_kib) << 10;
+  const uint64_t total = std::max<uint64_t>(1, (mib << 20) / chunk);
+  std::vector<uint8_t> data(chunk, 7);
+  for (uint64_t n = 0; n < total; ++n) {
+    stripefs::Status st = store->WriteChunk({1, n, 0}, 1, data);
+    if (!st.ok()) {
+      std::fprintf(stderr, "chunk_store_bench: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  std::vector<uint64_t> versions(total, 1);
+  constexpr double kSecs = 5;
+  double window_rate = 0, window_bytes = 0, whole_rate = 0, whole_bytes = 0;
+  const bool ok =
+      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, false,
+                 kSecs, &window_rate, &window_bytes) &&
+      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, true,
+                 kSecs, &whole_rate, &whole_bytes) &&
+      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, false,
+                 kSecs, &window_rate, &window_bytes);
+  store.reset();
+  std::filesystem::remove_all(dir + "/store");
+  if (!ok) return 1;
+  std::printf(
+      "chunk-store patches of %d KiB into %d KiB chunks, %d writers, "
+      "%" PRIu64
+      " chunks: PatchChunk=%.0f/s (%.0f bytes written per "
+      "patch) read+write default=%.0f/s (%.0f bytes per patch) "
+      "ratio=%.2f load_before=%s load_after=%s\n",
+      patch_kib, chunk_kib, writers, total, window_rate, window_bytes,
+      whole_rate, whole_bytes, window_rate / std::max(whole_rate, 1e-9),
+      load_before.c_str(), LoadAverage().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: chunk_store_bench DIR [--mib N] [--writers W] "
-                 "[--chunk-kib K] [--io-uring 0|1]\n");
+                 "[--chunk-kib K] [--io-uring 0|1] [--patch-kib P]\n");
     return 2;
   }
   const std::string dir = argv[1];
   uint64_t mib = 1024;
-  int writers = 8, chunk_kib = 1024;
+  int writers = 8, chunk_kib = 1024, patch_kib = 0;
   bool io_uring = stripefs::ChunkStoreOptions{}.use_io_uring;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -168,11 +290,16 @@ int main(int argc, char** argv) {
       writers = static_cast<int>(v);
     } else if (flag == "--chunk-kib") {
       chunk_kib = static_cast<int>(v);
+    } else if (flag == "--patch-kib") {
+      patch_kib = static_cast<int>(v);
     } else {
       std::fprintf(stderr, "chunk_store_bench: unknown flag %s\n",
                    flag.c_str());
       return 2;
     }
+  }
+  if (patch_kib > 0) {
+    return PatchBench(dir, mib, writers, chunk_kib, patch_kib, io_uring);
   }
   const std::string load_before = LoadAverage();
   const double fio1 = RunFio(dir + "/fio", mib, writers, chunk_kib);

@@ -4,7 +4,9 @@
 // Usage: chunk_crash_child DIR FIRST FD THREADS
 // With THREADS > 1, writer t writes FIRST + t, FIRST + t + THREADS, ... (no
 // deletes), so that group commits carry many writes. Records are smaller
-// than PIPE_BUF, so concurrent reports never interleave.
+// than PIPE_BUF, so concurrent reports never interleave. With THREADS = 0,
+// the patch workload of chunk_crash_workload.h (records 'W', '2', '3', '4',
+// 'D' per n).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -36,6 +38,32 @@ int main(int argc, char** argv) {
     stripefs::coding::StoreLe(rec + 1, n);
     if (::write(fd, rec, sizeof(rec)) != sizeof(rec)) std::_Exit(5);
   };
+  if (threads == 0) {
+    for (uint64_t n = first; n < first + 100000; ++n) {
+      const ChunkId id = crash::PatchIdOf(n);
+      const auto len = static_cast<uint32_t>(crash::PatchSizeOf(n));
+      if (!store->WriteChunk(id, 1, crash::PatchedContent(n, 1)).ok()) return 4;
+      report('W', n);
+      for (uint64_t v : {uint64_t{2}, uint64_t{4}}) {
+        if (v == 4) {
+          if (!store->CloneChunk(id, 2, 3, len).ok()) return 7;
+          report('3', n);
+        }
+        uint32_t offset = 0, size = 0;
+        crash::PatchWindow(n, v, &offset, &size);
+        if (!store
+                 ->PatchChunk(id, v - 1, v, len, offset,
+                              crash::PatchBytes(n, v))
+                 .ok()) {
+          return 8;
+        }
+        report(static_cast<uint8_t>('0' + v), n);
+      }
+      if (!store->DeleteChunkVersion(id, 1).ok()) return 6;
+      report('D', n);
+    }
+    return 0;
+  }
   if (threads > 1) {
     std::vector<std::thread> writers;
     for (int t = 0; t < threads; ++t) {

@@ -2,10 +2,13 @@
 // (chunk_crash_child): which chunk and size operation n writes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backend/chunk/chunk_service.h"
+#include "tests/chunk/chunk_payload.h"
 
 namespace stripefs::crash {
 
@@ -13,5 +16,39 @@ inline ChunkId IdOf(uint64_t n) {
   return {n % 5 + 1, n, static_cast<uint32_t>(n % 6)};
 }
 inline size_t SizeOf(uint64_t n) { return 1 + (n * 7919) % (300 << 10); }
+
+// The patch workload (chunk_crash_child THREADS = 0): operation n writes
+// version 1 of PatchIdOf(n), patches it to 2, clones 2 to 3, patches 3 to 4
+// and deletes 1 (records 'W', '2', '3', '4', 'D'), so versions share pieces
+// when the kill lands.
+inline ChunkId PatchIdOf(uint64_t n) { return {7, n, 1}; }
+inline size_t PatchSizeOf(uint64_t n) {
+  return (64 << 10) + (n * 7919) % (200 << 10);
+}
+// The window that makes `version` (2 or 4) from the one before.
+inline void PatchWindow(uint64_t n, uint64_t version, uint32_t* offset,
+                        uint32_t* len) {
+  const size_t size = PatchSizeOf(n);
+  *offset = static_cast<uint32_t>((n * 131 + version * 40999) % size);
+  *len = static_cast<uint32_t>(
+      std::min<size_t>(1 + (n * 17 + version * 29) % 9000, size - *offset));
+}
+inline std::vector<uint8_t> PatchBytes(uint64_t n, uint64_t version) {
+  uint32_t offset = 0, len = 0;
+  PatchWindow(n, version, &offset, &len);
+  return testing::Payload(len, n * 10 + version);
+}
+// What version `version` (1 to 4) of PatchIdOf(n) holds.
+inline std::vector<uint8_t> PatchedContent(uint64_t n, uint64_t version) {
+  std::vector<uint8_t> data = testing::Payload(PatchSizeOf(n), n);
+  for (uint64_t v : {uint64_t{2}, uint64_t{4}}) {
+    if (v > version) break;
+    uint32_t offset = 0, len = 0;
+    PatchWindow(n, v, &offset, &len);
+    auto bytes = PatchBytes(n, v);
+    std::copy(bytes.begin(), bytes.end(), data.begin() + offset);
+  }
+  return data;
+}
 
 }  // namespace stripefs::crash

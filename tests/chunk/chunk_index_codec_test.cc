@@ -102,16 +102,14 @@ TEST(ChunkIndexCodec, SegmentValueRoundTripAndBounds) {
   ChunkIndexValue v{10000, 0x99, 0, 12, {}};
   v.block_crcs = ComputeBlockCrcs(data.data(), data.size(), 12);
   v.in_segment = true;
-  v.segment = 0x1122334455667788ull;
-  v.offset = 123 * kSegmentAlign;
+  v.pieces = {{0, 10000, 0x1122334455667788ull, 123 * kSegmentAlign}};
   std::string enc = EncodeChunkValue(v);
   EXPECT_EQ(enc.size(), kChunkValueSize + 1 + kChunkSegmentRefSize + 3 * 4);
   EXPECT_EQ(static_cast<uint8_t>(enc[0]), kChunkValueFormatSegment);
   auto got = DecodeChunkValue(enc);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->in_segment);
-  EXPECT_EQ(got->segment, v.segment);
-  EXPECT_EQ(got->offset, v.offset);
+  EXPECT_EQ(got->pieces, v.pieces);
   EXPECT_EQ(got->block_crcs, v.block_crcs);
   EXPECT_EQ(EncodeChunkValue(*got), enc);
   EXPECT_EQ(SegmentExtentBytes(10000), 3 * kSegmentAlign);
@@ -122,14 +120,89 @@ TEST(ChunkIndexCodec, SegmentValueRoundTripAndBounds) {
   EXPECT_EQ(DecodeChunkValue(enc + "x").status().code(), EBADMSG);
   // A misaligned offset, or one whose extent would wrap, is refused.
   ChunkIndexValue m = v;
-  m.offset = 100;
+  m.pieces[0].segment_offset = 100;
   EXPECT_EQ(DecodeChunkValue(EncodeChunkValue(m)).status().code(), EBADMSG);
-  m.offset = UINT64_MAX / kSegmentAlign * kSegmentAlign;
+  m.pieces[0].segment_offset = UINT64_MAX / kSegmentAlign * kSegmentAlign;
   EXPECT_EQ(DecodeChunkValue(EncodeChunkValue(m)).status().code(), EBADMSG);
   // Format 3 always carries block CRCs.
   std::string no_shift = enc;
   no_shift[kChunkValueSize] = 0;
   EXPECT_EQ(DecodeChunkValue(no_shift).status().code(), EBADMSG);
+}
+
+// Format 4: a version made of pieces.
+ChunkIndexValue PiecesValue() {
+  std::vector<uint8_t> data(10000, 9);
+  ChunkIndexValue v{10000, 0x77, 0, 12, {}};
+  v.block_crcs = ComputeBlockCrcs(data.data(), data.size(), 12, &v.crc32c);
+  v.in_segment = true;
+  v.pieces = {{0, 4096, 5, 8 * kSegmentAlign},
+              {4096, 4096, 9, 0},
+              {8192, 10000 - 8192, 5, 3 * kSegmentAlign}};
+  return v;
+}
+
+TEST(ChunkIndexCodec, PiecesValueRoundTripAndBounds) {
+  const ChunkIndexValue v = PiecesValue();
+  const std::string enc = EncodeChunkValue(v);
+  EXPECT_EQ(static_cast<uint8_t>(enc[0]), kChunkValueFormatPieces);
+  EXPECT_EQ(enc.size(), kChunkValueSize + 1 + 4 + 3 * kChunkPieceSize + 3 * 4);
+  auto got = DecodeChunkValue(enc);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->in_segment);
+  EXPECT_EQ(got->pieces, v.pieces);
+  EXPECT_EQ(got->block_crcs, v.block_crcs);
+  EXPECT_EQ(got->crc32c, v.crc32c);
+  EXPECT_EQ(EncodeChunkValue(*got), enc);
+  for (size_t n = 0; n < enc.size(); ++n) {
+    EXPECT_EQ(DecodeChunkValue(enc.substr(0, n)).status().code(), EBADMSG);
+  }
+  EXPECT_EQ(DecodeChunkValue(enc + "x").status().code(), EBADMSG);
+  auto refused = [](const ChunkIndexValue& m) {
+    return DecodeChunkValue(EncodeChunkValue(m)).status().code() == EBADMSG;
+  };
+  ChunkIndexValue m = v;
+  m.pieces[1].chunk_offset = 4000;  // overlaps, misaligned
+  EXPECT_TRUE(refused(m));
+  m = v;
+  m.pieces[1].chunk_offset = 8192;  // a gap, then an overlap
+  EXPECT_TRUE(refused(m));
+  m = v;
+  m.pieces[2].length -= 1;  // does not cover the chunk
+  EXPECT_TRUE(refused(m));
+  m = v;
+  m.pieces[2].length += 4096;  // past its end
+  EXPECT_TRUE(refused(m));
+  m = v;
+  m.pieces[0].segment_offset = 100;  // misaligned in its segment
+  EXPECT_TRUE(refused(m));
+  m = v;
+  m.pieces[2].segment_offset = UINT64_MAX / kSegmentAlign * kSegmentAlign;
+  EXPECT_TRUE(refused(m));  // wraps
+  m = v;
+  m.pieces[1].length = 0;
+  EXPECT_TRUE(refused(m));
+  // A piece count larger than the value holds is refused before anything is
+  // allocated for it.
+  std::string huge = enc;
+  huge[kChunkValueSize + 1] = '\x7f';
+  EXPECT_EQ(DecodeChunkValue(huge).status().code(), EBADMSG);
+  // One whole piece is format 3 only (one encoding per value).
+  ChunkIndexValue one = v;
+  one.pieces = {{0, 10000, 5, 0}};
+  EXPECT_EQ(static_cast<uint8_t>(EncodeChunkValue(one)[0]),
+            kChunkValueFormatSegment);
+  std::string as4 = enc.substr(0, kChunkValueSize + 1);
+  as4[0] = static_cast<char>(kChunkValueFormatPieces);
+  for (char c : std::string{0, 0, 0, 1}) as4.push_back(c);
+  const std::string piece_and_crcs =
+      EncodeChunkValue(one).substr(kChunkValueSize + 1);  // seg, off, crcs
+  for (char c : std::string{0, 0, 0, 0, 0, 0, 0x27, 0x10}) as4.push_back(c);
+  as4 += piece_and_crcs;
+  EXPECT_EQ(as4.size(), kChunkValueSize + 1 + 4 + kChunkPieceSize + 3 * 4);
+  EXPECT_EQ(DecodeChunkValue(as4).status().code(), EBADMSG);
+  // The whole-chunk CRC combined from the block CRCs is the real one.
+  EXPECT_EQ(CombineBlockCrcs(v.block_crcs, v.length, 12), v.crc32c);
 }
 
 TEST(ChunkIndexCodec, MalformedIsCorruption) {

@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
+#include "ec/crc32c.h"
 #include "tests/chunk/chunk_store_test_util.h"
 #include "tests/support/hanging_chunk_service.h"
 
@@ -413,14 +415,354 @@ TEST_P(ChunkStoreTest, PatchErrorsAreClearAndLeaveNothingBehind) {
   }
 }
 
-TEST_P(ChunkStoreTest, CloneOfCorruptSourceIsRefused) {
+TEST_P(ChunkStoreTest, CloneOfCorruptSourceSharesItAndReadsFindIt) {
+  // A clone reads nothing: the corruption is found by reading either
+  // version (and by scrub), never hidden.
   ChunkId id{4, 2, 5};
   ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
   FlipChunkBits(*store_, id, 10, 17, 0x80);
-  EXPECT_EQ(store_->CloneChunk(id, 10, 11, 5000).code(), EBADMSG);
-  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 1).status().code(), ENOENT);
-  EXPECT_EQ(store_->Locate(id, 11).status().code(), ENOENT);
-  EXPECT_EQ(store_->Stats()->crc_errors, 1u);
+  ASSERT_TRUE(store_->CloneChunk(id, 10, 11, 5000).ok());
+  EXPECT_EQ(store_->Stats()->crc_errors, 0u);
+  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 5000).status().code(), EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 100).status().code(), EBADMSG);
+  EXPECT_EQ(store_->Stats()->crc_errors, 2u);
+}
+
+// Versions that share pieces: what the store must read back, per version.
+using Model = std::map<uint64_t, std::vector<uint8_t>>;
+
+void ExpectModel(ChunkStore& store, const ChunkId& id, const Model& model,
+                 uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& [version, want] : model) {
+    const auto len = static_cast<uint32_t>(want.size());
+    auto got = store.ReadChunk(id, version, 0, len);
+    ASSERT_TRUE(got.ok()) << "version " << version << ": "
+                          << got.status().ToString();
+    ASSERT_EQ(*got, want) << "version " << version;
+    const uint32_t off = static_cast<uint32_t>(rng() % (len + 1));
+    const uint32_t n = static_cast<uint32_t>(rng() % (len - off + 1));
+    std::vector<uint8_t> into(n);
+    Status st = store.ReadChunkInto(id, version, off, into);
+    ASSERT_TRUE(st.ok()) << "version " << version << " [" << off << ", +" << n
+                         << "): " << st.ToString();
+    ASSERT_TRUE(std::equal(into.begin(), into.end(), want.begin() + off))
+        << "version " << version << " [" << off << ", +" << n << ")";
+  }
+}
+
+TEST_P(ChunkStoreTest, PatchWritesOnlyTheWindow) {
+  ChunkId id{8, 1, 2};
+  constexpr uint32_t kLen = 1 << 20;
+  Model model;
+  model[1] = Payload(kLen, 1);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
+  const uint64_t live_one = testing::LiveBytes(*store_);
+  EXPECT_EQ(live_one, kLen);
+  struct Case {
+    uint32_t offset, size;
+    uint64_t written;  // bytes the patch writes: its blocks
+  };
+  const Case cases[] = {
+      {8192, 4096, 4096},         // one aligned block
+      {5000, 100, 4096},          // inside one block
+      {4000, 200, 8192},          // across a block edge
+      {kLen - 4096, 4096, 4096},  // the last block
+      {0, 1, 4096},               // the first byte
+  };
+  uint64_t version = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("patch at " + std::to_string(c.offset) + " of " +
+                 std::to_string(c.size));
+    const uint64_t before = store_->Counters().bytes_written;
+    auto bytes = Payload(c.size, version + 100);
+    ASSERT_TRUE(
+        store_->PatchChunk(id, version, version + 1, kLen, c.offset, bytes)
+            .ok());
+    EXPECT_EQ(store_->Counters().bytes_written - before, c.written);
+    model[version + 1] = model[version];
+    std::copy(bytes.begin(), bytes.end(),
+              model[version + 1].begin() + c.offset);
+    ++version;
+    ExpectModel(*store_, id, model, version);
+  }
+  EXPECT_EQ(store_->Counters().patches_in_place, std::size(cases));
+  EXPECT_EQ(store_->Counters().patches_whole, 0u);
+  // Shared pieces count once: the live bytes grew by the blocks written.
+  EXPECT_EQ(testing::LiveBytes(*store_), live_one + 4 * 4096 + 8192);
+  // The stored whole-chunk CRC (combined from the block CRCs) is the real
+  // one.
+  auto list = store_->ListChunks({}, 100);
+  ASSERT_TRUE(list.ok());
+  for (const ChunkInfo& info : *list) {
+    EXPECT_EQ(info.crc32c, ec::Crc32c(model[info.version].data(), kLen))
+        << info.version;
+  }
+  // An empty window is a clone (nothing written).
+  const uint64_t before = store_->Counters().bytes_written;
+  ASSERT_TRUE(store_->PatchChunk(id, version, 50, kLen, 77, {}).ok());
+  EXPECT_EQ(store_->Counters().bytes_written, before);
+  model[50] = model[version];
+  // A window over most of the chunk writes it whole (one piece).
+  auto most = Payload(kLen - 10, 7);
+  ASSERT_TRUE(store_->PatchChunk(id, 50, 51, kLen, 5, most).ok());
+  EXPECT_EQ(store_->Counters().patches_whole, 1u);
+  EXPECT_EQ(store_->Locate(id, 51)->pieces, 1u);
+  model[51] = model[50];
+  std::copy(most.begin(), most.end(), model[51].begin() + 5);
+  ExpectModel(*store_, id, model, 51);
+  Reopen();
+  ExpectModel(*store_, id, model, 52);
+}
+
+TEST_P(ChunkStoreTest, PatchAtTheEndOfAShortLastBlock) {
+  ChunkId id{8, 1, 3};
+  const uint32_t len = 3 * 65536 + 100;  // last block: 100 bytes
+  Model model;
+  model[1] = Payload(len, 3);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
+  const uint64_t before = store_->Counters().bytes_written;
+  auto tail = Payload(30, 4);
+  ASSERT_TRUE(store_->PatchChunk(id, 1, 2, len, len - 30, tail).ok());
+  EXPECT_EQ(store_->Counters().bytes_written - before, 4096u);
+  model[2] = model[1];
+  std::copy(tail.begin(), tail.end(), model[2].end() - 30);
+  // And one that ends inside the short block from the block before.
+  auto across = Payload(150, 5);
+  ASSERT_TRUE(store_->PatchChunk(id, 2, 3, len, len - 150, across).ok());
+  model[3] = model[2];
+  std::copy(across.begin(), across.end(), model[3].end() - 150);
+  ExpectModel(*store_, id, model, 3);
+}
+
+TEST_P(ChunkStoreTest, PatchAndCloneChainsMatchAModel) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  ChunkId id{8, 2, 0};
+  constexpr uint32_t kLen = 256 << 10;
+  Model model;
+  model[1] = Payload(kLen, seed);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
+  uint64_t version = 1;
+  size_t max_pieces = 1;
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t next = version + 1;
+    if (rng() % 4 == 0) {
+      ASSERT_TRUE(store_->CloneChunk(id, version, next, kLen).ok());
+      model[next] = model[version];
+    } else {
+      const uint32_t off = static_cast<uint32_t>(rng() % kLen);
+      const uint32_t n = static_cast<uint32_t>(
+          1 + rng() % std::min<uint64_t>(kLen - off, rng() % 2 ? 300 : 20000));
+      auto bytes = Payload(n, rng());
+      Status st = store_->PatchChunk(id, version, next, kLen, off, bytes);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      model[next] = model[version];
+      std::copy(bytes.begin(), bytes.end(), model[next].begin() + off);
+    }
+    version = next;
+    max_pieces = std::max(max_pieces, store_->Locate(id, version)->pieces);
+    // The version collector keeps a few recent versions.
+    if (model.size() > 4) {
+      ASSERT_TRUE(store_->DeleteChunkVersion(id, model.begin()->first).ok());
+      model.erase(model.begin());
+    }
+    ExpectModel(*store_, id, model, rng());
+  }
+  EXPECT_LE(max_pieces, kMaxChunkPieces);
+  ExpectModel(*store_, id, model, rng());
+  Reopen();
+  ExpectModel(*store_, id, model, rng());
+  // Every other block of a 1 MiB chunk patched, one by one: the piece limit
+  // makes a patch write the whole chunk.
+  ChunkId id2{8, 3, 0};
+  constexpr uint32_t kLen2 = 1 << 20;
+  Model model2;
+  version = 1;
+  model2[1] = Payload(kLen2, 2);
+  ASSERT_TRUE(store_->WriteChunk(id2, 1, model2[1]).ok());
+  const uint64_t whole_before = store_->Counters().patches_whole;
+  for (uint32_t b = 0; b < 80; ++b) {
+    auto bytes = Payload(10, b);
+    ASSERT_TRUE(
+        store_
+            ->PatchChunk(id2, version, version + 1, kLen2, b * 8192 + 3, bytes)
+            .ok());
+    model2[version + 1] = model2[version];
+    std::copy(bytes.begin(), bytes.end(),
+              model2[version + 1].begin() + b * 8192 + 3);
+    ++version;
+    ASSERT_LE(store_->Locate(id2, version)->pieces, kMaxChunkPieces);
+  }
+  EXPECT_GE(store_->Counters().patches_whole, whole_before + 1);
+  ExpectModel(*store_, id2, model2, rng());
+}
+
+TEST_P(ChunkStoreTest, DeletingSharedVersionsInAnyOrderKeepsLivePieces) {
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    ChunkId id{9, seed, 1};
+    const uint64_t live_before = testing::LiveBytes(*store_);
+    constexpr uint32_t kLen = 128 << 10;
+    Model model;
+    model[1] = Payload(kLen, seed);
+    ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
+    for (uint64_t v = 2; v <= 8; ++v) {
+      const uint64_t from = 1 + rng() % (v - 1);
+      if (v % 3 == 0) {
+        ASSERT_TRUE(store_->CloneChunk(id, from, v, kLen).ok());
+        model[v] = model[from];
+        continue;
+      }
+      const uint32_t off = static_cast<uint32_t>(rng() % (kLen - 9000));
+      auto bytes = Payload(1 + rng() % 9000, v * seed);
+      ASSERT_TRUE(store_->PatchChunk(id, from, v, kLen, off, bytes).ok());
+      model[v] = model[from];
+      std::copy(bytes.begin(), bytes.end(), model[v].begin() + off);
+    }
+    std::vector<uint64_t> order;
+    for (const auto& [v, bytes] : model) order.push_back(v);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (uint64_t v : order) {
+      if (v == order.back() && seed % 2 == 0) {
+        ASSERT_TRUE(store_->DeleteChunk(id, 0).ok());  // the rest at once
+      } else {
+        ASSERT_TRUE(store_->DeleteChunkVersion(id, v).ok());
+      }
+      model.erase(v);
+      ExpectModel(*store_, id, model, v);
+      if (seed == 3 && model.size() == 4) Reopen();  // recount mid-way
+    }
+    EXPECT_EQ(testing::LiveBytes(*store_), live_before);
+  }
+  EXPECT_GT(store_->Counters().holes_punched, 0u);
+  for (const auto& seg : store_->Segments()) {
+    EXPECT_EQ(seg.usage.live_bytes, 0u) << seg.seq;
+    EXPECT_EQ(seg.usage.live_entries, 0u) << seg.seq;
+  }
+}
+
+TEST_P(ChunkStoreTest, CompactionMovesSharedPiecesAndEveryVersionReads) {
+  // Without hole punching, so that dead bytes stay in the segment.
+  store_.reset();
+  ChunkStoreOptions o = TestOptions(GetParam());
+  o.punch_holes = false;
+  auto reopened = ChunkStore::Open(StorePath(), o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
+  ChunkId id{10, 1, 0};
+  constexpr uint32_t kLen = 200 << 10;
+  ChunkId other{10, 2, 0};
+  ASSERT_TRUE(store_->WriteChunk(other, 1, Payload(kLen, 9)).ok());
+  Model model;
+  model[1] = Payload(kLen, 1);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, model[1]).ok());
+  for (uint64_t v = 2; v <= 6; ++v) {
+    if (v == 4) {
+      ASSERT_TRUE(store_->CloneChunk(id, 3, 4, kLen).ok());
+      model[4] = model[3];
+      continue;
+    }
+    auto bytes = Payload(5000, v);
+    const uint32_t off = static_cast<uint32_t>(v * 17000);
+    ASSERT_TRUE(store_->PatchChunk(id, v - 1, v, kLen, off, bytes).ok());
+    model[v] = model[v - 1];
+    std::copy(bytes.begin(), bytes.end(), model[v].begin() + off);
+  }
+  // Another chunk in the same segment dies, so it has dead bytes to compact.
+  ASSERT_TRUE(store_->DeleteChunk(other, 0).ok());
+  auto rep = store_->Compact(true);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_GE(rep->segments_compacted, 1u);
+  EXPECT_EQ(rep->unreadable, 0u);
+  EXPECT_GE(store_->Counters().chunks_relocated, model.size());
+  ExpectModel(*store_, id, model, 1);
+  // Each version is one piece now; the clones (3, 4) still share theirs.
+  for (const auto& [v, bytes] : model) {
+    EXPECT_EQ(store_->Locate(id, v)->pieces, 1u) << v;
+  }
+  EXPECT_EQ(store_->Locate(id, 3)->offset, store_->Locate(id, 4)->offset);
+  EXPECT_EQ(store_->Locate(id, 3)->path, store_->Locate(id, 4)->path);
+  EXPECT_EQ(testing::LiveBytes(*store_),
+            uint64_t{kLen} * (model.size() - 1));  // 3 and 4 share
+  for (const auto& seg : store_->Segments()) {
+    EXPECT_LE(seg.usage.live_bytes, seg.usage.end) << seg.seq;
+  }
+  Reopen();
+  ExpectModel(*store_, id, model, 2);
+  ASSERT_TRUE(store_->DeleteChunk(id, 0).ok());
+  EXPECT_EQ(testing::LiveBytes(*store_), 0u);
+}
+
+TEST_P(ChunkStoreTest, PatchVerifiesBoundaryBlocksAndReadsFindTheRest) {
+  ChunkId id{11, 1, 0};
+  constexpr uint32_t kLen = 256 << 10;
+  auto data = Payload(kLen, 1);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, data).ok());
+  // A corrupt block the window covers only in part: EBADMSG, nothing made.
+  FlipChunkBits(*store_, id, 1, 40000, 0x01);  // block 9
+  EXPECT_EQ(store_->PatchChunk(id, 1, 2, kLen, 39000, Payload(100, 2)).code(),
+            EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id, 2, 0, 1).status().code(), ENOENT);
+  // A window that covers the corrupt block whole replaces it: nothing of it
+  // is read.
+  ASSERT_TRUE(store_->PatchChunk(id, 1, 3, kLen, 36864, Payload(4096, 3)).ok());
+  // A corrupt block the window does not touch is not read by the patch, and
+  // reads of the new version find it.
+  FlipChunkBits(*store_, id, 1, 100000, 0x01);  // block 24
+  ASSERT_TRUE(store_->PatchChunk(id, 3, 4, kLen, 8192, Payload(10, 4)).ok());
+  EXPECT_EQ(store_->ReadChunk(id, 4, 0, kLen).status().code(), EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id, 4, 100000, 10).status().code(), EBADMSG);
+  auto fine = store_->ReadChunk(id, 4, 8192, 4096);
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+}
+
+TEST_P(ChunkStoreTest, Format3EntriesArePatchedAndCloned) {
+  // WriteChunk stores a one-piece chunk as format 3, the format earlier
+  // releases wrote: such a store opens unchanged and its chunks patch and
+  // clone.
+  ChunkId id{12, 1, 0};
+  auto data = Payload(100000, 1);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, data).ok());
+  store_.reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Options o;
+    ASSERT_TRUE(
+        rocksdb::DB::Open(o, StorePath() + "/" + chunk_paths::kIndexName, &raw)
+            .ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string value;
+    ASSERT_TRUE(db->Get({}, EncodeChunkKey(id, 1), &value).ok());
+    EXPECT_EQ(static_cast<uint8_t>(value[0]), kChunkValueFormatSegment);
+  }
+  Reopen();
+  ASSERT_TRUE(store_->PatchChunk(id, 1, 2, 100000, 50000, Payload(10, 2)).ok());
+  ASSERT_TRUE(store_->CloneChunk(id, 2, 3, 100000).ok());
+  auto want = data;
+  auto p = Payload(10, 2);
+  std::copy(p.begin(), p.end(), want.begin() + 50000);
+  Reopen();
+  EXPECT_EQ(*store_->ReadChunk(id, 1, 0, 100000), data);
+  EXPECT_EQ(*store_->ReadChunk(id, 3, 0, 100000), want);
+  EXPECT_EQ(store_->Locate(id, 3)->pieces, 3u);
+}
+
+TEST_P(ChunkStoreTest, ReadChunkIntoByHonoursAPassedDeadline) {
+  ChunkId id{13, 1, 0};
+  auto data = Payload(9000, 1);
+  ASSERT_TRUE(store_->WriteChunk(id, 1, data).ok());
+  std::vector<uint8_t> out(100, 0xEE);
+  const auto past = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  EXPECT_EQ(store_->ReadChunkIntoBy(id, 1, 10, out, past).code(), ETIMEDOUT);
+  EXPECT_EQ(out, std::vector<uint8_t>(100, 0xEE));  // untouched
+  const auto later =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ASSERT_TRUE(store_->ReadChunkIntoBy(id, 1, 10, out, later).ok());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + 10));
+  EXPECT_EQ(store_->ReadChunkIntoBy(id, 2, 0, out, later).code(), ENOENT);
 }
 
 TEST_P(ChunkStoreTest, ListCursorVisitsEverythingInOrder) {

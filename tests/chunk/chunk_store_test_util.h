@@ -90,9 +90,16 @@ inline void FlipBits(const std::string& path, off_t offset, uint8_t mask) {
 // XORs `mask` into byte `offset` of stored chunk (id, version).
 inline void FlipChunkBits(ChunkStore& store, const ChunkId& id,
                           uint64_t version, uint64_t offset, uint8_t mask) {
-  auto loc = store.Locate(id, version);
+  auto loc = store.Locate(id, version, static_cast<uint32_t>(offset));
   ASSERT_TRUE(loc.ok()) << loc.status().ToString();
-  FlipBits(loc->path, static_cast<off_t>(loc->offset + offset), mask);
+  FlipBits(loc->path, static_cast<off_t>(loc->offset), mask);
+}
+
+// The live bytes of all segments of `store`.
+inline uint64_t LiveBytes(ChunkStore& store) {
+  uint64_t n = 0;
+  for (const auto& seg : store.Segments()) n += seg.usage.live_bytes;
+  return n;
 }
 
 // Regular files under `dir` whose name ends with `suffix`.

@@ -24,10 +24,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (EncodeChunkValue(*value) != in) std::abort();
     // What the engine relies on without checking again: an aligned extent
     // that does not wrap, and one CRC per block.
-    if (value->in_segment &&
-        (value->offset % kSegmentAlign != 0 || value->block_shift == 0 ||
-         value->offset + SegmentExtentBytes(value->length) < value->offset)) {
-      std::abort();
+    // Pieces: in chunk order, covering [0, length) exactly, aligned, not
+    // wrapping, none empty.
+    if (value->in_segment) {
+      if (value->block_shift == 0) std::abort();
+      uint64_t next = 0;
+      for (const ChunkPiece& p : value->pieces) {
+        if (p.chunk_offset != next || p.length == 0 ||
+            p.chunk_offset % kSegmentAlign != 0 ||
+            p.segment_offset % kSegmentAlign != 0 ||
+            p.segment_offset + SegmentExtentBytes(p.length) <
+                p.segment_offset) {
+          std::abort();
+        }
+        next += p.length;
+      }
+      if (next != value->length) std::abort();
+      // Reads exactly the CRCs decoded (bounds, under ASan).
+      (void)CombineBlockCrcs(value->block_crcs, value->length,
+                             value->block_shift);
     }
     if (value->block_shift != 0 &&
         value->block_crcs.size() != (uint64_t{value->length} +
