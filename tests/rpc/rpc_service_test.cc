@@ -11,6 +11,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/typed_call.h"
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/fake_services.h"
 #include "tests/rpc/raw_session.h"
@@ -658,6 +659,36 @@ TEST_F(ChunkRpcTest, MalformedFramesAreRejectedAndCounted) {
   // Through all this the server keeps serving.
   EXPECT_TRUE(remote_->Stats().ok());
   EXPECT_EQ(server_->counters().rejected_total(), 5u);
+}
+
+// The one response decoder behind CallTyped and CallTypedInto: results on
+// OK, the remote Status as sent, and EPROTO naming the message, the peer's
+// role and address for a payload that does not decode.
+TEST(TypedCallTest, DecodeTypedResponseResultsRemoteErrorsAndMalformed) {
+  RpcClient client("127.0.0.1:9", Key(1), RemoteChunkService::DefaultOptions());
+  using Ping = Msg<MsgType::kPing>;
+  const Ping::Response sent{"chunkd", 7};
+  const std::vector<uint8_t> ok =
+      EncodeResponse<MsgType::kPing>(Status::Ok(), sent);
+  Ping::Response got{};
+  Status s = DecodeTypedResponse<MsgType::kPing>(client, ok, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got, sent);
+
+  s = DecodeTypedResponse<MsgType::kPing>(
+      client, EncodeErrorResponse(Status::NotFound("no such chunk")), &got);
+  EXPECT_EQ(s.code(), ENOENT);
+  EXPECT_NE(s.message().find("no such chunk"), std::string::npos);
+
+  const std::vector<uint8_t> truncated(ok.begin(), ok.end() - 1);
+  s = DecodeTypedResponse<MsgType::kPing>(client, truncated, &got);
+  EXPECT_EQ(s.code(), EPROTO);
+  for (const std::string& part :
+       {std::string("malformed ") +
+            MsgTypeName(static_cast<uint16_t>(MsgType::kPing)),
+        std::string("from chunkd at 127.0.0.1:9")}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.ToString();
+  }
 }
 
 TEST(RpcClientTest, BadAddressIsInvalidArgument) {
