@@ -83,6 +83,16 @@ Status KillPriv(MetaService& meta, uint64_t ino) {
   return RemoveCapability(meta, ino);
 }
 
+// Exactly `n` bytes to build a READ/READDIR reply in: the transport's
+// buffer (zero-copy on io-uring), or *own resized when it has none that big.
+std::span<uint8_t> ReplyBufferOr(Replier& r, uint32_t n,
+                                 std::vector<uint8_t>* own) {
+  std::span<uint8_t> buf = r.ReplyBuffer(n);
+  if (buf.size() >= n) return buf.first(n);
+  own->resize(n);
+  return *own;
+}
+
 }  // namespace
 
 StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
@@ -667,13 +677,7 @@ void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   counters_.read_requests.fetch_add(1, std::memory_order_relaxed);
   auto w = WriterFor(nodeid, false);
   std::vector<uint8_t> own;
-  std::span<uint8_t> buf = r.ReplyBuffer(in.size);
-  if (buf.size() < in.size) {
-    own.resize(in.size);
-    buf = own;
-  } else {
-    buf = buf.first(in.size);
-  }
+  std::span<uint8_t> buf = ReplyBufferOr(r, in.size, &own);
   auto n = w ? w->Read(in.offset, buf) : ReadCommitted(nodeid, in.offset, buf);
   if (!n.ok()) return Fail(r, n.status());
   counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
@@ -837,13 +841,7 @@ void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
   auto entries = meta_.ReadDir(ino, in.offset, max_entries);
   if (!entries.ok()) return Fail(r, entries.status());
   std::vector<uint8_t> own;
-  std::span<uint8_t> buf = r.ReplyBuffer(in.size);
-  if (buf.size() < in.size) {
-    own.resize(in.size);
-    buf = own;
-  } else {
-    buf = buf.first(in.size);
-  }
+  std::span<uint8_t> buf = ReplyBufferOr(r, in.size, &own);
   if (!plus) {
     fuse::DirentEncoder enc(buf);
     for (const auto& e : *entries) {

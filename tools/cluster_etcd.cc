@@ -1,8 +1,5 @@
 #include "tools/cluster_etcd.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/meta/etcd_command.h"
 #include "backend/meta/etcd_kv.h"
 #include "tools/cluster_files.h"
 
@@ -38,24 +36,6 @@ std::string FindProgram(const std::string& name) {
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
   return "";
-}
-
-// A loopback port that was free a moment ago (the kernel picked it).
-Result<std::string> FreeLoopbackAddress() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(errno, "socket");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    ::close(fd);
-    return Status::FromErrno(e, "bind a loopback port");
-  }
-  ::close(fd);
-  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
 }
 
 Status WriteLine(const std::string& path, const std::string& line) {
@@ -127,33 +107,13 @@ Result<std::vector<std::string>> EtcdMembers::Args(uint32_t member) const {
     return Status::NotFound("no addresses for " + Name(member) + " in " + dir_ +
                             "; start the cluster with `stripefs "
                             "cluster up --meta-engine etcd`");
-  // Raft timing 2x etcd's defaults: a loaded machine (tests) must not
-  // elect a new leader on every scheduling hiccup.
-  return std::vector<std::string>{etcd,
-                                  "--name",
-                                  Name(member),
-                                  "--data-dir",
-                                  Base(member),
-                                  "--listen-client-urls",
-                                  client,
-                                  "--advertise-client-urls",
-                                  client,
-                                  "--listen-peer-urls",
-                                  peer,
-                                  "--initial-advertise-peer-urls",
-                                  peer,
-                                  "--initial-cluster",
-                                  cluster,
-                                  "--initial-cluster-state",
-                                  "new",
-                                  "--initial-cluster-token",
-                                  "stripefs-" + dir_,
-                                  "--heartbeat-interval",
-                                  "200",
-                                  "--election-timeout",
-                                  "2000",
-                                  "--log-level",
-                                  "warn"};
+  return EtcdMemberArgs({.binary = etcd,
+                         .name = Name(member),
+                         .data_dir = Base(member),
+                         .client_url = client,
+                         .peer_url = peer,
+                         .initial_cluster = cluster,
+                         .cluster_token = "stripefs-" + dir_});
 }
 
 std::string EtcdMembers::Endpoints() const {

@@ -81,11 +81,14 @@ int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
   }
   const RepairProgress& p = *result;
   std::printf(
-      "%s of %s: %llu stripes checked, %llu repaired, %llu chunks "
+      "%s of %s: %llu stripes checked, %llu repaired, %llu failed "
+      "(%llu still degraded: chunks on servers down), %llu chunks "
       "(%.1f MiB) rebuilt in %.1f s",
       options.scrub ? "scrub" : "repair", (*volume)->description().c_str(),
       static_cast<unsigned long long>(p.stripes_seen),
       static_cast<unsigned long long>(p.stripes_repaired),
+      static_cast<unsigned long long>(p.stripes_failed),
+      static_cast<unsigned long long>(p.stripes_unreachable),
       static_cast<unsigned long long>(p.chunks_rebuilt),
       p.bytes_rebuilt / 1048576.0, p.seconds);
   if (p.seconds > 0 && p.bytes_rebuilt > 0)
@@ -99,12 +102,15 @@ int RunRepair(const VolumeFlags& flags, const RepairOptions& options) {
                     ? " (delete with --delete-orphans while no client writes)"
                     : "");
   }
+  // Exit 2: the volume is still degraded (docs/backend.md).
   if (p.stripes_failed > 0) {
     std::fprintf(stderr,
-                 "stripefs: %llu stripes could not be repaired; first: %s\n"
+                 "stripefs: %llu stripes could not be repaired (%llu of them "
+                 "have chunks on servers that are down); first: %s\n"
                  "  bring the servers holding their chunks back up (or mark "
                  "dead ones out) and run repair again\n",
                  static_cast<unsigned long long>(p.stripes_failed),
+                 static_cast<unsigned long long>(p.stripes_unreachable),
                  p.first_error.c_str());
     return 2;
   }

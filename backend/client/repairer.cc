@@ -1,5 +1,6 @@
 #include "backend/client/repairer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -24,10 +25,27 @@ Result<Placement> PlacementIgnoringOut(const ClusterMap& map, uint32_t n) {
   return Placement::Create(all, n);
 }
 
+// "chunk 2 (server 5), chunk 4 (server 1) not rewritten: server down or not
+// answering" for the chunks in `mask` of `ref`.
+std::string UnreachableChunks(const Placement& placement, const StripeRef& ref,
+                              uint32_t mask) {
+  const std::vector<uint32_t> ids =
+      placement.ServersFor(ref.inode, ref.sv.stripe);
+  std::string out;
+  for (uint32_t i = 0; i < ids.size() && i < 32; ++i) {
+    if (!(mask & ChunkBit(i))) continue;
+    out += (out.empty() ? "chunk " : ", chunk ") + std::to_string(i) +
+           " (server " + std::to_string(ids[i]) + ")";
+  }
+  return out + " not rewritten: server down or not answering";
+}
+
 }  // namespace
 
 Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
-                              const StripeVersion& sv, bool verify) {
+                              const StripeVersion& sv, bool verify,
+                              uint32_t* unreachable_out) {
+  if (unreachable_out) *unreachable_out = 0;
   const Geometry& geometry = client.geometry();
   const ec::Codec& codec = client.codec();
   ClientCounters& counters = client.mutable_counters();
@@ -155,6 +173,7 @@ Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
     if (!st.ok() && st.code() != ESTALE) return st;
   }
   if (failed != 0) return write_error.Annotate("repair write");
+  if (unreachable_out) *unreachable_out = unreachable;
   return rewritten;
 }
 
@@ -176,18 +195,37 @@ Result<RepairProgress> Repairer::Run(
   auto old_placement = PlacementIgnoringOut(*map, n);
   if (!old_placement.ok()) return old_placement.status();
 
+  // Servers that are down (not out): placement still names them, so their
+  // chunks are degraded until they are back (or marked out and repaired).
+  std::set<uint32_t> down;
+  for (const auto& s : map->servers)
+    if (s.state == ServerState::kDown) down.insert(s.id);
+
   // First pass: collect the stripes to visit (the map is small per stripe).
-  std::vector<StripeRef> work;
+  struct Work {
+    StripeRef ref;
+    // Chunks on servers that are down. A stripe visited only for these
+    // (nothing missing or moved, no scrub) is counted, not touched: its
+    // chunks are intact there and nothing can be rebuilt onto a down server.
+    uint32_t on_down = 0;
+    bool rebuild = true;
+  };
+  std::vector<Work> work;
   uint64_t after_ino = 0, after_stripe = 0;
   for (;;) {
     auto batch = meta.ListStripes(after_ino, after_stripe, 4096);
     if (!batch.ok()) return batch.status().Annotate("listing stripes");
     if (batch->empty()) break;
     for (const auto& ref : *batch) {
-      bool moved = old_placement->ServersFor(ref.inode, ref.sv.stripe) !=
-                   now_placement->ServersFor(ref.inode, ref.sv.stripe);
-      if (options.scrub || ref.sv.missing_mask != 0 || moved)
-        work.push_back(ref);
+      const std::vector<uint32_t> now =
+          now_placement->ServersFor(ref.inode, ref.sv.stripe);
+      const bool moved =
+          old_placement->ServersFor(ref.inode, ref.sv.stripe) != now;
+      uint32_t on_down = 0;
+      for (uint32_t i = 0; i < now.size() && i < 32; ++i)
+        if (down.count(now[i])) on_down |= ChunkBit(i);
+      const bool rebuild = options.scrub || ref.sv.missing_mask != 0 || moved;
+      if (rebuild || on_down != 0) work.push_back({ref, on_down, rebuild});
     }
     after_ino = batch->back().inode;
     after_stripe = batch->back().sv.stripe;
@@ -207,20 +245,31 @@ Result<RepairProgress> Repairer::Run(
     for (;;) {
       size_t i = next.fetch_add(1);
       if (i >= work.size()) return;
-      const StripeRef& ref = work[i];
-      auto r = RepairStripe(client, ref.inode, ref.sv, options.scrub);
+      const StripeRef& ref = work[i].ref;
+      uint32_t unreachable = work[i].on_down;
+      Result<uint32_t> r = uint32_t{0};
+      if (work[i].rebuild)
+        r = RepairStripe(client, ref.inode, ref.sv, options.scrub,
+                         &unreachable);
       std::lock_guard<std::mutex> lock(mu);
       ++p.stripes_seen;
+      auto fail = [&](const std::string& why) {
+        ++p.stripes_failed;
+        if (p.first_error.empty())
+          p.first_error = "inode " + std::to_string(ref.inode) + " stripe " +
+                          std::to_string(ref.sv.stripe) + ": " + why;
+      };
       if (r.ok()) {
         if (*r > 0) ++p.stripes_repaired;
         p.chunks_rebuilt += *r;
         p.bytes_rebuilt += uint64_t{*r} * ref.sv.chunk_len;
+        if (unreachable != 0) {
+          ++p.stripes_unreachable;
+          fail("still degraded: " +
+               UnreachableChunks(*now_placement, ref, unreachable));
+        }
       } else if (r.status().code() != ESTALE) {
-        ++p.stripes_failed;
-        if (p.first_error.empty())
-          p.first_error = "inode " + std::to_string(ref.inode) + " stripe " +
-                          std::to_string(ref.sv.stripe) + ": " +
-                          r.status().ToString();
+        fail(r.status().ToString());
       }
       report();
     }

@@ -2,7 +2,12 @@
 //
 //  * Repair: every stripe with chunks marked missing, or with a chunk whose
 //    placement moved because a server was marked out, is rebuilt onto the
-//    servers the current cluster map names (RepairStripe below).
+//    servers the current cluster map names (RepairStripe below). A chunk
+//    whose server is down (or does not answer) cannot be rewritten until it
+//    is back or marked out: its stripe stays degraded and is counted as
+//    failed, never as done. Stripes degraded only by a chunk on a server the
+//    map says is down are counted without being touched (the chunk is
+//    intact there; its missing bit is not set).
 //  * Scrub: every stripe is read whole, CRCs are checked by the stores and
 //    parity is re-verified; bad chunks are rebuilt. Chunk versions that no
 //    committed stripe references (orphans of crashed writes) are counted,
@@ -33,7 +38,11 @@ struct RepairProgress {
   uint64_t stripes_repaired = 0;
   uint64_t chunks_rebuilt = 0;
   uint64_t bytes_rebuilt = 0;
-  uint64_t stripes_failed = 0;  // could not be repaired (see errors)
+  // Left without full redundancy (see first_error), including:
+  uint64_t stripes_failed = 0;
+  // those whose only fault is chunks on servers that are down or do not
+  // answer (nothing to rebuild them onto until they are back or out).
+  uint64_t stripes_unreachable = 0;
   uint64_t orphan_chunks = 0;
   uint64_t orphans_deleted = 0;
   double seconds = 0;
@@ -45,15 +54,19 @@ struct RepairProgress {
 // names) onto the placement's servers, then clears the mask. With `verify`
 // (scrub), every chunk is read whole and parity is re-checked; a chunk that
 // passes its CRC but disagrees with parity is found and rebuilt. Returns the
-// number of chunks rewritten. Holds the client's lock of that stripe.
+// number of chunks rewritten; *unreachable (when given) gets the mask of the
+// chunks left missing because their server is down or did not answer (the
+// stripe's missing_mask keeps them). Holds the client's lock of that stripe.
 Result<uint32_t> RepairStripe(StripeClient& client, uint64_t ino,
-                              const StripeVersion& sv, bool verify);
+                              const StripeVersion& sv, bool verify,
+                              uint32_t* unreachable = nullptr);
 
 class Repairer {
  public:
   explicit Repairer(Volume* volume) : volume_(volume) {}
   // Returns the final tally; a non-OK status only when the walk itself
-  // failed (metadata unreachable). Per-stripe failures are counted.
+  // failed (metadata unreachable). Per-stripe failures are counted, and so
+  // is every stripe left degraded (stripes_failed, stripes_unreachable).
   Result<RepairProgress> Run(
       const RepairOptions& options,
       const std::function<void(const RepairProgress&)>& progress = {});

@@ -1,8 +1,9 @@
 // Typed helpers over RpcClient / RpcServer for the messages of
-// wire_messages.h: CallTyped (client side: encode request, call, decode the
-// remote Status and results) and ServeTyped (server side: decode request,
-// run the service method, encode its Status and results). Used by the
-// Remote*Service stubs and the *ServiceServer handlers. Stateless.
+// wire_messages.h: CallTyped / CallTypedInto (client side: encode request,
+// call, decode the remote Status and results through DecodeTypedResponse)
+// and ServeTyped (server side: decode request, run the service method, encode
+// its Status and results). Used by the Remote*Service stubs and the
+// *ServiceServer handlers. Stateless.
 #pragma once
 
 #include <span>
@@ -15,6 +16,25 @@
 #include "backend/rpc/wire_messages.h"
 
 namespace stripefs::rpc {
+
+// Decodes a typed response payload from `client`'s peer: EPROTO (naming the
+// message, peer role and address) when the payload is malformed, the remote
+// Status when it is an error, else OK with *resp filled. The one response
+// decoder behind CallTyped and CallTypedInto.
+template <MsgType T>
+Status DecodeTypedResponse(const RpcClient& client,
+                           std::span<const uint8_t> payload,
+                           typename Msg<T>::Response* resp) {
+  Status remote;
+  if (!DecodeResponse<T>(payload, &remote, resp)) {
+    return Status(EPROTO, std::string("malformed ") +
+                              MsgTypeName(static_cast<uint16_t>(T)) +
+                              " response from " + client.options().peer_role +
+                              " at " + client.address() +
+                              " (different stripefs versions?)");
+  }
+  return remote;
+}
 
 // Returns the transport error, the remote Status, or OK with *resp filled
 // (and *bulk_in holding the response bulk when requested). `timeout` > 0
@@ -29,15 +49,7 @@ Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
   STRIPEFS_ASSIGN_OR_RETURN(
       RpcResponse r,
       client.Call(static_cast<uint16_t>(T), payload, bulk_out, timeout));
-  Status remote;
-  if (!DecodeResponse<T>(r.payload, &remote, resp)) {
-    return Status(EPROTO, std::string("malformed ") +
-                              MsgTypeName(static_cast<uint16_t>(T)) +
-                              " response from " + client.options().peer_role +
-                              " at " + client.address() +
-                              " (different stripefs versions?)");
-  }
-  if (!remote.ok()) return remote;
+  STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
   if (bulk_in) *bulk_in = std::move(r.bulk);
   return Status::Ok();
 }
@@ -53,15 +65,7 @@ Status CallTypedInto(RpcClient& client, const typename Msg<T>::Request& req,
   STRIPEFS_ASSIGN_OR_RETURN(
       RpcResponse r,
       client.CallInto(static_cast<uint16_t>(T), payload, bulk_in, deadline));
-  Status remote;
-  if (!DecodeResponse<T>(r.payload, &remote, resp)) {
-    return Status(EPROTO, std::string("malformed ") +
-                              MsgTypeName(static_cast<uint16_t>(T)) +
-                              " response from " + client.options().peer_role +
-                              " at " + client.address() +
-                              " (different stripefs versions?)");
-  }
-  if (!remote.ok()) return remote;
+  STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
   if (!r.bulk_in_place) {
     return Status(EPROTO, client.options().peer_role + " at " +
                               client.address() + " returned " +

@@ -516,7 +516,7 @@ TEST_F(CliTest, RegularUserMountsAVolumeInTheirHome) {
 // ours is left alone (the test skips).
 class InstalledHelper {
  public:
-  explicit InstalledHelper(const std::string& bin) {
+  explicit InstalledHelper(const std::string& bin) : bin_(bin) {
     char target[PATH_MAX] = {};
     ssize_t n = ::readlink(kPath, target, sizeof(target) - 1);
     if (n > 0) {
@@ -530,9 +530,15 @@ class InstalledHelper {
     if (installed_) ::unlink(kPath);
   }
   bool usable() const { return ours_; }
+  // Why a test that needs the helper skips when it is not usable.
+  std::string SkipMessage() const {
+    return std::string("SKIPPED (loudly): ") + kPath +
+           " exists and is not a link to " + bin_;
+  }
   static constexpr const char* kPath = "/sbin/mount.fuse.stripefs";
 
  private:
+  std::string bin_;
   bool installed_ = false, ours_ = false;
 };
 
@@ -561,10 +567,7 @@ void MountCommandRoundTrip(const std::string& source, const std::string& mnt,
 
 TEST_F(CliTest, MountCommandAndFstabLineThenUmount) {
   InstalledHelper helper(Bin());
-  if (!helper.usable()) {
-    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
-                 << " exists and is not a link to " << Bin();
-  }
+  if (!helper.usable()) GTEST_SKIP() << helper.SkipMessage();
   int rc = 0;
   std::string out = Sh(Bin() + " mkfs " + vol_, &rc);
   ASSERT_EQ(rc, 0) << out;
@@ -593,10 +596,7 @@ TEST_F(CliTest, MountCommandAndFstabLineThenUmount) {
 // the fix, and nothing is mounted.
 TEST_F(CliTest, MountCommandServesMetricsOption) {
   InstalledHelper helper(Bin());
-  if (!helper.usable()) {
-    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
-                 << " exists and is not a link to " << Bin();
-  }
+  if (!helper.usable()) GTEST_SKIP() << helper.SkipMessage();
   int rc = 0;
   std::string out = Sh(Bin() + " mkfs " + vol_, &rc);
   ASSERT_EQ(rc, 0) << out;
@@ -642,10 +642,7 @@ TEST_F(CliTest, MountCommandServesMetricsOption) {
 
 TEST_F(CliTest, MountCommandMountsAClusterSource) {
   InstalledHelper helper(Bin());
-  if (!helper.usable()) {
-    GTEST_SKIP() << "SKIPPED (loudly): " << InstalledHelper::kPath
-                 << " exists and is not a link to " << Bin();
-  }
+  if (!helper.usable()) GTEST_SKIP() << helper.SkipMessage();
   const std::string skip = BackendSkipMessage(FsBackend::kCluster);
   if (!skip.empty()) GTEST_SKIP() << skip;
   FsMountOptions o;

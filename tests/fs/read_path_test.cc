@@ -91,7 +91,9 @@ class ReadPathTest : public ::testing::Test {
     ASSERT_TRUE(rec.done);
     ASSERT_EQ(rec.error, 0);
   }
-  std::string Read(uint64_t ino, uint64_t off, uint32_t size) {
+  // READ; *body (when given) records where its reply body starts.
+  std::string Read(uint64_t ino, uint64_t off, uint32_t size,
+                   const void** body = nullptr) {
     RecordedReply rec;
     FakeInFlight f(&rec);
     fuse_read_in in{};
@@ -100,6 +102,7 @@ class ReadPathTest : public ::testing::Test {
     fs_->Read(fuse::Replier(&f, nullptr), ino, in);
     EXPECT_TRUE(rec.done);
     EXPECT_EQ(rec.error, 0);
+    if (body) *body = rec.first_base;
     return rec.body;
   }
   static std::string Str(const std::vector<uint8_t>& v, uint64_t off = 0,
@@ -334,20 +337,6 @@ class DirectReadTest : public ReadPathTest {
     // InProcessVolume registers store i as server id i.
     return volume_->client().view().LayoutFor(ino, 0).servers[cell].id;
   }
-  // READ recording where its reply body starts.
-  std::string ReadAt(uint64_t ino, uint64_t off, uint32_t size,
-                     const void** body) {
-    RecordedReply rec;
-    FakeInFlight f(&rec);
-    fuse_read_in in{};
-    in.offset = off;
-    in.size = size;
-    fs_->Read(fuse::Replier(&f, nullptr), ino, in);
-    EXPECT_TRUE(rec.done);
-    EXPECT_EQ(rec.error, 0);
-    *body = rec.first_base;
-    return rec.body;
-  }
   uint64_t WrittenFile(const std::vector<uint8_t>& data) {
     const uint64_t ino = NewFile("d");
     Open(ino);
@@ -369,7 +358,7 @@ TEST_F(DirectReadTest, CachedStripeReadGoesStraightIntoTheReplyBuffer) {
     const void* body = nullptr;
     // Inside one cell: one bounded read, into the reply itself.
     const uint64_t in_cell = std::min<uint64_t>(3000, 4096 - off % 4096);
-    ASSERT_EQ(ReadAt(ino, off, static_cast<uint32_t>(in_cell), &body),
+    ASSERT_EQ(Read(ino, off, static_cast<uint32_t>(in_cell), &body),
               Str(data, off, in_cell));
     EXPECT_EQ(Sum(&DirectReadChunkService::direct_reads), direct + 1) << off;
     bool into_reply = false;

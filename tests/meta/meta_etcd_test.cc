@@ -16,16 +16,13 @@
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "tests/meta/meta_test_util.h"
-#include "tests/support/etcd_process.h"
 
 namespace stripefs {
 namespace {
 
 using testing::CheckInvariants;
+using testing::Engine;
 using testing::ReadAll;
-using testing::TempDir;
-
-enum class Engine { kRocksDb, kEtcd };
 
 std::string Key(int i) {
   char buf[16];
@@ -33,22 +30,20 @@ std::string Key(int i) {
   return buf;
 }
 
-class KvStoreContract : public ::testing::TestWithParam<Engine> {
+class KvStoreContract : public testing::MetaEngineFixture {
  protected:
+  KvStoreContract() : MetaEngineFixture("kv-contract") {}
   void SetUp() override {
-    if (GetParam() == Engine::kEtcd) {
-      auto loc = testing::SharedEtcdLocation("kv-contract");
-      if (!loc.ok()) {
-        GTEST_SKIP() << "etcd engine tests skipped: "
-                     << loc.status().ToString();
-      }
-      auto where = ParseEtcdLocation(*loc);
+    MetaEngineFixture::SetUp();
+    if (IsSkipped()) return;
+    if (etcd()) {
+      auto where = ParseEtcdLocation(location_);
       ASSERT_TRUE(where.ok()) << where.status().ToString();
       auto kv = ConnectEtcd(*where);
       ASSERT_TRUE(kv.ok()) << kv.status().ToString();
       kv_ = std::move(kv).value();
     } else {
-      auto kv = RocksKv::Open(tmp_.sub("kv"), /*create=*/true);
+      auto kv = RocksKv::Open(location_, /*create=*/true);
       ASSERT_TRUE(kv.ok()) << kv.status().ToString();
       kv_ = std::move(kv).value();
     }
@@ -62,7 +57,6 @@ class KvStoreContract : public ::testing::TestWithParam<Engine> {
       ASSERT_TRUE(c.ok()) << c.status().ToString();
     }
   }
-  TempDir tmp_;
   std::unique_ptr<KvStore> kv_;
 };
 
@@ -179,19 +173,16 @@ INSTANTIATE_TEST_SUITE_P(Etcd, KvStoreContract,
 
 // --- etcd only -------------------------------------------------------------
 
-class EtcdMetaTest : public ::testing::Test {
+class EtcdMetaTest : public testing::MetaLocationFixture {
  protected:
+  EtcdMetaTest() : MetaLocationFixture(Engine::kEtcd, "etcd-meta") {}
   void SetUp() override {
-    auto loc = testing::SharedEtcdLocation("etcd-meta");
-    if (!loc.ok()) {
-      GTEST_SKIP() << "etcd engine tests skipped: " << loc.status().ToString();
-    }
-    location_ = *loc;
+    MetaLocationFixture::SetUp();
+    if (IsSkipped()) return;
     auto s = MetaStore::Create(location_, geo_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }
-  std::string location_;
   Geometry geo_{4, 2, 4096};
   std::unique_ptr<MetaStore> store_;
 };

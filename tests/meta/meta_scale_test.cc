@@ -21,16 +21,14 @@
 #include "backend/meta/meta_store.h"
 #include "backend/meta/rocks_kv.h"
 #include "tests/meta/meta_test_util.h"
-#include "tests/support/etcd_process.h"
 
 namespace stripefs {
 namespace {
 
 using testing::CheckInvariants;
+using testing::Engine;
 using testing::ReadAll;
 using testing::TempDir;
-
-enum class Engine { kRocksDb, kEtcd };
 
 bool Soak() {
   const char* v = std::getenv("STRIPEFS_SOAK");
@@ -42,29 +40,19 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-class MetaScaleTest : public ::testing::TestWithParam<Engine> {
+class MetaScaleTest : public testing::MetaEngineFixture {
  protected:
+  MetaScaleTest() : MetaEngineFixture("meta-scale") {}
   void SetUp() override {
-    if (GetParam() == Engine::kEtcd) {
-      auto loc = testing::SharedEtcdLocation("meta-scale");
-      if (!loc.ok()) {
-        GTEST_SKIP() << "etcd engine tests skipped: "
-                     << loc.status().ToString();
-      }
-      location_ = *loc;
-    } else {
-      location_ = tmp_.sub("meta");
-    }
+    MetaEngineFixture::SetUp();
+    if (IsSkipped()) return;
     options_.sync = false;  // durability is not what these tests check
     options_.inode_batch = 64;
     auto s = MetaStore::Create(location_, geo_, options_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }
-  bool etcd() const { return GetParam() == Engine::kEtcd; }
 
-  TempDir tmp_;
-  std::string location_;
   Geometry geo_{4, 2, 4096};
   MetaStoreOptions options_;
   std::unique_ptr<MetaStore> store_;
@@ -246,14 +234,12 @@ TEST(MetaStoreRelease1, OpensAndContinuesTheSingleCounters) {
 
 // --- etcd: several MetaStores on one volume -------------------------------
 
-class EtcdMetaScale : public ::testing::Test {
+class EtcdMetaScale : public testing::MetaLocationFixture {
  protected:
+  EtcdMetaScale() : MetaLocationFixture(Engine::kEtcd, "etcd-scale") {}
   void SetUp() override {
-    auto loc = testing::SharedEtcdLocation("etcd-scale");
-    if (!loc.ok()) {
-      GTEST_SKIP() << "etcd engine tests skipped: " << loc.status().ToString();
-    }
-    location_ = *loc;
+    MetaLocationFixture::SetUp();
+    if (IsSkipped()) return;
     options_.inode_batch = 32;  // several leases per store in each test
     for (int i = 0; i < 2; ++i) {
       auto s = i == 0 ? MetaStore::Create(location_, geo_, options_)
@@ -295,7 +281,6 @@ class EtcdMetaScale : public ::testing::Test {
            stores_[1]->commit_stats().conflicts;
   }
 
-  std::string location_;
   Geometry geo_{4, 2, 4096};
   MetaStoreOptions options_;
   std::unique_ptr<MetaStore> stores_[2];

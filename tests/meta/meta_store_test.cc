@@ -15,12 +15,12 @@
 
 #include "backend/meta/meta_schema.h"
 #include "tests/meta/meta_test_util.h"
-#include "tests/support/etcd_process.h"
 
 namespace stripefs {
 namespace {
 
 using testing::CheckInvariants;
+using testing::Engine;
 using testing::ReadAll;
 using testing::TempDir;
 
@@ -43,25 +43,15 @@ int Err(const Result<T>& r) {
 }
 int Err(const Status& s) { return s.code(); }
 
-// Which key-value engine a MetaStoreTest runs on.
-enum class Engine { kRocksDb, kEtcd };
-
 // Every MetaStoreTest runs on both engines: RocksDB in a temporary
 // directory, and etcd (one loopback etcd per test process, a fresh key
 // prefix per test; the etcd instantiation is one ctest entry, so one etcd).
-class MetaStoreTest : public ::testing::TestWithParam<Engine> {
+class MetaStoreTest : public testing::MetaEngineFixture {
  protected:
+  MetaStoreTest() : MetaEngineFixture("meta-test") {}
   void SetUp() override {
-    if (GetParam() == Engine::kEtcd) {
-      auto loc = testing::SharedEtcdLocation("meta-test");
-      if (!loc.ok()) {
-        GTEST_SKIP() << "etcd engine tests skipped: "
-                     << loc.status().ToString();
-      }
-      location_ = *loc;
-    } else {
-      location_ = tmp_.sub("meta");
-    }
+    MetaEngineFixture::SetUp();
+    if (IsSkipped()) return;
     MetaStoreOptions o;
     o.root_uid = 1000;
     o.root_gid = 100;
@@ -95,8 +85,6 @@ class MetaStoreTest : public ::testing::TestWithParam<Engine> {
     return v;
   }
 
-  TempDir tmp_;
-  std::string location_;
   Geometry geo_{4, 2, 64 * 1024};  // stripe = 256 KiB
   std::unique_ptr<MetaStore> store_;
 };

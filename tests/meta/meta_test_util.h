@@ -1,6 +1,8 @@
 // Helpers shared by the MetaStore tests: a temporary directory removed at
-// scope exit, and a whole-volume invariant checker that only uses the
-// MetaService interface (so it also works for other implementations).
+// scope exit, the fixture bases that put a test on a RocksDB directory or a
+// key prefix of the process's shared etcd (skipping loudly without etcd),
+// and a whole-volume invariant checker that only uses the MetaService
+// interface (so it also works for other implementations).
 // Not thread-safe; use from the test's main thread.
 #pragma once
 
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include "backend/meta/meta_service.h"
+#include "common/status.h"
+#include "tests/support/etcd_process.h"
 
 namespace stripefs::testing {
 
@@ -38,6 +42,50 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// Which key-value engine a test runs on.
+enum class Engine { kRocksDb, kEtcd };
+
+// The MetaStore location of a test on `engine`: on RocksDB the directory
+// `tmp`/meta, on etcd a fresh key prefix `name`-PID-N on the process's shared
+// etcd (SharedEtcdLocation), or why there is no etcd (skip with it).
+inline Result<std::string> NewMetaLocation(Engine engine, const TempDir& tmp,
+                                           const std::string& name) {
+  if (engine == Engine::kEtcd) return SharedEtcdLocation(name);
+  return tmp.sub("meta");
+}
+
+// Base of the MetaStore fixtures: SetUp sets location_ for `engine` (see
+// NewMetaLocation; `etcd_name` names the etcd prefix) and skips the test,
+// with the reason, when etcd or the etcd engine is missing. A derived SetUp
+// calls this one first and returns when IsSkipped().
+class MetaLocationFixture : public ::testing::Test {
+ protected:
+  MetaLocationFixture(Engine engine, std::string etcd_name)
+      : engine_(engine), etcd_name_(std::move(etcd_name)) {}
+  void SetUp() override {
+    auto loc = NewMetaLocation(engine_, tmp_, etcd_name_);
+    if (!loc.ok()) {
+      GTEST_SKIP() << "etcd engine tests skipped: " << loc.status().ToString();
+    }
+    location_ = *loc;
+  }
+  bool etcd() const { return engine_ == Engine::kEtcd; }
+
+  const Engine engine_;
+  const std::string etcd_name_;
+  TempDir tmp_;
+  std::string location_;
+};
+
+// MetaLocationFixture on the engine of the test parameter: instantiate the
+// suite with Values(Engine::kRocksDb) and Values(Engine::kEtcd).
+class MetaEngineFixture : public MetaLocationFixture,
+                          public ::testing::WithParamInterface<Engine> {
+ protected:
+  explicit MetaEngineFixture(std::string etcd_name)
+      : MetaLocationFixture(GetParam(), std::move(etcd_name)) {}
 };
 
 // Reads a whole directory through ReadDir in pages of `page` entries.

@@ -374,9 +374,10 @@ TEST_F(OpsClusterTest, StatusShowsRepairProgressAndEta) {
 }
 
 // Kill a chunk server, write while it is down (stripes are written
-// degraded), bring it back: status counts the degraded stripes; `stripefs
-// repair` reports to metad, and status then shows its final tally and no
-// degraded stripe.
+// degraded): `stripefs repair` cannot fix them yet and exits 2 saying so.
+// Bring it back: status counts the degraded stripes; `stripefs repair`
+// reports to metad, and status then shows its final tally and no degraded
+// stripe.
 TEST_F(OpsClusterTest, RepairAfterAKilledServerEndsWithNoDegradedStripes) {
   ASSERT_EQ(Cli("cluster kill --server 2 --dir " + dir_), 0);
   auto server2 = [](const nlohmann::json& j, const char* state, bool answers) {
@@ -395,6 +396,19 @@ TEST_F(OpsClusterTest, RepairAfterAKilledServerEndsWithNoDegradedStripes) {
     ASSERT_TRUE(f.good());
   }
   ::sync();
+  {
+    // While server 2 is down, repair cannot restore those stripes: it
+    // counts them, says why, and exits 2 instead of reporting 0 failed.
+    std::string out;
+    EXPECT_EQ(
+        Cli("repair --meta " + meta_ + " --key " + dir_ + "/cluster.key", &out),
+        2)
+        << out << Slurp(dir_ + "/cli.log");
+    EXPECT_EQ(out.find(" 0 failed"), std::string::npos) << out;
+    EXPECT_NE(out.find("still degraded"), std::string::npos) << out;
+    EXPECT_NE(Slurp(dir_ + "/cli.log").find("could not be repaired"),
+              std::string::npos);
+  }
   ASSERT_EQ(Cli("cluster start --server 2 --dir " + dir_), 0);
   j = StatusJsonUntil([&](const auto& j) { return server2(j, "up", true); });
   ASSERT_TRUE(server2(j, "up", true)) << j.dump(2);

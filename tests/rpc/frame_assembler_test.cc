@@ -17,12 +17,7 @@ namespace {
 
 using testing::Link;
 using testing::MakeLink;
-
-std::shared_ptr<const ClusterKey> Key() {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(3);
-  return ClusterKey::FromBytes(b);
-}
+using testing::TestKey;
 
 // Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
@@ -55,7 +50,7 @@ struct Sent {
 };
 
 TEST(FrameAssemblerTest, FramesSplitAnywhereComeOutExact) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   std::vector<Sent> sent;
   std::vector<uint8_t> stream;
@@ -92,7 +87,7 @@ TEST(FrameAssemblerTest, FramesSplitAnywhereComeOutExact) {
 }
 
 TEST(FrameAssemblerTest, LargeBulkIsReceivedInPlaceAndGrowsPastFourMiB) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   auto bulk = Bytes((9 << 20) + 123, 9);
   auto wire = EncodeFrame(lk.tx, FrameHeader{}, Bytes(10, 1), bulk);
@@ -115,7 +110,7 @@ TEST(FrameAssemblerTest, LargeBulkIsReceivedInPlaceAndGrowsPastFourMiB) {
 // byte (the old contents never show); one too small waits for a frame that
 // fits, and one over 4 MiB is not kept.
 TEST(FrameAssemblerTest, RecycledBulkBufferReceivesTheNextFrame) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link tx = MakeLink(*key);
   Link rx = MakeLink(*key);
   FrameAssembler a;
@@ -157,7 +152,7 @@ TEST(FrameAssemblerTest, RecycledBulkBufferReceivesTheNextFrame) {
 }
 
 TEST(FrameAssemblerTest, ClaimedLengthIsNotAllocatedBeforeBytesArrive) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   FrameHeader h;
   h.bulk_len = kMaxBulk;  // 64 MiB claimed, legal
@@ -175,7 +170,7 @@ TEST(FrameAssemblerTest, ClaimedLengthIsNotAllocatedBeforeBytesArrive) {
 }
 
 TEST(FrameAssemblerTest, BadHeadersAreRefusedWithTheirFrameError) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   struct Case {
     FrameHeader h;
@@ -208,7 +203,7 @@ TEST(FrameAssemblerTest, BadHeadersAreRefusedWithTheirFrameError) {
 }
 
 TEST(FrameAssemblerTest, CorruptBodyIsCaughtByVerify) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   auto wire = EncodeFrame(lk.tx, FrameHeader{}, Bytes(100, 1), Bytes(50, 2));
   for (size_t flip : {size_t{40}, size_t{140}, wire.size() - 1}) {
@@ -226,7 +221,7 @@ TEST(FrameAssemblerTest, CorruptBodyIsCaughtByVerify) {
 }
 
 TEST(FrameAssemblerTest, MidFrameTracksPartialFrames) {
-  auto key = Key();
+  auto key = TestKey(3);
   Link lk = MakeLink(*key);
   auto wire = EncodeFrame(lk.tx, FrameHeader{}, Bytes(20, 1), {});
   FrameAssembler a;

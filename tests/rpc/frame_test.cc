@@ -20,12 +20,7 @@ namespace {
 
 using testing::Link;
 using testing::MakeLink;
-
-std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(fill);
-  return ClusterKey::FromBytes(b);
-}
+using testing::TestKey;
 
 std::vector<uint8_t> Bytes(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
@@ -42,7 +37,7 @@ FrameHeader Hdr() {
 }
 
 TEST(FrameTest, RoundTripsHeaderPayloadAndBulk) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto payload = Bytes(100, 3);
   auto bulk = Bytes(70000, 9);
   auto wire = EncodeFrame(l.tx, Hdr(), payload, bulk);
@@ -59,7 +54,7 @@ TEST(FrameTest, RoundTripsHeaderPayloadAndBulk) {
 }
 
 TEST(FrameTest, EmptyFrameRoundTrips) {
-  Link l = MakeLink(*Key(2));
+  Link l = MakeLink(*TestKey(2));
   auto f = DecodeFrame(l.rx, EncodeFrame(l.tx, Hdr(), {}, {}));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_TRUE(f->payload.empty());
@@ -67,7 +62,7 @@ TEST(FrameTest, EmptyFrameRoundTrips) {
 }
 
 TEST(FrameTest, EveryTruncationIsRejectedAsTruncated) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto wire = EncodeFrame(l.tx, Hdr(), Bytes(40, 1), Bytes(20, 2));
   for (size_t n = 0; n < wire.size(); ++n) {
     auto f = DecodeFrame(l.rx, std::span<const uint8_t>(wire.data(), n));
@@ -77,7 +72,7 @@ TEST(FrameTest, EveryTruncationIsRejectedAsTruncated) {
 }
 
 TEST(FrameTest, EveryFlippedBitIsRejected) {
-  auto key = Key(1);
+  auto key = TestKey(1);
   Link sender = MakeLink(*key);
   auto wire = EncodeFrame(sender.tx, Hdr(), Bytes(16, 1), Bytes(16, 2));
   for (size_t i = 0; i < wire.size() * 8; ++i) {
@@ -92,9 +87,9 @@ TEST(FrameTest, EveryFlippedBitIsRejected) {
 }
 
 TEST(FrameTest, WrongKeyIsRejectedAsBadMac) {
-  Link sender = MakeLink(*Key(1));
+  Link sender = MakeLink(*TestKey(1));
   auto wire = EncodeFrame(sender.tx, Hdr(), Bytes(16, 1), Bytes(8, 1));
-  Link other = MakeLink(*Key(2));
+  Link other = MakeLink(*TestKey(2));
   auto f = DecodeFrame(other.rx, wire);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), EACCES);
@@ -102,7 +97,7 @@ TEST(FrameTest, WrongKeyIsRejectedAsBadMac) {
 }
 
 TEST(FrameTest, ReplayedFrameInTheSameConnectionIsRejected) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto wire = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
   ASSERT_TRUE(DecodeFrame(l.rx, wire).ok());
   auto again = DecodeFrame(l.rx, wire);
@@ -112,12 +107,12 @@ TEST(FrameTest, ReplayedFrameInTheSameConnectionIsRejected) {
 }
 
 TEST(FrameTest, ReorderedFramesAreRejected) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto first = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
   auto second = EncodeFrame(l.tx, Hdr(), Bytes(16, 2), {});
   EXPECT_EQ(FrameErrorOf(DecodeFrame(l.rx, second).status()),
             FrameError::kBadMac);
-  Link l2 = MakeLink(*Key(1));
+  Link l2 = MakeLink(*TestKey(1));
   auto a = EncodeFrame(l2.tx, Hdr(), Bytes(16, 1), {});
   auto b = EncodeFrame(l2.tx, Hdr(), Bytes(16, 2), {});
   EXPECT_TRUE(DecodeFrame(l2.rx, a).ok());
@@ -125,7 +120,7 @@ TEST(FrameTest, ReorderedFramesAreRejected) {
 }
 
 TEST(FrameTest, FrameFromAnotherConnectionIsRejected) {
-  auto key = Key(1);
+  auto key = TestKey(1);
   Link one = MakeLink(*key, 1), two = MakeLink(*key, 2);
   auto wire = EncodeFrame(one.tx, Hdr(), Bytes(16, 1), {});
   EXPECT_EQ(FrameErrorOf(DecodeFrame(two.rx, wire).status()),
@@ -134,7 +129,7 @@ TEST(FrameTest, FrameFromAnotherConnectionIsRejected) {
 }
 
 TEST(FrameTest, TamperedMacIsRejected) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto wire = EncodeFrame(l.tx, Hdr(), Bytes(16, 1), {});
   wire.back() ^= 1;
   auto f = DecodeFrame(l.rx, wire);
@@ -143,7 +138,7 @@ TEST(FrameTest, TamperedMacIsRejected) {
 }
 
 TEST(FrameTest, BadMagicVersionAndFlagsAreRejected) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto good = EncodeFrame(l.tx, Hdr(), Bytes(4, 1), {});
   auto bad = good;
   bad[0] = 'X';
@@ -165,7 +160,7 @@ TEST(FrameTest, BadMagicVersionAndFlagsAreRejected) {
 }
 
 TEST(FrameTest, OversizeLengthIsRejectedBeforeAllocating) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   FrameHeader h = Hdr();
   h.payload_len = kMaxPayload + 1;
   uint8_t hdr[kFrameHeaderSize];
@@ -183,7 +178,7 @@ TEST(FrameTest, OversizeLengthIsRejectedBeforeAllocating) {
 }
 
 TEST(FrameTest, TrailingBytesAreRejected) {
-  Link l = MakeLink(*Key(1));
+  Link l = MakeLink(*TestKey(1));
   auto wire = EncodeFrame(l.tx, Hdr(), Bytes(4, 1), {});
   wire.push_back(0);
   EXPECT_FALSE(DecodeFrame(l.rx, wire).ok());
@@ -202,7 +197,7 @@ class SocketPair {
 };
 
 TEST(FrameSocketTest, WriteThenReadLargeBulk) {
-  Link l = MakeLink(*Key(5));
+  Link l = MakeLink(*TestKey(5));
   SocketPair sp;
   auto payload = Bytes(33, 4);
   auto bulk = Bytes(3 << 20, 8);  // larger than the socket buffer
@@ -220,7 +215,7 @@ TEST(FrameSocketTest, WriteThenReadLargeBulk) {
 }
 
 TEST(FrameSocketTest, CleanCloseIsNotConnAndMidFrameCloseIsTruncated) {
-  Link l = MakeLink(*Key(5));
+  Link l = MakeLink(*TestKey(5));
   {
     SocketPair sp;
     sp.a.Reset();
@@ -238,7 +233,7 @@ TEST(FrameSocketTest, CleanCloseIsNotConnAndMidFrameCloseIsTruncated) {
 }
 
 TEST(FrameSocketTest, ReadTimesOutAtDeadline) {
-  Link l = MakeLink(*Key(5));
+  Link l = MakeLink(*TestKey(5));
   SocketPair sp;
   auto wire = EncodeFrame(l.tx, Hdr(), Bytes(100, 1), {});
   ASSERT_EQ(::write(sp.a.get(), wire.data(), 10), 10);  // stalls mid-frame
@@ -256,7 +251,7 @@ TEST(FrameSocketTest, ReadTimesOutAtDeadline) {
 }
 
 TEST(FrameSocketTest, RejectFrameReportsTheReason) {
-  Link l = MakeLink(*Key(5));
+  Link l = MakeLink(*TestKey(5));
   SocketPair sp;
   WriteRejectFrame(sp.a.get(), FrameError::kBadMac);
   auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(5));
@@ -286,7 +281,7 @@ HandshakeRun RunHandshake(const ClusterKey& ck, const ClusterKey& sk) {
 }
 
 TEST(HandshakeTest, SameKeyGivesMatchingSessionsBothWays) {
-  auto key = Key(3);
+  auto key = TestKey(3);
   HandshakeRun r = RunHandshake(*key, *key);
   ASSERT_TRUE(r.client.ok()) << r.client.status().ToString();
   ASSERT_TRUE(r.server.ok()) << r.server.status().ToString();
@@ -300,7 +295,7 @@ TEST(HandshakeTest, SameKeyGivesMatchingSessionsBothWays) {
 }
 
 TEST(HandshakeTest, TwoHandshakesGiveDifferentKeys) {
-  auto key = Key(3);
+  auto key = TestKey(3);
   HandshakeRun a = RunHandshake(*key, *key), b = RunHandshake(*key, *key);
   ASSERT_TRUE(a.client.ok() && b.server.ok());
   auto wire = EncodeFrame(a.client->send, Hdr(), Bytes(10, 1), {});
@@ -309,7 +304,7 @@ TEST(HandshakeTest, TwoHandshakesGiveDifferentKeys) {
 }
 
 TEST(HandshakeTest, WrongKeyFailsOnBothSidesNamingTheKey) {
-  HandshakeRun r = RunHandshake(*Key(3), *Key(4));
+  HandshakeRun r = RunHandshake(*TestKey(3), *TestKey(4));
   ASSERT_FALSE(r.client.ok());
   EXPECT_EQ(r.client.status().code(), EACCES);
   EXPECT_NE(r.client.status().message().find("cluster key"), std::string::npos)
@@ -319,7 +314,7 @@ TEST(HandshakeTest, WrongKeyFailsOnBothSidesNamingTheKey) {
 }
 
 TEST(HandshakeTest, ClientWithWrongProofIsRejected) {
-  auto key = Key(3);
+  auto key = TestKey(3);
   ServerHandshake hs;
   uint8_t hello[kClientHelloSize];
   EncodeHandshakePrefix(HandshakeKind::kClientHello, hello);
@@ -347,7 +342,7 @@ TEST(HandshakeTest, ClientWithWrongProofIsRejected) {
 }
 
 TEST(HandshakeTest, VersionOnePeersGetAClearError) {
-  auto key = Key(3);
+  auto key = TestKey(3);
   // A version-1 client's first frame header, as the server sees it.
   ServerHandshake hs;
   FrameHeader h;

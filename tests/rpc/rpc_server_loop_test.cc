@@ -35,15 +35,11 @@
 namespace stripefs::rpc {
 namespace {
 
+using testing::TestKey;
+
 constexpr uint16_t kEcho =
     0x7E01;  // reply payload = request payload, bulk = bulk
 constexpr uint16_t kBlock = 0x7E02;  // waits until released, then echoes
-
-std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(fill);
-  return ClusterKey::FromBytes(b);
-}
 
 // Why this machine refuses io_uring ("" if io_uring_setup works here): asked of
 // the kernel directly, never of the server, so a broken uring loop that falls
@@ -134,7 +130,7 @@ enum class Loop { kUring, kPoll };
 class RpcServerLoopTest : public ::testing::TestWithParam<Loop> {
  protected:
   void SetUp() override {
-    key_ = Key(5);
+    key_ = TestKey(5);
     baseline_fds_ = CountFds();
     baseline_threads_ = CountThreads();
     Start();
@@ -305,7 +301,7 @@ TEST_P(RpcServerLoopTest, BadMacAfterGoodFramesAnswersThemThenRejects) {
     auto w = EncodeFrame(fd.s.send, h, Bytes(20, id), {});
     stream.insert(stream.end(), w.begin(), w.end());
   }
-  testing::Link wrong = testing::MakeLink(*Key(9));
+  testing::Link wrong = testing::MakeLink(*TestKey(9));
   auto bad = EncodeFrame(wrong.tx, FrameHeader{}, Bytes(20, 9), {});
   stream.insert(stream.end(), bad.begin(), bad.end());
   ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
@@ -445,7 +441,7 @@ INSTANTIATE_TEST_SUITE_P(Loops, RpcServerLoopTest,
 // logs that it falls back and serves with the poll loop.
 TEST(RpcServerFallbackTest, IoUringRefusedFallsBackToPollWithALogLine) {
   EchoHandler handler;
-  auto key = Key(5);
+  auto key = TestKey(5);
   std::unique_ptr<RpcServer> server;
   std::string log;
   std::thread t([&] {
@@ -491,7 +487,7 @@ TEST(RpcServerFallbackTest, DefaultServerUsesIoUringWhenAvailable) {
   RpcServerOptions o;
   o.log_name = "default-test";
   ::testing::internal::CaptureStderr();
-  auto s = RpcServer::Start(o, Key(1), &handler);
+  auto s = RpcServer::Start(o, TestKey(1), &handler);
   std::string log = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(s.ok());
   if (std::string why = IoUringRefusedReason(); !why.empty()) {

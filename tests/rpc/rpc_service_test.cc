@@ -11,10 +11,12 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/typed_call.h"
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/fake_services.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/sample_values.h"
+#include "tests/rpc/test_sessions.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs::rpc {
@@ -23,13 +25,8 @@ namespace {
 using testing::MemoryChunkService;
 using testing::Sampler;
 using testing::ScriptedMetaService;
+using testing::TestKey;
 using testing::Wire;
-
-std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(fill);
-  return ClusterKey::FromBytes(b);
-}
 
 RpcServerOptions Quiet(std::string listen = "127.0.0.1:0") {
   RpcServerOptions o;
@@ -41,7 +38,7 @@ RpcServerOptions Quiet(std::string listen = "127.0.0.1:0") {
 class MetaRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    key_ = Key(7);
+    key_ = TestKey(7);
     handler_ = std::make_unique<MetaServiceServer>(&fake_);
     auto s = RpcServer::Start(Quiet(), key_, handler_.get());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -316,7 +313,7 @@ TEST_F(MetaRpcTest, ChunkMessageToMetadIsNotSupported) {
 class ChunkRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    key_ = Key(9);
+    key_ = TestKey(9);
     handler_ = std::make_unique<ChunkServiceServer>(&store_);
     StartServer("127.0.0.1:0");
     RpcClientOptions o = RemoteChunkService::DefaultOptions();
@@ -546,7 +543,7 @@ TEST_F(ChunkRpcTest, EightThreadsConcurrently) {
 }
 
 TEST_F(ChunkRpcTest, WrongKeyIsRejectedCountedAndExplained) {
-  RemoteChunkService intruder(server_->address(), Key(1));
+  RemoteChunkService intruder(server_->address(), TestKey(1));
   auto r = intruder.Stats();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), EACCES);
@@ -660,8 +657,39 @@ TEST_F(ChunkRpcTest, MalformedFramesAreRejectedAndCounted) {
   EXPECT_EQ(server_->counters().rejected_total(), 5u);
 }
 
+// The one response decoder behind CallTyped and CallTypedInto: results on
+// OK, the remote Status as sent, and EPROTO naming the message, the peer's
+// role and address for a payload that does not decode.
+TEST(TypedCallTest, DecodeTypedResponseResultsRemoteErrorsAndMalformed) {
+  RpcClient client("127.0.0.1:9", TestKey(1),
+                   RemoteChunkService::DefaultOptions());
+  using Ping = Msg<MsgType::kPing>;
+  const Ping::Response sent{"chunkd", 7};
+  const std::vector<uint8_t> ok =
+      EncodeResponse<MsgType::kPing>(Status::Ok(), sent);
+  Ping::Response got{};
+  Status s = DecodeTypedResponse<MsgType::kPing>(client, ok, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got, sent);
+
+  s = DecodeTypedResponse<MsgType::kPing>(
+      client, EncodeErrorResponse(Status::NotFound("no such chunk")), &got);
+  EXPECT_EQ(s.code(), ENOENT);
+  EXPECT_NE(s.message().find("no such chunk"), std::string::npos);
+
+  const std::vector<uint8_t> truncated(ok.begin(), ok.end() - 1);
+  s = DecodeTypedResponse<MsgType::kPing>(client, truncated, &got);
+  EXPECT_EQ(s.code(), EPROTO);
+  for (const std::string& part :
+       {std::string("malformed ") +
+            MsgTypeName(static_cast<uint16_t>(MsgType::kPing)),
+        std::string("from chunkd at 127.0.0.1:9")}) {
+    EXPECT_NE(s.message().find(part), std::string::npos) << s.ToString();
+  }
+}
+
 TEST(RpcClientTest, BadAddressIsInvalidArgument) {
-  RemoteChunkService c("127.0.0.1:notaport", Key(1));
+  RemoteChunkService c("127.0.0.1:notaport", TestKey(1));
   auto r = c.Stats();
   EXPECT_EQ(r.status().code(), EINVAL);
   EXPECT_NE(r.status().message().find("notaport"), std::string::npos);
@@ -670,7 +698,7 @@ TEST(RpcClientTest, BadAddressIsInvalidArgument) {
 TEST(RpcServerTest, ListensOnLoopbackByDefaultAndPortOnlyMeansLoopback) {
   MemoryChunkService store;
   ChunkServiceServer handler(&store);
-  auto s = RpcServer::Start(Quiet(), Key(1), &handler);
+  auto s = RpcServer::Start(Quiet(), TestKey(1), &handler);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->address().rfind("127.0.0.1:", 0), 0u);
   auto hp = ParseHostPort("7001");

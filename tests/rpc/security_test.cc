@@ -24,6 +24,7 @@
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/fake_services.h"
 #include "tests/rpc/raw_session.h"
+#include "tests/rpc/test_sessions.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -31,12 +32,7 @@ namespace {
 using testing::MemoryChunkService;
 using testing::OpenRawSession;
 using testing::RawSession;
-
-std::shared_ptr<const ClusterKey> Key(uint8_t fill) {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(fill);
-  return ClusterKey::FromBytes(b);
-}
+using testing::TestKey;
 
 Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
 
@@ -152,7 +148,7 @@ enum class Loop { kUring, kPoll };
 
 class SecurityTest : public ::testing::TestWithParam<Loop> {
  protected:
-  void SetUp() override { key_ = Key(11); }
+  void SetUp() override { key_ = TestKey(11); }
   void TearDown() override {
     if (server_) server_->Stop();
   }

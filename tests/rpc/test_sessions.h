@@ -1,15 +1,25 @@
-// Test-only: matched frame ciphers without a socket. A Link is one
-// direction of a session: `tx` seals what `rx` verifies (client send and
-// server receive of the same derived session).
+// Test-only: the rpc tests' cluster keys (TestKey: every byte `fill`, so
+// different fills are different clusters) and matched frame ciphers without
+// a socket. A Link is one direction of a session: `tx` seals what `rx`
+// verifies (client send and server receive of the same derived session).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 
+#include "backend/rpc/cluster_key.h"
 #include "backend/rpc/session.h"
 
 namespace stripefs::testing {
 
 using namespace ::stripefs::rpc;  // test helpers of the rpc layer
+
+inline std::shared_ptr<const ClusterKey> TestKey(uint8_t fill) {
+  std::array<uint8_t, kClusterKeySize> b;
+  b.fill(fill);
+  return ClusterKey::FromBytes(b);
+}
 
 struct Link {
   FrameCipher tx;

@@ -1,11 +1,8 @@
 #include "tests/support/etcd_process.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "backend/meta/etcd_command.h"
 #include "backend/meta/etcd_kv.h"
 
 namespace stripefs::testing {
@@ -20,24 +18,6 @@ namespace stripefs::testing {
 namespace {
 
 constexpr const char* kEtcdBinary = "/usr/bin/etcd";
-
-// A loopback port that was free a moment ago (the kernel picked it).
-Result<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(errno, "socket");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    close(fd);
-    return Status::FromErrno(e, "bind a loopback port");
-  }
-  close(fd);
-  return static_cast<int>(ntohs(a.sin_port));
-}
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   pid_t pid = fork();
@@ -69,45 +49,29 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
                             " not installed (apt-get install etcd-server)");
   }
   std::unique_ptr<EtcdProcess> p(new EtcdProcess());
-  std::vector<int> peer_ports;
+  std::vector<std::string> peers;
   std::string cluster;
   for (int i = 0; i < members; ++i) {
-    STRIPEFS_ASSIGN_OR_RETURN(int client, FreePort());
-    STRIPEFS_ASSIGN_OR_RETURN(int peer, FreePort());
-    p->members_.push_back({"127.0.0.1:" + std::to_string(client), -1});
-    peer_ports.push_back(peer);
-    cluster += (i ? "," : "") + std::string("m") + std::to_string(i) +
-               "=http://127.0.0.1:" + std::to_string(peer);
+    STRIPEFS_ASSIGN_OR_RETURN(std::string client, FreeLoopbackAddress());
+    STRIPEFS_ASSIGN_OR_RETURN(std::string peer, FreeLoopbackAddress());
+    p->members_.push_back({client, -1});
+    peers.push_back("http://" + peer);
+    cluster += (i ? "," : "") + std::string("m") + std::to_string(i) + "=" +
+               peers.back();
   }
   for (int i = 0; i < members; ++i) {
     const std::string name = "m" + std::to_string(i);
     const std::string data = dir + "/" + name;
     std::filesystem::create_directories(data);
-    const std::string peer =
-        "http://127.0.0.1:" + std::to_string(peer_ports[i]);
-    const std::string client = "http://" + p->members_[i].client;
-    p->members_[i].pid = Spawn({kEtcdBinary,
-                                "--name",
-                                name,
-                                "--data-dir",
-                                data,
-                                "--listen-client-urls",
-                                client,
-                                "--advertise-client-urls",
-                                client,
-                                "--listen-peer-urls",
-                                peer,
-                                "--initial-advertise-peer-urls",
-                                peer,
-                                "--initial-cluster",
-                                cluster,
-                                "--initial-cluster-state",
-                                "new",
-                                "--initial-cluster-token",
-                                "stripefs-test",
-                                "--log-level",
-                                "warn"},
-                               data + ".log");
+    p->members_[i].pid =
+        Spawn(EtcdMemberArgs({.binary = kEtcdBinary,
+                              .name = name,
+                              .data_dir = data,
+                              .client_url = "http://" + p->members_[i].client,
+                              .peer_url = peers[i],
+                              .initial_cluster = cluster,
+                              .cluster_token = "stripefs-test"}),
+              data + ".log");
     if (p->members_[i].pid < 0) return Status::FromErrno(errno, "fork etcd");
   }
   // Ready when a read through the engine succeeds (bounded wait).

@@ -12,9 +12,7 @@
 namespace stripefs::rpc {
 
 inline std::shared_ptr<const ClusterKey> FuzzKey() {
-  std::array<uint8_t, kClusterKeySize> b;
-  b.fill(0x5a);
-  static auto key = ClusterKey::FromBytes(b);
+  static auto key = stripefs::testing::TestKey(0x5a);
   return key;
 }
 
