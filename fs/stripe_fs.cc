@@ -101,7 +101,14 @@ StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
       client_(volume->client()),
       options_(std::move(options)),
       stripe_size_(volume->client().stripe_size()),
-      budget_(options_.memory_cap) {
+      budget_(options_.memory_cap),
+      // Enough idle buffers for a full send window to recycle its stripes,
+      // at most 32 MiB (at least 2).
+      stripe_pool_(
+          stripe_size_,
+          std::max<size_t>(
+              2, std::min<size_t>(options_.send_window + 2,
+                                  (size_t{32} << 20) / stripe_size_))) {
   if (options_.coalesce && options_.send_window > 0)
     sender_ = std::make_unique<StripeSender>(options_.send_window);
   purger_ = std::make_unique<OrphanPurger>(OrphanPurger::Parts{
@@ -284,6 +291,7 @@ std::shared_ptr<StripeWriter> StripeFs::WriterFor(uint64_t ino, bool create) {
   wo.coalesce = options_.coalesce;
   wo.sender = sender_.get();
   wo.file_window = options_.file_send_window;
+  wo.pool = &stripe_pool_;
   auto w = std::make_shared<StripeWriter>(ino, &client_, &meta_, &budget_,
                                           &coalesce_counters_, wo);
   writers_.emplace(ino, w);

@@ -238,6 +238,8 @@ class StripeFs : public fuse::RawFileSystem {
   FsCounters counters_;
   CoalesceCounters coalesce_counters_;
   CoalesceBudget budget_;
+  // Stripe buffers of every writer (idle ones bounded: see the constructor).
+  BufferPool stripe_pool_;
 
   // Before nodes_: the writers' pipelined sends run on it.
   std::unique_ptr<StripeSender> sender_;

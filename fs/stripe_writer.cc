@@ -91,7 +91,12 @@ StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
       budget_(budget),
       counters_(counters),
       options_(options),
-      stripe_size_(client->stripe_size()) {}
+      stripe_size_(client->stripe_size()),
+      own_pool_(options.pool != nullptr &&
+                        options.pool->buffer_size() == stripe_size_
+                    ? nullptr
+                    : std::make_unique<BufferPool>(stripe_size_, 2)),
+      pool_(own_pool_ ? own_pool_.get() : options.pool) {}
 
 StripeWriter::~StripeWriter() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -176,6 +181,10 @@ void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
   if (it != inflight_.end() && it->second == buf) inflight_.erase(it);
   if (buf->async) --sending_;
   budget_->Add(-static_cast<int64_t>(buf->owned.size()));
+  // Back to the pool now (nothing reads a retired buffer's bytes), not when
+  // the last BufferPtr copy (a sender task's) goes: budget and pool agree.
+  buf->owned.reset();
+  buf->bytes = {};
   RecomputeEnd();
   cv_.notify_all();
 }
@@ -384,8 +393,8 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
       if (!b) {
         b = std::make_shared<Buffer>();
         b->stripe = s;
-        b->owned.assign(S, 0);
-        b->bytes = b->owned;
+        b->owned = pool_->Get();  // stale bytes: only valid ranges are read
+        b->bytes = b->owned.span();
         budget_->Add(static_cast<int64_t>(S));
       }
       std::memcpy(b->owned.data() + off, piece.data(), n);

@@ -2,13 +2,18 @@
 // erasure-coded backend (StripeClient).
 //
 // WRITE data is copied into stripe-sized buffers (one per stripe of the file
-// that has unwritten data). A buffer that becomes complete (every byte of
-// the stripe written) is sent to the backend as exactly one whole stripe,
-// which the client encodes without reading anything (full-stripe encode).
-// Partial stripes stay buffered until Flush() (FSYNC, FLUSH, RELEASE,
-// truncate, destroy), an idle timeout or the shared memory cap (both driven
-// by StripeFs's background thread through FlushIdle()/FlushOldest()); the
-// client then writes them by read-modify-write or parity-delta.
+// that has unwritten data). Buffers come from a BufferPool shared by the
+// mount (options.pool; reused, never zero-filled): bytes outside a
+// buffer's valid ranges are stale and nothing reads them (reads overlay
+// only valid ranges, and the client writes only those ranges; the gaps of
+// a new partial stripe are zeros made by its plan, kNewPartial). A buffer that
+// becomes complete (every byte of the stripe written) is sent to the backend as
+// exactly one whole stripe, which the client encodes without reading anything
+// (full-stripe encode). Partial stripes stay buffered until Flush() (FSYNC,
+// FLUSH, RELEASE, truncate, destroy), an idle timeout or the shared memory cap
+// (both driven by StripeFs's background thread through
+// FlushIdle()/FlushOldest()); the client then writes them by read-modify-write
+// or parity-delta.
 //
 // Pipelining (options.sender set): sends run on the mount's StripeSender,
 // so a WRITE that completes a stripe is acknowledged once its bytes are
@@ -91,6 +96,7 @@
 #include "backend/client/stripe_client.h"
 #include "backend/client/thread_pool.h"
 #include "backend/meta/meta_service.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 
 namespace stripefs::fs {
@@ -178,6 +184,9 @@ struct StripeWriterOptions {
   StripeSender* sender = nullptr;
   // Pipelined sends of this file in flight at most (>= 1).
   size_t file_window = 8;
+  // Stripe buffers (not owned; buffer_size() == the stripe size). Null: the
+  // writer keeps a small pool of its own.
+  BufferPool* pool = nullptr;
 };
 
 class StripeWriter {
@@ -245,7 +254,7 @@ class StripeWriter {
  private:
   struct Buffer {
     uint64_t stripe = 0;
-    std::vector<uint8_t> owned;          // S bytes when copied
+    BufferPool::Lease owned;             // S bytes when copied (pooled)
     std::span<const uint8_t> bytes;      // owned or the request's data (direct)
     std::map<uint32_t, uint32_t> valid;  // start -> end, merged
     std::chrono::steady_clock::time_point last_write;
@@ -303,6 +312,8 @@ class StripeWriter {
   CoalesceCounters* const counters_;
   const StripeWriterOptions options_;
   const uint64_t stripe_size_;
+  std::unique_ptr<BufferPool> own_pool_;  // when options.pool is null
+  BufferPool* const pool_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;              // an in-flight write retired

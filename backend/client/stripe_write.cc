@@ -203,44 +203,67 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m(), len = plan.chunk_len;
-  std::vector<std::vector<uint8_t>> cells(k + m, std::vector<uint8_t>(len, 0));
-  if (plan.kind == WriteKind::kRmw) {
-    // Old data cells that hold bytes (the rest are zeros).
-    std::vector<int> want;
-    for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
-    std::vector<std::vector<uint8_t>> old_cells;
-    STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
-        req.ino, p->base, p->layout, want, 0, p->base.chunk_len, &old_cells));
-    for (uint32_t i = 0; i < k; ++i)
-      std::memcpy(cells[i].data(), old_cells[i].data(),
-                  std::min(p->base.chunk_len, len));
-    ClientCounters::Add(p_.counters->rmw_bytes_read,
-                        uint64_t{k} * p->base.chunk_len);
-  }
-  // Merge the new bytes.
-  for (const StripeRange& r : req.ranges) {
-    geo_.ForEachCell(r.begin, r.end, len, [&](const CellSpan& s) {
-      std::memcpy(cells[s.cell].data() + s.lo,
-                  req.At(geo_.StripeOffset(s.cell, s.lo)), s.hi - s.lo);
-    });
-  }
-  if (plan.zero_from != kNoTruncate) {
-    for (uint32_t i = 0; i < k; ++i) {
-      const uint64_t cell_start = geo_.StripeOffset(i, 0);
-      if (plan.zero_from >= cell_start + len) continue;
-      const uint64_t from =
-          plan.zero_from > cell_start ? plan.zero_from - cell_start : 0;
-      std::memset(cells[i].data() + from, 0, len - from);
-    }
-  }
+  // Parity (and, unless encoding in place, data) cells come from the pool:
+  // no allocation, no page faults, no zero-fill of bytes Encode overwrites.
+  std::vector<BufferPool::Lease> cells;
   std::vector<const uint8_t*> dptr;
   std::vector<uint8_t*> pptr;
-  for (uint32_t i = 0; i < k; ++i) dptr.push_back(cells[i].data());
-  for (uint32_t q = 0; q < m; ++q) pptr.push_back(cells[k + q].data());
+  if (plan.kind == WriteKind::kFull && len == geo_.cell_size() &&
+      req.origin == 0) {
+    // A whole stripe is k contiguous cells of the request: encode in place.
+    for (uint32_t i = 0; i < k; ++i)
+      dptr.push_back(req.At(geo_.StripeOffset(i, 0)));
+  } else {
+    for (uint32_t i = 0; i < k; ++i) {
+      cells.push_back(cell_pool_.Get());
+      dptr.push_back(cells.back().data());
+      // Bytes no range covers are zeros (new stripe, truncate) or the old
+      // data (RMW: copied below).
+      std::memset(cells.back().data(), 0, len);
+    }
+    if (plan.kind == WriteKind::kRmw) {
+      // Old data cells that hold bytes (the rest are zeros).
+      std::vector<int> want;
+      for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
+      std::vector<std::vector<uint8_t>> old_cells;
+      STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
+          req.ino, p->base, p->layout, want, 0, p->base.chunk_len, &old_cells));
+      for (uint32_t i = 0; i < k; ++i)
+        std::memcpy(cells[i].data(), old_cells[i].data(),
+                    std::min(p->base.chunk_len, len));
+      ClientCounters::Add(p_.counters->rmw_bytes_read,
+                          uint64_t{k} * p->base.chunk_len);
+    }
+    // Merge the new bytes.
+    for (const StripeRange& r : req.ranges) {
+      geo_.ForEachCell(r.begin, r.end, len, [&](const CellSpan& s) {
+        std::memcpy(cells[s.cell].data() + s.lo,
+                    req.At(geo_.StripeOffset(s.cell, s.lo)), s.hi - s.lo);
+      });
+    }
+    if (plan.zero_from != kNoTruncate) {
+      for (uint32_t i = 0; i < k; ++i) {
+        const uint64_t cell_start = geo_.StripeOffset(i, 0);
+        if (plan.zero_from >= cell_start + len) continue;
+        const uint64_t from =
+            plan.zero_from > cell_start ? plan.zero_from - cell_start : 0;
+        std::memset(cells[i].data() + from, 0, len - from);
+      }
+    }
+  }
+  std::vector<BufferPool::Lease> parity;
+  for (uint32_t q = 0; q < m; ++q) {
+    parity.push_back(cell_pool_.Get());  // Encode writes every byte
+    pptr.push_back(parity.back().data());
+  }
   STRIPEFS_RETURN_IF_ERROR(p_.codec->Encode(dptr, pptr, len));
   std::vector<std::pair<int, std::span<const uint8_t>>> to_write;
-  for (uint32_t i = 0; i < k + m; ++i)
-    to_write.emplace_back(static_cast<int>(i), cells[i]);
+  for (uint32_t i = 0; i < k; ++i)
+    to_write.emplace_back(static_cast<int>(i),
+                          std::span<const uint8_t>(dptr[i], len));
+  for (uint32_t q = 0; q < m; ++q)
+    to_write.emplace_back(static_cast<int>(k + q),
+                          std::span<const uint8_t>(pptr[q], len));
   if (p->before_send) p->before_send();
   p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version, p->layout,
                                      to_write, write_error);

@@ -34,6 +34,7 @@
 #include "backend/client/stripe_read.h"
 #include "backend/client/version_collector.h"
 #include "backend/meta/meta_service.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "ec/codec.h"
 
@@ -98,10 +99,14 @@ struct StripeWriteOptions {
   size_t parallel_stripes = 16;  // WriteMany: stripes prepared at once
 };
 
-// Carries out write plans. Ownership: borrows its parts (owned by
-// StripeClient). Thread-safety: all methods may be called concurrently;
-// writes to one stripe through one executor are serialised by StripeLocks,
-// writers in different clients by the commit CAS (the loser retries).
+// Carries out write plans. A full stripe is encoded in place: the data
+// chunks are sent straight from the request's bytes, only the m parity
+// chunks are new buffers; other plans build k data cells. Cell buffers come
+// from a bounded pool (BufferPool: reused, not zeroed; at most ~16 MiB
+// idle). Ownership: borrows its parts (owned by StripeClient). Thread-safety:
+// all methods may be called concurrently; writes to one stripe through one
+// executor are serialised by StripeLocks, writers in different clients by the
+// commit CAS (the loser retries).
 class StripeWriteExecutor {
  public:
   struct Parts {
@@ -116,7 +121,13 @@ class StripeWriteExecutor {
   };
   StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
                       const StripeWriteOptions& options)
-      : p_(parts), geo_(geometry), options_(options) {}
+      : p_(parts),
+        geo_(geometry),
+        options_(options),
+        cell_pool_(
+            geometry.cell_size(),
+            std::max<size_t>(geometry.width(),
+                             (size_t{16} << 20) / geometry.cell_size())) {}
 
   // One stripe: one version, one commit. Durable when OK.
   Status Write(const StripeWriteRequest& req);
@@ -164,6 +175,7 @@ class StripeWriteExecutor {
   const Parts p_;
   const StripeGeometry geo_;
   const StripeWriteOptions options_;
+  BufferPool cell_pool_;  // cell_size() buffers: parity, merged data cells
 
   std::mutex version_mu_;
   uint64_t next_version_ = 0;  // guarded by version_mu_

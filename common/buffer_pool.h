@@ -1,0 +1,134 @@
+// BufferPool: reusable byte buffers of one size for hot write paths.
+//
+// A stripe write used to allocate (and zero) fresh 1 MiB vectors per stripe:
+// malloc hands such sizes to mmap, so every stripe paid page faults, a
+// zero-fill and an munmap. A pool keeps up to `max_idle` released buffers
+// and hands them out again.
+//
+// Contents: a buffer from Get() holds UNSPECIFIED bytes (whatever its last
+// user left, or uninitialised memory): callers must write every byte they
+// later read, or zero what they need as zeros themselves.
+//
+// Bounds: the pool never blocks and never refuses: Get() allocates when no
+// buffer is idle (callers bound how many they hold, e.g. StripeWriter's
+// memory budget). Only idle buffers are bounded: a release that finds
+// `max_idle` buffers idle frees its buffer. So the pool holds at most
+// max_idle * buffer_size bytes beyond what callers hold.
+//
+// Ownership: a Lease owns its buffer until destroyed (or reset), then gives
+// it back. Leases share the pool's state, so a Lease may outlive the
+// BufferPool object. Thread-safety: all methods may be called concurrently;
+// one Lease is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace stripefs {
+
+class BufferPool {
+  struct State;
+
+ public:
+  // A buffer borrowed from the pool (empty when default-constructed).
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept
+        : state_(std::move(o.state_)), buf_(std::move(o.buf_)) {}
+    Lease& operator=(Lease&& o) noexcept {
+      if (this != &o) {
+        reset();
+        state_ = std::move(o.state_);
+        buf_ = std::move(o.buf_);
+      }
+      return *this;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+
+    uint8_t* data() const { return buf_.get(); }
+    size_t size() const { return buf_ ? state_->size : 0; }
+    bool empty() const { return !buf_; }
+    std::span<uint8_t> span() const { return {data(), size()}; }
+    // Gives the buffer back now.
+    void reset() {
+      if (buf_) state_->Put(std::move(buf_));
+      state_.reset();
+    }
+
+   private:
+    friend class BufferPool;
+    Lease(std::shared_ptr<State> s, std::unique_ptr<uint8_t[]> b)
+        : state_(std::move(s)), buf_(std::move(b)) {}
+    std::shared_ptr<State> state_;
+    std::unique_ptr<uint8_t[]> buf_;
+  };
+
+  BufferPool(size_t buffer_size, size_t max_idle)
+      : state_(std::make_shared<State>(buffer_size, max_idle)) {}
+
+  // A buffer of buffer_size() bytes, contents unspecified. Never blocks.
+  Lease Get() {
+    std::unique_ptr<uint8_t[]> b = state_->Take();
+    if (!b) b.reset(new uint8_t[state_->size]);  // default-init: no zeroing
+    return Lease(state_, std::move(b));
+  }
+
+  size_t buffer_size() const { return state_->size; }
+  size_t max_idle() const { return state_->max_idle; }
+  size_t idle() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->idle.size();
+  }
+  // Get() calls served by an idle buffer / by a new allocation.
+  uint64_t reuses() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->reuses;
+  }
+  uint64_t allocations() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->allocations;
+  }
+
+ private:
+  struct State {
+    State(size_t s, size_t m) : size(s), max_idle(m) {}
+    std::unique_ptr<uint8_t[]> Take() {
+      std::lock_guard<std::mutex> lock(mu);
+      if (idle.empty()) {
+        ++allocations;
+        return nullptr;
+      }
+      ++reuses;
+      auto b = std::move(idle.back());
+      idle.pop_back();
+      return b;
+    }
+    void Put(std::unique_ptr<uint8_t[]> b) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (idle.size() < max_idle) {
+          idle.push_back(std::move(b));
+          return;
+        }
+      }
+      b.reset();  // over the idle bound: freed, outside the lock
+    }
+    const size_t size;
+    const size_t max_idle;
+    mutable std::mutex mu;
+    std::vector<std::unique_ptr<uint8_t[]>> idle;  // guarded by mu
+    uint64_t reuses = 0;                           // guarded by mu
+    uint64_t allocations = 0;                      // guarded by mu
+  };
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace stripefs
