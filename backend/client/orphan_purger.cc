@@ -21,7 +21,7 @@ OrphanPurger::OrphanPurger(const Parts& parts)
              [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }) {}
 
 bool OrphanPurger::ListOneOrphan(uint64_t ino,
-                                     std::vector<ObsoleteStripe>* out) {
+                                 std::vector<ObsoleteStripe>* out) {
   auto attr = p_.meta->GetAttr(ino);
   if (!attr.ok()) {
     if (attr.status().code() != ENOENT) p_.errors->fetch_add(1);
