@@ -17,8 +17,9 @@ bool StripeLess(const ObsoleteStripe& a, const ObsoleteStripe& b) {
 
 OrphanPurger::OrphanPurger(const Parts& parts)
     : p_(parts),
-      queue_(kQueueCapacity, kGroup,
-             [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }) {}
+      queue_(
+          kQueueCapacity, kGroup,
+          [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }, kLinger) {}
 
 bool OrphanPurger::ListOneOrphan(uint64_t ino,
                                  std::vector<ObsoleteStripe>* out) {

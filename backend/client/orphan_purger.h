@@ -21,6 +21,9 @@
 // Known limit: chunks on servers that are down are left to scrub, as the
 // collector documents.
 //
+// Batched over time: once an orphan is queued the thread lingers up to
+// kLinger for more (as the version collector does), so that a stream of
+// unlinks makes few large groups rather than many small ones.
 //
 // Bounded: at most kQueueCapacity inodes wait (a BackgroundQueue); Enqueue
 // then blocks until the purger has taken a group. It blocks rather than
@@ -35,6 +38,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -57,6 +61,11 @@ class OrphanPurger {
   // one DeleteChunkVersions per server).
   static constexpr size_t kQueueCapacity = 4096;
   static constexpr size_t kGroup = 256;
+  // How long the thread waits after the first queued orphan for more to
+  // join its group (cut short by Drain, a half-full queue or the
+  // destructor): each group costs a metad WAL sync (in ListOrphanStripes),
+  // and groups of two or three orphans made one fsync per few unlinks.
+  static constexpr std::chrono::milliseconds kLinger{50};
   static_assert(kGroup <= kMaxInodesPerPurge);
 
   explicit OrphanPurger(const Parts& parts);
