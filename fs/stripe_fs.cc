@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <span>
 #include <vector>
@@ -510,17 +511,30 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
     Status st = RemoveCapability(meta_, nodeid);
     if (!st.ok()) return Fail(r, st);
   }
+  // The attributes to answer: SetAttr returns them after the change, so no
+  // GetAttr is needed (the kernel's ctime flush after every UNLINK of a
+  // file comes here), except after a chmod, whose ACL update moves ctime.
+  std::optional<InodeAttr> after;
   if (req.mask != 0) {
+    const uint64_t token = attr_cache_.BeginFetch();
     std::vector<ObsoleteStripe> obsolete;
-    auto a = meta_.SetAttr(nodeid, req, &obsolete);
-    if (!a.ok()) return Fail(r, a.status());
+    auto set = meta_.SetAttr(nodeid, req, &obsolete);
+    if (!set.ok()) return Fail(r, set.status());
     if (!obsolete.empty()) client_.DeleteStripes(obsolete);
     if (req.mask & kSetMode) {
       Status st = ChmodAcl(meta_, nodeid, req.mode);
       if (!st.ok()) return Fail(r, st);
+    } else {
+      Revalidate(token, *set);
+      after = *set;
+      if (S_ISREG(after->mode)) {
+        if (auto w = WriterFor(nodeid, false))
+          after->size = std::max(after->size, w->BufferedEnd());
+      }
     }
   }
-  auto a = AttrWithBuffered(nodeid);
+  Result<InodeAttr> a =
+      after ? Result<InodeAttr>(*after) : AttrWithBuffered(nodeid);
   if (!a.ok()) return Fail(r, a.status());
   fuse_attr_out o{};
   SplitTimeout(options_.attr_timeout, &o.attr_valid, &o.attr_valid_nsec);

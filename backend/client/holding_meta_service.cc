@@ -217,6 +217,19 @@ Status HoldingMetaService::PurgeInodes(const std::vector<uint64_t>& inos,
   if (obsolete) obsolete->insert(obsolete->end(), got.begin(), got.end());
   return Status::Ok();
 }
+Status HoldingMetaService::ListOrphanStripes(
+    const std::vector<uint64_t>& inos, std::vector<int32_t>* codes,
+    std::vector<ObsoleteStripe>* stripes) {
+  // A read (plus a sync): retrying it is safe as is.
+  std::vector<ObsoleteStripe> got;
+  Status st = Hold("ListOrphanStripes", nullptr, [&] {
+    got.clear();
+    return inner_->ListOrphanStripes(inos, codes, &got);
+  });
+  if (!st.ok()) return st;
+  stripes->insert(stripes->end(), got.begin(), got.end());
+  return Status::Ok();
+}
 Result<std::vector<uint64_t>> HoldingMetaService::ListOrphans() {
   return Hold("ListOrphans", nullptr, [&] { return inner_->ListOrphans(); });
 }

@@ -17,11 +17,12 @@ bool StripeLess(const ObsoleteStripe& a, const ObsoleteStripe& b) {
 
 OrphanPurger::OrphanPurger(const Parts& parts)
     : p_(parts),
-      queue_(kQueueCapacity, kGroup,
-             [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }) {}
+      queue_(
+          kQueueCapacity, kGroup,
+          [this](std::vector<uint64_t> inos) { PurgeGroup(inos); }, kLinger) {}
 
-bool OrphanPurger::ListOrphanStripes(uint64_t ino,
-                                     std::vector<ObsoleteStripe>* out) {
+bool OrphanPurger::ListOneOrphan(uint64_t ino,
+                                 std::vector<ObsoleteStripe>* out) {
   auto attr = p_.meta->GetAttr(ino);
   if (!attr.ok()) {
     if (attr.status().code() != ENOENT) p_.errors->fetch_add(1);
@@ -42,23 +43,55 @@ bool OrphanPurger::ListOrphanStripes(uint64_t ino,
   return true;
 }
 
+bool OrphanPurger::ListGroup(const std::vector<uint64_t>& inos,
+                             std::vector<uint64_t>* orphans,
+                             std::vector<ObsoleteStripe>* stripes) {
+  std::vector<int32_t> codes;
+  Status st = p_.meta->ListOrphanStripes(inos, &codes, stripes);
+  if (st.code() == EOPNOTSUPP) {
+    // A metad from before ListOrphanStripes: two reads per inode, then
+    // Sync (the unlinks that made these orphans must be durable before
+    // their chunks go: a metad may acknowledge them before its WAL sync).
+    for (uint64_t ino : inos) {
+      if (ListOneOrphan(ino, stripes)) orphans->push_back(ino);
+    }
+    if (orphans->empty()) return true;
+    if (Status sync = p_.meta->Sync(); !sync.ok()) {
+      p_.errors->fetch_add(orphans->size());
+      return false;  // they stay orphans: the next mount queues them again
+    }
+    return true;
+  }
+  if (!st.ok()) {
+    // Nothing is known, nothing was made durable: they stay orphans.
+    p_.errors->fetch_add(inos.size());
+    return false;
+  }
+  // Durable now: the call synced before it answered (it listed an orphan).
+  for (size_t i = 0; i < inos.size(); ++i) {
+    if (codes[i] == 0) {
+      orphans->push_back(inos[i]);
+    } else if (codes[i] == E2BIG) {
+      // More stripes than one answer holds: paged reads. Its unlink was
+      // made durable by the call (which also lists nothing of it).
+      if (ListOneOrphan(inos[i], stripes)) orphans->push_back(inos[i]);
+    } else if (codes[i] != ENOENT && codes[i] != EBUSY) {
+      p_.errors->fetch_add(1);  // ENOENT: purged already; EBUSY: linked
+    }
+  }
+  return true;
+}
+
 void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
   std::vector<uint64_t> orphans;
   std::vector<ObsoleteStripe> stripes;
-  for (uint64_t ino : inos) {
-    if (ListOrphanStripes(ino, &stripes)) orphans.push_back(ino);
-  }
-  if (orphans.empty()) return;
-  // The unlinks that made these orphans must be durable before their chunks
-  // go (a metad may acknowledge namespace changes before its WAL sync).
-  if (Status st = p_.meta->Sync(); !st.ok()) {
-    p_.errors->fetch_add(orphans.size());
-    return;  // they stay orphans: the next mount queues them again
-  }
+  if (!ListGroup(inos, &orphans, &stripes) || orphans.empty()) return;
   // Chunks first: until their metadata goes the orphans stay listed for a
-  // restart.
-  p_.client->DeleteStripes(stripes);
-  p_.client->DrainGarbage();
+  // restart. Empty files have none: nothing to send or wait for.
+  if (!stripes.empty()) {
+    p_.client->DeleteStripes(stripes);
+    p_.client->DrainGarbage();
+  }
   std::vector<ObsoleteStripe> dropped = PurgeMetadata(orphans);
   // Stripes the listing did not see (none without a writer) go too.
   std::sort(stripes.begin(), stripes.end(), StripeLess);
@@ -67,7 +100,7 @@ void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
     if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
       rest.push_back(o);
   }
-  p_.client->DeleteStripes(rest);
+  if (!rest.empty()) p_.client->DeleteStripes(rest);
 }
 
 std::vector<ObsoleteStripe> OrphanPurger::PurgeMetadata(

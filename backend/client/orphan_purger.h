@@ -2,15 +2,18 @@
 // in the background, chunks first and metadata last, so that unlink and the
 // last close return after their metadata change only.
 //
-// Order and crash safety: for the orphans queued together, the purger reads
-// each one's stripe map, makes metadata durable (MetaService::Sync: the
-// unlink that orphaned an inode may have been acknowledged before its WAL
-// sync, and must not be lost once its chunks are gone), hands every committed
-// stripe version to the StripeClient's version collector (one
-// DeleteChunkVersions per server for the whole group), waits until those
+// Order and crash safety: for the orphans queued together, the purger lists
+// their stripe maps with one ListOrphanStripes call, which also makes
+// metadata durable before it answers (the unlink that orphaned an inode may
+// have been acknowledged before its WAL sync, and must not be lost once its
+// chunks are gone); against a metad without it, GetAttr and GetStripes per
+// inode and then MetaService::Sync. It hands every committed stripe version
+// to the StripeClient's version collector (one DeleteChunkVersions per
+// server for the whole group; nothing for empty files), waits until those
 // deletes were attempted, and only then removes their metadata with one
 // PurgeInodes call (one metad commit for the group; per-inode PurgeInode
-// against a metad without it). The orphan inode is the durable purge record:
+// against a metad without it). So a group costs two metadata calls however
+// many inodes it holds. The orphan inode is the durable purge record:
 // after a crash before that commit it is still in ListOrphans, and the next
 // mount queues it again (deleting absent chunks is OK), so no chunk leaks
 // for good. A chunk of a linked file is never deleted: an inode is skipped
@@ -18,6 +21,9 @@
 // Known limit: chunks on servers that are down are left to scrub, as the
 // collector documents.
 //
+// Batched over time: once an orphan is queued the thread lingers up to
+// kLinger for more (as the version collector does), so that a stream of
+// unlinks makes few large groups rather than many small ones.
 //
 // Bounded: at most kQueueCapacity inodes wait (a BackgroundQueue); Enqueue
 // then blocks until the purger has taken a group. It blocks rather than
@@ -32,6 +38,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -54,6 +61,11 @@ class OrphanPurger {
   // one DeleteChunkVersions per server).
   static constexpr size_t kQueueCapacity = 4096;
   static constexpr size_t kGroup = 256;
+  // How long the thread waits after the first queued orphan for more to
+  // join its group (cut short by Drain, a half-full queue or the
+  // destructor): each group costs a metad WAL sync (in ListOrphanStripes),
+  // and groups of two or three orphans made one fsync per few unlinks.
+  static constexpr std::chrono::milliseconds kLinger{50};
   static_assert(kGroup <= kMaxInodesPerPurge);
 
   explicit OrphanPurger(const Parts& parts);
@@ -69,8 +81,14 @@ class OrphanPurger {
  private:
   // Chunks of every orphan in `inos`, then their metadata.
   void PurgeGroup(const std::vector<uint64_t>& inos);
-  // The committed stripes of orphan `ino` (false: skip it, e.g. linked).
-  bool ListOrphanStripes(uint64_t ino, std::vector<ObsoleteStripe>* out);
+  // The orphans among `inos` and their committed stripes, durable (false:
+  // nothing may be deleted, errors counted).
+  bool ListGroup(const std::vector<uint64_t>& inos,
+                 std::vector<uint64_t>* orphans,
+                 std::vector<ObsoleteStripe>* stripes);
+  // The committed stripes of orphan `ino` by GetAttr and paged GetStripes
+  // (false: skip it, e.g. linked).
+  bool ListOneOrphan(uint64_t ino, std::vector<ObsoleteStripe>* out);
   // Removes the metadata of `orphans`; returns stripes that the purge
   // dropped (the listing normally saw them all).
   std::vector<ObsoleteStripe> PurgeMetadata(

@@ -30,6 +30,9 @@ namespace stripefs {
 
 // Most inodes one PurgeInodes call may carry (bounds a decoded message).
 inline constexpr size_t kMaxInodesPerPurge = 1024;
+// Most stripes one ListOrphanStripes answer carries (24 bytes each on the
+// wire: 1.5 MiB, far below an RPC payload's bound).
+inline constexpr size_t kMaxOrphanStripes = 65536;
 
 class MetaService {
  public:
@@ -119,6 +122,27 @@ class MetaService {
     return Status::InvalidArgument(std::to_string(n) +
                                    " inodes in one PurgeInodes, at most " +
                                    std::to_string(kMaxInodesPerPurge));
+  }
+  // For the orphan purger: the committed stripes of several orphans in one
+  // call, so that listing a group costs one round trip, not two per inode.
+  // (*codes)[i] is inos[i]'s result: 0 = an orphan (nlink 0) whose stripes
+  // were appended to *stripes (inode, stripe, version; each inode's in
+  // stripe order), ENOENT = gone, EBUSY = still linked, E2BIG = its stripes
+  // would take the answer past kMaxOrphanStripes (none of them are returned:
+  // list it with GetStripes), or the error reading that inode alone. When some
+  // inode is reported an orphan, every mutation acknowledged before the
+  // answer (its unlink included) is durable when the call returns, as after
+  // Sync(): the caller may delete the listed chunks at once. A non-OK Status
+  // leaves *codes empty. EINVAL for more than kMaxInodesPerPurge inodes. A
+  // service without it returns EOPNOTSUPP (the default); callers then use
+  // GetAttr, GetStripes and Sync.
+  virtual Status ListOrphanStripes(const std::vector<uint64_t>& inos,
+                                   std::vector<int32_t>* codes,
+                                   std::vector<ObsoleteStripe>* stripes) {
+    (void)inos;
+    (void)stripes;
+    codes->clear();
+    return Status::NotSupported("ListOrphanStripes");
   }
   // Orphans left by a crash (nlink 0), to purge at mount time.
   virtual Result<std::vector<uint64_t>> ListOrphans() = 0;

@@ -1249,6 +1249,64 @@ Status MetaStore::PurgeInodeGroup(const uint64_t* inos, size_t n,
   });
 }
 
+Status MetaStore::ListOrphanStripes(const std::vector<uint64_t>& inos,
+                                    std::vector<int32_t>* codes,
+                                    std::vector<ObsoleteStripe>* stripes) {
+  codes->clear();
+  if (inos.size() > kMaxInodesPerPurge) return TooManyToPurge(inos.size());
+  std::vector<int32_t> out(inos.size(), 0);
+  std::vector<ObsoleteStripe> found;
+  bool any_orphan = false;
+  {
+    SnapshotReader r(kv_.get());
+    for (size_t i = 0; i < inos.size(); ++i) {
+      const uint64_t ino = inos[i];
+      auto rec = r.Inode(ino);
+      if (!rec.ok()) {
+        out[i] = rec.status().code();
+        continue;
+      }
+      if (rec->attr.nlink != 0) {
+        out[i] = EBUSY;
+        continue;
+      }
+      // One more than the room left tells "too many" without reading all.
+      const size_t room = kMaxOrphanStripes - found.size();
+      const std::string prefix = StripePrefix(ino);
+      auto pairs = r.Range(prefix, PrefixEnd(prefix), room + 1);
+      if (!pairs.ok()) {
+        out[i] = pairs.status().code();
+        continue;
+      }
+      if (pairs->size() > room) {
+        out[i] = E2BIG;  // still an orphan: its unlink is synced below
+        any_orphan = true;
+        continue;
+      }
+      const size_t before = found.size();
+      for (const KvPair& p : *pairs) {
+        auto ref = ParseStripe(p.key, p.value);
+        if (!ref.ok()) {
+          out[i] = ref.status().code();
+          break;
+        }
+        found.push_back({ino, ref->sv.stripe, ref->sv.version});
+      }
+      if (out[i] != 0) {
+        found.resize(before);
+        continue;
+      }
+      any_orphan = true;
+    }
+  }
+  // The unlinks that made these orphans may have been acknowledged before
+  // their WAL sync: make them durable before anyone deletes chunks.
+  if (any_orphan) STRIPEFS_RETURN_IF_ERROR(Sync());
+  *codes = std::move(out);
+  stripes->insert(stripes->end(), found.begin(), found.end());
+  return Status::Ok();
+}
+
 Result<std::vector<uint64_t>> MetaStore::ListOrphans() {
   SnapshotReader r(kv_.get());
   std::string prefix(1, kPrefixOrphan);

@@ -171,6 +171,11 @@ class MetaStore final : public MetaService {
   Status PurgeInodes(const std::vector<uint64_t>& inos,
                      std::vector<int32_t>* codes,
                      std::vector<ObsoleteStripe>* obsolete) override;
+  // One snapshot for the whole group; Sync() after it when an orphan was
+  // found.
+  Status ListOrphanStripes(const std::vector<uint64_t>& inos,
+                           std::vector<int32_t>* codes,
+                           std::vector<ObsoleteStripe>* stripes) override;
   Result<std::vector<uint64_t>> ListOrphans() override;
   Result<FsStats> StatFs() override;
   Status Sync() override;

@@ -156,6 +156,25 @@ Status RemoteMetaService::PurgeInodes(const std::vector<uint64_t>& inos,
     obsolete->insert(obsolete->end(), stripes.begin(), stripes.end());
   return Status::Ok();
 }
+Status RemoteMetaService::ListOrphanStripes(
+    const std::vector<uint64_t>& inos, std::vector<int32_t>* codes,
+    std::vector<ObsoleteStripe>* stripes) {
+  codes->clear();
+  if (inos.size() > kMaxInodesPerPurge) return TooManyToPurge(inos.size());
+  Msg<MsgType::kListOrphanStripes>::Response resp{};
+  STRIPEFS_RETURN_IF_ERROR(
+      CallTyped<MsgType::kListOrphanStripes>(client_, {inos}, &resp));
+  auto& [got, listed] = resp;
+  if (got.size() != inos.size() || listed.size() > kMaxOrphanStripes) {
+    return Status(EPROTO, "ListOrphanStripes answered " +
+                              std::to_string(got.size()) + " results and " +
+                              std::to_string(listed.size()) + " stripes for " +
+                              std::to_string(inos.size()) + " inodes");
+  }
+  *codes = std::move(got);
+  stripes->insert(stripes->end(), listed.begin(), listed.end());
+  return Status::Ok();
+}
 Status RemoteMetaService::Sync() {
   Status st = InvokeStatus<MsgType::kSyncMetadata>(client_, {});
   return st.code() == EOPNOTSUPP ? Status::Ok() : st;
@@ -324,6 +343,12 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
         return ServeTyped<MsgType::kPurgeInodes>(
             p, reply, [&](auto& out, auto& inos) {
               return s.PurgeInodes(inos, &std::get<0>(out), &std::get<1>(out));
+            });
+      case MsgType::kListOrphanStripes:
+        return ServeTyped<MsgType::kListOrphanStripes>(
+            p, reply, [&](auto& out, auto& inos) {
+              return s.ListOrphanStripes(inos, &std::get<0>(out),
+                                         &std::get<1>(out));
             });
       case MsgType::kSyncMetadata:
         return ServeTyped<MsgType::kSyncMetadata>(

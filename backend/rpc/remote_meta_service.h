@@ -70,6 +70,9 @@ class RemoteMetaService final : public MetaService {
   Status PurgeInodes(const std::vector<uint64_t>& inos,
                      std::vector<int32_t>* codes,
                      std::vector<ObsoleteStripe>* obsolete) override;
+  Status ListOrphanStripes(const std::vector<uint64_t>& inos,
+                           std::vector<int32_t>* codes,
+                           std::vector<ObsoleteStripe>* stripes) override;
   Result<std::vector<uint64_t>> ListOrphans() override;
   Result<FsStats> StatFs() override;
   Status SetXattr(uint64_t ino, const std::string& name,

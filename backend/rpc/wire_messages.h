@@ -73,7 +73,8 @@ namespace stripefs::rpc {
   X(PurgeInodes, 73, false)        \
   X(SyncMetadata, 74, true)        \
   X(ClientHeartbeat, 75, true)     \
-  X(ListClients, 76, true)
+  X(ListClients, 76, true)         \
+  X(ListOrphanStripes, 77, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -213,6 +214,8 @@ template <>
 struct Msg<MsgType::kPurgeInode> : MsgDef<Tup<U64>, Tup<std::vector<ObsoleteStripe>>> {};
 template <>
 struct Msg<MsgType::kPurgeInodes> : MsgDef<Tup<std::vector<U64>>, Tup<std::vector<int32_t>, std::vector<ObsoleteStripe>>> {};  // inos -> per-inode errno (0 = purged), stripes
+template <>
+struct Msg<MsgType::kListOrphanStripes> : MsgDef<Tup<std::vector<U64>>, Tup<std::vector<int32_t>, std::vector<ObsoleteStripe>>> {};  // inos -> per-inode errno (0 = orphan), stripes
 template <>
 struct Msg<MsgType::kSyncMetadata> : MsgDef<Tup<>, Tup<>> {};  // MetaService::Sync
 template <>

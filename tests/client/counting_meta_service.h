@@ -2,7 +2,8 @@
 // commits it sees, so tests can check how many metadata commits (and
 // committed versions) a client operation made, and the attribute and
 // stripe-map reads (the read path's metadata round trips), and the purge
-// calls.
+// calls (ListOrphanStripes can be made to answer EOPNOTSUPP, as an old
+// metad does).
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,8 @@ class CountingMetaService final : public MetaService {
   std::atomic<int> purge_inode_calls{0};    // PurgeInode
   std::atomic<int> purge_inodes_calls{0};   // PurgeInodes
   std::atomic<int> purge_inodes_inodes{0};  // inodes PurgeInodes carried
+  std::atomic<int> list_orphan_stripes_calls{0};
+  std::atomic<bool> list_orphan_stripes_unsupported{false};  // EOPNOTSUPP
 
   Status CommitStripe(uint64_t ino, const StripeVersion& sv, uint64_t expected,
                       uint64_t min_size, ObsoleteStripe* obsolete) override {
@@ -114,6 +117,16 @@ class CountingMetaService final : public MetaService {
     ++purge_inodes_calls;
     purge_inodes_inodes += static_cast<int>(inos.size());
     return inner_->PurgeInodes(inos, codes, obsolete);
+  }
+  Status ListOrphanStripes(const std::vector<uint64_t>& inos,
+                           std::vector<int32_t>* codes,
+                           std::vector<ObsoleteStripe>* stripes) override {
+    if (list_orphan_stripes_unsupported) {
+      codes->clear();
+      return Status::NotSupported("ListOrphanStripes");
+    }
+    ++list_orphan_stripes_calls;
+    return inner_->ListOrphanStripes(inos, codes, stripes);
   }
   Status Sync() override {
     ++sync_calls;

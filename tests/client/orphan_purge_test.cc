@@ -18,13 +18,18 @@
 #include "backend/client/chunk_server_set.h"
 #include "backend/client/orphan_purger.h"
 #include "backend/client/volume.h"
+#include "backend/meta/meta_store.h"
+#include "tests/client/counting_meta_service.h"
 #include "tests/client/orphan_purge_workload.h"
+#include "tests/support/fault_injecting_chunk_service.h"
+#include "tests/support/in_process_volume.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
 namespace {
 
 using testing::DeadName;
+using testing::kDeadBytes;
 using testing::kDeadPerRound;
 using testing::kLiveBytes;
 using testing::kPurgeGeometry;
@@ -201,6 +206,74 @@ TEST(OrphanPurgeTest, LinkedInodesAreLeftAlone) {
   EXPECT_EQ(errors.load(), 0u);
   EXPECT_EQ(StoredChunks(**v).size(), chunks);
   EXPECT_TRUE((*v)->meta().GetAttr(f->ino).ok());
+}
+
+// The crash rule behind the kill test: the unlinks that made the orphans
+// are durable before the first chunk delete (a SIGKILL cannot show it: the
+// WAL is in the page cache; a power loss would). The store acknowledges
+// namespace changes before its WAL sync, with an hour's delay so that its
+// background sync never runs here: the only syncs between the unlinks and
+// the deletes are the purger's. With ListOrphanStripes, and with a metad
+// without it (GetAttr, GetStripes, Sync).
+TEST(OrphanPurgeTest, UnlinksAreDurableBeforeTheFirstChunkDelete) {
+  for (bool batched : {true, false}) {
+    SCOPED_TRACE(batched ? "ListOrphanStripes" : "per-inode reads and Sync");
+    testing::InProcessVolumeOptions o;
+    o.geometry = kPurgeGeometry;
+    o.meta.sync = true;
+    o.meta.namespace_sync_delay = std::chrono::hours(1);
+    MetaStore* store = nullptr;
+    testing::CountingMetaService* counting = nullptr;
+    o.wrap_meta = [&](std::unique_ptr<MetaService> inner) {
+      store = dynamic_cast<MetaStore*>(inner.get());
+      counting = nullptr;
+      return std::unique_ptr<MetaService>(
+          testing::CountingWrapper(&counting)(std::move(inner)));
+    };
+    auto v = testing::InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    ASSERT_NE(store, nullptr);
+    ASSERT_NE(counting, nullptr);
+    counting->list_orphan_stripes_unsupported = !batched;
+    MetaService& meta = (*v)->volume().meta();
+    StripeClient& client = (*v)->volume().client();
+    std::vector<uint64_t> inos;
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "u" + std::to_string(i);
+      auto f = meta.MkNode(kRootInode, name, 0100644, 0, 0, 0);
+      ASSERT_TRUE(f.ok());
+      ASSERT_TRUE(
+          client.Write(f->ino, 0, RandomBytes(kDeadBytes, 7u + i)).ok());
+      ASSERT_TRUE(meta.Unlink(kRootInode, name).ok());
+      inos.push_back(f->ino);
+    }
+    client.DrainGarbage();
+    ASSERT_GT((*v)->StoredChunks(), 0u);
+    const uint64_t syncs = store->commit_stats().wal_syncs;
+    std::atomic<bool> deleted{false};
+    std::atomic<uint64_t> syncs_at_first_delete{0};
+    for (size_t i = 0; i < (*v)->servers(); ++i) {
+      (*v)->service<testing::FaultInjectingChunkService>(i)->before_delete =
+          [&] {
+            bool first = false;
+            if (deleted.compare_exchange_strong(first, true))
+              syncs_at_first_delete = store->commit_stats().wal_syncs;
+          };
+    }
+    std::atomic<uint64_t> purged{0}, errors{0};
+    {
+      OrphanPurger purger({&meta, &client, &purged, &errors});
+      for (uint64_t ino : inos) purger.Enqueue(ino);
+      purger.Drain();
+    }
+    EXPECT_EQ(purged.load(), inos.size());
+    EXPECT_EQ(errors.load(), 0u);
+    ASSERT_TRUE(deleted.load());
+    EXPECT_GT(syncs_at_first_delete.load(), syncs)
+        << "a chunk was deleted before the unlinks were durable";
+    EXPECT_EQ((*v)->StoredChunks(), 0u);
+    EXPECT_EQ(counting->list_orphan_stripes_calls.load() > 0, batched);
+  }
 }
 
 }  // namespace

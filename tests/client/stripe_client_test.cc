@@ -1046,5 +1046,94 @@ TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
   EXPECT_EQ(StoredChunks(), 0u);
 }
 
+// The purger's metadata calls do not grow with the group: one
+// ListOrphanStripes (which also syncs) and one PurgeInodes per group, no
+// GetAttr, GetStripes or Sync per inode; empty files need no chunk deletes.
+TEST_F(StripeClientTest, OrphanPurgerMakesTwoMetadataCallsPerGroup) {
+  constexpr int kFiles = 24;
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "g" + std::to_string(i);
+    uint64_t ino = NewFile(name);
+    if (i % 2 == 0) {  // every other file stays empty
+      ASSERT_TRUE(
+          client()
+              .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
+              .ok());
+    }
+    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
+    inos.push_back(ino);
+  }
+  uint64_t kept = NewFile("kept");
+  ASSERT_TRUE(client().Write(kept, 0, RandomBytes(S(), 99)).ok());
+  client().DrainGarbage();
+  const size_t kept_chunks = 6;  // one stripe of 4+2
+  ASSERT_GT(StoredChunks(), kept_chunks);
+  const int getattr = counting_->getattr_calls.load();
+  const int getstripes = counting_->getstripes_calls.load();
+  const int syncs = counting_->sync_calls.load();
+  std::atomic<uint64_t> purged{0}, errors{0};
+  {
+    OrphanPurger purger({&meta(), &client(), &purged, &errors});
+    for (uint64_t ino : inos) purger.Enqueue(ino);
+    purger.Enqueue(kept);            // linked: left alone
+    purger.Enqueue(inos[0]);         // twice: gone the second time
+    purger.Enqueue(kept + 1000000);  // never existed
+    purger.Drain();
+  }
+  EXPECT_EQ(purged.load(), static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(errors.load(), 0u);
+  const int groups = counting_->purge_inodes_calls.load();
+  EXPECT_GE(groups, 1);
+  EXPECT_LE(groups, kFiles);
+  // One listing per group, plus at most one for a group with no orphan
+  // left in it (the duplicate, the linked and the missing inode may form
+  // a group of their own: listed, nothing purged).
+  EXPECT_GE(counting_->list_orphan_stripes_calls.load(), groups);
+  EXPECT_LE(counting_->list_orphan_stripes_calls.load(), groups + 1);
+  EXPECT_EQ(counting_->getattr_calls.load(), getattr);
+  EXPECT_EQ(counting_->getstripes_calls.load(), getstripes);
+  EXPECT_EQ(counting_->sync_calls.load(), syncs);
+  EXPECT_EQ(counting_->purge_inode_calls.load(), 0);
+  EXPECT_TRUE(meta().ListOrphans()->empty());
+  EXPECT_EQ(StoredChunks(), kept_chunks);
+  EXPECT_TRUE(meta().GetAttr(kept).ok());
+}
+
+// Against a metad without ListOrphanStripes (EOPNOTSUPP) the purger lists
+// inode by inode and syncs once per group before any chunk goes.
+TEST_F(StripeClientTest, OrphanPurgerFallsBackWithoutListOrphanStripes) {
+  constexpr int kFiles = 6;
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "h" + std::to_string(i);
+    uint64_t ino = NewFile(name);
+    ASSERT_TRUE(
+        client()
+            .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
+            .ok());
+    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
+    inos.push_back(ino);
+  }
+  client().DrainGarbage();
+  counting_->list_orphan_stripes_unsupported = true;
+  const int getattr = counting_->getattr_calls.load();
+  const int syncs = counting_->sync_calls.load();
+  std::atomic<uint64_t> purged{0}, errors{0};
+  {
+    OrphanPurger purger({&meta(), &client(), &purged, &errors});
+    for (uint64_t ino : inos) purger.Enqueue(ino);
+    purger.Drain();
+  }
+  EXPECT_EQ(purged.load(), static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_EQ(counting_->list_orphan_stripes_calls.load(), 0);
+  EXPECT_EQ(counting_->getattr_calls.load() - getattr, kFiles);
+  EXPECT_EQ(counting_->sync_calls.load() - syncs,
+            counting_->purge_inodes_calls.load());
+  EXPECT_TRUE(meta().ListOrphans()->empty());
+  EXPECT_EQ(StoredChunks(), 0u);
+}
+
 }  // namespace
 }  // namespace stripefs

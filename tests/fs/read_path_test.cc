@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -155,6 +156,73 @@ TEST_F(ReadPathTest, FsyncFsyncDirAndSyncFsSyncMetadata) {
   call([&](fuse::Replier r) { fs_->SyncFs(std::move(r), kRootInode); });
   EXPECT_EQ(counting_->sync_calls.load(), before + 3);
   Release(f);
+}
+
+// SETATTR answers with the attributes metadata's SetAttr returned: no
+// GetAttr after it (the kernel sends a ctime-only SETATTR after every
+// UNLINK of a file), including a truncate of a file being written; a chmod
+// re-reads them (its ACL update may move ctime again).
+TEST_F(ReadPathTest, SetAttrMakesOneMetadataCall) {
+  const uint64_t f = NewFile("f");
+  auto setattr = [&](fuse_setattr_in in) {
+    RecordedReply rec;
+    FakeInFlight fl(&rec);
+    fs_->SetAttr(fuse::Replier(&fl, nullptr), f, in);
+    EXPECT_TRUE(rec.done);
+    EXPECT_EQ(rec.error, 0);
+    fuse_attr_out out{};
+    EXPECT_EQ(rec.body.size(), sizeof(out));
+    std::memcpy(&out, rec.body.data(), std::min(sizeof(out), rec.body.size()));
+    return out.attr;
+  };
+  fuse_setattr_in ctime{};
+  ctime.valid = FATTR_CTIME;
+  ctime.ctime = 1234567890;
+  ctime.ctimensec = 42;
+  int getattr = counting_->getattr_calls.load();
+  fuse_attr a = setattr(ctime);
+  EXPECT_EQ(counting_->getattr_calls.load(), getattr);
+  EXPECT_EQ(a.ctime, 1234567890u);
+  EXPECT_EQ(a.ctimensec, 42u);
+  EXPECT_EQ(a.ino, f);
+  auto meta = volume_->meta().GetAttr(f);
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->ctime.sec, 1234567890);
+  // A file this mount is writing: the answer's size covers the buffered
+  // bytes (no GetAttr either), and a truncate answers the size asked for.
+  // Less than a stripe and no idle flush: no background send or commit
+  // makes metadata calls meanwhile.
+  fs_.reset();
+  StripeFsOptions fo;
+  fo.purge_orphans_at_start = false;
+  fo.idle_flush = std::chrono::hours(1);
+  fs_ = std::make_unique<StripeFs>(volume_, fo);
+  Open(f);
+  Write(f, 0, RandomBytes(S() / 2, 3));
+  fuse_setattr_in mtime{};
+  mtime.valid = FATTR_MTIME;
+  mtime.mtime = 1500000000;
+  getattr = counting_->getattr_calls.load();
+  a = setattr(mtime);
+  EXPECT_EQ(counting_->getattr_calls.load(), getattr);
+  EXPECT_EQ(a.size, S() / 2);
+  EXPECT_EQ(a.mtime, 1500000000u);
+  fuse_setattr_in trunc{};
+  trunc.valid = FATTR_SIZE;
+  trunc.size = S() / 4;
+  a = setattr(trunc);
+  EXPECT_EQ(a.size, S() / 4);
+  Release(f);
+  auto after = volume_->meta().GetAttr(f);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size, S() / 4);
+  fuse_setattr_in chmod{};
+  chmod.valid = FATTR_MODE;
+  chmod.mode = 0600;
+  getattr = counting_->getattr_calls.load();
+  a = setattr(chmod);
+  EXPECT_EQ(a.mode & 07777, 0600u);
+  EXPECT_GE(counting_->getattr_calls.load(), getattr + 1);
 }
 
 TEST_F(ReadPathTest, ReadOfAnUnchangedFileMakesNoMetadataCall) {

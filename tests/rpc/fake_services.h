@@ -111,6 +111,16 @@ class ScriptedMetaService final : public MetaService {
     FillOut(obsolete);
     return s;
   }
+  // result: the codes (std::vector<int32_t>); out: the stripes.
+  Status ListOrphanStripes(const std::vector<uint64_t>& inos,
+                           std::vector<int32_t>* codes,
+                           std::vector<ObsoleteStripe>* stripes) override {
+    auto r = Rec<std::vector<int32_t>>("ListOrphanStripes", inos);
+    if (!r.ok()) return r.status();
+    *codes = *r;
+    FillOut(stripes);
+    return Status::Ok();
+  }
   Result<std::vector<uint64_t>> ListOrphans() override {
     return Rec<std::vector<uint64_t>>("ListOrphans");
   }

@@ -189,6 +189,23 @@ TEST_F(MetaRpcTest, EveryMethodRoundTripsArgumentsAndResults) {
     EXPECT_EQ(codes, std::vector<int32_t>{0});
     EXPECT_EQ(Wire(got), Wire(obs));
     EXPECT_EQ((fake_.last_args<uint64_t>()), std::make_tuple(uint64_t{32}));
+    // ListOrphanStripes: codes and stripes cross unchanged, appended.
+    fake_.Script(std::vector<int32_t>{0, ENOENT, E2BIG}, obs);
+    codes.clear();
+    std::vector<ObsoleteStripe> listed = {{1, 2, 3}};
+    ASSERT_TRUE(m.ListOrphanStripes({40, 41, 42}, &codes, &listed).ok());
+    EXPECT_EQ(codes, (std::vector<int32_t>{0, ENOENT, E2BIG}));
+    ASSERT_EQ(listed.size(), obs.size() + 1);
+    EXPECT_EQ(listed[0].version, 3u);
+    EXPECT_EQ(
+        Wire(std::vector<ObsoleteStripe>(listed.begin() + 1, listed.end())),
+        Wire(obs));
+    EXPECT_EQ((fake_.last_args<std::vector<uint64_t>>()),
+              std::make_tuple(std::vector<uint64_t>{40, 41, 42}));
+    // A metad answering fewer codes than inodes is a protocol error.
+    fake_.Script(std::vector<int32_t>{0}, obs);
+    EXPECT_EQ(m.ListOrphanStripes({40, 41}, &codes, &listed).code(), EPROTO);
+    EXPECT_TRUE(codes.empty());
     fake_.Script(std::vector<uint64_t>{3, 5, 8});
     auto orphans = m.ListOrphans();
     ASSERT_TRUE(orphans.ok());

@@ -17,8 +17,10 @@ class FaultInjectingChunkService : public ChunkService {
   std::atomic<bool> fail_writes{false};
   std::atomic<int> writes{0};  // WriteChunk calls (patches and clones too)
   std::atomic<int> version_deletes{0};  // DeleteChunkVersion calls
-  // Runs at the start of every ReadChunk (set before the wrapper is used).
+  // Run at the start of every ReadChunk / DeleteChunkVersion (set before
+  // the wrapper is used).
   std::function<void()> before_read;
+  std::function<void()> before_delete;
 
   Status WriteChunk(const ChunkId& id, uint64_t version,
                     std::span<const uint8_t> data) override {
@@ -41,6 +43,7 @@ class FaultInjectingChunkService : public ChunkService {
   Status DeleteChunkVersion(const ChunkId& id, uint64_t version) override {
     if (down) return Status::Unavailable("injected: server down");
     ++version_deletes;
+    if (before_delete) before_delete();
     return inner_->DeleteChunkVersion(id, version);
   }
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,

@@ -15,11 +15,9 @@ Result<std::unique_ptr<InProcessVolume>> InProcessVolume::Open(
   char tmpl[] = "/tmp/stripefs-volume-XXXXXX";
   if (!::mkdtemp(tmpl)) return Status::FromErrno(errno, "mkdtemp");
   v->dir_ = tmpl;
-  MetaStoreOptions mo;
-  mo.sync = false;
   STRIPEFS_ASSIGN_OR_RETURN(
       std::unique_ptr<MetaStore> meta,
-      MetaStore::Create(v->dir_ + "/meta", o.geometry, mo));
+      MetaStore::Create(v->dir_ + "/meta", o.geometry, o.meta));
   std::vector<std::unique_ptr<ChunkService>> wrappers;
   for (int i = 0; i < o.servers; ++i) {
     ChunkStoreOptions co;

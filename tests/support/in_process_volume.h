@@ -1,10 +1,10 @@
 // InProcessVolume: a Volume with no processes and no network -- a MetaStore
-// (unsynced) and `servers` ChunkStores in a fresh temporary directory, each
-// store behind a wrapper the test chooses (default: a
-// FaultInjectingChunkService, so servers can be made "down" or writes fail;
-// tests/health uses a HangingChunkService). Server i has id i and failure
-// domain "host<i>". The stripe client, meta wrappers and file system tests
-// build their volume with it.
+// (unsynced unless InProcessVolumeOptions::meta says otherwise) and
+// `servers` ChunkStores in a fresh temporary directory, each store behind a
+// wrapper the test chooses (default: a FaultInjectingChunkService, so servers
+// can be made "down" or writes fail; tests/health uses a HangingChunkService).
+// Server i has id i and failure domain "host<i>". The stripe client, meta
+// wrappers and file system tests build their volume with it.
 //
 // Owns everything; the destructor closes the volume, then the stores, then
 // removes the directory (stop anything that uses the volume first, and
@@ -19,6 +19,7 @@
 
 #include "backend/chunk/chunk_store.h"
 #include "backend/client/volume.h"
+#include "backend/meta/meta_store.h"
 #include "common/status.h"
 
 namespace stripefs::testing {
@@ -30,6 +31,12 @@ struct InProcessVolumeOptions {
   // The service the volume talks to for store `s` (null: a
   // FaultInjectingChunkService over it).
   std::function<std::unique_ptr<ChunkService>(ChunkService* s)> wrap_chunks;
+  // The MetaStore's options (default: no WAL sync, the fastest for tests).
+  MetaStoreOptions meta = [] {
+    MetaStoreOptions m;
+    m.sync = false;
+    return m;
+  }();
   // The meta service over the store (null: the MetaStore itself).
   std::function<std::unique_ptr<MetaService>(std::unique_ptr<MetaService>)>
       wrap_meta;
