@@ -454,6 +454,24 @@ Status ChunkStore::CheckSpace(size_t len) {
   return Status::Ok();
 }
 
+Status ChunkStore::GetSourceEntry(const ChunkId& id, uint64_t version,
+                                  uint32_t length, const char* verb,
+                                  ChunkIndexValue* v) {
+  bool found = false;
+  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, v));
+  const std::string name = DescribeChunk(id, version);
+  if (!found) {
+    return Status::NotFound(std::string("cannot ") + verb + " " + name +
+                            ": it is not stored in " + dir_);
+  }
+  if (length > v->length) {
+    return Status::InvalidArgument(
+        std::string("cannot ") + verb + " " + std::to_string(length) +
+        " bytes of " + name + ": it has " + std::to_string(v->length));
+  }
+  return Status::Ok();
+}
+
 Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
                             ChunkIndexValue* v) {
   std::string raw;
@@ -962,18 +980,9 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
   }
   {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    bool found = false;
     ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(GetEntry(id, from_version, &found, &v));
-    if (!found) {
-      return Status::NotFound("cannot clone " + from_name +
-                              ": it is not stored in " + dir_);
-    }
-    if (length > v.length) {
-      return Status::InvalidArgument("cannot clone " + std::to_string(length) +
-                                     " bytes of " + from_name + ": it has " +
-                                     std::to_string(v.length));
-    }
+    STRIPEFS_RETURN_IF_ERROR(
+        GetSourceEntry(id, from_version, length, "clone", &v));
     if (length == v.length && v.in_segment) {
       STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
       // Shares the source's pieces without reading them: versions are
@@ -1036,18 +1045,9 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   if (bytes.empty()) return CloneChunk(id, from_version, to_version, length);
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    bool found = false;
     ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(GetEntry(id, from_version, &found, &v));
-    if (!found) {
-      return Status::NotFound("cannot patch " + from_name +
-                              ": it is not stored in " + dir_);
-    }
-    if (length > v.length) {
-      return Status::InvalidArgument("cannot patch " + std::to_string(length) +
-                                     " bytes of " + from_name + ": it has " +
-                                     std::to_string(v.length));
-    }
+    STRIPEFS_RETURN_IF_ERROR(
+        GetSourceEntry(id, from_version, length, "patch", &v));
     // The window rounded out to CRC blocks (a block is at least a segment
     // unit here, so the new piece starts aligned).
     const uint64_t block = uint64_t{1} << v.block_shift;

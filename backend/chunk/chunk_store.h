@@ -310,6 +310,10 @@ class ChunkStore final : public ChunkService {
   // when malformed.
   Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
                   ChunkIndexValue* v);
+  // The source of a clone or patch (`verb`) of `length` bytes: NotFound
+  // when absent, EINVAL when it is shorter than `length`.
+  Status GetSourceEntry(const ChunkId& id, uint64_t version, uint32_t length,
+                        const char* verb, ChunkIndexValue* v);
   // Every version of `id` that decodes, in version order (caller holds the
   // chunk lock).
   Status GatherVersions(const ChunkId& id,

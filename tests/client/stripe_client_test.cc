@@ -63,6 +63,24 @@ class StripeClientTest : public ::testing::Test {
     return a.ok() ? a->ino : 0;
   }
   uint64_t Size(uint64_t ino) { return meta().GetAttr(ino)->size; }
+  // Orphans for the purger: `n` files prefix0, prefix1, ... in the root,
+  // every `written_every`-th one (from the first) holding a stripe and a
+  // bit, the rest empty, all unlinked. Their inodes go to `inos`.
+  void MakeOrphans(const std::string& prefix, int n, int written_every,
+                   std::vector<uint64_t>* inos) {
+    for (int i = 0; i < n; ++i) {
+      const std::string name = prefix + std::to_string(i);
+      uint64_t ino = NewFile(name);
+      if (i % written_every == 0) {
+        ASSERT_TRUE(
+            client()
+                .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
+                .ok());
+      }
+      ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
+      inos->push_back(ino);
+    }
+  }
   int ChunkWrites() {
     int n = 0;
     for (auto* f : faults_) n += f->writes;
@@ -1016,16 +1034,7 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
 TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
   constexpr int kFiles = 20;
   std::vector<uint64_t> inos;
-  for (int i = 0; i < kFiles; ++i) {
-    const std::string name = "o" + std::to_string(i);
-    uint64_t ino = NewFile(name);
-    ASSERT_TRUE(
-        client()
-            .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
-            .ok());
-    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
-    inos.push_back(ino);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeOrphans("o", kFiles, 1, &inos));
   client().DrainGarbage();
   ASSERT_GT(StoredChunks(), 0u);
   std::atomic<uint64_t> purged{0}, errors{0};
@@ -1052,18 +1061,7 @@ TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
 TEST_F(StripeClientTest, OrphanPurgerMakesTwoMetadataCallsPerGroup) {
   constexpr int kFiles = 24;
   std::vector<uint64_t> inos;
-  for (int i = 0; i < kFiles; ++i) {
-    const std::string name = "g" + std::to_string(i);
-    uint64_t ino = NewFile(name);
-    if (i % 2 == 0) {  // every other file stays empty
-      ASSERT_TRUE(
-          client()
-              .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
-              .ok());
-    }
-    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
-    inos.push_back(ino);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeOrphans("g", kFiles, 2, &inos));
   uint64_t kept = NewFile("kept");
   ASSERT_TRUE(client().Write(kept, 0, RandomBytes(S(), 99)).ok());
   client().DrainGarbage();
@@ -1105,16 +1103,7 @@ TEST_F(StripeClientTest, OrphanPurgerMakesTwoMetadataCallsPerGroup) {
 TEST_F(StripeClientTest, OrphanPurgerFallsBackWithoutListOrphanStripes) {
   constexpr int kFiles = 6;
   std::vector<uint64_t> inos;
-  for (int i = 0; i < kFiles; ++i) {
-    const std::string name = "h" + std::to_string(i);
-    uint64_t ino = NewFile(name);
-    ASSERT_TRUE(
-        client()
-            .Write(ino, 0, RandomBytes(S() + 100, static_cast<uint32_t>(i)))
-            .ok());
-    ASSERT_TRUE(meta().Unlink(kRootInode, name).ok());
-    inos.push_back(ino);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeOrphans("h", kFiles, 1, &inos));
   client().DrainGarbage();
   counting_->list_orphan_stripes_unsupported = true;
   const int getattr = counting_->getattr_calls.load();
