@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "tests/rpc/sample_values.h"
@@ -115,6 +116,23 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
   // ListOrphanStripes (77).
   EXPECT_EQ(AllMsgTypes().size(), 45u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
+}
+
+// The fuzz targets start from tests/rpc/corpus: a message without seeds is
+// fuzzed only by chance. rpc_fuzz_seeds (tests/rpc/fuzz/make_seeds.cc)
+// writes them when messages change.
+TEST(WireMessagesTest, EveryMessageHasFuzzSeeds) {
+  const std::string corpus = STRIPEFS_RPC_CORPUS_DIR;
+  for (MsgType t : AllMsgTypes()) {
+    const std::string name = MsgTypeName(static_cast<uint16_t>(t));
+    for (const std::string& f :
+         {"/payload/" + name + ".req", "/payload/" + name + ".resp",
+          "/frame/" + name + ".frame"}) {
+      EXPECT_TRUE(std::filesystem::exists(corpus + f))
+          << corpus + f
+          << " is missing: run build/tests/rpc/rpc_fuzz_seeds tests/rpc/corpus";
+    }
+  }
 }
 
 // Round trip of request and response of message T with sample values, plus
