@@ -454,6 +454,29 @@ Status ChunkStore::CheckSpace(size_t len) {
   return Status::Ok();
 }
 
+Status ChunkStore::GatherForTarget(uint64_t to_version, uint32_t length,
+                                   const char* verb, CommitOp* op,
+                                   bool* existed) {
+  *existed = false;
+  std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+  STRIPEFS_RETURN_IF_ERROR(GatherVersions(op->id, &all));
+  for (auto& [ver, val] : all) {
+    if (ver != to_version) {
+      op->others.push_back(std::move(val));
+      continue;
+    }
+    *existed = true;
+    if (val.length != length) {
+      return Status::Exists(
+          std::string("cannot ") + verb + " to " +
+          DescribeChunk(op->id, to_version) + ": it is already stored with " +
+          std::to_string(val.length) + " bytes, not " + std::to_string(length));
+    }
+    op->freed.push_back({to_version, std::move(val)});
+  }
+  return Status::Ok();
+}
+
 Status ChunkStore::GetSourceEntry(const ChunkId& id, uint64_t version,
                                   uint32_t length, const char* verb,
                                   ChunkIndexValue* v) {
@@ -993,22 +1016,8 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
       op.keys = {EncodeChunkKey(id, to_version)};
       op.value = v;
       bool existed = false;
-      std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
-      STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all));
-      for (auto& [ver, val] : all) {
-        if (ver != to_version) {
-          op.others.push_back(std::move(val));
-          continue;
-        }
-        existed = true;
-        if (val.length != v.length) {
-          return Status::Exists("cannot clone to " + to_name +
-                                ": it is already stored with " +
-                                std::to_string(val.length) + " bytes, not " +
-                                std::to_string(v.length));
-        }
-        op.freed.push_back({to_version, std::move(val)});
-      }
+      STRIPEFS_RETURN_IF_ERROR(
+          GatherForTarget(to_version, v.length, "clone", &op, &existed));
       STRIPEFS_RETURN_IF_ERROR(Submit(&op).Annotate("cloning to " + to_name));
       if (!existed) {
         chunks_.fetch_add(1, std::memory_order_relaxed);
@@ -1128,22 +1137,8 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
         CombineBlockCrcs(op.value.block_crcs, length, v.block_shift);
     op.value.in_segment = true;
     bool existed = false;
-    std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
-    STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all));
-    for (auto& [ver, val] : all) {
-      if (ver != to_version) {
-        op.others.push_back(std::move(val));
-        continue;
-      }
-      existed = true;
-      if (val.length != length) {
-        return Status::Exists("cannot patch to " + to_name +
-                              ": it is already stored with " +
-                              std::to_string(val.length) + " bytes, not " +
-                              std::to_string(length));
-      }
-      op.freed.push_back({to_version, std::move(val)});
-    }
+    STRIPEFS_RETURN_IF_ERROR(
+        GatherForTarget(to_version, length, "patch", &op, &existed));
     Status st = Submit(&op);
     if (st.ok()) {
       if (!existed) {

@@ -314,6 +314,12 @@ class ChunkStore final : public ChunkService {
   // when absent, EINVAL when it is shorter than `length`.
   Status GetSourceEntry(const ChunkId& id, uint64_t version, uint32_t length,
                         const char* verb, ChunkIndexValue* v);
+  // For a clone or patch (`verb`) into (op->id, to_version): the other
+  // versions go to op->others, an existing target to op->freed (EEXIST
+  // unless it holds `length` bytes); *existed says whether there was one.
+  // Caller holds the chunk lock.
+  Status GatherForTarget(uint64_t to_version, uint32_t length, const char* verb,
+                         CommitOp* op, bool* existed);
   // Every version of `id` that decodes, in version order (caller holds the
   // chunk lock).
   Status GatherVersions(const ChunkId& id,
