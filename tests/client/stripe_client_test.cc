@@ -63,6 +63,18 @@ class StripeClientTest : public ::testing::Test {
     return a.ok() ? a->ino : 0;
   }
   uint64_t Size(uint64_t ino) { return meta().GetAttr(ino)->size; }
+  // Runs an OrphanPurger over `inos` to the end: every one is purged, with
+  // no error.
+  void PurgeAll(const std::vector<uint64_t>& inos) {
+    std::atomic<uint64_t> purged{0}, errors{0};
+    {
+      OrphanPurger purger({&meta(), &client(), &purged, &errors});
+      for (uint64_t ino : inos) purger.Enqueue(ino);
+      purger.Drain();
+    }
+    EXPECT_EQ(purged.load(), inos.size());
+    EXPECT_EQ(errors.load(), 0u);
+  }
   // Orphans for the purger: `n` files prefix0, prefix1, ... in the root,
   // every `written_every`-th one (from the first) holding a stripe and a
   // bit, the rest empty, all unlinked. Their inodes go to `inos`.
@@ -1037,14 +1049,7 @@ TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
   ASSERT_NO_FATAL_FAILURE(MakeOrphans("o", kFiles, 1, &inos));
   client().DrainGarbage();
   ASSERT_GT(StoredChunks(), 0u);
-  std::atomic<uint64_t> purged{0}, errors{0};
-  {
-    OrphanPurger purger({&meta(), &client(), &purged, &errors});
-    for (uint64_t ino : inos) purger.Enqueue(ino);
-    purger.Drain();
-  }
-  EXPECT_EQ(purged.load(), static_cast<uint64_t>(kFiles));
-  EXPECT_EQ(errors.load(), 0u);
+  PurgeAll(inos);
   // Metadata went in PurgeInodes groups, never inode by inode.
   EXPECT_EQ(counting_->purge_inode_calls.load(), 0);
   EXPECT_EQ(counting_->purge_inodes_inodes.load(), kFiles);
@@ -1108,14 +1113,7 @@ TEST_F(StripeClientTest, OrphanPurgerFallsBackWithoutListOrphanStripes) {
   counting_->list_orphan_stripes_unsupported = true;
   const int getattr = counting_->getattr_calls.load();
   const int syncs = counting_->sync_calls.load();
-  std::atomic<uint64_t> purged{0}, errors{0};
-  {
-    OrphanPurger purger({&meta(), &client(), &purged, &errors});
-    for (uint64_t ino : inos) purger.Enqueue(ino);
-    purger.Drain();
-  }
-  EXPECT_EQ(purged.load(), static_cast<uint64_t>(kFiles));
-  EXPECT_EQ(errors.load(), 0u);
+  PurgeAll(inos);
   EXPECT_EQ(counting_->list_orphan_stripes_calls.load(), 0);
   EXPECT_EQ(counting_->getattr_calls.load() - getattr, kFiles);
   EXPECT_EQ(counting_->sync_calls.load() - syncs,
