@@ -40,6 +40,7 @@ rpc::RepairReport ToReport(const RepairProgress& p) {
   r.stripes_seen = p.stripes_seen;
   r.stripes_repaired = p.stripes_repaired;
   r.stripes_failed = p.stripes_failed;
+  r.stripes_unreachable = p.stripes_unreachable;
   r.chunks_rebuilt = p.chunks_rebuilt;
   r.bytes_rebuilt = p.bytes_rebuilt;
   r.elapsed_ms = static_cast<uint64_t>(p.seconds * 1000);

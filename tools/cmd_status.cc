@@ -97,8 +97,12 @@ std::string RepairLine(const rpc::ClientRecord& c) {
                      (p.stripes_total ? std::to_string(p.stripes_total) : "?") +
                      " stripes checked, " + std::to_string(p.stripes_repaired) +
                      " repaired";
-  if (p.stripes_failed)
+  if (p.stripes_failed) {
     line += ", " + std::to_string(p.stripes_failed) + " FAILED";
+    if (p.stripes_unreachable)
+      line += " (" + std::to_string(p.stripes_unreachable) +
+              " only for servers down)";
+  }
   line += ", " + Approx(p.bytes_rebuilt) + " rebuilt";
   char buf[96];
   if (secs > 0) {
@@ -144,6 +148,7 @@ json ClientsJson(const StatusReport& r) {
     e["stripes_checked"] = p.stripes_seen;
     e["stripes_repaired"] = p.stripes_repaired;
     e["stripes_failed"] = p.stripes_failed;
+    e["stripes_unreachable"] = p.stripes_unreachable;
     e["chunks_rebuilt"] = p.chunks_rebuilt;
     e["bytes_rebuilt"] = p.bytes_rebuilt;
     e["seconds"] = static_cast<double>(p.elapsed_ms) / 1000;

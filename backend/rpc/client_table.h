@@ -32,6 +32,9 @@ struct RepairReport {
   uint64_t stripes_seen = 0;
   uint64_t stripes_repaired = 0;
   uint64_t stripes_failed = 0;
+  // Of stripes_failed: left degraded only because servers are down or do
+  // not answer (nothing to rebuild onto until they are back or out).
+  uint64_t stripes_unreachable = 0;
   uint64_t chunks_rebuilt = 0;
   uint64_t bytes_rebuilt = 0;
   uint64_t elapsed_ms = 0;

@@ -221,6 +221,7 @@ void Put(Encoder& e, const RepairReport& v) {
   e.U64(v.stripes_seen);
   e.U64(v.stripes_repaired);
   e.U64(v.stripes_failed);
+  e.U64(v.stripes_unreachable);
   e.U64(v.chunks_rebuilt);
   e.U64(v.bytes_rebuilt);
   e.U64(v.elapsed_ms);
@@ -228,8 +229,8 @@ void Put(Encoder& e, const RepairReport& v) {
 bool Get(Decoder& d, RepairReport* v) {
   return d.U64(&v->stripes_total) && d.U64(&v->stripes_seen) &&
          d.U64(&v->stripes_repaired) && d.U64(&v->stripes_failed) &&
-         d.U64(&v->chunks_rebuilt) && d.U64(&v->bytes_rebuilt) &&
-         d.U64(&v->elapsed_ms);
+         d.U64(&v->stripes_unreachable) && d.U64(&v->chunks_rebuilt) &&
+         d.U64(&v->bytes_rebuilt) && d.U64(&v->elapsed_ms);
 }
 
 void Put(Encoder& e, const ClientRecord& v) {

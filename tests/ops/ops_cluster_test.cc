@@ -349,6 +349,8 @@ TEST_F(OpsClusterTest, StatusShowsRepairProgressAndEta) {
     p.stripes_total = 100;
     p.stripes_seen = 40;
     p.stripes_repaired = 3;
+    p.stripes_failed = 2;
+    p.stripes_unreachable = 1;
     p.bytes_rebuilt = 4 << 20;
     p.elapsed_ms = 4000;
     lease.Update(p);
@@ -361,8 +363,8 @@ TEST_F(OpsClusterTest, StatusShowsRepairProgressAndEta) {
     }
     EXPECT_TRUE(shown) << out;
     EXPECT_NE(out.find("scrub running ("), std::string::npos) << out;
-    EXPECT_NE(out.find("3 repaired, 4.0 MiB rebuilt in 4.0 s (1.0 MiB/s), "
-                       "ETA 6 s"),
+    EXPECT_NE(out.find("3 repaired, 2 FAILED (1 only for servers down), "
+                       "4.0 MiB rebuilt in 4.0 s (1.0 MiB/s), ETA 6 s"),
               std::string::npos)
         << out;
   }
@@ -371,6 +373,13 @@ TEST_F(OpsClusterTest, StatusShowsRepairProgressAndEta) {
   EXPECT_NE(out.find("last scrub: 40/100 stripes checked"), std::string::npos)
       << out;
   EXPECT_EQ(out.find("scrub running"), std::string::npos) << out;
+  nlohmann::json j = StatusJsonUntil([](const auto&) { return true; });
+  const nlohmann::json* scrub = nullptr;
+  for (const auto& r : j["clients"]["repairs"])
+    if (r["kind"] == "scrub" && r["stripes_checked"] == 40) scrub = &r;
+  ASSERT_NE(scrub, nullptr) << j.dump(2);
+  EXPECT_EQ((*scrub)["stripes_failed"], 2) << j.dump(2);
+  EXPECT_EQ((*scrub)["stripes_unreachable"], 1) << j.dump(2);
 }
 
 // Kill a chunk server, write while it is down (stripes are written

@@ -66,7 +66,8 @@ struct Sampler {
   void Fill(bool& v) { v = Next() % 2 == 0; }
   void Fill(rpc::RepairReport& v) {
     Fill(v.stripes_total), Fill(v.stripes_seen), Fill(v.stripes_repaired);
-    Fill(v.stripes_failed), Fill(v.chunks_rebuilt), Fill(v.bytes_rebuilt);
+    Fill(v.stripes_failed), Fill(v.stripes_unreachable);
+    Fill(v.chunks_rebuilt), Fill(v.bytes_rebuilt);
     Fill(v.elapsed_ms);
   }
   void Fill(rpc::ClientRecord& v) {
