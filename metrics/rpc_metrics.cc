@@ -48,6 +48,9 @@ Collector RpcServerCollector(const rpc::RpcServer* server, std::string role) {
             c.connections);
     counter("stripefs_rpc_requests_total", "authenticated requests handled",
             c.requests);
+    counter("stripefs_rpc_inline_requests_total",
+            "of those, handled on the event loop thread (no worker hand-off)",
+            c.inline_requests);
     counter("stripefs_rpc_refused_connections_total",
             "connections refused or evicted over a limit",
             c.refused_connections);

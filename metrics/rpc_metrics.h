@@ -8,7 +8,8 @@
 //   RpcServerCollector  the server's connection / request / reject counts.
 // Ownership: TimedRpcHandler does not own `inner`; both reference objects
 // that must outlive their use. Thread-safety: Handle is called from the
-// server's worker threads concurrently; the histograms are thread-safe.
+// server's worker threads (and its loop thread, for inline requests)
+// concurrently; the histograms are thread-safe.
 #pragma once
 
 #include <prometheus/family.h>
@@ -28,6 +29,10 @@ class TimedRpcHandler : public rpc::RpcHandler {
   std::string Role() const override { return inner_->Role(); }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
               std::vector<uint8_t>& bulk, rpc::RpcReply* reply) override;
+  bool InlineSafe(uint16_t type,
+                  std::span<const uint8_t> payload) const override {
+    return inner_->InlineSafe(type, payload);
+  }
 
  private:
   prometheus::Histogram& For(uint16_t type);

@@ -22,6 +22,7 @@
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/chunk_prober.h"
 #include "backend/rpc/cluster_key.h"
+#include "backend/rpc/meta_inline_handler.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
@@ -189,6 +190,8 @@ struct MetadFlags {
   // MetaStoreOptions::namespace_sync_delay; docs/metadata.md, "Durability
   // of namespace operations", says why 5 ms and not 0.
   int64_t namespace_sync_ms = 5;
+  // Cheap requests on the RPC loop thread (backend/rpc/meta_inline_handler.h).
+  bool inline_rpc = true;
 };
 
 int RunMetad(const MetadFlags& f) {
@@ -238,11 +241,13 @@ int RunMetad(const MetadFlags& f) {
   rpc::MetaServiceServer handler(store->get(), &clients);
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who, metrics.status());
+  rpc::MetaInlineHandler inline_handler(
+      *metrics ? (*metrics)->handler() : &handler, store->get());
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = "metad";
-  auto server = rpc::RpcServer::Start(
-      so, *key, *metrics ? (*metrics)->handler() : &handler);
+  so.inline_requests = f.inline_rpc;
+  auto server = rpc::RpcServer::Start(so, *key, &inline_handler);
   if (!server.ok())
     return Fail(who, ExplainListenError(server.status(), f.d.listen));
   if (*metrics) {
@@ -501,6 +506,10 @@ CommandRegistration daemon_commands([](CLI::App& app) {
            "syncs every change before answering. No effect on etcd")
         ->capture_default_str()
         ->check(InRange(kNamespaceSyncMsRange));
+    cmd->add_flag("!--no-inline-rpc", f->inline_rpc,
+                  "hand every request to a worker thread, even the cheap "
+                  "reads and unsynced namespace changes the RPC loop thread "
+                  "answers itself by default (for comparisons)");
     cmd->add_flag("!--no-health-monitor", f->health_monitor,
                   "do not probe chunk servers (nothing marks a crashed or "
                   "hung chunkd down; never marks servers out either way)");

@@ -96,6 +96,12 @@ class KvStore {
   virtual uint64_t syncs() const = 0;
   // Where the data lives, for messages ("RocksDB /x/meta", "etcd ...").
   virtual std::string Describe() const = 0;
+  // True unless a commit made now would return without sleeping: an
+  // engine in this process whose writes are neither stopped nor delayed
+  // (RocksDB write stall) right now. A hint, checked per request by
+  // MetaStore::InlineCapabilities; the default (etcd: a network round trip)
+  // is true.
+  virtual bool WritesMayBlock() const { return true; }
 };
 
 }  // namespace stripefs

@@ -34,9 +34,27 @@ inline constexpr size_t kMaxInodesPerPurge = 1024;
 // wire: 1.5 MiB, far below an RPC payload's bound).
 inline constexpr size_t kMaxOrphanStripes = 65536;
 
+// Which calls of a MetaService may run on an RPC server's event-loop thread
+// (RpcHandler::InlineSafe; backend/rpc/meta_inline_handler.h) because they
+// return in microseconds without sleeping.
+struct MetaInlineCaps {
+  // Point reads, bounded range reads: served from this process's memory
+  // (RocksDB memtable, block cache) or at worst one local SST read; never a
+  // network round trip or a wait for another thread's I/O.
+  bool reads = false;
+  // Namespace mutations (MetaStoreOptions::namespace_sync_delay): they
+  // return once written, before any WAL sync, and the engine's writes are
+  // not stalled right now.
+  bool namespace_writes = false;
+};
+
 class MetaService {
  public:
   virtual ~MetaService() = default;
+
+  // See MetaInlineCaps; asked per request, so it must be cheap. Default:
+  // nothing may run inline.
+  virtual MetaInlineCaps InlineCapabilities() const { return {}; }
 
   // --- volume and cluster ---------------------------------------------------
   virtual Result<Geometry> GetGeometry() = 0;

@@ -259,6 +259,16 @@ void MetaStore::SyncLoop() {
   }
 }
 
+MetaInlineCaps MetaStore::InlineCapabilities() const {
+  MetaInlineCaps caps;
+  if (IsEtcdLocation(dir_)) return caps;
+  caps.reads = true;
+  caps.namespace_writes =
+      (!options_.sync || options_.namespace_sync_delay.count() > 0) &&
+      !kv_->WritesMayBlock();
+  return caps;
+}
+
 Status MetaStore::Sync() { return kv_->WaitDurable(kv_->last_ticket()); }
 
 bool MetaStore::IsEtcdLocation(const std::string& location) {

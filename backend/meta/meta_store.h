@@ -203,6 +203,13 @@ class MetaStore final : public MetaService {
                                              uint64_t after_stripe,
                                              uint32_t limit) override;
 
+  // RocksDB: reads always; namespace mutations when they are acknowledged
+  // before their WAL sync (namespace_sync_delay > 0, or sync off) and
+  // RocksDB is not stalling writes. They still take mu_, so one may wait
+  // for another thread's mutation to finish its in-memory writes (never for
+  // a WAL sync, which runs without mu_). etcd: nothing (network).
+  MetaInlineCaps InlineCapabilities() const override;
+
   MetaCommitStats commit_stats() const {
     return {kv_->last_ticket(), kv_->syncs(),
             conflicts_.load(std::memory_order_relaxed),

@@ -199,6 +199,16 @@ std::unique_ptr<KvReader> RocksKv::Snapshot() {
 
 std::unique_ptr<KvTxn> RocksKv::Begin() { return std::make_unique<Txn>(this); }
 
+bool RocksKv::WritesMayBlock() const {
+  uint64_t stopped = 1, delayed = 1;
+  if (!db_->GetIntProperty(rocksdb::DB::Properties::kIsWriteStopped,
+                           &stopped) ||
+      !db_->GetIntProperty(rocksdb::DB::Properties::kActualDelayedWriteRate,
+                           &delayed))
+    return true;
+  return stopped != 0 || delayed != 0;
+}
+
 Status RocksKv::WaitDurable(uint64_t seq) {
   std::unique_lock<std::mutex> lock(sync_mu_);
   while (synced_seq_ < seq) {

@@ -52,6 +52,10 @@ class RocksKv final : public KvStore {
   KvLimits limits() const override { return {}; }
   uint64_t syncs() const override { return wal_syncs_.load(); }
   std::string Describe() const override { return "RocksDB " + dir_; }
+  // Writes stopped or delayed by RocksDB (too many L0 files or memtables
+  // waiting for a flush): rocksdb.is-write-stopped and
+  // rocksdb.actual-delayed-write-rate.
+  bool WritesMayBlock() const override;
 
   // Test hook: runs in the group-commit leader just before it syncs the WAL
   // (without any lock held), so tests can make followers join one sync.

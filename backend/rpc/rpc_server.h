@@ -4,10 +4,13 @@
 // Default loop (UringServerLoop): one io_uring thread accepts, receives and
 // sends for every connection; decoded requests run on a bounded pool of
 // worker threads (options.worker_threads), so handlers may block on disk or
-// RocksDB. Requests of one connection are handled one at a time and answered
-// in order. If io_uring cannot be set up (io_uring_disabled sysctl, seccomp,
-// old kernel) or options.use_io_uring is false, the server logs one line and
-// uses PollServerLoop (poll + a thread per connection) instead.
+// RocksDB. Requests the handler declares cheap (RpcHandler::InlineSafe) are
+// instead verified, handled and sealed on the io_uring thread itself, which
+// saves the two thread hand-offs of a worker call (options.inline_requests).
+// Requests of one connection are handled one at a time and answered in
+// order, inline or not. If io_uring cannot be set up (io_uring_disabled sysctl,
+// seccomp, old kernel) or options.use_io_uring is false, the server logs one
+// line and uses PollServerLoop (poll + a thread per connection) instead.
 //
 // Every connection starts with the session handshake (handshake.h); until
 // the client has proven it holds the cluster key the server keeps only a
@@ -65,7 +68,23 @@ class RpcHandler {
   // Handles one authenticated request. `bulk` may be moved from.
   virtual void Handle(uint16_t type, std::span<const uint8_t> payload,
                       std::vector<uint8_t>& bulk, RpcReply* reply) = 0;
+  // True if this authenticated request may be handled on the server's event
+  // loop thread: Handle answers it in microseconds and never sleeps (no
+  // fsync, no wait for another thread's I/O, no network call, no lock held
+  // across any of those). The io_uring loop asks only for frames of at most
+  // kMaxInlineFrameBytes whose connection has no earlier request with a
+  // worker, and then runs Handle on its own thread: every connection waits
+  // while it runs, so when in doubt answer false (the default). Called on
+  // the loop thread; must itself be cheap and must not throw.
+  virtual bool InlineSafe(uint16_t /*type*/,
+                          std::span<const uint8_t> /*payload*/) const {
+    return false;
+  }
 };
+
+// Frames (payload + bulk) larger than this are never handled inline: their
+// GMAC check and copy would hold up the event loop.
+inline constexpr size_t kMaxInlineFrameBytes = 64 << 10;
 
 struct RpcServerOptions {
   std::string listen = "127.0.0.1:0";  // "HOST:PORT" or "PORT"
@@ -85,6 +104,9 @@ struct RpcServerOptions {
   // Threads running handler calls in the io_uring loop (at most this many
   // requests are handled at once; each connection has at most one).
   size_t worker_threads = 16;
+  // Let the io_uring loop handle the requests RpcHandler::InlineSafe names
+  // on its own thread (false: every request goes to a worker).
+  bool inline_requests = true;
   std::string log_name = "rpc";  // prefix of log lines
   bool log_rejects = true;
 };
@@ -93,7 +115,8 @@ struct RpcServerCounters {
   uint64_t connections = 0;       // accepted since Start
   uint64_t open_connections = 0;  // open right now
   uint64_t requests = 0;
-  uint64_t rejected_bad_mac = 0;        // frame tag (replay, wrong key)
+  uint64_t inline_requests = 0;   // of `requests`, handled on the loop thread
+  uint64_t rejected_bad_mac = 0;  // frame tag (replay, wrong key)
   uint64_t rejected_bad_handshake = 0;  // client proof mismatch
   uint64_t rejected_bad_header = 0;     // magic, flags, version
   uint64_t rejected_oversize = 0;

@@ -11,6 +11,7 @@ RpcServerCounters ServerCore::Counters() const {
   c.connections = n_connections.load();
   c.open_connections = n_open.load();
   c.requests = n_requests.load();
+  c.inline_requests = n_inline.load();
   c.rejected_bad_mac = n_bad_mac.load();
   c.rejected_bad_handshake = n_bad_handshake.load();
   c.rejected_bad_header = n_bad_header.load();

@@ -39,7 +39,7 @@ struct ServerCore {
   const std::shared_ptr<const ClusterKey> key;
   RpcHandler* const handler;
 
-  std::atomic<uint64_t> n_connections{0}, n_open{0}, n_requests{0},
+  std::atomic<uint64_t> n_connections{0}, n_open{0}, n_requests{0}, n_inline{0},
       n_bad_mac{0}, n_bad_handshake{0}, n_bad_header{0}, n_oversize{0},
       n_truncated{0}, n_pending{0}, n_refused{0}, n_timed_out{0};
 

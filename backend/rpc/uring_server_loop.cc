@@ -17,6 +17,7 @@
 #include <future>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "backend/rpc/frame_assembler.h"
 #include "backend/rpc/handshake.h"
 #include "backend/rpc/tcp_socket.h"
+#include "backend/rpc/wire_messages.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -138,6 +140,9 @@ struct Conn {
 struct Job {
   Conn* conn;
   RawFrame frame;
+  // Set when the ring thread has already checked the tag (a small frame it
+  // verified to ask the handler whether it may run inline).
+  std::optional<Frame> verified;
 };
 struct Done {
   Conn* conn;
@@ -206,10 +211,20 @@ struct UringServerLoop::Impl {
   void Detach(Conn* c);
   void OnHandshakeBytes(Conn* c, size_t n);
   void Pump(Conn* c);
+  // Takes the next ready frame of `c` (no request of it with a worker):
+  // handles it on this thread if it is small and the handler says it is
+  // inline-safe (true), else hands it to the worker pool (false).
+  bool HandleNext(Conn* c);
+  // A finished request (worker or inline) back on the ring thread; the
+  // caller pumps the connection.
+  void Finish(Done& d);
   void BeginStop();
 
   void WorkerMain();
   Done RunJob(Job& job);
+  Done AnswerFrame(Conn* c, Frame& f);
+  // A frame whose tag did not verify: counted, logged, reject + close.
+  Done RejectDone(Conn* c, const Status& why);
   void Wake();
 };
 
@@ -571,40 +586,69 @@ void UringServerLoop::Impl::OnWake() {
     batch.swap(done);
   }
   for (Done& d : batch) {
-    Conn* c = d.conn;
-    c->in_worker = false;
-    if (d.close) {
-      c->read_closed = true;
-      c->ready.clear();
-      c->frame_error = Status::Ok();
-    }
-    if (d.msg && !c->closing) c->out.push_back(std::move(d.msg));
-    if (c->in && d.spare_bulk.capacity() > 0)
-      c->in->Recycle(std::move(d.spare_bulk));
-    Pump(c);
+    d.conn->in_worker = false;
+    Finish(d);
+    Pump(d.conn);
   }
   ArmWake();  // stays armed until the ring is torn down
+}
+
+void UringServerLoop::Impl::Finish(Done& d) {
+  Conn* c = d.conn;
+  if (d.close) {
+    c->read_closed = true;
+    c->ready.clear();
+    c->frame_error = Status::Ok();
+  }
+  if (d.msg && !c->closing) c->out.push_back(std::move(d.msg));
+  if (c->in && d.spare_bulk.capacity() > 0)
+    c->in->Recycle(std::move(d.spare_bulk));
+}
+
+bool UringServerLoop::Impl::HandleNext(Conn* c) {
+  Job job{c, std::move(c->ready.front()), std::nullopt};
+  c->ready.pop_front();
+  const FrameHeader& h = job.frame.header;
+  if (core->options.inline_requests &&
+      size_t{h.payload_len} + h.bulk_len <= kMaxInlineFrameBytes) {
+    // Small frame: checking its tag here costs less than a hand-off. The
+    // handler is asked only about an authenticated request.
+    Result<Frame> f = std::move(job.frame).Verify(c->session->recv);
+    bool run_here = !f.ok() || (f->header.flags & kFlagResponse) ||
+                    f->header.type == static_cast<uint16_t>(MsgType::kPing) ||
+                    core->handler->InlineSafe(f->header.type, f->payload);
+    if (run_here) {
+      Done d = f.ok() ? AnswerFrame(c, *f) : RejectDone(c, f.status());
+      if (f.ok() && !d.close) ++core->n_inline;
+      Finish(d);
+      return true;
+    }
+    job.verified = std::move(f).value();
+  }
+  c->in_worker = true;
+  {
+    std::lock_guard<std::mutex> lock(job_mu);
+    jobs.push_back(std::move(job));
+  }
+  job_cv.notify_one();
+  return false;
 }
 
 // Advances one connection as far as it can go; may delete it.
 void UringServerLoop::Impl::Pump(Conn* c) {
   if (stop_seen) c->closing = true;
   if (!c->closing) {
-    if (!c->in_worker && c->out.size() < kMaxQueuedReplies) {
-      if (!c->ready.empty()) {
-        Job job{c, std::move(c->ready.front())};
-        c->ready.pop_front();
-        c->in_worker = true;
-        {
-          std::lock_guard<std::mutex> lock(job_mu);
-          jobs.push_back(std::move(job));
-        }
-        job_cv.notify_one();
-      } else if (!c->frame_error.ok()) {
-        FrameError e = FrameErrorOf(c->frame_error);
-        c->frame_error = Status::Ok();
-        if (e != FrameError::kTruncated) c->out.push_back(RejectMsg(e));
-      }
+    // Inline requests are answered here, at most kMaxQueuedReplies per call
+    // (each adds a reply to `out`, which only a send completion drains), so
+    // one busy connection cannot hold the ring thread from the others.
+    while (!c->in_worker && !c->ready.empty() &&
+           c->out.size() < kMaxQueuedReplies && HandleNext(c)) {
+    }
+    if (!c->in_worker && c->ready.empty() &&
+        c->out.size() < kMaxQueuedReplies && !c->frame_error.ok()) {
+      FrameError e = FrameErrorOf(c->frame_error);
+      c->frame_error = Status::Ok();
+      if (e != FrameError::kTruncated) c->out.push_back(RejectMsg(e));
     }
     if (!c->send_armed && !c->out.empty()) ArmSend(c);
     if (!c->read_closed && !c->recv_armed && c->ready.size() < kMaxReadAhead &&
@@ -668,19 +712,26 @@ void UringServerLoop::Impl::WorkerMain() {
 }
 
 Done UringServerLoop::Impl::RunJob(Job& job) {
-  Done d{job.conn, nullptr, false, {}};
   Conn* c = job.conn;
   if (c->dead.load()) {  // connection dropped (or Stop) before we started
-    d.close = true;
-    return d;
+    return Done{c, nullptr, true, {}};
   }
+  if (job.verified) return AnswerFrame(c, *job.verified);
   Result<Frame> f = std::move(job.frame).Verify(c->session->recv);
-  if (!f.ok()) {
-    core->CountReject(f.status(), c->peer);
-    d.msg = RejectMsg(FrameErrorOf(f.status()));
-    d.close = true;
-    return d;
-  }
+  if (!f.ok()) return RejectDone(c, f.status());
+  return AnswerFrame(c, *f);
+}
+
+Done UringServerLoop::Impl::RejectDone(Conn* c, const Status& why) {
+  core->CountReject(why, c->peer);
+  return Done{c, RejectMsg(FrameErrorOf(why)), true, {}};
+}
+
+// Runs the handler for one verified frame and seals its reply (worker or
+// ring thread).
+Done UringServerLoop::Impl::AnswerFrame(Conn* c, Frame& frame) {
+  Done d{c, nullptr, false, {}};
+  Frame* f = &frame;
   auto m = std::make_unique<OutMsg>();
   FrameHeader rh;
   bool answer = false;

@@ -1,10 +1,22 @@
 // UringServerLoop: the default RpcServer loop. One thread owns an io_uring
 // and does all socket I/O of the server; a bounded pool of worker threads
 // verifies frames (GMAC tag with the connection's receive cipher), runs the
-// handler and seals the reply (send cipher), so neither hashing nor blocking
-// handlers run on the ring. The session handshake runs on the ring thread
-// with a fixed-size state per connection; nothing else is allocated for a
-// connection until its client has proven the cluster key.
+// handler and seals the reply (send cipher), so neither hashing of large
+// frames nor blocking handlers run on the ring. The session handshake runs
+// on the ring thread with a fixed-size state per connection; nothing else is
+// allocated for a connection until its client has proven the cluster key.
+//
+// Inline requests: a frame of at most kMaxInlineFrameBytes is verified on
+// the ring thread; if it is a Ping or the handler's InlineSafe() says so, it
+// is also handled and sealed there and its reply queued for sending: no
+// worker wake-up and no eventfd wake-up back (the two hand-offs cost more
+// than a small metad handler). Otherwise the verified frame goes to a
+// worker as before. A bad tag gets the same count, log line, reject frame
+// and close either way. Inline handling runs only when the connection has
+// no request with a worker, and each pass over a connection answers at most
+// kMaxQueuedReplies requests inline before its replies must be sent, so a
+// client flooding cheap requests gets a bounded share of the ring thread
+// (one pass per completion, in completion order with everyone else's).
 //
 // Ring thread: multishot accept on the listener (re-armed single accepts if
 // the kernel refuses multishot); per connection one recv at a time into a

@@ -154,6 +154,10 @@ TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
         "stripefs_rpc_request_duration_seconds_bucket", "stripefs_clients"})
     EXPECT_TRUE(metad.Has(name)) << "metad lacks " << name;
   EXPECT_EQ(SumWhere(metad, "stripefs_clients", "kind=\"mount\""), 1);
+  // The mount's reads (GetGeometry, GetAttr of the root ...) ran inline.
+  EXPECT_GT(
+      SumWhere(metad, "stripefs_rpc_inline_requests_total", "role=\"metad\""),
+      0);
   EXPECT_EQ(SumWhere(metad, "stripefs_cluster_servers", "state=\"up\""),
             kServers);
   for (int id = 1; id <= kServers; ++id) {

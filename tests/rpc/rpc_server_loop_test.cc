@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -40,6 +41,9 @@ using testing::TestKey;
 constexpr uint16_t kEcho =
     0x7E01;  // reply payload = request payload, bulk = bulk
 constexpr uint16_t kBlock = 0x7E02;  // waits until released, then echoes
+// Echoes like kEcho, but the handler declares it inline-safe: the io_uring
+// loop answers it on its own thread.
+constexpr uint16_t kInlineEcho = 0x7E03;
 
 // Why this machine refuses io_uring ("" if io_uring_setup works here): asked of
 // the kernel directly, never of the server, so a broken uring loop that falls
@@ -71,9 +75,23 @@ class EchoHandler : public RpcHandler {
       cv_.notify_all();
       cv_.wait(l, [&] { return released_; });
     }
+    if (type == kInlineEcho) {
+      // Records whether inline requests really ran on one thread that is
+      // not a worker: the io_uring loop's (every call on the same thread).
+      std::lock_guard<std::mutex> l(mu_);
+      inline_threads_.insert(std::this_thread::get_id());
+    }
     reply->payload.assign(payload.begin(), payload.end());
     reply->bulk_storage = std::move(bulk);
     reply->bulk = reply->bulk_storage;
+  }
+  bool InlineSafe(uint16_t type,
+                  std::span<const uint8_t> /*payload*/) const override {
+    return type == kInlineEcho;
+  }
+  size_t InlineThreads() {
+    std::lock_guard<std::mutex> l(mu_);
+    return inline_threads_.size();
   }
   // Waits (bounded) until `n` kBlock calls are inside the handler.
   bool WaitBlocked(int n) {
@@ -92,6 +110,7 @@ class EchoHandler : public RpcHandler {
   std::condition_variable cv_;
   int blocked_ = 0;
   bool released_ = false;
+  std::set<std::thread::id> inline_threads_;
 };
 
 // Polls `pred` every 10 ms, at most ~20 s (never a timing assertion: slow
@@ -356,6 +375,169 @@ TEST_P(RpcServerLoopTest, ClientThatNeverReadsDoesNotBlockOthers) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->header.request_id, uint64_t(i));
     EXPECT_TRUE(r->bulk == big);
+  }
+}
+
+// Inline requests (kInlineEcho) are handled on the loop thread; a worker
+// request earlier on the same connection still gets its reply first.
+TEST_P(RpcServerLoopTest, InlineRequestWaitsForTheSlowWorkerRequestBeforeIt) {
+  RawSession fd = Connect();
+  ASSERT_TRUE(SendRequest(fd, kBlock, 1, Bytes(10, 1)).ok());
+  ASSERT_TRUE(handler_.WaitBlocked(1));
+  // Sent while request 1 is still in the handler (on a worker).
+  ASSERT_TRUE(SendRequest(fd, kInlineEcho, 2, Bytes(20, 2)).ok());
+  ASSERT_TRUE(SendRequest(fd, kInlineEcho, 3, Bytes(30, 3)).ok());
+  // Other connections' inline requests are answered meanwhile.
+  RawSession other = Connect();
+  ASSERT_TRUE(SendRequest(other, kInlineEcho, 9, Bytes(5, 9)).ok());
+  auto o = ReadFrame(other.get(), other.s.recv, Soon());
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->header.request_id, 9u);
+  handler_.Release();
+  for (uint64_t id = 1; id <= 3; ++id) {
+    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, id);  // request order, not finish order
+    EXPECT_EQ(r->payload, Bytes(id * 10, static_cast<uint32_t>(id)));
+  }
+  auto c = server_->counters();
+  EXPECT_EQ(c.requests, 4u);
+  if (GetParam() == Loop::kUring) {
+    EXPECT_EQ(c.inline_requests, 3u);
+    EXPECT_EQ(handler_.InlineThreads(), 1u);
+  } else {
+    EXPECT_EQ(c.inline_requests, 0u);  // the poll loop has no workers
+  }
+  RawSession again = Connect();
+  EXPECT_TRUE(EchoOn(again, 10, 10, 10));  // worker requests still work
+}
+
+// A bad tag on a frame the loop would run inline gets what any bad frame
+// gets: the good frames before it answered, then a reject frame, the close,
+// and the count.
+TEST_P(RpcServerLoopTest, InlineFrameWithBadMacIsRejectedAndClosed) {
+  RawSession fd = Connect();
+  std::vector<uint8_t> stream;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    FrameHeader h;
+    h.type = kInlineEcho;
+    h.request_id = id;
+    auto w = EncodeFrame(fd.s.send, h, Bytes(20, id), {});
+    stream.insert(stream.end(), w.begin(), w.end());
+  }
+  // Right key, wrong sequence number (a replay of frame 3's number).
+  FrameHeader bad_h;
+  bad_h.type = kInlineEcho;
+  bad_h.request_id = 4;
+  testing::Link wrong = testing::MakeLink(*TestKey(9));
+  auto bad = EncodeFrame(wrong.tx, bad_h, Bytes(20, 9), {});
+  stream.insert(stream.end(), bad.begin(), bad.end());
+  // A good-looking frame after the bad one must never be handled.
+  FrameHeader after;
+  after.type = kInlineEcho;
+  after.request_id = 5;
+  auto w5 = EncodeFrame(fd.s.send, after, Bytes(20, 5), {});
+  stream.insert(stream.end(), w5.begin(), w5.end());
+  ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(stream.size()));
+  for (uint64_t id = 1; id <= 3; ++id) {
+    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, id);
+  }
+  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  auto c = server_->counters();
+  EXPECT_EQ(c.rejected_bad_mac, 1u);
+  EXPECT_EQ(c.requests, 3u);
+  EXPECT_EQ(c.inline_requests, GetParam() == Loop::kUring ? 3u : 0u);
+  EXPECT_TRUE(
+      Eventually([&] { return server_->counters().open_connections == 0; }));
+}
+
+// A response frame sent to the server, on the inline path: refused and
+// closed without an answer, as on a worker.
+TEST_P(RpcServerLoopTest, InlineResponseFrameToServerClosesConnection) {
+  RawSession fd = Connect();
+  FrameHeader h;
+  h.type = kInlineEcho;
+  h.request_id = 1;
+  h.flags = kFlagResponse;
+  ASSERT_TRUE(WriteFrame(fd.get(), fd.s.send, h, Bytes(8, 1), {}, Soon()).ok());
+  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  EXPECT_EQ(server_->counters().requests, 0u);
+  RawSession other = Connect();
+  EXPECT_TRUE(EchoOn(other, 2, 10, 10));
+}
+
+// A client that pipelines inline requests as fast as it can write gets a
+// bounded share of the loop thread: other connections' inline and worker
+// calls all complete while the flood goes on, and the flood's replies are
+// still in order.
+TEST_P(RpcServerLoopTest, FloodOfInlineRequestsDoesNotStarveOthers) {
+  RawSession flood = Connect();
+  std::atomic<bool> others_done{false}, writer_done{false};
+  std::atomic<uint64_t> flood_sent{0}, flood_answered{0};
+  std::atomic<bool> flood_bad{false};
+  std::thread writer([&] {
+    FrameHeader h;
+    h.type = kInlineEcho;
+    auto p = Bytes(64, 1);
+    for (uint64_t id = 0; !others_done.load(); ++id) {
+      h.request_id = id;
+      if (!WriteFrame(flood.get(), flood.s.send, h, p, {}, Soon()).ok()) {
+        flood_bad = true;
+        break;
+      }
+      ++flood_sent;
+    }
+    writer_done = true;
+  });
+  std::thread reader([&] {
+    for (uint64_t id = 0;; ++id) {
+      // Read only replies that are due: frame `id` has been written.
+      while (id == flood_sent.load()) {
+        if (writer_done.load() && id == flood_sent.load()) return;
+        if (flood_bad.load()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      auto r = ReadFrame(flood.get(), flood.s.recv, Soon());
+      if (!r.ok() || r->header.request_id != id) {
+        flood_bad = true;
+        return;
+      }
+      ++flood_answered;
+    }
+  });
+  // The flood is under way before the others start.
+  ASSERT_TRUE(Eventually([&] { return flood_answered.load() >= 100; }));
+  std::atomic<int> bad{0};
+  std::vector<std::thread> others;
+  for (int t = 0; t < 4; ++t) {
+    others.emplace_back([&, t] {
+      RpcClientOptions co;
+      co.call_timeout = std::chrono::seconds(60);
+      RpcClient c(server_->address(), key_, co);
+      for (int i = 0; i < 50; ++i) {
+        auto b = Bytes(100 + i, t * 100 + i);
+        auto r = c.Call(i % 2 ? kInlineEcho : kEcho, b, b);
+        if (!r.ok() || r->payload != b || r->bulk != b) ++bad;
+      }
+    });
+  }
+  for (auto& th : others) th.join();
+  const uint64_t during = flood_answered.load();
+  others_done = true;
+  writer.join();
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_FALSE(flood_bad.load());
+  EXPECT_GT(during, 100u);  // the flood was being served all along
+  EXPECT_EQ(flood_answered.load(), flood_sent.load());
+  if (GetParam() == Loop::kUring) {
+    EXPECT_GE(server_->counters().inline_requests, during + 100);
   }
 }
 
