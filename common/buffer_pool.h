@@ -9,22 +9,32 @@
 // user left, or uninitialised memory): callers must write every byte they
 // later read, or zero what they need as zeros themselves.
 //
+// Placement: every buffer is placed so that data() + align_at is
+// kBufferAlign (4 KiB) aligned (align_at = 0: data() itself is). So pooled
+// stripes, cells and parity can go to O_DIRECT without a staging copy, and
+// a transport can read a request so that its payload, `align_at` bytes in,
+// lands on a page boundary (DevTransport: fuse_in_header + fuse_write_in).
+//
 // Bounds: the pool never blocks and never refuses: Get() allocates when no
 // buffer is idle (callers bound how many they hold, e.g. StripeWriter's
-// memory budget). Only idle buffers are bounded: a release that finds
-// `max_idle` buffers idle frees its buffer. So the pool holds at most
-// max_idle * buffer_size bytes beyond what callers hold.
+// memory budget; outstanding() tells them how many are out). Only idle
+// buffers are bounded: a release that finds `max_idle` buffers idle frees
+// its buffer. So the pool holds at most max_idle * buffer_size bytes beyond
+// what callers hold.
 //
 // Ownership: a Lease owns its buffer until destroyed (or reset), then gives
 // it back. Leases share the pool's state, so a Lease may outlive the
-// BufferPool object. Thread-safety: all methods may be called concurrently;
-// one Lease is used by one thread at a time.
+// BufferPool object (and be handed to another owner, e.g. a FUSE request
+// buffer kept by the file system after the reply). Thread-safety: all
+// methods may be called concurrently; one Lease is used by one thread at a
+// time.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <utility>
 #include <vector>
@@ -33,8 +43,17 @@ namespace stripefs {
 
 class BufferPool {
   struct State;
+  // Frees what Allocate() got (aligned operator new).
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const {
+      ::operator delete[](p, std::align_val_t{kBufferAlign});
+    }
+  };
+  using Block = std::unique_ptr<uint8_t, AlignedDelete>;
 
  public:
+  static constexpr size_t kBufferAlign = 4096;
+
   // A buffer borrowed from the pool (empty when default-constructed).
   class Lease {
    public:
@@ -53,7 +72,7 @@ class BufferPool {
     Lease& operator=(const Lease&) = delete;
     ~Lease() { reset(); }
 
-    uint8_t* data() const { return buf_.get(); }
+    uint8_t* data() const { return buf_ ? buf_.get() + state_->lead : nullptr; }
     size_t size() const { return buf_ ? state_->size : 0; }
     bool empty() const { return !buf_; }
     std::span<uint8_t> span() const { return {data(), size()}; }
@@ -65,24 +84,39 @@ class BufferPool {
 
    private:
     friend class BufferPool;
-    Lease(std::shared_ptr<State> s, std::unique_ptr<uint8_t[]> b)
+    Lease(std::shared_ptr<State> s, Block b)
         : state_(std::move(s)), buf_(std::move(b)) {}
     std::shared_ptr<State> state_;
-    std::unique_ptr<uint8_t[]> buf_;
+    Block buf_;  // the aligned block; data() is `lead` bytes into it
   };
 
-  BufferPool(size_t buffer_size, size_t max_idle)
-      : state_(std::make_shared<State>(buffer_size, max_idle)) {}
+  // `align_at` < kBufferAlign: the offset into each buffer that is
+  // kBufferAlign aligned (see Placement above).
+  BufferPool(size_t buffer_size, size_t max_idle, size_t align_at = 0)
+      : state_(std::make_shared<State>(buffer_size, max_idle,
+                                       align_at % kBufferAlign)) {}
 
   // A buffer of buffer_size() bytes, contents unspecified. Never blocks.
   Lease Get() {
-    std::unique_ptr<uint8_t[]> b = state_->Take();
-    if (!b) b.reset(new uint8_t[state_->size]);  // default-init: no zeroing
+    Block b = state_->Take();
+    if (!b) {
+      // Default-init: no zeroing.
+      b.reset(new (std::align_val_t{kBufferAlign})
+                  uint8_t[state_->lead + state_->size]);
+    }
     return Lease(state_, std::move(b));
   }
 
   size_t buffer_size() const { return state_->size; }
   size_t max_idle() const { return state_->max_idle; }
+  size_t align_at() const {
+    return (kBufferAlign - state_->lead) % kBufferAlign;
+  }
+  // Buffers handed out by Get() and not given back yet.
+  size_t outstanding() const {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->out;
+  }
   size_t idle() const {
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->idle.size();
@@ -99,9 +133,13 @@ class BufferPool {
 
  private:
   struct State {
-    State(size_t s, size_t m) : size(s), max_idle(m) {}
-    std::unique_ptr<uint8_t[]> Take() {
+    State(size_t s, size_t m, size_t align_at)
+        : size(s),
+          max_idle(m),
+          lead((kBufferAlign - align_at) % kBufferAlign) {}
+    Block Take() {
       std::lock_guard<std::mutex> lock(mu);
+      ++out;
       if (idle.empty()) {
         ++allocations;
         return nullptr;
@@ -111,9 +149,10 @@ class BufferPool {
       idle.pop_back();
       return b;
     }
-    void Put(std::unique_ptr<uint8_t[]> b) {
+    void Put(Block b) {
       {
         std::lock_guard<std::mutex> lock(mu);
+        --out;
         if (idle.size() < max_idle) {
           idle.push_back(std::move(b));
           return;
@@ -123,10 +162,12 @@ class BufferPool {
     }
     const size_t size;
     const size_t max_idle;
+    const size_t lead;  // bytes before data() in each block
     mutable std::mutex mu;
-    std::vector<std::unique_ptr<uint8_t[]>> idle;  // guarded by mu
-    uint64_t reuses = 0;                           // guarded by mu
-    uint64_t allocations = 0;                      // guarded by mu
+    std::vector<Block> idle;   // guarded by mu
+    size_t out = 0;            // guarded by mu
+    uint64_t reuses = 0;       // guarded by mu
+    uint64_t allocations = 0;  // guarded by mu
   };
   std::shared_ptr<State> state_;
 };

@@ -130,6 +130,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     const CoalesceCounters& c = *in.coalesce_counters;
     co["full_from_buffer"] = Ld(c.full_from_buffer);
     co["full_direct"] = Ld(c.full_direct);
+    co["keep_refused"] = Ld(c.keep_refused);
     co["write_through"] = Ld(c.write_through);
     json pf = json::object();
     for (int r = 0; r < static_cast<int>(FlushReason::kCount); ++r) {

@@ -714,7 +714,10 @@ void StripeFs::Write(Replier r, uint64_t nodeid, const fuse::WriteRequest& w) {
     if (!st.ok()) return Fail(r, st);
   }
   auto writer = WriterFor(nodeid, true);
-  Status st = writer->Write(w.offset(), w.data);
+  // A whole stripe may be sent from the request buffer itself (kept past
+  // the reply; /dev/fuse only, see StripeWriter's Pipelining).
+  Status st =
+      writer->Write(w.offset(), w.data, [&r] { return r.KeepRequestBuffer(); });
   if (!st.ok()) return Fail(r, st);
   r.Written(w.size());
 }

@@ -184,6 +184,7 @@ void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
   // Back to the pool now (nothing reads a retired buffer's bytes), not when
   // the last BufferPtr copy (a sender task's) goes: budget and pool agree.
   buf->owned.reset();
+  buf->kept.reset();
   buf->bytes = {};
   RecomputeEnd();
   cv_.notify_all();
@@ -355,7 +356,8 @@ void StripeWriter::WaitRetired(std::unique_lock<std::mutex>& lock,
   });
 }
 
-Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
+Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data,
+                           const KeepFn& keep) {
   if (!options_.coalesce) {
     Bump(counters_->write_through);
     Status st = client_->Write(ino_, offset, data);
@@ -363,6 +365,9 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
     return st;
   }
   const uint64_t S = stripe_size_;
+  // The caller's buffer, once kept (shared by this WRITE's whole stripes).
+  std::shared_ptr<BufferPool::Lease> kept;
+  bool keep_tried = false;
   uint64_t pos = 0;
   while (pos < data.size()) {
     const uint64_t abs = offset + pos;
@@ -372,15 +377,28 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data) {
     auto piece = data.subspan(pos, n);
     pos += n;
 
+    const bool whole = off == 0 && n == S;
+    if (whole && options_.sender && keep && !keep_tried) {
+      // A pipelined send outlives the request: it may use the request's
+      // bytes only if the caller hands their memory over.
+      keep_tried = true;
+      BufferPool::Lease l = keep();
+      if (l.empty()) {
+        Bump(counters_->keep_refused);
+      } else {
+        kept = std::make_shared<BufferPool::Lease>(std::move(l));
+      }
+    }
     std::unique_lock<std::mutex> lock(mu_);
     BufferPtr send;
-    if (!options_.sender && off == 0 && n == S && buffers_.count(s) == 0) {
-      // A whole stripe with nothing buffered: send it from the request (a
-      // pipelined send outlives the request, so it copies).
+    if (whole && (!options_.sender || kept) && buffers_.count(s) == 0) {
+      // A whole stripe with nothing buffered: send it from the request
+      // (synchronously, or pipelined from the kept request buffer).
       cv_.wait(lock, [&] { return inflight_.count(s) == 0; });
       if (buffers_.count(s) == 0) {
         send = std::make_shared<Buffer>();
         send->stripe = s;
+        send->kept = kept;
         send->bytes = piece;
         send->valid.emplace(0, static_cast<uint32_t>(S));
         send->last_write = Now();

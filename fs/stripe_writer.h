@@ -17,13 +17,17 @@
 //
 // Pipelining (options.sender set): sends run on the mount's StripeSender,
 // so a WRITE that completes a stripe is acknowledged once its bytes are
-// buffered. At most options.file_window sends of this file and
-// StripeSender::window() sends of the mount are in flight; a WRITE (or
-// flush) that finds its window full waits, so memory stays bounded by the
-// memory cap plus one stripe per mount window slot. Flush() sends every
-// dirty stripe at once as one batch from its own thread (outside the
-// windows: the buffers exist already): the client makes their versions in
-// parallel and commits them all with one metadata call
+// buffered. A WRITE that covers a whole stripe with nothing buffered there
+// is not copied if the caller can hand over the memory holding it
+// (`keep`, e.g. the FUSE request buffer: Replier::KeepRequestBuffer): the
+// stripe is sent from that memory, encoded in place, and the lease is
+// released when the send retires; a refused keep (empty lease) copies. At most
+// options.file_window sends of this file and StripeSender::window() sends of
+// the mount are in flight; a WRITE (or flush) that finds its window full waits,
+// so memory stays bounded by the memory cap plus one stripe per mount window
+// slot. Flush() sends every dirty stripe at once as one batch from its own
+// thread (outside the windows: the buffers exist already): the client makes
+// their versions in parallel and commits them all with one metadata call
 // (StripeClient::WriteStripes), so one fsync of N dirty stripes costs one
 // commit and lets the chunk servers' group commits cover all N; then it
 // waits for every earlier send. Without a sender, sends run in the calling
@@ -162,7 +166,8 @@ class StripeSender {
 // What coalescing did (relaxed atomics, shared by all writers of a mount).
 struct CoalesceCounters {
   std::atomic<uint64_t> full_from_buffer{0};  // complete buffers sent
-  std::atomic<uint64_t> full_direct{0};  // whole-stripe WRITEs sent uncopied
+  std::atomic<uint64_t> full_direct{0};   // whole-stripe WRITEs sent uncopied
+  std::atomic<uint64_t> keep_refused{0};  // ... copied: `keep` gave nothing
   std::atomic<uint64_t>
       partial_flushes[static_cast<int>(FlushReason::kCount)]{};
   std::atomic<uint64_t> partial_bytes{0};    // bytes sent by partial flushes
@@ -198,10 +203,17 @@ class StripeWriter {
   StripeWriter(const StripeWriter&) = delete;
   StripeWriter& operator=(const StripeWriter&) = delete;
 
+  // Hands over the memory holding a Write()'s `data` (same addresses):
+  // the returned lease keeps it valid until released. Called at most once
+  // per Write(); an empty lease means "copy it".
+  using KeepFn = std::function<BufferPool::Lease()>;
+
   // Buffers (or writes through) `data` at `offset`. An error here is from a
   // backend write this call had to do (a completed stripe without a
-  // sender, write-through). May wait for a send window.
-  Status Write(uint64_t offset, std::span<const uint8_t> data);
+  // sender, write-through). May wait for a send window. `keep` (may be
+  // empty): see Pipelining above.
+  Status Write(uint64_t offset, std::span<const uint8_t> data,
+               const KeepFn& keep = {});
 
   // Reads up to out.size() bytes at `offset`: committed data from the
   // backend with buffered bytes on top. Returns the byte count (short at
@@ -254,7 +266,10 @@ class StripeWriter {
  private:
   struct Buffer {
     uint64_t stripe = 0;
-    BufferPool::Lease owned;             // S bytes when copied (pooled)
+    BufferPool::Lease owned;  // S bytes when copied (pooled)
+    // The caller's memory holding `bytes` (kept request buffer; shared by
+    // the stripes of one WRITE). Null when copied or sent synchronously.
+    std::shared_ptr<BufferPool::Lease> kept;
     std::span<const uint8_t> bytes;      // owned or the request's data (direct)
     std::map<uint32_t, uint32_t> valid;  // start -> end, merged
     std::chrono::steady_clock::time_point last_write;

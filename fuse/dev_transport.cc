@@ -25,7 +25,7 @@ namespace {
 // the reply is written.
 class DevInFlight final : public InFlight {
  public:
-  DevInFlight(DevTransport* t, std::unique_ptr<uint8_t[]> buf)
+  DevInFlight(DevTransport* t, BufferPool::Lease buf)
       : t_(t), buf_(std::move(buf)) {
     t_->outstanding().fetch_add(1);
   }
@@ -33,24 +33,24 @@ class DevInFlight final : public InFlight {
   void Complete(int error, std::span<const iovec> payload) override {
     DevTransport* t = t_;
     if (error != kNoReply) t->WriteReply(ctx.unique, error, payload);
-    t->ReturnBuffer(std::move(buf_));
-    if (scratch_) t->ReturnBuffer(std::move(scratch_));
-    delete this;
+    delete this;                    // gives the buffers back (unless kept)
     t->outstanding().fetch_sub(1);  // last touch of the transport
   }
 
   std::span<uint8_t> ScratchBuffer(size_t n) override {
     if (n > t_->buffer_size()) return {};
-    if (!scratch_) scratch_ = t_->TakeBuffer();
-    return {scratch_.get(), n};
+    if (scratch_.empty()) scratch_ = t_->TakeBuffer();
+    return {scratch_.data(), n};
   }
 
-  uint8_t* data() { return buf_.get(); }
+  BufferPool::Lease KeepRequestBuffer() override { return t_->Keep(buf_); }
+
+  uint8_t* data() { return buf_.data(); }
 
  private:
   DevTransport* t_;
-  std::unique_ptr<uint8_t[]> buf_;
-  std::unique_ptr<uint8_t[]> scratch_;
+  BufferPool::Lease buf_;
+  BufferPool::Lease scratch_;
 };
 
 void NoopWakeHandler(int) {}
@@ -79,9 +79,17 @@ bool EnsureWakeHandler() {
 int DevWakeSignal() { return SIGRTMIN + 5; }
 
 DevTransport::DevTransport(int fuse_fd, int stop_fd, DevTransportOptions opts)
-    : fd_(fuse_fd), stop_fd_(stop_fd), opts_(opts) {
-  if (opts_.threads < 1) opts_.threads = 1;
-  if (opts_.buffer_size < kMinReadBuffer) opts_.buffer_size = kMinReadBuffer;
+    : fd_(fuse_fd),
+      stop_fd_(stop_fd),
+      opts_(Clamped(opts)),
+      // Keep a few spare buffers; free the rest.
+      pool_(opts_.buffer_size, static_cast<size_t>(opts_.threads) * 2 + 4,
+            kWritePayloadOffset) {}
+
+DevTransportOptions DevTransport::Clamped(DevTransportOptions o) {
+  if (o.threads < 1) o.threads = 1;
+  if (o.buffer_size < kMinReadBuffer) o.buffer_size = kMinReadBuffer;
+  return o;
 }
 
 DevTransport::~DevTransport() {
@@ -89,25 +97,17 @@ DevTransport::~DevTransport() {
   Join();
 }
 
-std::unique_ptr<uint8_t[]> DevTransport::TakeBuffer() {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!pool_.empty()) {
-      auto b = std::move(pool_.back());
-      pool_.pop_back();
-      return b;
-    }
+BufferPool::Lease DevTransport::Keep(BufferPool::Lease& buf) {
+  // Out now: each worker's buffer (this request's among them), requests
+  // in flight, kept ones.
+  const size_t limit =
+      static_cast<size_t>(opts_.threads) + opts_.max_kept_buffers;
+  if (buf.empty() || pool_.outstanding() >= limit) {
+    keep_refused_.fetch_add(1, std::memory_order_relaxed);
+    return {};
   }
-  return std::unique_ptr<uint8_t[]>(new uint8_t[opts_.buffer_size]);
-}
-
-void DevTransport::ReturnBuffer(std::unique_ptr<uint8_t[]> buf) {
-  if (!buf) return;
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  // Keep a few spare buffers; free the rest.
-  if (pool_.size() < static_cast<size_t>(opts_.threads) * 2 + 4) {
-    pool_.push_back(std::move(buf));
-  }
+  kept_.fetch_add(1, std::memory_order_relaxed);
+  return std::move(buf);
 }
 
 int DevTransport::WriteReply(uint64_t unique, int error,
@@ -264,7 +264,7 @@ void DevTransport::Worker(int index) {
     pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   }
   Status why;
-  std::unique_ptr<uint8_t[]> buf = TakeBuffer();
+  BufferPool::Lease buf = TakeBuffer();
   for (;;) {
     if (opts_.wait == DevWait::kPoll) {
       pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
@@ -280,7 +280,7 @@ void DevTransport::Worker(int index) {
     } else if (stopping_.load()) {
       break;  // Stop(): the stopper interrupts reads until we get here
     }
-    ssize_t n = ::read(fd_, buf.get(), opts_.buffer_size);
+    ssize_t n = ::read(fd_, buf.data(), opts_.buffer_size);
     if (n < 0) {
       int err = errno;
       if (err == EAGAIN || err == EINTR) {
@@ -302,7 +302,7 @@ void DevTransport::Worker(int index) {
         f, std::span<const uint8_t>(f->data(), static_cast<size_t>(n)));
     buf = TakeBuffer();
   }
-  ReturnBuffer(std::move(buf));
+  buf.reset();
   if (running_.fetch_sub(1) == 1) {
     sink_->TransportEnded("dev", why);
   }

@@ -6,6 +6,23 @@
 // copy of READ data). A request answered later (asynchronously) keeps its
 // buffer until the reply; the worker takes a fresh one meanwhile.
 //
+// Request buffers come from a BufferPool placed so that a WRITE's payload
+// (kWritePayloadOffset = fuse_in_header + fuse_write_in bytes in) starts
+// 4 KiB-aligned: whole cells of a whole-stripe WRITE are page-aligned, so
+// they can be encoded and written with O_DIRECT where they are. (A request
+// with extension headers shifts its payload; nothing relies on alignment
+// for correctness.)
+//
+// Kept buffers: a WRITE handler may take the request's buffer over
+// (InFlight::KeepRequestBuffer, via Replier): the payload then stays valid
+// after the reply, for as long as the returned lease lives, and goes back
+// to the pool when it is released; the worker reads its next request into
+// another pooled buffer. Memory stays bounded: a keep is refused (empty
+// lease: the handler copies instead) once threads + max_kept_buffers
+// buffers are out of the pool (being read into, in flight, kept), so at
+// most max_kept_buffers are kept; workers never wait for a buffer.
+// Concurrent keeps may overshoot that by at most threads - 1.
+//
 // Waiting (DevWait): kBlockingRead (default) = every worker sits in a
 // blocking read() on the fd. The kernel queues such readers as *exclusive*
 // waiters on the connection's input queue (fs/fuse/dev.c fuse_dev_do_read:
@@ -42,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "fuse/transport.h"
 
 namespace stripefs::fuse {
@@ -59,7 +77,13 @@ struct DevTransportOptions {
   DevWait wait = DevWait::kBlockingRead;
   size_t buffer_size = (256 + 1) * 4096;  // >= max request incl. headers
   int first_queue = 0;                    // queue index of worker 0 in counters
+  // Request buffers a file system may keep past the reply (see above).
+  size_t max_kept_buffers = 16;
 };
+
+// Where a WRITE's data starts in a /dev/fuse request without extensions.
+inline constexpr size_t kWritePayloadOffset =
+    sizeof(fuse_abi::fuse_in_header) + sizeof(fuse_abi::fuse_write_in);
 
 class DevTransport : public Transport {
  public:
@@ -73,9 +97,16 @@ class DevTransport : public Transport {
   void Join() override;
   int queue_count() const override { return opts_.threads; }
 
-  // Buffer pool (shared by workers and async replies).
-  std::unique_ptr<uint8_t[]> TakeBuffer();
-  void ReturnBuffer(std::unique_ptr<uint8_t[]> buf);
+  // Buffer pool (shared by workers, async replies and kept buffers).
+  BufferPool::Lease TakeBuffer() { return pool_.Get(); }
+  // A request buffer for a file system that keeps it (see above); empty
+  // when the bound is reached.
+  BufferPool::Lease Keep(BufferPool::Lease& buf);
+  // Buffers out of the pool now (reading, in flight, kept).
+  size_t buffers_out() const { return pool_.outstanding(); }
+  // Keeps granted / refused at the bound.
+  uint64_t kept() const { return kept_.load(); }
+  uint64_t keep_refused() const { return keep_refused_.load(); }
   // Sends one reply (header filled here); returns errno (0 ok, ENOENT ok).
   int WriteReply(uint64_t unique, int error, std::span<const iovec> payload);
   size_t buffer_size() const { return opts_.buffer_size; }
@@ -96,9 +127,9 @@ class DevTransport : public Transport {
   std::atomic<int>& outstanding() { return outstanding_; }
 
  private:
+  static DevTransportOptions Clamped(DevTransportOptions o);
   void Worker(int index);
   void Stopper();
-  bool ReadOne(int index, std::unique_ptr<uint8_t[]>& buf, Status* why);
 
   int fd_;
   int stop_fd_;
@@ -108,8 +139,9 @@ class DevTransport : public Transport {
   std::vector<pthread_t> handles_;            // workers, for the wake signal
   std::unique_ptr<std::atomic<int>[]> tids_;  // workers' kernel thread ids
   std::thread stopper_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<uint8_t[]>> pool_;
+  BufferPool pool_;
+  std::atomic<uint64_t> kept_{0};
+  std::atomic<uint64_t> keep_refused_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<int> running_{0};
   std::atomic<uint64_t> reply_enoent_{0};

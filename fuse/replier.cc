@@ -126,4 +126,9 @@ std::span<uint8_t> Replier::ReplyBuffer(size_t n) {
   return inflight_->ScratchBuffer(n);
 }
 
+BufferPool::Lease Replier::KeepRequestBuffer() {
+  if (!inflight_) return {};
+  return inflight_->KeepRequestBuffer();
+}
+
 }  // namespace stripefs::fuse

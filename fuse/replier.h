@@ -8,7 +8,8 @@
 //
 // Lifetime: request arguments handed to the file system (names, WRITE data)
 // point into the transport's buffer and stay valid until the Replier replies
-// or is destroyed; copy them if you need them longer.
+// or is destroyed; copy them if you need them longer, or take the buffer
+// over with KeepRequestBuffer() (before the reply).
 //
 // Replies are built without copying large payloads: Data()/DataV() take
 // spans/iovecs that go straight to writev (/dev/fuse) or are placed in the
@@ -28,6 +29,7 @@
 #include <span>
 #include <string_view>
 
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "fuse/fuse_abi.h"
 
@@ -59,6 +61,13 @@ class InFlight {
   // A buffer of at least `n` bytes that may be filled in place and passed to
   // Complete() without another copy; empty span when n is too large.
   virtual std::span<uint8_t> ScratchBuffer(size_t n) = 0;
+  // Hands the buffer the request was read into to the caller: its bytes
+  // (WRITE data) stay where they are, valid while the lease lives, also
+  // after Complete(). Empty when the transport cannot (io-uring: the
+  // payload is the ring entry's registered buffer, which the kernel reuses
+  // for the next request once the reply is committed) or will not (its
+  // bound of kept buffers is reached). Call before Complete(), at most once.
+  virtual BufferPool::Lease KeepRequestBuffer() { return {}; }
 
   RequestContext ctx;
   std::atomic<bool> interrupted{false};
@@ -129,6 +138,11 @@ class Replier {
   // Transport-owned buffer of at least n bytes to build a reply in place
   // (pass a sub-span to Data()). Valid until the reply. Empty if too big.
   std::span<uint8_t> ReplyBuffer(size_t n);
+  // Takes over the request's buffer (InFlight::KeepRequestBuffer): the
+  // request's arguments (WRITE data) stay valid while the returned lease
+  // lives, after the reply too. Empty lease = not possible, copy instead.
+  // Before the reply only; at most once.
+  BufferPool::Lease KeepRequestBuffer();
 
  private:
   void Send(int error, std::span<const iovec> iov);

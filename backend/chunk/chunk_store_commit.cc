@@ -32,10 +32,16 @@ using AlignedBuf = std::unique_ptr<uint8_t, FreeDeleter>;
 constexpr uint64_t kKeptStagingBytes = uint64_t{4} << 20;
 
 // `bytes` (a multiple of kSegmentAlign) of kSegmentAlign-aligned memory
-// holding `data` and then zeros: what O_DIRECT writes. Valid until the
-// calling thread stages again.
-uint8_t* Stage(std::span<const uint8_t> data, uint64_t bytes,
-               AlignedBuf* oversize) {
+// holding `data` and then zeros: what O_DIRECT writes. Data that already is
+// that (aligned, `bytes` long: a pooled or page-aligned request cell) is
+// returned as is, without a copy; else the copy is valid until the calling
+// thread stages again.
+const uint8_t* Stage(std::span<const uint8_t> data, uint64_t bytes,
+                     AlignedBuf* oversize) {
+  if (data.size() == bytes &&
+      reinterpret_cast<uintptr_t>(data.data()) % kSegmentAlign == 0) {
+    return data.data();
+  }
   thread_local AlignedBuf kept;
   thread_local uint64_t kept_bytes = 0;
   uint8_t* p;
@@ -162,7 +168,7 @@ Status ChunkStore::WriteData(CommitOp* op) {
   op->value.pieces.insert(at, piece);
   std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
   AlignedBuf oversize;
-  uint8_t* buf = Stage(op->data, bytes, &oversize);
+  const uint8_t* buf = Stage(op->data, bytes, &oversize);
   Status st = io_->Write(f->write_fd.get(), buf, bytes, op->extent.offset);
   if (!st.ok()) {
     segments_->Settle(op->extent);

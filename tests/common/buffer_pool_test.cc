@@ -33,6 +33,38 @@ TEST(BufferPoolTest, ReleasedBuffersAreReusedUpToTheIdleBound) {
   EXPECT_FALSE(c.empty());
 }
 
+// Buffers are placed so that data() + align_at is 4 KiB-aligned (default:
+// data() itself), new and reused alike, and outstanding() counts leases
+// not given back (moved leases count once).
+TEST(BufferPoolTest, BuffersArePlacedForAlignmentAndCounted) {
+  for (size_t align_at : {size_t{0}, size_t{80}, size_t{4095}}) {
+    SCOPED_TRACE(align_at);
+    BufferPool pool(256 * 1024 + 3, 1, align_at);
+    EXPECT_EQ(pool.align_at(), align_at);
+    std::vector<BufferPool::Lease> held;
+    for (int i = 0; i < 3; ++i) {
+      held.push_back(pool.Get());
+      const auto p = reinterpret_cast<uintptr_t>(held.back().data());
+      EXPECT_EQ((p + align_at) % BufferPool::kBufferAlign, 0u);
+      EXPECT_EQ(held.back().size(), 256u * 1024 + 3);
+      // Every byte is usable.
+      std::memset(held.back().data(), 0x5A, held.back().size());
+    }
+    EXPECT_EQ(pool.outstanding(), 3u);
+    BufferPool::Lease moved = std::move(held[0]);
+    EXPECT_EQ(pool.outstanding(), 3u);
+    held.clear();
+    EXPECT_EQ(pool.outstanding(), 1u);
+    moved.reset();
+    EXPECT_EQ(pool.outstanding(), 0u);
+    auto again = pool.Get();  // the idle one, reused
+    EXPECT_EQ(pool.reuses(), 1u);
+    EXPECT_EQ((reinterpret_cast<uintptr_t>(again.data()) + align_at) %
+                  BufferPool::kBufferAlign,
+              0u);
+  }
+}
+
 TEST(BufferPoolTest, ContentsAreNotClearedOnReuse) {
   // The contract: a reused buffer holds its last user's bytes (callers must
   // not expect zeros). This pins that down so nobody relies on zeroing.

@@ -895,6 +895,57 @@ TEST_F(StripeWriterTest, PipelinedWriteIsAcknowledgedOnceBuffered) {
   EXPECT_EQ(counters_.full_from_buffer.load(), 3u);
 }
 
+// A pipelined whole-stripe WRITE whose caller hands its buffer over
+// (FUSE: the kept request buffer) is sent from that buffer, uncopied and
+// outside the memory budget; the writer holds the lease until the send
+// retires. A refused keep copies, so the caller may reuse its memory at
+// once.
+TEST_F(StripeWriterTest, PipelinedWholeStripesAreSentFromAKeptBuffer) {
+  StripeWriter& w = NewPipelinedWriter(4, 8);
+  BufferPool requests(2 * S, 4);
+  auto d = Pattern(2 * S, 75);
+  Gate gate;
+  gate.Close();
+  HookAll([&] { gate.Pass(); });
+  {
+    BufferPool::Lease req = requests.Get();
+    std::copy(d.begin(), d.end(), req.data());
+    const std::span<const uint8_t> data(req.data(), d.size());
+    int keeps = 0;
+    ASSERT_TRUE(w.Write(0, data, [&] {
+                   ++keeps;
+                   return std::move(req);
+                 }).ok());
+    EXPECT_EQ(keeps, 1);  // one lease for both stripes of the WRITE
+    EXPECT_TRUE(req.empty());
+  }
+  ASSERT_TRUE(gate.WaitEntered(1));
+  EXPECT_EQ(requests.outstanding(), 1u);  // held by the sends in flight
+  EXPECT_EQ(budget_->used(), 0u);
+  EXPECT_EQ(Through(w, 0, 2 * S), d);
+  gate.Open();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(requests.outstanding(), 0u);  // given back when they retired
+  EXPECT_EQ(counters_.full_direct.load(), 2u);
+  EXPECT_EQ(counters_.full_from_buffer.load(), 0u);
+  EXPECT_EQ(counters_.keep_refused.load(), 0u);
+  EXPECT_EQ(Backend(), d);
+
+  // Refused: copied before Write() returns; the caller's reuse of its
+  // memory changes nothing.
+  auto e = Pattern(S, 76);
+  std::vector<uint8_t> mem = e;
+  gate.Close();
+  ASSERT_TRUE(w.Write(2 * S, mem, [] { return BufferPool::Lease(); }).ok());
+  std::fill(mem.begin(), mem.end(), 0xEE);
+  gate.Open();
+  ASSERT_TRUE(w.Flush(FlushReason::kFsync).ok());
+  EXPECT_EQ(counters_.keep_refused.load(), 1u);
+  EXPECT_EQ(counters_.full_from_buffer.load(), 1u);
+  d.insert(d.end(), e.begin(), e.end());
+  EXPECT_EQ(Backend(), d);
+}
+
 TEST_F(StripeWriterTest, FullFileWindowMakesWritesWait) {
   StripeWriter& w = NewPipelinedWriter(2, 8);
   Gate gate;

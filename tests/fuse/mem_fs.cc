@@ -366,6 +366,8 @@ void MemFs::Write(Replier r, uint64_t nodeid, const WriteRequest& w) {
          !max_write_size_.compare_exchange_weak(prev, w.size())) {
   }
   if (w.is_writeback()) writeback_writes_++;
+  if (reinterpret_cast<uintptr_t>(w.data.data()) % 4096 == 0)
+    page_aligned_writes_++;
   auto rp = std::make_shared<Replier>(std::move(r));
   // The data view stays valid until the reply, also when async.
   RunMaybeAsync([this, rp, nodeid, w] {

@@ -105,6 +105,8 @@ class MemFs : public RawFileSystem {
   NegotiatedInit negotiated() const;
   uint64_t writes() const { return writes_; }
   uint64_t writeback_writes() const { return writeback_writes_; }
+  // WRITEs whose data started on a 4 KiB boundary of the transport buffer.
+  uint64_t page_aligned_writes() const { return page_aligned_writes_; }
   uint64_t fsyncs() const { return fsyncs_; }
   uint64_t readdirplus_calls() const { return readdirplus_; }
 
@@ -142,7 +144,7 @@ class MemFs : public RawFileSystem {
   std::atomic<bool> inited_{false}, destroyed_{false};
   std::atomic<uint32_t> max_write_size_{0};
   std::atomic<uint64_t> writes_{0}, writeback_writes_{0}, fsyncs_{0},
-      readdirplus_{0};
+      readdirplus_{0}, page_aligned_writes_{0};
 
   bool async_;
   std::mutex qmu_;
