@@ -11,8 +11,8 @@
 // synced RocksDB WriteBatch (entries plus a pending record, below) on the
 // index thread and, at the same time, one fdatasync per touched segment on
 // the commit thread; it acknowledges the batch when both are durable. On
-// ext4 the two syncs usually share one journal commit. No temp file, rename
-// or directory fsync per chunk.
+// an ext4 with a journal the two can share one journal commit. No temp file,
+// rename or directory fsync per chunk.
 //
 // Crash rules: the index is the truth. Bytes in a segment that no committed
 // entry points to are garbage (cut off or removed at open). An entry may be
