@@ -236,6 +236,97 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   return v;
 }
 
+std::string EncodePendingKey(uint64_t batch) {
+  std::string k;
+  k.reserve(kPendingKeySize);
+  k.push_back(kPendingKeyPrefix);
+  PutBe(&k, batch);
+  return k;
+}
+
+Status DecodePendingKey(std::string_view key, uint64_t* batch) {
+  if (key.size() != kPendingKeySize || key[0] != kPendingKeyPrefix) {
+    return Status::Corruption("pending record key of " +
+                              std::to_string(key.size()) +
+                              " bytes is malformed (expected " +
+                              std::to_string(kPendingKeySize) + ")");
+  }
+  *batch = LoadBe<uint64_t>(key.data() + 1);
+  return Status::Ok();
+}
+
+std::string EncodePendingRecord(const std::vector<PendingEntry>& entries) {
+  std::string s;
+  s.push_back(static_cast<char>(kPendingRecordFormat));
+  PutBe(&s, static_cast<uint32_t>(entries.size()));
+  for (const PendingEntry& e : entries) {
+    s += EncodeChunkKey(e.id, e.version);
+    PutBe(&s, e.piece.chunk_offset);
+    PutBe(&s, e.piece.length);
+    PutBe(&s, e.piece.segment);
+    PutBe(&s, e.piece.segment_offset);
+    const std::string old = e.has_old ? EncodeChunkValue(e.old) : "";
+    PutBe(&s, static_cast<uint32_t>(old.size()));
+    s += old;
+  }
+  return s;
+}
+
+Result<std::vector<PendingEntry>> DecodePendingRecord(std::string_view value) {
+  if (value.size() < 5 ||
+      static_cast<uint8_t>(value[0]) != kPendingRecordFormat) {
+    return Status::Corruption("pending record of " +
+                              std::to_string(value.size()) +
+                              " bytes is malformed (short or unknown format)");
+  }
+  const uint64_t n = LoadBe<uint32_t>(value.data() + 1);
+  if (n > (value.size() - 5) / kPendingEntryFixedSize) {
+    return Status::Corruption("pending record names " + std::to_string(n) +
+                              " entries but is too short for them");
+  }
+  std::vector<PendingEntry> out(n);
+  size_t at = 5;
+  for (uint64_t i = 0; i < n; ++i) {
+    const std::string what = "pending record entry " + std::to_string(i);
+    if (value.size() - at < kPendingEntryFixedSize) {
+      return Status::Corruption(what + " is truncated");
+    }
+    PendingEntry& e = out[i];
+    STRIPEFS_RETURN_IF_ERROR(
+        DecodeChunkKey(value.substr(at, kChunkKeySize), &e.id, &e.version));
+    const char* p = value.data() + at + kChunkKeySize;
+    e.piece.chunk_offset = LoadBe<uint32_t>(p);
+    e.piece.length = LoadBe<uint32_t>(p + 4);
+    e.piece.segment = LoadBe<uint64_t>(p + 8);
+    e.piece.segment_offset = LoadBe<uint64_t>(p + 16);
+    const uint64_t old_len = LoadBe<uint32_t>(p + 24);
+    at += kPendingEntryFixedSize;
+    const ChunkPiece& c = e.piece;
+    if (c.length == 0 || c.chunk_offset % kSegmentAlign != 0 ||
+        c.segment_offset % kSegmentAlign != 0 ||
+        c.segment_offset > UINT64_MAX - SegmentExtentBytes(c.length)) {
+      return Status::Corruption(what + " names an empty, misaligned or " +
+                                "overflowing piece");
+    }
+    if (old_len > value.size() - at) {
+      return Status::Corruption(what + ": its old value is truncated");
+    }
+    if (old_len > 0) {
+      auto old = DecodeChunkValue(value.substr(at, old_len));
+      if (!old.ok()) return old.status().Annotate(what);
+      e.has_old = true;
+      e.old = std::move(*old);
+      at += old_len;
+    }
+  }
+  if (at != value.size()) {
+    return Status::Corruption("pending record has " +
+                              std::to_string(value.size() - at) +
+                              " trailing bytes");
+  }
+  return out;
+}
+
 std::string DescribeChunk(const ChunkId& id, uint64_t version) {
   char buf[128];
   std::snprintf(buf, sizeof(buf),

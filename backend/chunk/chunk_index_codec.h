@@ -27,6 +27,16 @@
 //                   written as format 3, which is what the encoder emits
 //                   for it (the decoder refuses format 4 for it, so that
 //                   every value has one encoding).
+// Pending records (one per group commit that wrote new bytes; see
+// chunk_store.h, "Crash rules"): the batch's index entries are synced at the
+// same time as its segment bytes, so until the batch's data sync is known to
+// have completed, a record names what to verify at open.
+// Key   = 'p' | batch u64 (9 bytes, big-endian; after every 'c' key).
+// Value = format u8 (1) | entries u32 | per entry: chunk key (29 bytes, as
+//         above) | the piece the batch wrote: chunk offset u32 | length u32
+//         | segment u64 | segment offset u64 (aligned, non-empty, not
+//         wrapping) | old u32 (0: the key had no entry before; else the
+//         byte length of the entry it replaced, whose encoded value follows).
 // Decoders are bounds-checked and return Corruption for anything malformed.
 // Pure functions; thread-safe.
 #pragma once
@@ -43,6 +53,12 @@ namespace stripefs {
 
 inline constexpr char kChunkKeyPrefix = 'c';
 inline constexpr size_t kChunkKeySize = 1 + 8 + 8 + 4 + 8;
+inline constexpr char kPendingKeyPrefix = 'p';
+inline constexpr size_t kPendingKeySize = 1 + 8;
+inline constexpr uint8_t kPendingRecordFormat = 1;
+// Fixed bytes of one pending entry (before its old value).
+inline constexpr size_t kPendingEntryFixedSize =
+    kChunkKeySize + 4 + 4 + 8 + 8 + 4;
 // Prefix of all versions of one chunk id: 'c' | inode | stripe | index.
 inline constexpr size_t kChunkIdPrefixSize = 1 + 8 + 8 + 4;
 inline constexpr uint8_t kChunkValueFormatWhole = 1;
@@ -110,6 +126,21 @@ Status DecodeChunkKey(std::string_view key, ChunkId* id, uint64_t* version);
 
 std::string EncodeChunkValue(const ChunkIndexValue& v);
 Result<ChunkIndexValue> DecodeChunkValue(std::string_view value);
+
+// One entry of a pending record: (id, version) got `piece` (new bytes) in
+// an unconfirmed batch; `old` is the entry it replaced, if any.
+struct PendingEntry {
+  ChunkId id;
+  uint64_t version = 0;
+  ChunkPiece piece;
+  bool has_old = false;
+  ChunkIndexValue old;
+};
+
+std::string EncodePendingKey(uint64_t batch);
+Status DecodePendingKey(std::string_view key, uint64_t* batch);
+std::string EncodePendingRecord(const std::vector<PendingEntry>& entries);
+Result<std::vector<PendingEntry>> DecodePendingRecord(std::string_view value);
 
 // "inode 0x.. stripe N index I version 0x..": how messages name a chunk.
 std::string DescribeChunk(const ChunkId& id, uint64_t version);

@@ -305,6 +305,47 @@ Status ChunkStore::OpenIndex() {
 Status ChunkStore::OpenSegments() {
   std::map<uint64_t, SegmentUsage> usage;
   STRIPEFS_RETURN_IF_ERROR(RecountFromIndex(&usage));
+  // Pending records of a batch that was not confirmed: the entries they
+  // replaced may have to be put back, so their segments and tails are held
+  // (counted live) until RecoverPending has decided.
+  std::vector<std::string> pending_keys;
+  std::vector<PendingEntry> pending;
+  std::map<uint64_t, SegmentUsage> held;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
+    for (it->Seek(std::string(1, kPendingKeyPrefix));
+         it->Valid() && it->key().size() > 0 &&
+         it->key()[0] == kPendingKeyPrefix;
+         it->Next()) {
+      pending_keys.push_back(it->key().ToString());
+      auto rec = DecodePendingRecord(
+          std::string_view(it->value().data(), it->value().size()));
+      if (!rec.ok()) {
+        // Nothing to check from it; reads of its entries still verify.
+        ++malformed_;
+        Log(dir_, "open: malformed pending record dropped: %s",
+            rec.status().message().c_str());
+        continue;
+      }
+      for (PendingEntry& e : *rec) pending.push_back(std::move(e));
+    }
+    if (!it->status().ok()) {
+      return Status::Corruption("cannot scan pending records of " + dir_ +
+                                ": " + RocksMessage(it->status()));
+    }
+  }
+  for (const PendingEntry& e : pending) {
+    if (!e.has_old || !e.old.in_segment) continue;
+    for (const ChunkPiece& p : e.old.pieces) {
+      const uint64_t end = p.segment_offset + SegmentExtentBytes(p.length);
+      for (auto* m : {&usage, &held}) {
+        SegmentUsage& u = (*m)[p.segment];
+        u.live_bytes += SegmentExtentBytes(p.length);
+        u.live_entries += 1;
+        u.end = std::max(u.end, end);
+      }
+    }
+  }
   uint64_t removed = 0;
   STRIPEFS_ASSIGN_OR_RETURN(std::vector<uint64_t> missing,
                             segments_->Load(usage, &removed));
@@ -312,7 +353,14 @@ Status ChunkStore::OpenSegments() {
     Log(dir_, "open: removed %" PRIu64 " segments no index entry points to",
         removed);
   }
-  if (missing.empty()) return Status::Ok();
+  if (!missing.empty()) {
+    STRIPEFS_RETURN_IF_ERROR(DropMissing(missing));
+  }
+  if (pending_keys.empty()) return Status::Ok();
+  return RecoverPending(pending, pending_keys, held);
+}
+
+Status ChunkStore::DropMissing(const std::vector<uint64_t>& missing) {
   // Entries into a segment file that is gone are missing chunks.
   std::vector<std::pair<ChunkId, uint64_t>> gone;
   STRIPEFS_RETURN_IF_ERROR(ScanIndex([&](const ChunkId& id, uint64_t version,
@@ -329,6 +377,85 @@ Status ChunkStore::OpenSegments() {
     NoteMissing(id, version);
     STRIPEFS_RETURN_IF_ERROR(DropEntry(id, version));
   }
+  return Status::Ok();
+}
+
+Status ChunkStore::RecoverPending(
+    const std::vector<PendingEntry>& entries,
+    const std::vector<std::string>& keys,
+    const std::map<uint64_t, SegmentUsage>& held) {
+  const uint64_t crc_errors_before = crc_errors_.load();
+  std::map<uint64_t, bool> verified_segments;
+  for (const PendingEntry& e : entries) {
+    bool found = false;
+    ChunkIndexValue v;
+    Status gs = GetEntry(e.id, e.version, &found, &v);
+    if (!gs.ok() && gs.code() != EBADMSG) return gs;
+    // Gone, malformed (reads say EBADMSG) or changed by a later batch.
+    if (!gs.ok() || !found || !v.in_segment ||
+        std::find(v.pieces.begin(), v.pieces.end(), e.piece) ==
+            v.pieces.end()) {
+      continue;
+    }
+    std::vector<uint8_t> buf(e.piece.length);
+    Status rs =
+        ReadVerifiedRange(e.id, e.version, v, e.piece.chunk_offset, buf);
+    if (rs.ok()) {
+      verified_segments[e.piece.segment] = true;
+      ++pending_verified_;
+      continue;
+    }
+    // Only "the bytes are not there" rolls back; an I/O error leaves the
+    // decision to the next open.
+    if (rs.code() != EBADMSG && rs.code() != ENOENT) {
+      return rs.Annotate("verifying an unconfirmed write at open");
+    }
+    ++pending_rolled_back_;
+    bool old_there = e.has_old;
+    for (const ChunkPiece& p : e.old.pieces) {
+      old_there &= !e.old.in_segment || segments_->Get(p.segment) != nullptr;
+    }
+    if (!old_there) {
+      STRIPEFS_RETURN_IF_ERROR(DropEntry(e.id, e.version));
+      continue;
+    }
+    // Put back the entry it replaced (its bytes were held at load).
+    const std::string key = EncodeChunkKey(e.id, e.version);
+    STRIPEFS_RETURN_IF_ERROR(IndexWrite(
+        [&](rocksdb::WriteBatch* b) { b->Put(key, EncodeChunkValue(e.old)); }));
+    CommitOp op;
+    op.id = e.id;
+    op.keys = {key};
+    op.value = e.old;
+    op.freed.push_back({e.version, v});
+    std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+    STRIPEFS_RETURN_IF_ERROR(GatherVersions(e.id, &all));
+    for (auto& [ver, val] : all) {
+      if (ver != e.version) op.others.push_back(std::move(val));
+    }
+    ApplyLive(op);
+  }
+  crc_errors_ = crc_errors_before;  // expected: those writes never finished
+  // What verified may still sit in the page cache only (a killed process):
+  // made durable before its record goes.
+  for (const auto& [seq, unused] : verified_segments) {
+    std::shared_ptr<SegmentFile> f = segments_->Get(seq);
+    if (!f) continue;
+    STRIPEFS_RETURN_IF_ERROR(io_->DataSync(f->write_fd.get()));
+    data_syncs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  STRIPEFS_RETURN_IF_ERROR(IndexWrite([&](rocksdb::WriteBatch* b) {
+    for (const std::string& k : keys) b->Delete(k);
+  }));
+  for (const auto& [seq, u] : held) {
+    segments_->RemoveLive(seq, u.live_bytes, u.live_entries);
+  }
+  pending_records_ = keys.size();
+  Log(dir_,
+      "open: %zu pending records: %" PRIu64
+      " unconfirmed writes verified, %" PRIu64
+      " rolled back (their bytes had not reached the disk)",
+      keys.size(), pending_verified_, pending_rolled_back_);
   return Status::Ok();
 }
 
@@ -1257,6 +1384,9 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.committed_ops = ops_.load();
   c.data_syncs = data_syncs_.load();
   c.index_syncs = index_syncs_.load();
+  c.pending_records = pending_records_;
+  c.pending_verified = pending_verified_;
+  c.pending_rolled_back = pending_rolled_back_;
   c.holes_punched = holes_.load();
   c.chunks_relocated = relocated_.load();
   c.patches_in_place = patches_in_place_.load();

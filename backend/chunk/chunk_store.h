@@ -7,15 +7,30 @@
 // writer appends its bytes itself (io_uring, O_DIRECT when the file system
 // takes it), so writers keep the disk busy in parallel. Then one commit
 // thread group-commits: it takes every write and delete that arrived while
-// the previous batch was syncing, fdatasyncs each touched segment once,
-// applies one synced RocksDB WriteBatch for the whole batch, and only then
-// acknowledges them all. No temp file, rename or directory fsync per
-// chunk.
+// the previous batch was syncing and runs ONE sync round for them: one
+// synced RocksDB WriteBatch (entries plus a pending record, below) on the
+// index thread and, at the same time, one fdatasync per touched segment on
+// the commit thread; it acknowledges the batch when both are durable. On
+// an ext4 with a journal the two can share one journal commit. No temp file,
+// rename or directory fsync per chunk.
 //
 // Crash rules: the index is the truth. Bytes in a segment that no committed
-// entry points to are garbage (cut off or removed at open); a batch that did
-// not commit its WriteBatch leaves nothing visible; an acknowledged write
-// has its bytes synced before its entry.
+// entry points to are garbage (cut off or removed at open). An entry may be
+// durable before its bytes, so every WriteBatch that adds entries with new
+// bytes also holds a pending record (chunk_index_codec.h) naming each such
+// entry, the piece it wrote and the entry it replaced; a later batch (or
+// Close) deletes the record once the batch was acknowledged. Open verifies
+// every entry a pending record names (reads its new piece, checks the block
+// CRCs): one that fails is rolled back (removed, or the entry it replaced
+// put back, and its space counted free), the verified ones are fdatasynced,
+// then the records are deleted. So: an acknowledged write is never lost or
+// touched (its record is gone, or it verifies); an unacknowledged write of
+// a batch whose WriteBatch committed may survive (whole and verified) or
+// vanish, per entry; a batch whose WriteBatch did not commit leaves nothing
+// visible. Deletes, clones and compaction moves: their entries are written
+// in the same WriteBatch (moves carry a pending record with the entry they
+// replace, so a move whose copy did not reach the disk is undone at open);
+// a hole is punched only after the batch is acknowledged.
 //
 // Pieces: a version is a list of pieces (extents of segments, index format
 // 4) that versions of the same chunk id may share: CloneChunk makes an
@@ -74,6 +89,7 @@ namespace stripefs {
 
 class UringFileIo;
 struct ChunkIndexValue;
+struct PendingEntry;
 
 // The space a chunk store keeps free on its file system for the indexes
 // and metadata that share it: a small fixed floor plus a share of the file
@@ -146,6 +162,11 @@ struct ChunkStoreCounters {
   uint64_t committed_ops = 0;       // writes and deletes in them
   uint64_t data_syncs = 0;          // segment fdatasyncs
   uint64_t index_syncs = 0;         // synced RocksDB writes
+  // Open: pending records found, the entries they named that verified and
+  // those rolled back (their bytes had not reached the disk).
+  uint64_t pending_records = 0;
+  uint64_t pending_verified = 0;
+  uint64_t pending_rolled_back = 0;
   uint64_t holes_punched = 0;
   uint64_t chunks_relocated = 0;  // by compaction
   uint64_t segments_removed = 0;
@@ -273,6 +294,15 @@ class ChunkStore final : public ChunkService {
       std::function<void(const ChunkId&, uint64_t, const ChunkIndexValue*)>;
   Status ScanIndex(const IndexVisitor& fn);
   Status OpenSegments();
+  // Drops the entries with a piece in a segment file that is gone.
+  Status DropMissing(const std::vector<uint64_t>& missing);
+  // Verifies the entries the pending records name (rolling back those that
+  // fail), syncs the segments of the rest, deletes the records. `held`:
+  // the usage OpenSegments added for the entries they replaced, given back
+  // at the end.
+  Status RecoverPending(const std::vector<PendingEntry>& entries,
+                        const std::vector<std::string>& keys,
+                        const std::map<uint64_t, SegmentUsage>& held);
   std::shared_mutex& LockFor(const ChunkId& id);
   Status CheckSpace(size_t len);
   void NoteMissing(const ChunkId& id, uint64_t version);
@@ -338,13 +368,18 @@ class ChunkStore final : public ChunkService {
   // Queues ops without data together (so they share one batch) and waits
   // for all; returns the first error.
   Status SubmitAll(const std::vector<CommitOp*>& ops);
-  // Two stages, each batching what queued up while it was busy: the commit
-  // thread fdatasyncs the segments of a batch, the index thread then
-  // commits its entries (so batch N's index sync overlaps batch N+1's data
-  // sync; an entry is never written before its own bytes are synced).
+  // The commit thread takes what queued up while the previous batch was
+  // syncing and commits it (CommitBatch); the index thread runs the batch's
+  // synced index write while the commit thread syncs its data.
   void CommitLoop();
   void IndexLoop();
   void CommitBatch(const std::vector<CommitOp*>& batch);
+  // The synced index write of `wb` (once more after giving up the index
+  // reserve on ENOSPC).
+  Status WriteIndexBatch(rocksdb::WriteBatch* wb);
+  // After the batch's data sync failed for some ops whose entries were
+  // written: puts back what they replaced (or deletes them), synced.
+  Status RollBack(const std::vector<const CommitOp*>& failed);
   // Stages and writes the bytes of every op that has some; fails the ops
   // whose bytes did not reach the disk.
   // Appends op's bytes to a fresh extent (submitting thread).
@@ -388,10 +423,16 @@ class ChunkStore final : public ChunkService {
   std::condition_variable queue_cv_;  // work for the commit thread
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_;
-  std::condition_variable synced_cv_;  // work for the index thread
-  std::vector<CommitOp*> synced_;      // data synced, entries not yet
+  std::condition_variable index_cv_;          // index job posted / done
+  rocksdb::WriteBatch* index_job_ = nullptr;  // for the index thread
+  bool index_job_done_ = false;
+  Status index_job_status_;
   bool stop_ = false;
-  bool syncer_done_ = false;
+  bool committer_done_ = false;
+  // Commit thread only: the next pending record's number, and the records
+  // of acknowledged batches (deleted by the next WriteBatch or at Close).
+  uint64_t next_pending_ = 1;
+  std::vector<std::string> confirmed_pending_;
   std::thread committer_;
   std::thread indexer_;
   std::mutex compact_mu_;  // one compaction at a time
@@ -412,6 +453,9 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> ops_{0};
   std::atomic<uint64_t> data_syncs_{0};
   std::atomic<uint64_t> index_syncs_{0};
+  uint64_t pending_records_ = 0;  // set at Open
+  uint64_t pending_verified_ = 0;
+  uint64_t pending_rolled_back_ = 0;
   std::atomic<uint64_t> holes_{0};
   std::atomic<uint64_t> relocated_{0};
   std::atomic<uint64_t> patches_in_place_{0};

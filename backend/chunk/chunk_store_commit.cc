@@ -114,30 +114,10 @@ void ChunkStore::CommitLoop() {
   std::unique_lock<std::mutex> lock(queue_mu_);
   for (;;) {
     queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) {  // stopping, nothing left
-      syncer_done_ = true;
-      synced_cv_.notify_all();
-      return;
-    }
+    if (queue_.empty()) break;  // stopping, nothing left
     // Everything that arrived while the previous batch was syncing.
     std::vector<CommitOp*> batch;
     batch.swap(queue_);
-    lock.unlock();
-    SyncBatchData(batch);
-    lock.lock();
-    synced_.insert(synced_.end(), batch.begin(), batch.end());
-    synced_cv_.notify_one();
-  }
-}
-
-void ChunkStore::IndexLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  for (;;) {
-    synced_cv_.wait(lock, [this] { return syncer_done_ || !synced_.empty(); });
-    if (synced_.empty()) return;
-    // Every batch whose data synced meanwhile: one WriteBatch for them all.
-    std::vector<CommitOp*> batch;
-    batch.swap(synced_);
     lock.unlock();
     CommitBatch(batch);
     lock.lock();
@@ -149,6 +129,41 @@ void ChunkStore::IndexLoop() {
       op->done_cv.notify_one();
     }
   }
+  committer_done_ = true;
+  index_cv_.notify_all();
+  lock.unlock();
+  // Close: the records of acknowledged batches need no check at open.
+  if (!confirmed_pending_.empty()) {
+    (void)IndexWrite([this](rocksdb::WriteBatch* b) {
+      for (const std::string& k : confirmed_pending_) b->Delete(k);
+    });
+  }
+}
+
+void ChunkStore::IndexLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  for (;;) {
+    index_cv_.wait(lock,
+                   [this] { return committer_done_ || index_job_ != nullptr; });
+    if (index_job_ == nullptr) return;
+    rocksdb::WriteBatch* wb = index_job_;
+    index_job_ = nullptr;
+    lock.unlock();
+    Status st = WriteIndexBatch(wb);
+    lock.lock();
+    index_job_status_ = st;
+    index_job_done_ = true;
+    index_cv_.notify_all();
+  }
+}
+
+Status ChunkStore::WriteIndexBatch(rocksdb::WriteBatch* wb) {
+  Status st = RocksWriteSynced(db_.get(), wb, "chunk index of " + dir_);
+  if (st.code() == ENOSPC && ReleaseIndexReserve()) {
+    st = RocksWriteSynced(db_.get(), wb, "chunk index of " + dir_);
+  }
+  index_syncs_.fetch_add(1, std::memory_order_relaxed);
+  return st;
 }
 
 Status ChunkStore::WriteData(CommitOp* op) {
@@ -201,27 +216,85 @@ void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
 
 void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   rocksdb::WriteBatch wb;
-  size_t ready = 0;
+  std::vector<PendingEntry> pending;
+  bool has_data = false;
   for (CommitOp* op : batch) {
-    if (!op->status.ok()) continue;
-    ++ready;
     if (op->kind == CommitOp::Kind::kPut) {
       const std::string value = EncodeChunkValue(op->value);
       for (const auto& k : op->keys) wb.Put(k, value);
     } else {
       for (const auto& k : op->keys) wb.Delete(k);
     }
+    if (op->extent.bytes == 0) continue;
+    // New bytes: the entries go down with the data sync, not after it, so
+    // they are named in the batch's pending record.
+    has_data = true;
+    ChunkPiece piece;
+    for (const ChunkPiece& p : op->value.pieces) {
+      if (p.segment == op->extent.segment &&
+          p.segment_offset == op->extent.offset) {
+        piece = p;
+      }
+    }
+    for (const auto& k : op->keys) {
+      PendingEntry e;
+      if (!DecodeChunkKey(k, &e.id, &e.version).ok()) continue;
+      e.piece = piece;
+      for (const Freed& f : op->freed) {
+        if (f.version == e.version) {
+          e.has_old = true;
+          e.old = f.value;
+        }
+      }
+      pending.push_back(std::move(e));
+    }
   }
-  if (ready > 0) {
-    // One synced WriteBatch for the whole batch: all of it or none of it.
-    Status st = RocksWriteSynced(db_.get(), &wb, "chunk index of " + dir_);
-    if (st.code() == ENOSPC && ReleaseIndexReserve()) {
-      st = RocksWriteSynced(db_.get(), &wb, "chunk index of " + dir_);
+  std::string pending_key;
+  if (!pending.empty()) {
+    pending_key = EncodePendingKey(next_pending_++);
+    wb.Put(pending_key, EncodePendingRecord(pending));
+  }
+  // Records of acknowledged batches go in the same WriteBatch: every op of
+  // this batch came after them (an op holds its chunk lock until it is
+  // acknowledged), so none of their entries can change before they go.
+  const size_t confirmed = confirmed_pending_.size();
+  for (const std::string& k : confirmed_pending_) wb.Delete(k);
+
+  Status st;
+  if (!has_data) {
+    st = WriteIndexBatch(&wb);
+  } else {
+    // One sync round: the index thread writes the entries (synced) while
+    // this thread fdatasyncs the segments; both must be durable before the
+    // batch is acknowledged.
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      index_job_ = &wb;
+      index_job_done_ = false;
     }
-    index_syncs_.fetch_add(1, std::memory_order_relaxed);
-    for (CommitOp* op : batch) {
-      if (op->status.ok()) op->status = st;
-    }
+    index_cv_.notify_all();
+    SyncBatchData(batch);
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    index_cv_.wait(lock, [this] { return index_job_done_; });
+    st = index_job_status_;
+  }
+  std::vector<const CommitOp*> data_failed;
+  for (CommitOp* op : batch) {
+    if (!op->status.ok() && st.ok()) data_failed.push_back(op);
+    if (op->status.ok()) op->status = st;
+  }
+  bool record_done = st.ok();
+  if (st.ok() && !data_failed.empty()) {
+    // Entries were written for bytes that did not sync: take them back
+    // (else the pending record stays and the next open checks them).
+    record_done = RollBack(data_failed).ok();
+  }
+  if (st.ok()) {
+    confirmed_pending_.erase(confirmed_pending_.begin(),
+                             confirmed_pending_.begin() + confirmed);
+  }
+  if (record_done && !pending_key.empty()) {
+    confirmed_pending_.push_back(pending_key);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     const CommitOp& op = *batch[i];
@@ -238,6 +311,26 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   if (!reserve_held_ && freed) RestoreIndexReserve();
   batches_.fetch_add(1, std::memory_order_relaxed);
   ops_.fetch_add(batch.size(), std::memory_order_relaxed);
+}
+
+Status ChunkStore::RollBack(const std::vector<const CommitOp*>& failed) {
+  return IndexWrite([&](rocksdb::WriteBatch* b) {
+    for (const CommitOp* op : failed) {
+      for (const auto& k : op->keys) {
+        ChunkId id;
+        uint64_t version = 0;
+        bool restored = false;
+        if (DecodeChunkKey(k, &id, &version).ok()) {
+          for (const Freed& f : op->freed) {
+            if (f.version != version) continue;
+            b->Put(k, EncodeChunkValue(f.value));
+            restored = true;
+          }
+        }
+        if (!restored) b->Delete(k);
+      }
+    }
+  });
 }
 
 bool ChunkStore::ReleaseIndexReserve() {

@@ -16,7 +16,8 @@
 // DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
 // DIR/store (each WriteChunk durable before it returns), then fio again;
 // the reference is the mean of the two fio runs. Prints one row with
-// ratio=store/reference, the syncs per MiB, the CPU time the store run took
+// ratio=store/reference, the syncs per MiB, batches per second, syncs per
+// batch, the mean WriteChunk latency, the CPU time the store run took
 // per MiB (user + system of this process, all threads; fio is a child and
 // not counted), and the load average before and after. Removes what it
 // wrote.
@@ -91,6 +92,8 @@ double ProcessCpuSeconds() {
 struct StoreRun {
   double mib_per_s = 0;
   double cpu_ms_per_mib = 0;
+  double secs = 0;
+  double write_ms = 0;  // mean WriteChunk latency (submit to acknowledged)
   stripefs::ChunkStoreCounters counters;
 };
 
@@ -112,6 +115,7 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   const uint64_t total = (mib << 20) / chunk;
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
+  std::atomic<uint64_t> write_ns{0};
   const double cpu_start = ProcessCpuSeconds();
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
@@ -123,7 +127,12 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
       }
       for (uint64_t n = next++; n < total && !failed; n = next++) {
         data[0] = static_cast<uint8_t>(n);
+        const auto t0 = std::chrono::steady_clock::now();
         stripefs::Status st = store->WriteChunk({1, n, 0}, 1, data);
+        write_ns += static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count());
         if (!st.ok()) {
           std::fprintf(stderr, "chunk_store_bench: %s\n",
                        st.ToString().c_str());
@@ -139,6 +148,9 @@ bool RunStore(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   out->counters = store->Counters();
   const double written_mib = static_cast<double>(total * chunk) / (1 << 20);
   out->mib_per_s = written_mib / secs;
+  out->secs = secs;
+  out->write_ms = static_cast<double>(write_ns) / 1e6 /
+                  static_cast<double>(std::max<uint64_t>(total, 1));
   out->cpu_ms_per_mib = (ProcessCpuSeconds() - cpu_start) * 1000 / written_mib;
   store.reset();
   std::filesystem::remove_all(dir);
@@ -333,6 +345,14 @@ int main(int argc, char** argv) {
                   static_cast<double>(std::max<uint64_t>(c.commit_batches, 1)),
               run.cpu_ms_per_mib, io_uring ? "io_uring" : "pwrite",
               load_before.c_str(), load_after.c_str());
+  // The group commit itself: how often it runs, what each round costs.
+  const double batches =
+      static_cast<double>(std::max<uint64_t>(c.commit_batches, 1));
+  std::printf(
+      "  commits: batches_per_s=%.1f syncs_per_batch=%.2f "
+      "write_latency_ms=%.2f (mean WriteChunk, submit to ack)\n",
+      static_cast<double>(c.commit_batches) / run.secs, syncs / batches,
+      run.write_ms);
   std::printf(
       "  with spare_segments=%u: store=%.1f MiB/s ratio=%.2f "
       "syncs_per_MiB=%.2f cpu_ms_per_MiB=%.3f, %" PRIu64

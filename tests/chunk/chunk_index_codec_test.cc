@@ -223,5 +223,61 @@ TEST(ChunkIndexCodec, MalformedIsCorruption) {
   EXPECT_EQ(DecodeChunkKey(key, &id, &ver).code(), EBADMSG);
 }
 
+TEST(ChunkIndexCodec, PendingRecordRoundTripAndBounds) {
+  ChunkIndexValue old;
+  old.length = 5000;
+  old.block_shift = kChunkCrcBlockShift;
+  old.block_crcs = {7, 8};
+  old.crc32c = 9;
+  old.in_segment = true;
+  old.pieces = {{0, 5000, 3, 8192}};
+  std::vector<PendingEntry> in(2);
+  in[0].id = {1, 2, 3};
+  in[0].version = 4;
+  in[0].piece = {0, 5000, 7, 4096};
+  in[1].id = {5, 6, 7};
+  in[1].version = 8;
+  in[1].piece = {8192, 100, 9, 0};
+  in[1].has_old = true;
+  in[1].old = old;
+  const std::string rec = EncodePendingRecord(in);
+  auto out = DecodePendingRecord(rec);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].id, in[0].id);
+  EXPECT_EQ((*out)[0].version, 4u);
+  EXPECT_EQ((*out)[0].piece, in[0].piece);
+  EXPECT_FALSE((*out)[0].has_old);
+  EXPECT_EQ((*out)[1].piece, in[1].piece);
+  ASSERT_TRUE((*out)[1].has_old);
+  EXPECT_EQ(EncodeChunkValue((*out)[1].old), EncodeChunkValue(old));
+  EXPECT_EQ(EncodePendingRecord(*out), rec);
+  // Every truncation, and a trailing byte, is Corruption.
+  for (size_t n = 0; n < rec.size(); ++n) {
+    EXPECT_EQ(DecodePendingRecord(rec.substr(0, n)).status().code(), EBADMSG)
+        << n;
+  }
+  EXPECT_EQ(DecodePendingRecord(rec + "x").status().code(), EBADMSG);
+  // A misaligned piece, an empty one, an unknown format.
+  std::vector<PendingEntry> bad = {in[0]};
+  bad[0].piece.segment_offset = 100;
+  EXPECT_EQ(DecodePendingRecord(EncodePendingRecord(bad)).status().code(),
+            EBADMSG);
+  bad[0] = in[0];
+  bad[0].piece.length = 0;
+  EXPECT_EQ(DecodePendingRecord(EncodePendingRecord(bad)).status().code(),
+            EBADMSG);
+  std::string wrong = rec;
+  wrong[0] = 2;
+  EXPECT_EQ(DecodePendingRecord(wrong).status().code(), EBADMSG);
+  // Keys sort after every chunk key and in batch order.
+  uint64_t batch = 0;
+  ASSERT_TRUE(DecodePendingKey(EncodePendingKey(77), &batch).ok());
+  EXPECT_EQ(batch, 77u);
+  EXPECT_LT(EncodeChunkKey({~0ull, ~0ull, ~0u}, ~0ull), EncodePendingKey(0));
+  EXPECT_LT(EncodePendingKey(1), EncodePendingKey(256));
+  EXPECT_EQ(DecodePendingKey("p123", &batch).code(), EBADMSG);
+}
+
 }  // namespace
 }  // namespace stripefs
