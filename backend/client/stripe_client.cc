@@ -133,8 +133,9 @@ Status StripeClient::WriteStripes(const std::vector<StripeWriteRequest>& reqs) {
 }
 
 Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
-                                  std::span<uint8_t> out, uint64_t file_size) {
-  return reader_->Read(ino, offset, out, file_size);
+                                  std::span<uint8_t> out, uint64_t file_size,
+                                  ReadGather* gather) {
+  return reader_->Read(ino, offset, out, file_size, gather);
 }
 
 Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,

@@ -17,6 +17,8 @@ struct RecordedReply {
   int error = 0;
   std::string body;
   const void* first_base = nullptr;  // iov_base of the first piece
+  size_t pieces = 0;                 // iovecs of the reply body
+  const void* scratch = nullptr;     // ScratchBuffer's base, if one was taken
 };
 
 class FakeInFlight : public fuse::InFlight {
@@ -28,12 +30,16 @@ class FakeInFlight : public fuse::InFlight {
     out_->error = error;
     out_->body.clear();
     out_->first_base = payload.empty() ? nullptr : payload[0].iov_base;
+    out_->pieces = payload.size();
     for (const iovec& v : payload)
       out_->body.append(static_cast<const char*>(v.iov_base), v.iov_len);
     if (del_) delete this;
   }
+  // Poisoned, like a transport buffer that held an earlier request: a
+  // handler must write every byte it replies with.
   std::span<uint8_t> ScratchBuffer(size_t n) override {
-    scratch_.resize(n);
+    scratch_.assign(n, 0xEE);
+    out_->scratch = scratch_.data();
     return scratch_;
   }
 
