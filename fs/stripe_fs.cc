@@ -341,8 +341,7 @@ Result<InodeAttr> StripeFs::FetchAttr(uint64_t ino) {
 }
 
 Result<size_t> StripeFs::ReadCommitted(uint64_t ino, uint64_t offset,
-                                       std::span<uint8_t> out,
-                                       ReadGather* gather) {
+                                       std::span<uint8_t> out) {
   auto cached = attr_cache_.Get(ino);
   uint64_t size = 0;
   if (cached) {
@@ -353,7 +352,7 @@ Result<size_t> StripeFs::ReadCommitted(uint64_t ino, uint64_t offset,
     if (!S_ISREG(a->mode)) return Status(EINVAL, "not a regular file");
     size = a->size;
   }
-  return client_.Read(ino, offset, out, size, gather);
+  return client_.Read(ino, offset, out, size);
 }
 
 Result<InodeAttr> StripeFs::AttrWithBuffered(uint64_t ino) {
@@ -701,16 +700,10 @@ void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
   auto w = WriterFor(nodeid, false);
   std::vector<uint8_t> own;
   std::span<uint8_t> buf = ReplyBufferOr(r, in.size, &own);
-  ReadGather gather;  // holds the cached stripes lent until the reply
-  auto n = w ? w->Read(in.offset, buf)
-             : ReadCommitted(nodeid, in.offset, buf, &gather);
+  auto n = w ? w->Read(in.offset, buf) : ReadCommitted(nodeid, in.offset, buf);
   if (!n.ok()) return Fail(r, n.status());
   counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
-  if (gather.empty()) {
-    r.Data(std::span<const uint8_t>(buf.data(), *n));
-  } else {
-    r.DataV(gather.Parts(buf.data(), *n));
-  }
+  r.Data(std::span<const uint8_t>(buf.data(), *n));
 }
 
 void StripeFs::Write(Replier r, uint64_t nodeid, const fuse::WriteRequest& w) {

@@ -203,10 +203,9 @@ class StripeFs : public fuse::RawFileSystem {
   std::shared_ptr<StripeWriter> WriterFor(uint64_t ino, bool create);
   // Removes the writer of `ino` if nothing uses it and it holds no data.
   void DropIdleWriter(uint64_t ino);
-  // READ of a file without a writer: cached size and stripe map; bytes of
-  // stripes read ahead are lent to `gather` (StripeClient::Read).
+  // READ of a file without a writer: cached size and stripe map.
   Result<size_t> ReadCommitted(uint64_t ino, uint64_t offset,
-                               std::span<uint8_t> out, ReadGather* gather);
+                               std::span<uint8_t> out);
   // Purges `ino` if it is an orphan nobody references (nodes_mu_ NOT held).
   void MaybePurge(uint64_t ino);
   // Queues `ino` for the purger.

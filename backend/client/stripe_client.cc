@@ -133,9 +133,8 @@ Status StripeClient::WriteStripes(const std::vector<StripeWriteRequest>& reqs) {
 }
 
 Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
-                                  std::span<uint8_t> out, uint64_t file_size,
-                                  ReadGather* gather) {
-  return reader_->Read(ino, offset, out, file_size, gather);
+                                  std::span<uint8_t> out, uint64_t file_size) {
+  return reader_->Read(ino, offset, out, file_size);
 }
 
 Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,

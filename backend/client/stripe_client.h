@@ -116,10 +116,8 @@ class StripeClient {
 
   // Reads min(out.size(), file_size - offset) bytes at `offset` (0 at or past
   // EOF); holes read as zeros. Returns the byte count.
-  // With `gather`, bytes of stripes read ahead may be lent from the cache
-  // instead of copied into `out`; the READ's bytes are gather->Parts(out).
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
-                      uint64_t file_size, ReadGather* gather = nullptr);
+                      uint64_t file_size);
 
   // Sets the size of `ino` (currently `old_size`) to `new_size`. Shrinking
   // first rewrites the new last stripe with the bytes past new_size zeroed,

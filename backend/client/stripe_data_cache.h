@@ -18,10 +18,6 @@
 // waiting happens outside it).
 #pragma once
 
-#include <sys/uio.h>
-
-#include <algorithm>
-#include <array>
 #include <cstdint>
 #include <future>
 #include <list>
@@ -29,7 +25,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <tuple>
 #include <vector>
 
@@ -41,58 +36,12 @@ namespace stripefs {
 // published): a 1 MiB stripe costs no 1 MiB memset.
 struct CachedStripe {
   uint32_t chunk_len = 0;
-  size_t size = 0;  // bytes in `bytes`
   std::unique_ptr<uint8_t[]> bytes;
   void Allocate(size_t n) {
     bytes = std::make_unique_for_overwrite<uint8_t[]>(n);
-    size = n;
   }
 };
 using CachedStripePtr = std::shared_ptr<const CachedStripe>;
-
-// Where the bytes of one READ are: in the caller's buffer, except up to
-// kMax pieces borrowed from cached stripes, which are held (not copied)
-// until the gather is destroyed. So a READ served from read-ahead data is
-// written to the FUSE reply straight from the cache (writev gathers it). A
-// reader with no room left copies into the caller's buffer as before. No
-// heap allocation.
-class ReadGather {
- public:
-  static constexpr size_t kMax = 8;
-  bool CanBorrow() const { return borrowed_ < kMax; }
-  // Caller-buffer bytes [pos, pos + n) are at `src`, inside `c` (held).
-  // Pieces are borrowed in increasing `pos`. Needs CanBorrow().
-  void Borrow(CachedStripePtr c, size_t pos, const uint8_t* src, size_t n) {
-    pieces_[borrowed_++] = {pos, n, src, std::move(c)};
-  }
-  bool empty() const { return borrowed_ == 0; }
-  // The iovecs of bytes [0, total) of the READ whose buffer is `buf`.
-  std::span<const iovec> Parts(const uint8_t* buf, size_t total) {
-    size_t n = 0, at = 0;
-    auto add = [&](const uint8_t* p, size_t len) {
-      if (len > 0) iov_[n++] = {const_cast<uint8_t*>(p), len};
-    };
-    for (size_t i = 0; i < borrowed_; ++i) {
-      const Piece& b = pieces_[i];
-      if (b.pos >= total) break;
-      add(buf + at, b.pos - at);
-      add(b.src, std::min(b.len, total - b.pos));
-      at = b.pos + b.len;
-    }
-    if (at < total) add(buf + at, total - at);
-    return {iov_.data(), n};
-  }
-
- private:
-  struct Piece {
-    size_t pos = 0, len = 0;
-    const uint8_t* src = nullptr;
-    CachedStripePtr hold;
-  };
-  std::array<Piece, kMax> pieces_;
-  size_t borrowed_ = 0;
-  std::array<iovec, 2 * kMax + 1> iov_{};
-};
 
 class StripeDataCache {
  public:

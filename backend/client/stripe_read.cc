@@ -282,8 +282,7 @@ StripeReader::CellsOutcome StripeReader::ReadCellsInto(
 }
 
 Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
-                                  std::span<uint8_t> out, uint64_t file_size,
-                                  ReadGather* gather) {
+                                  std::span<uint8_t> out, uint64_t file_size) {
   if (offset >= file_size || out.empty()) return size_t{0};
   const uint64_t total = std::min<uint64_t>(out.size(), file_size - offset);
   const uint64_t S = geo_.stripe_size();
@@ -312,7 +311,7 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
         // the cell size) reads as zeros past its stored columns. Zeroing
         // only then spares a 1 MiB READ a 1 MiB memset.
         if (sv.chunk_len < geo_.cell_size()) std::memset(dst, 0, n);
-        st = ReadStripeCached(ino, sv, off, off + n, dst, gather, pos);
+        st = ReadStripeCached(ino, sv, off, off + n, dst);
       });
   if (!st.ok()) return st;
   ClientCounters::Add(p_.counters->bytes_read, total);
@@ -384,8 +383,7 @@ void StripeReader::CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
 }
 
 Status StripeReader::ReadStripeCached(uint64_t ino, const StripeVersion& sv,
-                                      uint64_t a, uint64_t b, uint8_t* dst,
-                                      ReadGather* gather, size_t pos) {
+                                      uint64_t a, uint64_t b, uint8_t* dst) {
   if (p_.stripes) {
     const StripeDataCache::Key key{ino, sv.stripe, sv.version};
     CachedStripePtr c;
@@ -406,14 +404,6 @@ Status StripeReader::ReadStripeCached(uint64_t ino, const StripeVersion& sv,
     }
     if (c) {
       ClientCounters::Add(p_.counters->stripe_cache_hits);
-      // A full stripe's cached bytes are its stripe bytes in order: lend
-      // them to the reply instead of copying.
-      if (gather && gather->CanBorrow() && c->chunk_len == geo_.cell_size() &&
-          b <= c->size) {
-        const uint8_t* src = c->bytes.get() + a;
-        gather->Borrow(std::move(c), pos, src, b - a);
-        return Status::Ok();
-      }
       CopyOut(*c, a, b, dst);
       return Status::Ok();
     }

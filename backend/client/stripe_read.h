@@ -75,10 +75,8 @@ class StripeReader {
   // past EOF); holes read as zeros. Returns the byte count. The stripe map
   // comes from the cache; a miss reads up to kMapWindow stripes of it (not
   // past EOF) in one metadata call, so sequential readers hit after that.
-  // With `gather`, bytes of cached stripes may be lent instead of copied
-  // into `out` (ReadGather): the READ's bytes are then gather->Parts().
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
-                      uint64_t file_size, ReadGather* gather = nullptr);
+                      uint64_t file_size);
 
   // Reads columns [lo, hi) of the chunk indices `want` of version `sv`
   // (out[j] for want[j]), reconstructing the ones that cannot be read from
@@ -125,12 +123,9 @@ class StripeReader {
   Status ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a, uint64_t b,
                     uint8_t* dst);
   // Same, from the whole-stripe cache when the stripe is there or being
-  // loaded, or is degraded (then loaded whole here); else ReadStripe. A
-  // cached full stripe is lent to `gather` (for READ buffer byte `pos`)
-  // when it has room, else copied.
+  // loaded, or is degraded (then loaded whole here); else ReadStripe.
   Status ReadStripeCached(uint64_t ino, const StripeVersion& sv, uint64_t a,
-                          uint64_t b, uint8_t* dst,
-                          ReadGather* gather = nullptr, size_t pos = 0);
+                          uint64_t b, uint8_t* dst);
   // Every data column of `sv`, reconstructed if need be; null on failure.
   CachedStripePtr LoadStripe(uint64_t ino, const StripeVersion& sv);
   // A data chunk of `sv` is known missing or its server is not up.

@@ -17,8 +17,6 @@ struct RecordedReply {
   int error = 0;
   std::string body;
   const void* first_base = nullptr;  // iov_base of the first piece
-  size_t pieces = 0;                 // iovecs of the reply body
-  const void* scratch = nullptr;     // ScratchBuffer's base, if one was taken
 };
 
 class FakeInFlight : public fuse::InFlight {
@@ -30,7 +28,6 @@ class FakeInFlight : public fuse::InFlight {
     out_->error = error;
     out_->body.clear();
     out_->first_base = payload.empty() ? nullptr : payload[0].iov_base;
-    out_->pieces = payload.size();
     for (const iovec& v : payload)
       out_->body.append(static_cast<const char*>(v.iov_base), v.iov_len);
     if (del_) delete this;
@@ -39,7 +36,6 @@ class FakeInFlight : public fuse::InFlight {
   // handler must write every byte it replies with.
   std::span<uint8_t> ScratchBuffer(size_t n) override {
     scratch_.assign(n, 0xEE);
-    out_->scratch = scratch_.data();
     return scratch_;
   }
 
