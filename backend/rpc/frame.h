@@ -160,7 +160,8 @@ void EncodeRejectFrame(FrameError why, uint8_t out[kRejectFrameSize]);
 // that actually arrived, not the length a peer claims). Once the first
 // byte of the frame is in, its header must be complete within
 // `header_timeout` (and everything by `deadline`).
-// `fd` must be non-blocking (poll is used for the deadline).
+// `fd` may be blocking or not: receives pass MSG_DONTWAIT and poll for the
+// deadline.
 Result<Frame> ReadFrame(
     int fd, FrameCipher& cipher, Deadline deadline,
     Clock::duration header_timeout = Clock::duration::max());
