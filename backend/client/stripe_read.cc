@@ -289,7 +289,6 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
   const uint64_t first = offset / S, last = (offset + total - 1) / S;
   auto stripes = StripeMap(ino, first, last, file_size);
   if (!stripes.ok()) return stripes.status().Annotate("reading stripe map");
-  std::memset(out.data(), 0, total);
   if (read_ahead_stripes_ > 0 && Sequential(ino, offset, offset + total)) {
     const uint64_t file_last = (file_size - 1) / S;
     const uint64_t from = (offset + total) % S ? last : last + 1;
@@ -302,9 +301,17 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
       offset, total, [&](uint64_t s, uint32_t off, uint64_t pos, uint64_t n) {
         if (!st.ok()) return;
         while (next < stripes->size() && (*stripes)[next].stripe < s) ++next;
-        if (next == stripes->size() || (*stripes)[next].stripe != s) return;
-        st = ReadStripeCached(ino, (*stripes)[next], off, off + n,
-                              out.data() + pos);
+        uint8_t* dst = out.data() + pos;
+        if (next == stripes->size() || (*stripes)[next].stripe != s) {
+          std::memset(dst, 0, n);  // a hole
+          return;
+        }
+        const StripeVersion& sv = (*stripes)[next];
+        // Every byte of a full stripe is read; a short one (chunk_len below
+        // the cell size) reads as zeros past its stored columns. Zeroing
+        // only then spares a 1 MiB READ a 1 MiB memset.
+        if (sv.chunk_len < geo_.cell_size()) std::memset(dst, 0, n);
+        st = ReadStripeCached(ino, sv, off, off + n, dst);
       });
   if (!st.ok()) return st;
   ClientCounters::Add(p_.counters->bytes_read, total);
@@ -344,13 +351,13 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
   if (sv.chunk_len == 0) return c;
   const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
   const ChunkLayout& layout = *shared_layout;
-  c->bytes.resize(size_t{geo_.k()} * sv.chunk_len);
+  c->Allocate(size_t{geo_.k()} * sv.chunk_len);
   // Every data column straight into place; the general path (vectors,
   // reconstruction) only when that is not possible or fails.
   std::vector<CellRead> cells;
   for (uint32_t i = 0; i < geo_.k(); ++i)
     cells.push_back({CellSpan{i, 0, sv.chunk_len},
-                     c->bytes.data() + size_t{i} * sv.chunk_len});
+                     c->bytes.get() + size_t{i} * sv.chunk_len});
   std::vector<Status> known;
   const CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, &known);
   if (got == CellsOutcome::kRead) return c;
@@ -361,7 +368,7 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
       ReadColumnsAround(ino, sv, layout, want, 0, sv.chunk_len, &cols, known);
   if (!st.ok()) return nullptr;
   for (uint32_t i = 0; i < geo_.k(); ++i)
-    std::memcpy(c->bytes.data() + size_t{i} * sv.chunk_len, cols[i].data(),
+    std::memcpy(c->bytes.get() + size_t{i} * sv.chunk_len, cols[i].data(),
                 sv.chunk_len);
   return c;
 }
@@ -370,7 +377,7 @@ void StripeReader::CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
                            uint8_t* dst) const {
   geo_.ForEachCell(a, b, c.chunk_len, [&](const CellSpan& span) {
     std::memcpy(dst + (geo_.StripeOffset(span.cell, span.lo) - a),
-                c.bytes.data() + size_t{span.cell} * c.chunk_len + span.lo,
+                c.bytes.get() + size_t{span.cell} * c.chunk_len + span.lo,
                 span.hi - span.lo);
   });
 }

@@ -89,7 +89,7 @@ Status ReadGrowing(int fd, std::vector<uint8_t>* out, size_t len, Deadline d) {
 Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started) {
   size_t got = 0;
   while (got < len) {
-    ssize_t n = ::recv(fd, buf + got, len - got, 0);
+    ssize_t n = ::recv(fd, buf + got, len - got, MSG_DONTWAIT);
     if (n > 0) {
       got += static_cast<size_t>(n);
       started = true;
@@ -119,7 +119,7 @@ Status RecvAll(int fd, iovec* iov, int iovcnt, Deadline d) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(iovcnt);
-    ssize_t n = ::recvmsg(fd, &msg, 0);
+    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
     if (n == 0)
       return Err(FrameError::kTruncated,
                  "connection closed mid-frame (truncated frame)");
@@ -152,7 +152,7 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(iovcnt);
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -396,9 +396,116 @@ Result<Frame> ReadFrameBody(int fd, FrameCipher& cipher,
 
 }  // namespace
 
+namespace {
+
+// The rest of a frame whose header is in and of whose body `got` bytes
+// were received already (by a receive that expected another shape).
+Result<Frame> ReadFrameBodyAfter(int fd, FrameCipher& cipher,
+                                 const uint8_t header[kFrameHeaderSize],
+                                 Frame f, std::vector<uint8_t> got,
+                                 Deadline deadline) {
+  const FrameHeader& h = f.header;
+  if (h.flags & kFlagReject)
+    return Status(EACCES, std::string("peer rejected our frame: ") +
+                              FrameErrorName(static_cast<FrameError>(h.type)));
+  const size_t body = size_t{h.payload_len} + h.bulk_len;
+  const size_t total = body + kTagSize;
+  if (got.size() > total)
+    return Err(FrameError::kBadMagic, "trailing bytes after frame");
+  std::vector<uint8_t> rest;
+  STRIPEFS_RETURN_IF_ERROR(
+      ReadGrowing(fd, &rest, total - got.size(), deadline));
+  got.insert(got.end(), rest.begin(), rest.end());
+  const std::span<const uint8_t> all(got);
+  STRIPEFS_RETURN_IF_ERROR(VerifyFrame(
+      cipher, header, all.subspan(0, h.payload_len),
+      all.subspan(h.payload_len, h.bulk_len), all.subspan(body, kTagSize)));
+  f.payload.assign(got.begin(), got.begin() + h.payload_len);
+  f.bulk.assign(got.begin() + h.payload_len, got.begin() + body);
+  return f;
+}
+
+// The reply of ReadFrameInto when its payload length is known: header,
+// payload, bulk (in place) and tag with ONE recvmsg when they are all
+// there; on a blocking fd (shape.block > 0) that recvmsg is also the wait
+// (no poll). A frame of another shape (an error reply) continues on the
+// general path with the bytes already received.
+Result<Frame> ReadShapedReply(int fd, FrameCipher& cipher, Deadline deadline,
+                              std::span<uint8_t> bulk_into,
+                              const ReplyShape& shape, bool* in_place) {
+  uint8_t header[kFrameHeaderSize];
+  uint8_t payload[ReplyShape::kMaxPayload];
+  Tag tag;
+  iovec iov[4] = {{header, kFrameHeaderSize},
+                  {payload, shape.payload},
+                  {bulk_into.data(), bulk_into.size()},
+                  {tag.data(), tag.size()}};
+  bool block = shape.block.count() > 0 && deadline - Clock::now() > shape.block;
+  if (!block) STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
+  size_t got = 0;
+  for (;;) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 4;
+    // Blocking: sleeps at most shape.block (SO_RCVTIMEO), then EAGAIN.
+    ssize_t n = ::recvmsg(fd, &msg, block ? 0 : MSG_DONTWAIT);
+    if (n > 0) {
+      got = static_cast<size_t>(n);
+      break;
+    }
+    if (n == 0) return Status(ENOTCONN, "connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return Status::FromErrno(errno, "recv");
+    block = false;
+    STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
+  }
+  if (got < kFrameHeaderSize) {
+    STRIPEFS_RETURN_IF_ERROR(
+        ReadFull(fd, header + got, kFrameHeaderSize - got, deadline, true));
+    got = kFrameHeaderSize;
+  }
+  Frame f;
+  STRIPEFS_RETURN_IF_ERROR(ParseHeader({header, kFrameHeaderSize}, &f.header));
+  const FrameHeader& h = f.header;
+  if ((h.flags & kFlagReject) || h.payload_len != shape.payload ||
+      h.bulk_len != bulk_into.size()) {
+    // Another shape: gather what arrived past the header, in order.
+    std::vector<uint8_t> body;
+    size_t left = got - kFrameHeaderSize;
+    for (int i = 1; i < 4 && left > 0; ++i) {
+      const size_t take = std::min(left, iov[i].iov_len);
+      const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
+      body.insert(body.end(), p, p + take);
+      left -= take;
+    }
+    return ReadFrameBodyAfter(fd, cipher, header, std::move(f), std::move(body),
+                              deadline);
+  }
+  // The expected shape: receive the rest in place.
+  int i = 0;
+  size_t skip = got;
+  while (i < 4 && skip >= iov[i].iov_len) skip -= iov[i++].iov_len;
+  if (i < 4) {
+    iov[i].iov_base = static_cast<uint8_t*>(iov[i].iov_base) + skip;
+    iov[i].iov_len -= skip;
+    STRIPEFS_RETURN_IF_ERROR(RecvAll(fd, iov + i, 4 - i, deadline));
+  }
+  const std::span<const uint8_t> pl(payload, shape.payload);
+  STRIPEFS_RETURN_IF_ERROR(VerifyFrame(cipher, header, pl, bulk_into, tag));
+  f.payload.assign(pl.begin(), pl.end());
+  *in_place = true;
+  return f;
+}
+
+}  // namespace
+
 Result<Frame> ReadFrameInto(int fd, FrameCipher& cipher, Deadline deadline,
-                            std::span<uint8_t> bulk_into, bool* in_place) {
+                            std::span<uint8_t> bulk_into, bool* in_place,
+                            const ReplyShape& shape) {
   *in_place = false;
+  if (!bulk_into.empty() && shape.payload <= ReplyShape::kMaxPayload)
+    return ReadShapedReply(fd, cipher, deadline, bulk_into, shape, in_place);
   // The reply is rarely there yet: wait first rather than fail a recv.
   STRIPEFS_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
   uint8_t header[kFrameHeaderSize];

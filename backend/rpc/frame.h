@@ -160,7 +160,8 @@ void EncodeRejectFrame(FrameError why, uint8_t out[kRejectFrameSize]);
 // that actually arrived, not the length a peer claims). Once the first
 // byte of the frame is in, its header must be complete within
 // `header_timeout` (and everything by `deadline`).
-// `fd` must be non-blocking (poll is used for the deadline).
+// `fd` may be blocking or not: receives pass MSG_DONTWAIT and poll for the
+// deadline.
 Result<Frame> ReadFrame(
     int fd, FrameCipher& cipher, Deadline deadline,
     Clock::duration header_timeout = Clock::duration::max());
@@ -171,12 +172,28 @@ Result<Frame> ReadFrame(
 // error bulk_into holds unspecified bytes); any other frame is read as
 // ReadFrame does. Polls first and takes payload, bulk and tag with one
 // recvmsg when they are there: three system calls for a typical reply.
+//
+// With a `shape` (the payload length the reply will have when it succeeds,
+// e.g. an OK status and no results), header, payload, bulk and tag are
+// received with one recvmsg when they are there; on a blocking fd whose
+// receive timeout (SO_RCVTIMEO) is at most shape.block, that recvmsg is
+// also the wait (no poll): one system call for a typical reply. A reply of
+// another shape (an error) is read as above with the bytes received.
+struct ReplyShape {
+  static constexpr size_t kMaxPayload = 256;
+  size_t payload = SIZE_MAX;  // unknown: no single receive
+  // > 0: fd blocks in recv for at most this long; used only while the
+  // deadline is further away than that.
+  Clock::duration block{0};
+};
 Result<Frame> ReadFrameInto(int fd, FrameCipher& cipher, Deadline deadline,
-                            std::span<uint8_t> bulk_into, bool* in_place);
+                            std::span<uint8_t> bulk_into, bool* in_place,
+                            const ReplyShape& shape = {});
 
-// Low-level socket helpers shared with the handshake (non-blocking fd,
-// poll for the deadline). ReadFull: exactly `len` bytes; `started` says a
-// message was already under way (EOF is then ECONNRESET, else ENOTCONN).
+// Low-level socket helpers shared with the handshake (they never block in
+// recv/send, MSG_DONTWAIT, whatever the fd's mode; poll for the deadline).
+// ReadFull: exactly `len` bytes; `started` says a message was already under way
+// (EOF is then ECONNRESET, else ENOTCONN).
 Status ReadFull(int fd, uint8_t* buf, size_t len, Deadline d, bool started);
 Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d);
 

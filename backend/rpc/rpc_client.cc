@@ -1,5 +1,9 @@
 #include "backend/rpc/rpc_client.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <cerrno>
 
 #include "backend/rpc/handshake.h"
@@ -84,6 +88,14 @@ Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
   auto c = std::make_unique<Connection>();
   c->fd = std::move(fd).value();
   c->session = std::move(s).value();
+  // Blocking with a receive timeout: a shaped reply waits in its recvmsg
+  // (ReadFrameInto). Best effort: a socket left non-blocking just polls.
+  const timeval slice{0, static_cast<suseconds_t>(kRecvSlice.count() * 1000)};
+  const int fl = ::fcntl(c->fd.get(), F_GETFL);
+  c->blocking = fl >= 0 &&
+                ::setsockopt(c->fd.get(), SOL_SOCKET, SO_RCVTIMEO, &slice,
+                             sizeof(slice)) == 0 &&
+                ::fcntl(c->fd.get(), F_SETFL, fl & ~O_NONBLOCK) == 0;
   return c;
 }
 
@@ -109,14 +121,15 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
                                     std::span<const uint8_t> bulk,
                                     std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) timeout = options_.call_timeout;
-  return CallUntil(type, payload, bulk, {}, Clock::now() + timeout);
+  return CallUntil(type, payload, bulk, {}, Clock::now() + timeout, SIZE_MAX);
 }
 
 Result<RpcResponse> RpcClient::CallInto(uint16_t type,
                                         std::span<const uint8_t> payload,
                                         std::span<uint8_t> bulk_in,
-                                        Deadline deadline) {
-  return CallUntil(type, payload, {}, bulk_in, deadline);
+                                        Deadline deadline,
+                                        size_t reply_payload) {
+  return CallUntil(type, payload, {}, bulk_in, deadline, reply_payload);
 }
 
 std::unique_ptr<RpcClient::Connection> RpcClient::TakeIdle(uint16_t type) {
@@ -141,7 +154,8 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
                                          std::span<const uint8_t> payload,
                                          std::span<const uint8_t> bulk,
                                          std::span<uint8_t> bulk_in,
-                                         Deadline deadline) {
+                                         Deadline deadline,
+                                         size_t reply_payload) {
   if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
   for (int attempt = 0; attempt < 2; ++attempt) {
     // The retry always connects afresh: the other idle connections were
@@ -151,8 +165,8 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
     if (!reused) {
       STRIPEFS_ASSIGN_OR_RETURN(conn, Connect(deadline, What(type)));
     }
-    Result<RpcResponse> r =
-        CallOnce(type, payload, bulk, bulk_in, std::move(conn), deadline);
+    Result<RpcResponse> r = CallOnce(type, payload, bulk, bulk_in,
+                                     std::move(conn), deadline, reply_payload);
     if (r.ok() || !reused || r.status().code() != EHOSTDOWN ||
         !MsgTypeIdempotent(type) || Clock::now() >= deadline) {
       return r;
@@ -165,12 +179,10 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
   return Status::Unavailable("unreachable");  // not reached
 }
 
-Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
-                                        std::span<const uint8_t> payload,
-                                        std::span<const uint8_t> bulk,
-                                        std::span<uint8_t> bulk_in,
-                                        std::unique_ptr<Connection> conn,
-                                        Deadline deadline) {
+Result<RpcResponse> RpcClient::CallOnce(
+    uint16_t type, std::span<const uint8_t> payload,
+    std::span<const uint8_t> bulk, std::span<uint8_t> bulk_in,
+    std::unique_ptr<Connection> conn, Deadline deadline, size_t reply_payload) {
   const Deadline started = Clock::now();
   // Error texts are built only on the error paths (none per good call).
   auto timeout_status = [&] {
@@ -191,8 +203,11 @@ Result<RpcResponse> RpcClient::CallOnce(uint16_t type,
     return Unreachable(ws);
   }
   bool in_place = false;
-  Result<Frame> f =
-      ReadFrameInto(fd, conn->session.recv, deadline, bulk_in, &in_place);
+  ReplyShape shape;
+  shape.payload = reply_payload;
+  if (conn->blocking) shape.block = kRecvSlice;
+  Result<Frame> f = ReadFrameInto(fd, conn->session.recv, deadline, bulk_in,
+                                  &in_place, shape);
   if (!f.ok()) {
     const Status& s = f.status();
     if (s.code() == ETIMEDOUT) return timeout_status();

@@ -18,9 +18,11 @@
 // broken while idle (server restart) are detected before reuse and replaced
 // (for a non-idempotent call: a poll per call); idempotent calls skip that
 // probe and are retried once on a fresh connection if a reused one fails.
-// Responses are matched to requests by request id. A good call makes three
-// system calls to send and receive (sendmsg, poll, recv header, recvmsg
-// payload+bulk+tag: ReadFrameInto) and builds no strings.
+// Responses are matched to requests by request id. A good chunk read
+// (CallInto with a known reply shape) makes two system calls: sendmsg, and
+// one blocking recvmsg of header+payload+bulk+tag that is also the wait;
+// other calls poll, recv the header, recvmsg the rest. No strings are built
+// on a good call.
 //
 // Errors: EHOSTDOWN (Status::Unavailable) when the server cannot be reached
 // or the connection breaks, with the address and a hint in the message;
@@ -88,8 +90,12 @@ class RpcClient {
   // exactly bulk_in.size() bytes, is received straight into `bulk_in`
   // (RpcResponse::bulk_in_place; no vector, no copy); any other bulk lands
   // in RpcResponse::bulk. On error bulk_in holds unspecified bytes.
+  // `reply_payload`: the payload length of a successful reply when the
+  // caller knows it (SIZE_MAX: not known); the reply is then received with
+  // one blocking recvmsg, which is also the wait (ReadFrameInto, ReplyShape).
   Result<RpcResponse> CallInto(uint16_t type, std::span<const uint8_t> payload,
-                               std::span<uint8_t> bulk_in, Deadline deadline);
+                               std::span<uint8_t> bulk_in, Deadline deadline,
+                               size_t reply_payload = SIZE_MAX);
 
   const std::string& address() const { return address_; }
   const RpcClientOptions& options() const { return options_; }
@@ -97,21 +103,28 @@ class RpcClient {
   void CloseIdle();
 
  private:
+  // After the handshake a connection's fd is put in blocking mode with a
+  // receive timeout of kRecvSlice, so a reply of known shape is waited for
+  // in its recvmsg (no poll); every other receive and send passes
+  // MSG_DONTWAIT and polls for its deadline as before.
+  static constexpr std::chrono::milliseconds kRecvSlice{50};
   struct Connection {
     UniqueFd fd;
     Session session;
     Clock::time_point idle_since;
+    bool blocking = false;  // fd blocking with SO_RCVTIMEO = kRecvSlice
   };
   Result<std::unique_ptr<Connection>> Connect(Deadline deadline,
                                               const std::string& what);
   Result<RpcResponse> CallUntil(uint16_t type, std::span<const uint8_t> payload,
                                 std::span<const uint8_t> bulk,
-                                std::span<uint8_t> bulk_in, Deadline deadline);
+                                std::span<uint8_t> bulk_in, Deadline deadline,
+                                size_t reply_payload);
   Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
                                std::span<const uint8_t> bulk,
                                std::span<uint8_t> bulk_in,
                                std::unique_ptr<Connection> conn,
-                               Deadline deadline);
+                               Deadline deadline, size_t reply_payload);
   // A pooled connection fit for a call of `type`, or null.
   std::unique_ptr<Connection> TakeIdle(uint16_t type);
   // "ReadChunk to chunkd at HOST:PORT", for error messages.

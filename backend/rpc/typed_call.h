@@ -61,10 +61,15 @@ template <MsgType T>
 Status CallTypedInto(RpcClient& client, const typename Msg<T>::Request& req,
                      typename Msg<T>::Response* resp,
                      std::span<uint8_t> bulk_in, Deadline deadline) {
+  // The payload of a good reply, when it has no results: an OK status.
+  static const size_t ok_payload =
+      std::tuple_size_v<typename Msg<T>::Response> == 0
+          ? EncodeResponse<T>(Status::Ok(), {}).size()
+          : SIZE_MAX;
   std::vector<uint8_t> payload = EncodeRequest<T>(req);
   STRIPEFS_ASSIGN_OR_RETURN(
-      RpcResponse r,
-      client.CallInto(static_cast<uint16_t>(T), payload, bulk_in, deadline));
+      RpcResponse r, client.CallInto(static_cast<uint16_t>(T), payload, bulk_in,
+                                     deadline, ok_payload));
   STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
   if (!r.bulk_in_place) {
     return Status(EPROTO, client.options().peer_role + " at " +

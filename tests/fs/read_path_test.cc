@@ -333,6 +333,87 @@ TEST_F(ReadPathTest, ReadersCreateNoWriters) {
   EXPECT_EQ(fs_->live_writers(), 0u);
 }
 
+// Sequential READs of stripe size and of sizes that straddle stripes, each
+// pass over a cache warm from the last: every reply is byte-exact in a
+// poisoned reply buffer (a READ of full stripes no longer zeroes it first)
+// and comes from read-ahead stripes within the cache budget.
+TEST_F(ReadPathTest, SequentialReadsOfAnySizeAreExactFromReadAheadStripes) {
+  auto data = RandomBytes(12 * S() + 999, 21);
+  const uint64_t ino = NewFile("seq");
+  Open(ino);
+  Write(ino, 0, data);
+  Release(ino);
+  Open(ino);
+  for (uint64_t piece : {S(), S() / 2 + 5, 3 * S() / 2}) {
+    std::string got;
+    for (uint64_t off = 0; off < data.size(); off += piece) {
+      const std::string r = Read(ino, off, static_cast<uint32_t>(piece));
+      ASSERT_EQ(r, Str(data, off, piece)) << "piece " << piece << " at " << off;
+      got += r;
+    }
+    EXPECT_EQ(got, Str(data)) << piece;
+  }
+  const auto c = volume_->client().counters();
+  EXPECT_GT(c.read_ahead_loads, 0u);
+  EXPECT_GT(c.stripe_cache_hits, 0u);
+  EXPECT_LE(c.stripe_cache_bytes, StripeClientOptions{}.read_cache_bytes);
+  Release(ino);
+}
+
+TEST_F(ReadPathTest, ReadAheadStripesNeverOutliveAWriteOnEitherMount) {
+  auto data = RandomBytes(10 * S(), 22);
+  const uint64_t ino = NewFile("ra");
+  Open(ino);
+  Write(ino, 0, data);
+  Release(ino);
+  auto read_all = [&] {
+    std::string got;
+    for (uint64_t off = 0; off < data.size(); off += S())
+      got += Read(ino, off, static_cast<uint32_t>(S()));
+    return got;
+  };
+  Open(ino);
+  EXPECT_EQ(read_all(), Str(data));  // every stripe read ahead and cached
+  ASSERT_GT(volume_->client().counters().read_ahead_loads, 0u);
+  Release(ino);
+  // A write on this mount: its READs and the next sequential pass see it.
+  auto mine = RandomBytes(S() + 100, 23);
+  Open(ino);
+  Write(ino, 3 * S() - 50, mine);
+  std::copy(mine.begin(), mine.end(), data.begin() + 3 * S() - 50);
+  EXPECT_EQ(read_all(), Str(data));
+  Release(ino);
+  Open(ino);
+  EXPECT_EQ(read_all(), Str(data));
+  Release(ino);
+  // Another mount writes and closes; this one reopens (close-to-open).
+  auto theirs = RandomBytes(2 * S(), 24);
+  ASSERT_TRUE(Other().Write(ino, 6 * S(), theirs).ok());
+  std::copy(theirs.begin(), theirs.end(), data.begin() + 6 * S());
+  Open(ino);
+  EXPECT_EQ(read_all(), Str(data));
+  Release(ino);
+}
+
+TEST_F(ReadPathTest, HolesAndUnstoredColumnsReadAsZerosInAReusedBuffer) {
+  // Stripe 0 stores columns [0, 100) only (chunk_len 100: its first 100
+  // bytes), stripes 1-2 are holes, stripe 3 is full: the reply buffer is
+  // poisoned (FakeInFlight), so every zero must be written.
+  const uint64_t ino = NewFile("sparse");
+  auto a = RandomBytes(100, 25);
+  auto full = RandomBytes(S(), 27);
+  ASSERT_TRUE(Other().Write(ino, 0, a).ok());
+  ASSERT_TRUE(Other().Write(ino, 3 * S(), full).ok());
+  std::vector<uint8_t> want(4 * S(), 0);
+  std::copy(a.begin(), a.end(), want.begin());
+  std::copy(full.begin(), full.end(), want.begin() + 3 * S());
+  Open(ino);
+  EXPECT_EQ(Read(ino, 0, static_cast<uint32_t>(4 * S())), Str(want));
+  for (uint64_t off = 0; off < want.size(); off += 3000)
+    ASSERT_EQ(Read(ino, off, 3000), Str(want, off, 3000)) << off;
+  Release(ino);
+}
+
 // A chunk service whose reads can be bounded (as RemoteChunkService's are),
 // counting which read path the client takes, with injectable failures of
 // the bounded read.

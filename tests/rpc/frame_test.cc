@@ -4,8 +4,10 @@
 // handshake between matching and mismatching keys and versions.
 #include "backend/rpc/frame.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -258,6 +260,150 @@ TEST(FrameSocketTest, RejectFrameReportsTheReason) {
   EXPECT_EQ(f.status().code(), EACCES);
   EXPECT_NE(f.status().message().find("cluster key"), std::string::npos);
 }
+
+// ReadFrameInto with a ReplyShape: the shaped reply in one receive, in
+// place; any other shape, a split reply, a reject frame, a forged tag and
+// the deadline, on a non-blocking and on a blocking fd (SO_RCVTIMEO).
+class ShapedReplyTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static constexpr auto kSlice = std::chrono::milliseconds(50);
+  void SetUp() override {
+    if (GetParam()) {  // blocking, as RpcClient sets its connections
+      const int fd = sp_.b.get();
+      const timeval tv{0, 50000};
+      ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+      ASSERT_EQ(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK), 0);
+      shape_.block = kSlice;
+    }
+    shape_.payload = 6;
+  }
+  Result<Frame> Read(std::span<uint8_t> bulk, bool* in_place,
+                     Clock::duration within = std::chrono::seconds(10)) {
+    return ReadFrameInto(sp_.b.get(), l_.rx, Clock::now() + within, bulk,
+                         in_place, shape_);
+  }
+  void Send(std::span<const uint8_t> wire) {
+    ASSERT_EQ(::write(sp_.a.get(), wire.data(), wire.size()),
+              static_cast<ssize_t>(wire.size()));
+  }
+  Link l_ = MakeLink(*TestKey(9));
+  SocketPair sp_;
+  ReplyShape shape_;
+};
+
+TEST_P(ShapedReplyTest, ExpectedShapeLandsInPlace) {
+  auto payload = Bytes(6, 1), bulk = Bytes(4096, 2);
+  Send(EncodeFrame(l_.tx, Hdr(), payload, bulk));
+  std::vector<uint8_t> into(bulk.size());
+  bool in_place = false;
+  auto f = Read(into, &in_place);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(in_place);
+  EXPECT_EQ(f->payload, payload);
+  EXPECT_TRUE(f->bulk.empty());
+  EXPECT_EQ(into, bulk);
+}
+
+TEST_P(ShapedReplyTest, SplitReplyIsReassembled) {
+  auto payload = Bytes(6, 3), bulk = Bytes(300000, 4);
+  auto wire = EncodeFrame(l_.tx, Hdr(), payload, bulk);
+  std::vector<uint8_t> into(bulk.size());
+  bool in_place = false;
+  Result<Frame> f = Status::IoError("not read");
+  std::thread reader([&] { f = Read(into, &in_place); });
+  // A piece of the header, then the rest of it and part of the payload,
+  // then everything else (larger than the socket buffer).
+  size_t at = 0;
+  for (size_t cut : {size_t{5}, kFrameHeaderSize + 3, wire.size()}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    iovec iov{wire.data() + at, cut - at};
+    ASSERT_TRUE(
+        SendAll(sp_.a.get(), &iov, 1, Clock::now() + std::chrono::seconds(10))
+            .ok());
+    at = cut;
+  }
+  reader.join();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(in_place);
+  EXPECT_EQ(f->payload, payload);
+  EXPECT_EQ(into, bulk);
+}
+
+TEST_P(ShapedReplyTest, OtherShapesAreReadWhole) {
+  // An error reply: a longer payload and no bulk.
+  auto err = Bytes(40, 5);
+  Send(EncodeFrame(l_.tx, Hdr(), err, {}));
+  std::vector<uint8_t> into(4096);
+  bool in_place = true;
+  auto f = Read(into, &in_place);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(in_place);
+  EXPECT_EQ(f->payload, err);
+  EXPECT_TRUE(f->bulk.empty());
+  // The expected payload length with a bulk of another size.
+  auto payload = Bytes(6, 6), big = Bytes(5000, 7);
+  Send(EncodeFrame(l_.tx, Hdr(), payload, big));
+  auto g = Read(into, &in_place);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(in_place);
+  EXPECT_EQ(g->payload, payload);
+  EXPECT_EQ(g->bulk, big);
+  // A shorter payload: its bytes run into where the bulk would go.
+  auto small = Bytes(2, 8), bulk = Bytes(4096, 9);
+  Send(EncodeFrame(l_.tx, Hdr(), small, bulk));
+  auto h = Read(into, &in_place);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_FALSE(in_place);
+  EXPECT_EQ(h->payload, small);
+  EXPECT_EQ(h->bulk, bulk);
+}
+
+TEST_P(ShapedReplyTest, ForgedRejectedAndTrailingRepliesFail) {
+  std::vector<uint8_t> into(4096);
+  bool in_place = false;
+  auto wire = EncodeFrame(l_.tx, Hdr(), Bytes(6, 1), Bytes(4096, 2));
+  wire[kFrameHeaderSize + 100] ^= 1;  // a flipped bulk bit
+  Send(wire);
+  EXPECT_EQ(Read(into, &in_place).status().code(), EACCES);
+  {
+    SocketPair sp;
+    WriteRejectFrame(sp.a.get(), FrameError::kBadMac);
+    auto f =
+        ReadFrameInto(sp.b.get(), l_.rx, Clock::now() + std::chrono::seconds(5),
+                      into, &in_place, shape_);
+    EXPECT_EQ(f.status().code(), EACCES);
+    EXPECT_NE(f.status().message().find("cluster key"), std::string::npos);
+  }
+  {
+    // A frame of another shape followed by bytes it does not account for.
+    SocketPair sp;
+    Link l = MakeLink(*TestKey(9));
+    auto w = EncodeFrame(l.tx, Hdr(), Bytes(40, 1), {});
+    w.resize(w.size() + 64, 0xab);
+    ASSERT_EQ(::write(sp.a.get(), w.data(), w.size()),
+              static_cast<ssize_t>(w.size()));
+    auto f =
+        ReadFrameInto(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(5),
+                      into, &in_place, shape_);
+    EXPECT_FALSE(f.ok());
+  }
+}
+
+TEST_P(ShapedReplyTest, NoReplyTimesOutAtTheDeadline) {
+  std::vector<uint8_t> into(4096);
+  bool in_place = false;
+  for (auto within : {std::chrono::milliseconds(20),      // under the slice
+                      std::chrono::milliseconds(130)}) {  // several slices
+    const auto t0 = Clock::now();
+    auto f = Read(into, &in_place, within);
+    const auto took = Clock::now() - t0;
+    EXPECT_EQ(f.status().code(), ETIMEDOUT);
+    EXPECT_GE(took, within);  // not before it (no upper bound: load)
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(NonBlockingAndBlockingFd, ShapedReplyTest,
+                         ::testing::Bool());
 
 // Handshake over a socketpair: client in this thread, server in another.
 struct HandshakeRun {

@@ -32,8 +32,10 @@ class FakeInFlight : public fuse::InFlight {
       out_->body.append(static_cast<const char*>(v.iov_base), v.iov_len);
     if (del_) delete this;
   }
+  // Poisoned, like a transport buffer that held an earlier request: a
+  // handler must write every byte it replies with.
   std::span<uint8_t> ScratchBuffer(size_t n) override {
-    scratch_.resize(n);
+    scratch_.assign(n, 0xEE);
     return scratch_;
   }
 

@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backend/rpc/frame.h"
 #include "backend/rpc/tcp_socket.h"
@@ -40,6 +42,46 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           auto r = ReadFrame(b.get(), stream.rx,
                              Clock::now() + std::chrono::seconds(1));
           if (!r.ok()) break;
+        }
+      }
+    }
+  }
+
+  // 2b. The same stream read as a shaped reply (ReadFrameInto with a
+  // ReplyShape, as RpcClient reads chunk replies). The expected payload and
+  // bulk lengths are the ones the header claims, or one more than either
+  // (by size % 3), so the in-place path and other shapes are both reached
+  // from the seed frames. A frame read must be the frame DecodeFrame sees.
+  if (size >= kFrameHeaderSize && size <= 65536) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0) {
+      UniqueFd a(sv[0]), b(sv[1]);
+      ssize_t n = ::send(a.get(), data, size, MSG_NOSIGNAL);
+      if (n == static_cast<ssize_t>(size)) {
+        a.Reset();
+        stripefs::testing::Link stream = FuzzLink();
+        uint32_t claimed_payload, claimed_bulk;
+        std::memcpy(&claimed_payload, data + 16, 4);  // little-endian host
+        std::memcpy(&claimed_bulk, data + 20, 4);
+        ReplyShape shape;
+        shape.payload =
+            std::min<uint32_t>(claimed_payload, 300) + (size % 3 == 1 ? 1 : 0);
+        std::vector<uint8_t> bulk(std::min<uint32_t>(claimed_bulk, 65536) +
+                                  (size % 3 == 2 || claimed_bulk == 0 ? 1 : 0));
+        bool in_place = false;
+        auto r = ReadFrameInto(b.get(), stream.rx,
+                               Clock::now() + std::chrono::seconds(1), bulk,
+                               &in_place, shape);
+        if (r.ok()) {
+          stripefs::testing::Link check = FuzzLink();
+          auto whole = DecodeFrame(
+              check.rx,
+              in.first(std::min(size, kFrameHeaderSize + r->header.payload_len +
+                                          r->header.bulk_len + kTagSize)));
+          const auto& got_bulk = in_place ? bulk : r->bulk;
+          if (!whole.ok() || whole->payload != r->payload ||
+              whole->bulk != got_bulk)
+            std::abort();
         }
       }
     }

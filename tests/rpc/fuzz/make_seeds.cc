@@ -74,6 +74,12 @@ int main(int argc, char** argv) {
     stripefs::testing::Link a = FuzzLink(), b = FuzzLink();
     Write(frame_dir + "/readchunk_bulk.frame", EncodeFrame(a.tx, h, ok, bulk));
     Write(frame_dir + "/error.frame", EncodeFrame(b.tx, h, err, {}));
+    // 357 bytes (a multiple of 3): fuzz_frame's shaped read of it expects
+    // exactly its payload and bulk lengths, so it lands in place.
+    stripefs::testing::Link c = FuzzLink();
+    std::vector<uint8_t> bulk301(301, 0xcd);
+    Write(frame_dir + "/readchunk_in_place.frame",
+          EncodeFrame(c.tx, h, ok, bulk301));
   }
   // Assembler: step byte + frame 0, and step byte + frames 0 and 1.
   std::string asm_dir = std::string(argv[1]) + "/assembler";
