@@ -47,4 +47,50 @@ size_t AttrCache::size() const {
   return attrs_.size();
 }
 
+uint64_t DirAttrCache::BeginChange() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return epoch_;
+}
+
+void DirAttrCache::Put(uint64_t token, const InodeAttr& dir,
+                       Clock::time_point at) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (token != epoch_) return;  // raced with a change made another way
+  auto it = dirs_.find(dir.ino);
+  if (it != dirs_.end()) {
+    const Timespec& held = it->second.attr.ctime;
+    if (held.sec > dir.ctime.sec ||
+        (held.sec == dir.ctime.sec && held.nsec > dir.ctime.nsec))
+      return;  // a later commit is held already
+    it->second = Entry{dir, at, false};
+    return;
+  }
+  if (dirs_.size() >= max_entries_) dirs_.clear();
+  dirs_.emplace(dir.ino, Entry{dir, at, false});
+}
+
+std::optional<InodeAttr> DirAttrCache::Take(uint64_t ino,
+                                            std::chrono::nanoseconds max_age,
+                                            std::chrono::nanoseconds* age) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = dirs_.find(ino);
+  if (it == dirs_.end() || it->second.taken) return std::nullopt;
+  it->second.taken = true;  // kept as the newest commit seen (Put)
+  const auto a = Clock::now() - it->second.at;
+  if (a >= max_age) return std::nullopt;
+  *age = std::chrono::duration_cast<std::chrono::nanoseconds>(a);
+  return it->second.attr;
+}
+
+void DirAttrCache::Forget(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++epoch_;
+  dirs_.erase(ino);
+}
+
+size_t DirAttrCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dirs_.size();
+}
+
 }  // namespace stripefs::fs

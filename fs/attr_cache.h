@@ -19,6 +19,7 @@
 // mutex).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -47,6 +48,53 @@ class AttrCache {
   mutable std::mutex mu_;
   uint64_t epoch_ = 0;  // bumped by Forget; guarded by mu_
   std::unordered_map<uint64_t, InodeAttr> attrs_;
+};
+
+// DirAttrCache: a directory's attributes as committed by this mount's own
+// create or unlink in it (MetaService::CreateEntry/UnlinkEntry return
+// them), kept to answer the GETATTR the kernel sends next -- it invalidates
+// the directory's attributes after every entry change and asks again at its
+// next permission check -- without a metadata call.
+//
+// Contract: an entry is served once (Take) and only while younger than the
+// attribute timeout; the kernel is then given the rest of that timeout, so
+// it holds the attributes no longer after their commit than if it had asked
+// metadata at that moment (docs/filesystem.md, "Client caches"). Another
+// client's change inside that window is not seen, as with the kernel's own
+// attribute cache. Every other change of a directory through this mount
+// (rename, rmdir, mkdir/mknod/symlink/link by the fallback path, setattr,
+// xattrs) calls Forget first; a Put whose change began before a Forget
+// (token) is dropped, and of two Puts the later commit (ctime) wins, so a
+// reply never goes back in time.
+//
+// Memory: at most `max_entries` directories (then it starts empty).
+// Thread-safety: thread-safe (one mutex).
+class DirAttrCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit DirAttrCache(size_t max_entries = 4096)
+      : max_entries_(max_entries) {}
+
+  // Take BEFORE the change whose result is passed to Put().
+  uint64_t BeginChange() const;
+  void Put(uint64_t token, const InodeAttr& dir, Clock::time_point at);
+  // The attributes if not served yet and younger than `max_age` (served
+  // either way), and their age.
+  std::optional<InodeAttr> Take(uint64_t ino, std::chrono::nanoseconds max_age,
+                                std::chrono::nanoseconds* age);
+  void Forget(uint64_t ino);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    InodeAttr attr;
+    Clock::time_point at;
+    bool taken = false;  // served: kept only to order later Puts
+  };
+  const size_t max_entries_;
+  mutable std::mutex mu_;
+  uint64_t epoch_ = 0;  // bumped by Forget; guarded by mu_
+  std::unordered_map<uint64_t, Entry> dirs_;
 };
 
 }  // namespace stripefs::fs

@@ -116,7 +116,10 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     j["inodes"] = {{"negative_lookups", Ld(f.negative_lookups)},
                    {"purged", Ld(f.inodes_purged)},
                    {"orphans_purged_at_mount", Ld(f.orphans_purged_at_mount)},
-                   {"purge_errors", Ld(f.purge_errors)}};
+                   {"purge_errors", Ld(f.purge_errors)},
+                   {"dir_attrs_from_changes", Ld(f.dir_attrs_from_changes)},
+                   {"unlink_times_folded", Ld(f.unlink_times_folded)},
+                   {"create_fallbacks", Ld(f.create_fallbacks)}};
   }
 
   json co;

@@ -27,9 +27,9 @@ constexpr uint32_t kRenameMask = fuse_abi::kRenameNoReplace |
                                  fuse_abi::kRenameExchange |
                                  fuse_abi::kRenameWhiteout;
 
-void SplitTimeout(std::chrono::milliseconds t, uint64_t* sec, uint32_t* nsec) {
-  *sec = static_cast<uint64_t>(t.count() / 1000);
-  *nsec = static_cast<uint32_t>((t.count() % 1000) * 1000000);
+void SplitTimeout(std::chrono::nanoseconds t, uint64_t* sec, uint32_t* nsec) {
+  *sec = static_cast<uint64_t>(t.count() / 1000000000);
+  *nsec = static_cast<uint32_t>(t.count() % 1000000000);
 }
 
 // Owner and mode of a new inode in `parent` (BSD group semantics of setgid
@@ -469,6 +469,17 @@ void StripeFs::Forget(uint64_t nodeid, uint64_t nlookup) {
 }
 
 void StripeFs::GetAttr(Replier r, uint64_t nodeid, const fuse_getattr_in&) {
+  // A directory this mount just changed: the attributes that change
+  // committed, for the rest of the attribute timeout (attr_cache.h).
+  std::chrono::nanoseconds age{};
+  if (auto d = dir_attrs_.Take(nodeid, options_.attr_timeout, &age)) {
+    counters_.dir_attrs_from_changes.fetch_add(1, std::memory_order_relaxed);
+    fuse_attr_out o{};
+    SplitTimeout(options_.attr_timeout - age, &o.attr_valid,
+                 &o.attr_valid_nsec);
+    o.attr = ToAttr(*d);
+    return r.Attr(o);
+  }
   auto a = AttrWithBuffered(nodeid);
   if (!a.ok()) return Fail(r, a.status());
   fuse_attr_out o{};
@@ -477,8 +488,46 @@ void StripeFs::GetAttr(Replier r, uint64_t nodeid, const fuse_getattr_in&) {
   r.Attr(o);
 }
 
+std::optional<InodeAttr> StripeFs::UnlinkedTimes(uint64_t ino,
+                                                 const fuse_setattr_in& in) {
+  constexpr uint32_t kTimes =
+      FATTR_MTIME | FATTR_CTIME | FATTR_FH | FATTR_LOCKOWNER;
+  if (!(in.valid & FATTR_CTIME) || (in.valid & ~kTimes) != 0)
+    return std::nullopt;
+  std::optional<InodeAttr> a;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    auto it = nodes_.find(ino);
+    if (it == nodes_.end() || !it->second.unlinked || it->second.opens != 0 ||
+        writers_.count(ino) != 0)
+      return std::nullopt;
+    a = it->second.unlinked;
+  }
+  if (in.valid & FATTR_MTIME)
+    a->mtime = {static_cast<int64_t>(in.mtime), in.mtimensec};
+  a->ctime = {static_cast<int64_t>(in.ctime), in.ctimensec};
+  return a;
+}
+
 void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
+  // The kernel's time flush right after an unlink (fuse_update_ctime with
+  // the writeback cache: SETATTR of mtime and ctime) on a file this mount
+  // took to nlink 0 and has not open: the unlink set ctime in metadata
+  // already and the inode is only waiting for its purge, so the kernel gets
+  // the times it sent without a metadata call. (st_blocks reads 0: its
+  // chunks are being purged.)
+  if (auto dead = UnlinkedTimes(nodeid, in)) {
+    counters_.unlink_times_folded.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t size = dead->size;
+    dead->size = 0;  // no StoredBytes lookup of a file being purged
+    fuse_attr_out o{};
+    SplitTimeout(options_.attr_timeout, &o.attr_valid, &o.attr_valid_nsec);
+    o.attr = ToAttr(*dead);
+    o.attr.size = size;
+    return r.Attr(o);
+  }
   attr_cache_.Forget(nodeid);
+  dir_attrs_.Forget(nodeid);
   if (in.valid & FATTR_SIZE) {
     auto a = Resize(nodeid, in.size);
     if (!a.ok()) return Fail(r, a.status());
@@ -550,6 +599,7 @@ void StripeFs::ReadLink(Replier r, uint64_t nodeid) {
 
 void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
                        std::string_view target) {
+  dir_attrs_.Forget(parent);
   NewOwner o = OwnerFor(meta_, parent, r, S_IFLNK | 0777);
   auto a = meta_.Symlink(parent, std::string(name), std::string(target), o.uid,
                          o.gid);
@@ -557,42 +607,97 @@ void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
   r.Entry(MakeEntry(*a));
 }
 
+Result<InodeAttr> StripeFs::NewEntry(const Replier& r, uint64_t parent,
+                                     std::string_view name, uint32_t mode,
+                                     uint32_t rdev, uint32_t umask) {
+  const bool dont_mask = dont_mask_.load();
+  if (entry_calls_.load(std::memory_order_relaxed)) {
+    CreateEntryRequest req;
+    req.parent = parent;
+    req.name = std::string(name);
+    // No default ACL (else refused below): the umask applies, if ours.
+    req.mode = dont_mask ? mode & ~(umask & 0777) : mode;
+    req.uid = r.ctx().uid;
+    req.gid = r.ctx().gid;
+    req.rdev = rdev;
+    req.flags = kCreateInheritSetgid | kCreateUnlessDefaultAcl;
+    const uint64_t token = dir_attrs_.BeginChange();
+    auto c = meta_.CreateEntry(req);
+    if (c.ok()) {
+      dir_attrs_.Put(token, c->parent, DirAttrCache::Clock::now());
+      return c->node;
+    }
+    if (c.status().code() == EOPNOTSUPP) {
+      entry_calls_.store(false, std::memory_order_relaxed);
+    } else if (c.status().code() != kCreateNeedsAcl) {
+      return c.status();
+    }
+  }
+  counters_.create_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  dir_attrs_.Forget(parent);
+  NewOwner o = OwnerFor(meta_, parent, r, mode);
+  auto acl = NewInodeAcl(meta_, parent, &o, umask, dont_mask);
+  if (!acl.ok()) return acl.status();
+  auto a =
+      S_ISDIR(mode)
+          ? meta_.Mkdir(parent, std::string(name), o.mode, o.uid, o.gid)
+          : meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, rdev);
+  if (!a.ok()) return a;
+  STRIPEFS_RETURN_IF_ERROR(StoreInheritedAcl(meta_, a->ino, *acl));
+  return a;
+}
+
 void StripeFs::Mknod(Replier r, uint64_t parent, std::string_view name,
                      const fuse_mknod_in& in) {
-  NewOwner o = OwnerFor(meta_, parent, r, in.mode);
-  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
-  if (!acl.ok()) return Fail(r, acl.status());
-  auto a =
-      meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, in.rdev);
+  auto a = NewEntry(r, parent, name, in.mode, in.rdev, in.umask);
   if (!a.ok()) return Fail(r, a.status());
-  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
-  if (!st.ok()) return Fail(r, st);
   r.Entry(MakeEntry(*a));
 }
 
 void StripeFs::Mkdir(Replier r, uint64_t parent, std::string_view name,
                      const fuse_mkdir_in& in) {
-  NewOwner o = OwnerFor(meta_, parent, r, S_IFDIR | (in.mode & 07777));
-  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
-  if (!acl.ok()) return Fail(r, acl.status());
-  auto a = meta_.Mkdir(parent, std::string(name), o.mode, o.uid, o.gid);
+  auto a = NewEntry(r, parent, name, S_IFDIR | (in.mode & 07777), 0, in.umask);
   if (!a.ok()) return Fail(r, a.status());
-  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
-  if (!st.ok()) return Fail(r, st);
   r.Entry(MakeEntry(*a));
 }
 
 void StripeFs::Unlink(Replier r, uint64_t parent, std::string_view name) {
-  auto a = meta_.Unlink(parent, std::string(name));
-  if (!a.ok()) return Fail(r, a.status());
-  if (a->nlink == 0) MarkOrphan(a->ino);
+  std::optional<InodeAttr> victim;
+  if (entry_calls_.load(std::memory_order_relaxed)) {
+    const uint64_t token = dir_attrs_.BeginChange();
+    auto c = meta_.UnlinkEntry(parent, std::string(name));
+    if (c.ok()) {
+      dir_attrs_.Put(token, c->parent, DirAttrCache::Clock::now());
+      victim = c->node;
+    } else if (c.status().code() == EOPNOTSUPP) {
+      entry_calls_.store(false, std::memory_order_relaxed);
+    } else {
+      return Fail(r, c.status());
+    }
+  }
+  if (!victim) {
+    dir_attrs_.Forget(parent);
+    auto a = meta_.Unlink(parent, std::string(name));
+    if (!a.ok()) return Fail(r, a.status());
+    victim = *a;
+  }
+  if (victim->nlink == 0) {
+    {
+      std::lock_guard<std::mutex> lock(nodes_mu_);
+      auto it = nodes_.find(victim->ino);
+      if (it != nodes_.end()) it->second.unlinked = *victim;
+    }
+    MarkOrphan(victim->ino);
+  }
   r.Ok();
 }
 
 void StripeFs::Rmdir(Replier r, uint64_t parent, std::string_view name) {
   // The kernel holds the directory locked: the looked-up inode is the one
   // removed. It stays an orphan while open or looked up.
+  dir_attrs_.Forget(parent);
   auto victim = meta_.Lookup(parent, std::string(name));
+  if (victim.ok()) dir_attrs_.Forget(victim->ino);
   Status st = meta_.Rmdir(parent, std::string(name));
   if (!st.ok()) return Fail(r, st);
   if (victim.ok()) MarkOrphan(victim->ino);
@@ -603,6 +708,8 @@ void StripeFs::Rename(Replier r, uint64_t olddir, std::string_view oldname,
                       uint64_t newdir, std::string_view newname,
                       uint32_t flags) {
   if (flags & ~kRenameMask) return Fail(r, EINVAL);
+  dir_attrs_.Forget(olddir);
+  dir_attrs_.Forget(newdir);
   uint64_t replaced = 0;
   Status st = meta_.Rename(olddir, std::string(oldname), newdir,
                            std::string(newname), flags, &replaced);
@@ -616,6 +723,7 @@ void StripeFs::Rename(Replier r, uint64_t olddir, std::string_view oldname,
 
 void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
                     std::string_view newname) {
+  dir_attrs_.Forget(newparent);
   auto a = meta_.Link(oldnode, newparent, std::string(newname));
   if (!a.ok()) return Fail(r, a.status());
   {  // an O_TMPFILE given a name is no orphan any more
@@ -656,13 +764,8 @@ void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
 
 void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
                       const fuse_create_in& in) {
-  NewOwner o = OwnerFor(meta_, parent, r, S_IFREG | (in.mode & 07777));
-  auto acl = NewInodeAcl(meta_, parent, &o, in.umask, dont_mask_.load());
-  if (!acl.ok()) return Fail(r, acl.status());
-  auto a = meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, 0);
+  auto a = NewEntry(r, parent, name, S_IFREG | (in.mode & 07777), 0, in.umask);
   if (!a.ok()) return Fail(r, a.status());
-  Status st = StoreInheritedAcl(meta_, a->ino, *acl);
-  if (!st.ok()) return Fail(r, st);
   fuse_entry_out e = MakeEntry(*a);
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
@@ -801,6 +904,7 @@ void StripeFs::Flush(Replier r, uint64_t nodeid, const fuse_flush_in&) {
 void StripeFs::SetXattr(Replier r, uint64_t nodeid, std::string_view name,
                         std::span<const uint8_t> value,
                         const fuse_setxattr_in& in) {
+  dir_attrs_.Forget(nodeid);  // ctime (and an ACL's mode) move
   Status st;
   if (name == kAclAccessXattr) {
     st = SetAccessAcl(meta_, nodeid, value, in.flags, in.setxattr_flags);
@@ -842,6 +946,7 @@ void StripeFs::ListXattr(Replier r, uint64_t nodeid, uint32_t size) {
 }
 
 void StripeFs::RemoveXattr(Replier r, uint64_t nodeid, std::string_view name) {
+  dir_attrs_.Forget(nodeid);
   Status st = meta_.RemoveXattr(nodeid, std::string(name));
   if (!st.ok()) {
     if (st.code() == ENODATA) return r.Error(ENODATA);

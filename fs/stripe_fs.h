@@ -48,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -174,6 +175,9 @@ class StripeFs : public fuse::RawFileSystem {
     uint64_t lookups = 0;
     uint32_t opens = 0;
     bool maybe_orphan = false;  // link count seen at zero
+    // Attributes UnlinkEntry/Unlink returned when this mount took the last
+    // link (see SetAttr: the kernel's time flush after the unlink).
+    std::optional<InodeAttr> unlinked;
   };
 
   // Replies an error (counted by errno).
@@ -223,6 +227,18 @@ class StripeFs : public fuse::RawFileSystem {
   // cannot drop stripes).
   Result<uint64_t> PunchWholeStripes(uint64_t ino, uint64_t from, uint64_t to,
                                      uint64_t size);
+  // CREATE/MKNOD/MKDIR: one CreateEntry (setgid and the absence of a
+  // default ACL checked by the metadata service; the parent's new
+  // attributes kept for the kernel's next GETATTR), or, when the parent has
+  // a default ACL or the service lacks CreateEntry, GetAttr + GetXattr of
+  // the parent, MkNode/Mkdir and the inherited ACLs. `mode` has the type.
+  Result<InodeAttr> NewEntry(const fuse::Replier& r, uint64_t parent,
+                             std::string_view name, uint32_t mode,
+                             uint32_t rdev, uint32_t umask);
+  // The reply to a time-only SETATTR of `ino` if this mount unlinked it to
+  // nlink 0 and nothing here has it open (nothing is stored: see SetAttr).
+  std::optional<InodeAttr> UnlinkedTimes(uint64_t ino,
+                                         const fuse_abi::fuse_setattr_in& in);
   // Resize through the stripe client (after flushing buffered data).
   Result<InodeAttr> Resize(uint64_t ino, uint64_t new_size);
 
@@ -248,6 +264,9 @@ class StripeFs : public fuse::RawFileSystem {
   // The files being written (guarded by nodes_mu_).
   std::unordered_map<uint64_t, std::shared_ptr<StripeWriter>> writers_;
   AttrCache attr_cache_;
+  DirAttrCache dir_attrs_;
+  // CreateEntry/UnlinkEntry answered (false after EOPNOTSUPP: older metad).
+  std::atomic<bool> entry_calls_{true};
   std::atomic<uint64_t> next_fh_{1};
 
   std::mutex flusher_mu_;

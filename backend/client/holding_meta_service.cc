@@ -155,6 +155,28 @@ Result<InodeAttr> HoldingMetaService::Unlink(uint64_t parent,
                                              const std::string& name) {
   return Hold("Unlink", nullptr, [&] { return inner_->Unlink(parent, name); });
 }
+Result<EntryChange> HoldingMetaService::CreateEntry(
+    const CreateEntryRequest& req) {
+  bool retried = false;
+  auto r =
+      Hold("CreateEntry", &retried, [&] { return inner_->CreateEntry(req); });
+  if (!retried || r.ok() || r.status().code() != EEXIST) return r;
+  auto a = Hold("Lookup", nullptr,
+                [&] { return inner_->Lookup(req.parent, req.name); });
+  const uint32_t type = (req.mode & S_IFMT) ? (req.mode & S_IFMT) : S_IFREG;
+  if (!a.ok() || (a->mode & S_IFMT) != type || a->uid != req.uid ||
+      (a->gid != req.gid && !(req.flags & kCreateInheritSetgid)))
+    return r;
+  auto p =
+      Hold("GetAttr", nullptr, [&] { return inner_->GetAttr(req.parent); });
+  if (!p.ok()) return p.status();
+  return EntryChange{*a, *p};
+}
+Result<EntryChange> HoldingMetaService::UnlinkEntry(uint64_t parent,
+                                                    const std::string& name) {
+  return Hold("UnlinkEntry", nullptr,
+              [&] { return inner_->UnlinkEntry(parent, name); });
+}
 Status HoldingMetaService::Rmdir(uint64_t parent, const std::string& name) {
   bool retried = false;
   Status st =

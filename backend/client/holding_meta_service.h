@@ -75,6 +75,12 @@ class HoldingMetaService final : public MetaService {
   Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
                          const std::string& new_name) override;
   Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override;
+  // A retried CreateEntry getting EEXIST resolves as MkNode does (the gid
+  // may be the parent's when it asked for setgid inheritance), reading the
+  // parent's attributes again; UnlinkEntry is held as Unlink.
+  Result<EntryChange> CreateEntry(const CreateEntryRequest& req) override;
+  Result<EntryChange> UnlinkEntry(uint64_t parent,
+                                  const std::string& name) override;
   Status Rmdir(uint64_t parent, const std::string& name) override;
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                 const std::string& new_name, uint32_t flags,

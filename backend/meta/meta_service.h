@@ -96,6 +96,26 @@ class MetaService {
   // PurgeInode. Returns the inode's attributes after the unlink.
   virtual Result<InodeAttr> Unlink(uint64_t parent,
                                    const std::string& name) = 0;
+  // One-call creates and unlinks, for a file system that would otherwise
+  // read the parent around them (setgid, default ACL, the directory's new
+  // attributes for the kernel's next GETATTR):
+  //  - CreateEntry: MkNode (or, for an S_IFDIR mode, Mkdir) with
+  //    req.flags (CreateEntryFlags) applied to the parent as read in the
+  //    same transaction; returns the new inode and the parent after it.
+  //    EINVAL for an empty name, a symlink or unknown flags.
+  //  - UnlinkEntry: Unlink, returning the unlinked inode and the parent.
+  // A service without them returns EOPNOTSUPP (the default; an older
+  // metad does too); callers then use MkNode/Mkdir/Unlink.
+  virtual Result<EntryChange> CreateEntry(const CreateEntryRequest& req) {
+    (void)req;
+    return Status::NotSupported("CreateEntry");
+  }
+  virtual Result<EntryChange> UnlinkEntry(uint64_t parent,
+                                          const std::string& name) {
+    (void)parent;
+    (void)name;
+    return Status::NotSupported("UnlinkEntry");
+  }
   // The removed directory stays an orphan (nlink 0) until PurgeInode, so
   // that open handles on it keep working.
   virtual Status Rmdir(uint64_t parent, const std::string& name) = 0;

@@ -29,6 +29,7 @@ constexpr size_t kXattrValueMax = 64 * 1024;
 constexpr uint32_t kRenameNoReplace = 1;
 constexpr uint32_t kRenameExchange = 2;
 constexpr uint32_t kRenameWhiteout = 4;
+constexpr char kDefaultAclXattr[] = "system.posix_acl_default";
 constexpr uint32_t kXattrCreate = 1;
 constexpr uint32_t kXattrReplace = 2;
 
@@ -736,13 +737,11 @@ Result<std::vector<DirEntry>> MetaStore::ReadDir(uint64_t ino, uint64_t cookie,
 
 // --- namespace mutations -------------------------------------------------
 
-Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
-                                        const std::string& name, uint32_t mode,
-                                        uint32_t uid, uint32_t gid,
-                                        uint32_t rdev,
-                                        const std::string* symlink) {
+Result<EntryChange> MetaStore::CreateNode(
+    uint64_t parent, const std::string& name, uint32_t mode, uint32_t uid,
+    uint32_t gid, uint32_t rdev, const std::string* symlink, uint32_t flags) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  return MutateNamespace([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<EntryChange> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
     if (IsDots(name)) return Status::Exists("'" + name + "' always exists");
@@ -752,10 +751,28 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
       return Status::Exists("'" + name + "' already exists in " +
                             InoStr(parent));
     }
+    if (flags & kCreateUnlessDefaultAcl) {
+      // Read in the transaction: a default ACL set concurrently either
+      // conflicts with this create or is seen here.
+      STRIPEFS_ASSIGN_OR_RETURN(
+          std::optional<std::string> acl,
+          m.txn().Get(XattrKey(parent, kDefaultAclXattr)));
+      if (acl) {
+        return Status(kCreateNeedsAcl, InoStr(parent) +
+                                           " has a default ACL: the caller "
+                                           "decides the new inode's ACLs");
+      }
+    }
+    uint32_t new_mode = mode;
+    uint32_t new_gid = gid;
+    if ((flags & kCreateInheritSetgid) && (dir->attr.mode & S_ISGID)) {
+      new_gid = dir->attr.gid;
+      if (IsDir(mode)) new_mode |= S_ISGID;
+    }
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.NewInode());
-    rec->attr.mode = mode;
+    rec->attr.mode = new_mode;
     rec->attr.uid = uid;
-    rec->attr.gid = gid;
+    rec->attr.gid = new_gid;
     rec->attr.rdev = rdev;
     if (IsDir(mode)) {
       rec->attr.nlink = 2;
@@ -772,9 +789,9 @@ Result<InodeAttr> MetaStore::CreateNode(uint64_t parent,
     m.PutDentry(parent, name,
                 DentryValue{rec->attr.ino, mode & S_IFMT, dir->next_seq++});
     dir->attr.mtime = dir->attr.ctime = m.now();
-    InodeAttr attr = rec->attr;
+    EntryChange out{rec->attr, dir->attr};
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
-    return attr;
+    return out;
   });
 }
 
@@ -811,14 +828,38 @@ Result<InodeAttr> MetaStore::MkNode(uint64_t parent, const std::string& name,
         "MkNode makes regular files, devices, fifos and sockets; use Mkdir "
         "or Symlink for other types");
   }
-  return CreateNode(parent, name, type | (mode & 07777), uid, gid,
-                    (type == S_IFCHR || type == S_IFBLK) ? rdev : 0, nullptr);
+  auto r = CreateNode(parent, name, type | (mode & 07777), uid, gid,
+                      (type == S_IFCHR || type == S_IFBLK) ? rdev : 0, nullptr);
+  if (!r.ok()) return r.status();
+  return r->node;
 }
 
 Result<InodeAttr> MetaStore::Mkdir(uint64_t parent, const std::string& name,
                                    uint32_t mode, uint32_t uid, uint32_t gid) {
-  return CreateNode(parent, name, S_IFDIR | (mode & 07777), uid, gid, 0,
-                    nullptr);
+  auto r =
+      CreateNode(parent, name, S_IFDIR | (mode & 07777), uid, gid, 0, nullptr);
+  if (!r.ok()) return r.status();
+  return r->node;
+}
+
+Result<EntryChange> MetaStore::CreateEntry(const CreateEntryRequest& req) {
+  if (req.name.empty())
+    return Status::InvalidArgument("CreateEntry needs a name");
+  if ((req.flags & ~kCreateEntryFlagsAll) != 0) {
+    return Status::InvalidArgument("unknown CreateEntry flags " +
+                                   std::to_string(req.flags));
+  }
+  uint32_t type = req.mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  if (type != S_IFREG && type != S_IFCHR && type != S_IFBLK &&
+      type != S_IFIFO && type != S_IFSOCK && type != S_IFDIR) {
+    return Status::InvalidArgument(
+        "CreateEntry makes regular files, devices, fifos, sockets and "
+        "directories");
+  }
+  return CreateNode(
+      req.parent, req.name, type | (req.mode & 07777), req.uid, req.gid,
+      (type == S_IFCHR || type == S_IFBLK) ? req.rdev : 0, nullptr, req.flags);
 }
 
 Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
@@ -831,7 +872,9 @@ Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
   if (target.find('\0') != std::string::npos) {
     return Status::InvalidArgument("symlink target contains a NUL byte");
   }
-  return CreateNode(parent, name, S_IFLNK | 0777, uid, gid, 0, &target);
+  auto r = CreateNode(parent, name, S_IFLNK | 0777, uid, gid, 0, &target);
+  if (!r.ok()) return r.status();
+  return r->node;
 }
 
 Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
@@ -878,8 +921,15 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
 }
 
 Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
+  auto r = UnlinkEntry(parent, name);
+  if (!r.ok()) return r.status();
+  return r->node;
+}
+
+Result<EntryChange> MetaStore::UnlinkEntry(uint64_t parent,
+                                           const std::string& name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
-  return MutateNamespace([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<EntryChange> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * dir, m.ModifyDir(parent));
     if (IsDots(name)) return Status(EISDIR, "'" + name + "' is a directory");
@@ -898,9 +948,9 @@ Result<InodeAttr> MetaStore::Unlink(uint64_t parent, const std::string& name) {
     rec->attr.ctime = m.now();
     if (rec->attr.nlink == 0) m.txn().Put(OrphanKey(d->ino), "");
     dir->attr.mtime = dir->attr.ctime = m.now();
-    InodeAttr attr = rec->attr;
+    EntryChange out{rec->attr, dir->attr};
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
-    return attr;
+    return out;
   });
 }
 

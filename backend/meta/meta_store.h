@@ -158,6 +158,9 @@ class MetaStore final : public MetaService {
   Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
                          const std::string& new_name) override;
   Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override;
+  Result<EntryChange> CreateEntry(const CreateEntryRequest& req) override;
+  Result<EntryChange> UnlinkEntry(uint64_t parent,
+                                  const std::string& name) override;
   Status Rmdir(uint64_t parent, const std::string& name) override;
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                 const std::string& new_name, uint32_t flags,
@@ -300,9 +303,11 @@ class MetaStore final : public MetaService {
   Status PutWhiteout(Mutation& m, uint64_t parent, const std::string& name,
                      const meta_schema::InodeRecord& moved,
                      meta_schema::InodeRecord* pdir);
-  Result<InodeAttr> CreateNode(uint64_t parent, const std::string& name,
-                               uint32_t mode, uint32_t uid, uint32_t gid,
-                               uint32_t rdev, const std::string* symlink);
+  // flags: CreateEntryFlags, applied to the parent inside the transaction.
+  Result<EntryChange> CreateNode(uint64_t parent, const std::string& name,
+                                 uint32_t mode, uint32_t uid, uint32_t gid,
+                                 uint32_t rdev, const std::string* symlink,
+                                 uint32_t flags = 0);
   // Drops stripes of `ino` with index in [first_dropped, end_stripe) in m's
   // transaction.
   Status DropStripesFrom(

@@ -3,6 +3,7 @@
 // Copyable values, no behaviour beyond small helpers; thread-compatible.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -63,6 +64,41 @@ struct SetAttrRequest {
   uint32_t gid = 0;
   uint64_t size = 0;
   Timespec atime, mtime, ctime;
+};
+
+// MetaService::CreateEntry: a file, device, fifo, socket or directory
+// named `name` in `parent`, whose owner and mode the service finishes in
+// the same transaction as the create (the flags below), so a caller needs
+// no GetAttr/GetXattr of the parent first.
+enum CreateEntryFlags : uint32_t {
+  // The parent is setgid: the new inode takes the parent's gid, and a new
+  // directory is setgid too (BSD group semantics).
+  kCreateInheritSetgid = 1u << 0,
+  // The parent has a default ACL (system.posix_acl_default): create nothing
+  // and fail with kCreateNeedsAcl, so the caller decides the mode and ACLs
+  // itself (fs/posix_acl.h) and creates with MkNode/Mkdir.
+  kCreateUnlessDefaultAcl = 1u << 1,
+};
+inline constexpr uint32_t kCreateEntryFlagsAll =
+    kCreateInheritSetgid | kCreateUnlessDefaultAcl;
+// The errno of CreateEntry refused by kCreateUnlessDefaultAcl.
+inline constexpr int kCreateNeedsAcl = EAGAIN;
+
+struct CreateEntryRequest {
+  uint64_t parent = 0;
+  std::string name;   // not empty (O_TMPFILE goes through MkNode)
+  uint32_t mode = 0;  // type (S_IFREG, S_IFDIR, devices ...) and permissions
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t rdev = 0;   // devices only
+  uint32_t flags = 0;  // CreateEntryFlags
+};
+
+// A namespace change's effect on the entry's inode and on its directory,
+// both as committed by the change (CreateEntry, UnlinkEntry).
+struct EntryChange {
+  InodeAttr node;
+  InodeAttr parent;
 };
 
 struct DirEntry {

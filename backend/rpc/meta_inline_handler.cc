@@ -31,6 +31,8 @@ bool MetaInlineHandler::InlineSafe(uint16_t type,
     case MsgType::kSymlink:
     case MsgType::kLink:
     case MsgType::kUnlink:
+    case MsgType::kCreateEntry:
+    case MsgType::kUnlinkEntry:
     case MsgType::kRmdir:
     case MsgType::kRename:
     case MsgType::kSetXattr:

@@ -112,6 +112,22 @@ Result<InodeAttr> RemoteMetaService::Unlink(uint64_t parent,
                                             const std::string& name) {
   return InvokeOne<MsgType::kUnlink>(client_, {parent, name});
 }
+Result<EntryChange> RemoteMetaService::CreateEntry(
+    const CreateEntryRequest& req) {
+  Msg<MsgType::kCreateEntry>::Response resp{};
+  STRIPEFS_RETURN_IF_ERROR(CallTyped<MsgType::kCreateEntry>(
+      client_,
+      {req.parent, req.name, req.mode, req.uid, req.gid, req.rdev, req.flags},
+      &resp));
+  return EntryChange{std::get<0>(resp), std::get<1>(resp)};
+}
+Result<EntryChange> RemoteMetaService::UnlinkEntry(uint64_t parent,
+                                                   const std::string& name) {
+  Msg<MsgType::kUnlinkEntry>::Response resp{};
+  STRIPEFS_RETURN_IF_ERROR(
+      CallTyped<MsgType::kUnlinkEntry>(client_, {parent, name}, &resp));
+  return EntryChange{std::get<0>(resp), std::get<1>(resp)};
+}
 Status RemoteMetaService::Rmdir(uint64_t parent, const std::string& name) {
   return InvokeStatus<MsgType::kRmdir>(client_, {parent, name});
 }
@@ -316,6 +332,25 @@ void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
         return ServeTyped<MsgType::kUnlink>(
             p, reply, [&](auto& out, auto parent, auto& name) {
               return Fill(out, s.Unlink(parent, name));
+            });
+      case MsgType::kCreateEntry:
+        return ServeTyped<MsgType::kCreateEntry>(
+            p, reply,
+            [&](auto& out, auto parent, auto& name, auto mode, auto uid,
+                auto gid, auto rdev, auto flags) -> Status {
+              auto r = s.CreateEntry(CreateEntryRequest{parent, name, mode, uid,
+                                                        gid, rdev, flags});
+              if (!r.ok()) return r.status();
+              out = {r->node, r->parent};
+              return Status::Ok();
+            });
+      case MsgType::kUnlinkEntry:
+        return ServeTyped<MsgType::kUnlinkEntry>(
+            p, reply, [&](auto& out, auto parent, auto& name) -> Status {
+              auto r = s.UnlinkEntry(parent, name);
+              if (!r.ok()) return r.status();
+              out = {r->node, r->parent};
+              return Status::Ok();
             });
       case MsgType::kRmdir:
         return ServeTyped<MsgType::kRmdir>(p, reply,

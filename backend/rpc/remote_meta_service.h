@@ -57,6 +57,10 @@ class RemoteMetaService final : public MetaService {
   Result<InodeAttr> Link(uint64_t ino, uint64_t new_parent,
                          const std::string& new_name) override;
   Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override;
+  // An older metad answers EOPNOTSUPP (MetaService's contract).
+  Result<EntryChange> CreateEntry(const CreateEntryRequest& req) override;
+  Result<EntryChange> UnlinkEntry(uint64_t parent,
+                                  const std::string& name) override;
   Status Rmdir(uint64_t parent, const std::string& name) override;
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                 const std::string& new_name, uint32_t flags,

@@ -74,7 +74,9 @@ namespace stripefs::rpc {
   X(SyncMetadata, 74, true)        \
   X(ClientHeartbeat, 75, true)     \
   X(ListClients, 76, true)         \
-  X(ListOrphanStripes, 77, true)
+  X(ListOrphanStripes, 77, true)   \
+  X(CreateEntry, 78, false)        \
+  X(UnlinkEntry, 79, false)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -204,6 +206,10 @@ template <>
 struct Msg<MsgType::kLink> : MsgDef<Tup<U64, U64, Str>, Tup<InodeAttr>> {};
 template <>
 struct Msg<MsgType::kUnlink> : MsgDef<Tup<U64, Str>, Tup<InodeAttr>> {};
+template <>
+struct Msg<MsgType::kCreateEntry> : MsgDef<Tup<U64, Str, U32, U32, U32, U32, U32>, Tup<InodeAttr, InodeAttr>> {};  // parent name mode uid gid rdev flags -> node, parent
+template <>
+struct Msg<MsgType::kUnlinkEntry> : MsgDef<Tup<U64, Str>, Tup<InodeAttr, InodeAttr>> {};  // parent name -> unlinked inode, parent
 template <>
 struct Msg<MsgType::kRmdir> : MsgDef<Tup<U64, Str>, Tup<>> {};
 template <>

@@ -301,6 +301,89 @@ TEST_P(MetaStoreTest, CreateErrors) {
   CheckInvariants(*store_);
 }
 
+// CreateEntry: the create and the parent's setgid / default-ACL check in
+// one transaction, returning the new inode and the parent as committed.
+TEST_P(MetaStoreTest, CreateEntryInheritsSetgidAndReturnsTheParent) {
+  const uint64_t plain =
+      Must(store_->Mkdir(kRootInode, "plain", 0755, 1, 2)).ino;
+  const uint64_t sgid =
+      Must(store_->Mkdir(kRootInode, "sgid", 02775, 1, 50)).ino;
+  const uint32_t both = kCreateInheritSetgid | kCreateUnlessDefaultAcl;
+
+  // Outside a setgid directory: the caller's owner and mode as sent.
+  auto c = Must(store_->CreateEntry({plain, "f", 0100640, 1000, 100, 0, both}));
+  EXPECT_EQ(c.node.mode, 0100640u);
+  EXPECT_EQ(c.node.gid, 100u);
+  EXPECT_EQ(c.node.nlink, 1u);
+  EXPECT_EQ(c.node, Must(store_->Lookup(plain, "f")));
+  EXPECT_EQ(c.parent, Must(store_->GetAttr(plain)));
+
+  // In a setgid directory: the parent's gid; a directory also gets S_ISGID.
+  c = Must(store_->CreateEntry({sgid, "f", 0100640, 1000, 100, 0, both}));
+  EXPECT_EQ(c.node.gid, 50u);
+  EXPECT_EQ(c.node.mode, 0100640u);
+  c = Must(store_->CreateEntry({sgid, "d", 040755, 1000, 100, 0, both}));
+  EXPECT_EQ(c.node.gid, 50u);
+  EXPECT_EQ(c.node.mode, 042755u);
+  EXPECT_EQ(c.node.nlink, 2u);
+  EXPECT_EQ(c.parent.nlink, 3u);  // the new directory's ".."
+  EXPECT_EQ(c.parent, Must(store_->GetAttr(sgid)));
+  // Without the flag the setgid parent is ignored.
+  c = Must(store_->CreateEntry({sgid, "g", 0100600, 1000, 100, 0, 0}));
+  EXPECT_EQ(c.node.gid, 100u);
+  // Devices keep rdev, fifos do not.
+  c = Must(store_->CreateEntry({plain, "dev", 020600, 0, 0, 0x0801, both}));
+  EXPECT_EQ(c.node.rdev, 0x0801u);
+  c = Must(store_->CreateEntry({plain, "fifo", 010600, 0, 0, 0x0801, both}));
+  EXPECT_EQ(c.node.rdev, 0u);
+
+  // A parent with a default ACL: nothing is created, the caller decides.
+  ASSERT_TRUE(store_
+                  ->SetXattr(plain, "system.posix_acl_default",
+                             std::string("\x02\0\0\0", 4), 0)
+                  .ok());
+  const InodeAttr before = Must(store_->GetAttr(plain));
+  EXPECT_EQ(Err(store_->CreateEntry({plain, "acl", 0100644, 0, 0, 0, both})),
+            kCreateNeedsAcl);
+  EXPECT_EQ(Err(store_->Lookup(plain, "acl")), ENOENT);
+  EXPECT_EQ(Must(store_->GetAttr(plain)), before);
+  EXPECT_TRUE(
+      store_
+          ->CreateEntry({plain, "acl", 0100644, 0, 0, 0, kCreateInheritSetgid})
+          .ok());
+
+  // Errors as MkNode's, and what CreateEntry does not make.
+  EXPECT_EQ(Err(store_->CreateEntry({plain, "f", 0100644, 0, 0, 0, both})),
+            EEXIST);
+  EXPECT_EQ(Err(store_->CreateEntry({999, "x", 0100644, 0, 0, 0, both})),
+            ENOENT);
+  EXPECT_EQ(Err(store_->CreateEntry({plain, "", 0100644, 0, 0, 0, both})),
+            EINVAL);
+  EXPECT_EQ(Err(store_->CreateEntry({plain, "l", 0120777, 0, 0, 0, both})),
+            EINVAL);
+  EXPECT_EQ(Err(store_->CreateEntry({plain, "x", 0100644, 0, 0, 0, 1u << 7})),
+            EINVAL);
+  CheckInvariants(*store_);
+}
+
+TEST_P(MetaStoreTest, UnlinkEntryReturnsTheInodeAndTheParent) {
+  const uint64_t d = Must(store_->Mkdir(kRootInode, "d", 0755, 0, 0)).ino;
+  const uint64_t f = File(d, "f");
+  ASSERT_TRUE(store_->Link(f, d, "g").ok());
+  auto u = Must(store_->UnlinkEntry(d, "f"));
+  EXPECT_EQ(u.node.ino, f);
+  EXPECT_EQ(u.node.nlink, 1u);
+  EXPECT_EQ(u.node, Must(store_->GetAttr(f)));
+  EXPECT_EQ(u.parent, Must(store_->GetAttr(d)));
+  EXPECT_EQ(u.parent.mtime, u.node.ctime);
+  u = Must(store_->UnlinkEntry(d, "g"));
+  EXPECT_EQ(u.node.nlink, 0u);  // an orphan now
+  EXPECT_EQ(Must(store_->ListOrphans()), std::vector<uint64_t>{f});
+  EXPECT_EQ(Err(store_->UnlinkEntry(d, "g")), ENOENT);
+  EXPECT_EQ(Err(store_->UnlinkEntry(kRootInode, "d")), EISDIR);
+  CheckInvariants(*store_);
+}
+
 TEST_P(MetaStoreTest, LookupErrorsAndDots) {
   uint64_t d = Dir(kRootInode, "d");
   uint64_t f = File(d, "f");

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <any>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -90,6 +91,18 @@ class ScriptedMetaService final : public MetaService {
   }
   Result<InodeAttr> Unlink(uint64_t parent, const std::string& name) override {
     return Rec<InodeAttr>("Unlink", parent, name);
+  }
+  // Answer EOPNOTSUPP as MetaService's default (an older metad) does.
+  std::atomic<bool> entry_calls_unsupported{false};
+  Result<EntryChange> CreateEntry(const CreateEntryRequest& req) override {
+    if (entry_calls_unsupported) return MetaService::CreateEntry(req);
+    return Rec<EntryChange>("CreateEntry", req.parent, req.name, req.mode,
+                            req.uid, req.gid, req.rdev, req.flags);
+  }
+  Result<EntryChange> UnlinkEntry(uint64_t parent,
+                                  const std::string& name) override {
+    if (entry_calls_unsupported) return MetaService::UnlinkEntry(parent, name);
+    return Rec<EntryChange>("UnlinkEntry", parent, name);
   }
   Status Rmdir(uint64_t parent, const std::string& name) override {
     return RecStatus("Rmdir", parent, name);

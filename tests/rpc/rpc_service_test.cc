@@ -62,6 +62,46 @@ TEST_F(MetaRpcTest, PingReportsRole) {
   EXPECT_EQ(*r, "metad");
 }
 
+// CreateEntry / UnlinkEntry (one call per create and unlink): arguments,
+// both attribute sets and the refusal code cross unchanged; a service
+// without them answers EOPNOTSUPP through the wire, as an older metad does.
+TEST_F(MetaRpcTest, CreateEntryAndUnlinkEntryRoundTrip) {
+  using std::make_tuple;
+  MetaService& m = *remote_;
+  EntryChange change{smp_.Make<InodeAttr>(), smp_.Make<InodeAttr>()};
+  change.parent.ino = change.node.ino + 1;
+  change.parent.mode = 042775;
+  fake_.Script(change);
+  CreateEntryRequest req{7,
+                         "new",
+                         0100640,
+                         1000,
+                         100,
+                         0x0801,
+                         kCreateInheritSetgid | kCreateUnlessDefaultAcl};
+  auto c = m.CreateEntry(req);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->node, change.node);
+  EXPECT_EQ(c->parent, change.parent);
+  EXPECT_EQ(fake_.last_call(), "CreateEntry");
+  EXPECT_EQ((fake_.last_args<uint64_t, std::string, uint32_t, uint32_t,
+                             uint32_t, uint32_t, uint32_t>()),
+            make_tuple(uint64_t{7}, std::string("new"), 0100640u, 1000u, 100u,
+                       0x0801u, 3u));
+  auto u = m.UnlinkEntry(8, "old");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->node, change.node);
+  EXPECT_EQ(u->parent, change.parent);
+  EXPECT_EQ((fake_.last_args<uint64_t, std::string>()),
+            make_tuple(uint64_t{8}, std::string("old")));
+  fake_.Fail(Status(kCreateNeedsAcl, "default ACL"));
+  EXPECT_EQ(m.CreateEntry(req).status().code(), kCreateNeedsAcl);
+  fake_.entry_calls_unsupported = true;
+  EXPECT_EQ(m.CreateEntry(req).status().code(), EOPNOTSUPP);
+  EXPECT_EQ(m.UnlinkEntry(8, "old").status().code(), EOPNOTSUPP);
+  fake_.entry_calls_unsupported = false;
+}
+
 TEST_F(MetaRpcTest, EveryMethodRoundTripsArgumentsAndResults) {
   using std::make_tuple;
   MetaService& m = *remote_;

@@ -112,9 +112,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
     EXPECT_TRUE(names.insert(MsgTypeName(n)).second);
   }
   // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73),
-  // SyncMetadata (74), ClientHeartbeat (75), ListClients (76) and
-  // ListOrphanStripes (77).
-  EXPECT_EQ(AllMsgTypes().size(), 45u);
+  // SyncMetadata (74), ClientHeartbeat (75), ListClients (76),
+  // ListOrphanStripes (77), CreateEntry (78) and UnlinkEntry (79).
+  EXPECT_EQ(AllMsgTypes().size(), 47u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 

@@ -1,0 +1,293 @@
+// Metadata calls per create and per unlink (issue #13, bench write row f):
+// StripeFs driven directly, as the kernel drives it, over an in-process
+// volume whose metadata service counts every call (CountingMetaService).
+//
+// The kernel sends, around a create: GETATTR of the parent (its attributes
+// were invalidated by the previous change, and the permission check needs
+// them), LOOKUP (negative), CREATE; around an unlink: UNLINK, the time flush
+// SETATTR(mtime, ctime) of the victim, then GETATTR of the parent. The
+// LOOKUP is the kernel's own question; the rest should cost one metadata
+// call per create and one per unlink. An older metad (no CreateEntry /
+// UnlinkEntry: EOPNOTSUPP) and a parent with a default ACL take the
+// several-call path with the same results.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "fs/posix_acl.h"
+#include "fs/stripe_fs.h"
+#include "tests/client/counting_meta_service.h"
+#include "tests/support/fake_inflight.h"
+#include "tests/support/in_process_volume.h"
+
+namespace stripefs::fs {
+namespace {
+
+using namespace fuse_abi;  // NOLINT
+using stripefs::testing::CountingMetaService;
+using stripefs::testing::FakeInFlight;
+using stripefs::testing::InProcessVolume;
+using stripefs::testing::RecordedReply;
+
+constexpr uint32_t kUid = 1000, kGid = 100;
+
+class CreateCallsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stripefs::testing::InProcessVolumeOptions o;
+    o.wrap_meta = stripefs::testing::CountingWrapper(&counting_);
+    auto v = InProcessVolume::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vol_ = std::move(v).value();
+    StripeFsOptions fo;
+    fo.purge_orphans_at_start = false;
+    fs_ = std::make_unique<StripeFs>(&vol_->volume(), fo);
+    fuse::NegotiatedInit init;
+    init.flags = FUSE_DONT_MASK;  // the umask is ours, as when mounted
+    init.max_write = 1 << 20;
+    fs_->Init(init);
+  }
+  void TearDown() override {
+    fs_.reset();
+    vol_.reset();
+  }
+  MetaService& meta() { return vol_->volume().meta(); }
+  int Calls() { return counting_->calls.load(); }
+  // Metadata calls the handler run by `op` made (it must reply `want`).
+  template <typename Op>
+  int CallsOf(Op op, int want = 0, std::string* body = nullptr) {
+    RecordedReply rec;
+    FakeInFlight f(&rec);
+    f.ctx.uid = kUid;
+    f.ctx.gid = kGid;
+    const int before = Calls();
+    op(fuse::Replier(&f, nullptr));
+    EXPECT_TRUE(rec.done);
+    EXPECT_EQ(rec.error, want);
+    if (body) *body = rec.body;
+    return Calls() - before;
+  }
+
+  // CREATE (umask 077) then RELEASE; the new inode's attributes.
+  fuse_attr Create(uint64_t parent, const std::string& name, int* calls) {
+    fuse_create_in in{};
+    in.flags = O_WRONLY | O_CREAT;
+    in.mode = S_IFREG | 0666;
+    in.umask = 077;
+    std::string body;
+    *calls = CallsOf(
+        [&](fuse::Replier r) { fs_->Create(std::move(r), parent, name, in); },
+        0, &body);
+    fuse_entry_out e{};
+    EXPECT_GE(body.size(), sizeof(e) + sizeof(fuse_open_out));
+    if (body.size() >= sizeof(e)) std::memcpy(&e, body.data(), sizeof(e));
+    fuse_open_out op{};
+    if (body.size() >= sizeof(e) + sizeof(op))
+      std::memcpy(&op, body.data() + sizeof(e), sizeof(op));
+    fuse_release_in rel{};
+    rel.fh = op.fh;
+    CallsOf(
+        [&](fuse::Replier r) { fs_->Release(std::move(r), e.nodeid, rel); });
+    return e.attr;
+  }
+  fuse_attr Mkdir(uint64_t parent, const std::string& name, int* calls) {
+    fuse_mkdir_in in{};
+    in.mode = 0777;
+    in.umask = 077;
+    std::string body;
+    *calls = CallsOf(
+        [&](fuse::Replier r) { fs_->Mkdir(std::move(r), parent, name, in); }, 0,
+        &body);
+    fuse_entry_out e{};
+    EXPECT_GE(body.size(), sizeof(e));
+    if (body.size() >= sizeof(e)) std::memcpy(&e, body.data(), sizeof(e));
+    return e.attr;
+  }
+  // GETATTR; its metadata calls, the attributes through *out.
+  int GetAttr(uint64_t ino, fuse_attr_out* out) {
+    std::string body;
+    fuse_getattr_in in{};
+    const int n =
+        CallsOf([&](fuse::Replier r) { fs_->GetAttr(std::move(r), ino, in); },
+                0, &body);
+    EXPECT_EQ(body.size(), sizeof(*out));
+    if (body.size() == sizeof(*out))
+      std::memcpy(out, body.data(), sizeof(*out));
+    return n;
+  }
+  // The kernel's time flush after an unlink (fuse_flush_times).
+  int FlushTimes(uint64_t ino, fuse_attr_out* out) {
+    fuse_setattr_in in{};
+    in.valid = FATTR_MTIME | FATTR_CTIME;
+    in.mtime = 1234;
+    in.ctime = 5678;
+    in.ctimensec = 9;
+    std::string body;
+    const int n =
+        CallsOf([&](fuse::Replier r) { fs_->SetAttr(std::move(r), ino, in); },
+                0, &body);
+    EXPECT_EQ(body.size(), sizeof(*out));
+    if (body.size() == sizeof(*out))
+      std::memcpy(out, body.data(), sizeof(*out));
+    return n;
+  }
+  int Unlink(uint64_t parent, const std::string& name) {
+    return CallsOf(
+        [&](fuse::Replier r) { fs_->Unlink(std::move(r), parent, name); });
+  }
+  uint64_t Dir(const std::string& name, uint32_t mode, uint32_t gid) {
+    auto a = meta().Mkdir(kRootInode, name, mode, 0, gid);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? a->ino : 0;
+  }
+
+  CountingMetaService* counting_ = nullptr;
+  std::unique_ptr<InProcessVolume> vol_;
+  std::unique_ptr<StripeFs> fs_;
+};
+
+TEST_F(CreateCallsTest, OneMetadataCallPerCreateAndPerUnlink) {
+  const uint64_t dir = Dir("d", 0755, 0);
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    int calls = 0;
+    const fuse_attr a = Create(dir, name, &calls);
+    EXPECT_EQ(calls, 1) << "CREATE " << name;
+    EXPECT_EQ(a.mode, S_IFREG | 0600u);  // umask applied here
+    EXPECT_EQ(a.uid, kUid);
+    EXPECT_EQ(a.gid, kGid);
+    // The kernel's next GETATTR of the directory: from the create.
+    fuse_attr_out p{};
+    EXPECT_EQ(GetAttr(dir, &p), 0);
+    auto fresh = meta().GetAttr(dir);
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(p.attr.mtime, static_cast<uint64_t>(fresh->mtime.sec));
+    EXPECT_EQ(p.attr.mtimensec, fresh->mtime.nsec);
+    EXPECT_EQ(p.attr.nlink, fresh->nlink);
+    EXPECT_LE(p.attr_valid, 1u);  // what is left of the 1 s timeout
+    // Served once: another GETATTR asks the metadata service.
+    EXPECT_EQ(GetAttr(dir, &p), 1);
+
+    EXPECT_EQ(Unlink(dir, name), 1) << "UNLINK " << name;
+    fuse_attr_out t{};
+    EXPECT_EQ(FlushTimes(a.ino, &t), 0);
+    EXPECT_EQ(t.attr.ino, a.ino);
+    EXPECT_EQ(t.attr.nlink, 0u);
+    EXPECT_EQ(t.attr.mtime, 1234u);  // the times the kernel sent
+    EXPECT_EQ(t.attr.ctime, 5678u);
+    EXPECT_EQ(t.attr.ctimensec, 9u);
+    EXPECT_EQ(GetAttr(dir, &p), 0);
+    fresh = meta().GetAttr(dir);
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(p.attr.ctime, static_cast<uint64_t>(fresh->ctime.sec));
+    EXPECT_EQ(p.attr.ctimensec, fresh->ctime.nsec);
+  }
+  const FsCounters& c = fs_->counters();
+  EXPECT_EQ(c.dir_attrs_from_changes.load(), 10u);
+  EXPECT_EQ(c.unlink_times_folded.load(), 5u);
+  EXPECT_EQ(c.create_fallbacks.load(), 0u);
+}
+
+TEST_F(CreateCallsTest, TimeFlushOfALinkedOrOpenFileIsStored) {
+  const uint64_t dir = Dir("d", 0755, 0);
+  int calls = 0;
+  const fuse_attr a = Create(dir, "f", &calls);
+  ASSERT_TRUE(meta().Link(a.ino, dir, "g").ok());
+  EXPECT_EQ(Unlink(dir, "f"), 1);
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushTimes(a.ino, &t), 1);  // still linked: a real SetAttr
+  auto stored = meta().GetAttr(a.ino);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->ctime.sec, 5678);
+  EXPECT_EQ(stored->nlink, 1u);
+  // Open here when its last link goes: stored too.
+  fuse_open_in oi{};
+  EXPECT_EQ(
+      CallsOf([&](fuse::Replier r) { fs_->Open(std::move(r), a.ino, oi); }), 1);
+  EXPECT_EQ(Unlink(dir, "g"), 1);
+  EXPECT_EQ(FlushTimes(a.ino, &t), 1);
+  EXPECT_EQ(fs_->counters().unlink_times_folded.load(), 0u);
+}
+
+TEST_F(CreateCallsTest, SetgidDirectoryGivesItsGroupInOneCall) {
+  const uint64_t dir = Dir("sgid", 02775, 50);
+  int calls = 0;
+  const fuse_attr f = Create(dir, "f", &calls);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(f.gid, 50u);
+  EXPECT_EQ(f.mode, S_IFREG | 0600u);
+  const fuse_attr d = Mkdir(dir, "sub", &calls);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(d.gid, 50u);
+  EXPECT_EQ(d.mode, S_IFDIR | S_ISGID | 0700u);
+  fuse_mknod_in mi{};
+  mi.mode = S_IFIFO | 0666;
+  mi.umask = 022;
+  std::string body;
+  EXPECT_EQ(
+      CallsOf(
+          [&](fuse::Replier r) { fs_->Mknod(std::move(r), dir, "fifo", mi); },
+          0, &body),
+      1);
+  fuse_entry_out e{};
+  ASSERT_EQ(body.size(), sizeof(e));
+  std::memcpy(&e, body.data(), sizeof(e));
+  EXPECT_EQ(e.attr.mode, S_IFIFO | 0644u);
+  EXPECT_EQ(e.attr.gid, 50u);
+  // EEXIST comes back as it did.
+  fuse_create_in ci{};
+  ci.mode = S_IFREG | 0644;
+  EXPECT_EQ(
+      CallsOf([&](fuse::Replier r) { fs_->Create(std::move(r), dir, "f", ci); },
+              EEXIST),
+      1);
+}
+
+TEST_F(CreateCallsTest, DefaultAclParentTakesTheAclPath) {
+  const uint64_t dir = Dir("acl", 0775, 0);
+  // Default ACL u::rwx g::r-x o::---: new inodes get it masked by the create
+  // mode, and no umask.
+  const std::string def = PosixAcl::FromMode(0750).Serialize();
+  ASSERT_TRUE(meta().SetXattr(dir, kAclDefaultXattr, def, 0).ok());
+  int calls = 0;
+  const fuse_attr f = Create(dir, "f", &calls);
+  EXPECT_EQ(f.mode, S_IFREG | 0640u);  // 0666 & ACL, umask 077 ignored
+  // CreateEntry refused, then GetAttr + GetXattr of the parent, MkNode.
+  EXPECT_EQ(calls, 4);
+  const fuse_attr d = Mkdir(dir, "sub", &calls);
+  EXPECT_EQ(d.mode, S_IFDIR | 0750u);
+  auto inherited = meta().GetXattr(d.ino, kAclDefaultXattr);
+  ASSERT_TRUE(inherited.ok()) << inherited.status().ToString();
+  EXPECT_EQ(*inherited, def);
+  EXPECT_EQ(fs_->counters().create_fallbacks.load(), 2u);
+  // The fallback changed the directory another way: asked again.
+  fuse_attr_out p{};
+  EXPECT_EQ(GetAttr(dir, &p), 1);
+}
+
+TEST_F(CreateCallsTest, OlderMetadataServiceStillWorks) {
+  counting_->entry_calls_unsupported = true;  // EOPNOTSUPP, as an old metad
+  const uint64_t dir = Dir("sgid", 02775, 50);
+  int calls = 0;
+  fuse_attr a = Create(dir, "f0", &calls);
+  EXPECT_EQ(calls, 4);  // the refused CreateEntry, GetAttr, GetXattr, MkNode
+  EXPECT_EQ(a.gid, 50u);
+  EXPECT_EQ(a.mode, S_IFREG | 0600u);
+  a = Create(dir, "f1", &calls);
+  EXPECT_EQ(calls, 3);  // not asked again
+  fuse_attr_out p{};
+  EXPECT_EQ(GetAttr(dir, &p), 1);
+  EXPECT_EQ(Unlink(dir, "f1"), 1);  // plain Unlink
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushTimes(a.ino, &t), 0);  // folded all the same
+  EXPECT_EQ(GetAttr(dir, &p), 1);
+  auto gone = meta().Lookup(dir, "f1");
+  EXPECT_EQ(gone.status().code(), ENOENT);
+}
+
+}  // namespace
+}  // namespace stripefs::fs
