@@ -144,6 +144,20 @@ bool ClosedByPeer(int fd) {
   return false;
 }
 
+// The replies to requests 1..n arrive in order, then the reject frame of a
+// bad tag (EACCES), then the server closes the connection.
+void ExpectRepliesThenRejectAndClose(RawSession& fd, uint64_t n) {
+  for (uint64_t id = 1; id <= n; ++id) {
+    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.request_id, id);
+  }
+  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), EACCES);
+  EXPECT_TRUE(ClosedByPeer(fd.get()));
+}
+
 enum class Loop { kUring, kPoll };
 
 class RpcServerLoopTest : public ::testing::TestWithParam<Loop> {
@@ -325,15 +339,7 @@ TEST_P(RpcServerLoopTest, BadMacAfterGoodFramesAnswersThemThenRejects) {
   stream.insert(stream.end(), bad.begin(), bad.end());
   ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(stream.size()));
-  for (uint64_t id = 1; id <= 3; ++id) {
-    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(r->header.request_id, id);
-  }
-  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), EACCES);
-  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  ExpectRepliesThenRejectAndClose(fd, 3);
   EXPECT_EQ(server_->counters().rejected_bad_mac, 1u);
 }
 
@@ -440,15 +446,7 @@ TEST_P(RpcServerLoopTest, InlineFrameWithBadMacIsRejectedAndClosed) {
   stream.insert(stream.end(), w5.begin(), w5.end());
   ASSERT_EQ(::send(fd.get(), stream.data(), stream.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(stream.size()));
-  for (uint64_t id = 1; id <= 3; ++id) {
-    auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_EQ(r->header.request_id, id);
-  }
-  auto r = ReadFrame(fd.get(), fd.s.recv, Soon());
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), EACCES);
-  EXPECT_TRUE(ClosedByPeer(fd.get()));
+  ExpectRepliesThenRejectAndClose(fd, 3);
   auto c = server_->counters();
   EXPECT_EQ(c.rejected_bad_mac, 1u);
   EXPECT_EQ(c.requests, 3u);
