@@ -178,8 +178,16 @@ TEST_F(ClusterFailureTest, KillingMetadMidCommitLeavesNoTornStripes) {
 
 TEST_F(ClusterFailureTest, FlippedBitsAreRebuiltAndScrubRepairs) {
   const uint64_t ino = NewFile("f");
-  auto data = RandomBytes(2 * client().stripe_size(), 8);
-  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  const uint64_t S = client().stripe_size();
+  auto data = RandomBytes(2 * S, 8);
+  // One stripe per call: a two-stripe write sends both stripes at once, and
+  // a server may then append stripe 1's chunk before stripe 0's.
+  for (uint64_t s = 0; s < 2; ++s) {
+    ASSERT_TRUE(
+        client()
+            .Write(ino, s * S, std::span<const uint8_t>(data).subspan(s * S, S))
+            .ok());
+  }
   // Every server holds one chunk of each stripe, stripe 0's written first
   // into its segment. Flip one byte in stripe 0's chunk on server 1 and in
   // stripe 1's on servers 2 and 3: three bad chunks, at most m per stripe.
