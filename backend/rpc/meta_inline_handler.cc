@@ -6,7 +6,6 @@ namespace stripefs::rpc {
 
 bool MetaInlineHandler::InlineSafe(uint16_t type,
                                    std::span<const uint8_t> payload) const {
-  const MetaInlineCaps caps = service_->InlineCapabilities();
   switch (static_cast<MsgType>(type)) {
     case MsgType::kLookup:
     case MsgType::kGetAttr:
@@ -15,15 +14,16 @@ bool MetaInlineHandler::InlineSafe(uint16_t type,
     case MsgType::kListXattr:
     case MsgType::kGetGeometry:
     case MsgType::kStatFs:
-      return caps.reads;
+      return Caps().reads;
     case MsgType::kReadDir: {
       Msg<MsgType::kReadDir>::Request req;
-      return caps.reads && DecodeRequest<MsgType::kReadDir>(payload, &req) &&
+      return Caps().reads && DecodeRequest<MsgType::kReadDir>(payload, &req) &&
              std::get<2>(req) <= kMaxInlineReadDirEntries;
     }
     case MsgType::kGetStripes: {
       Msg<MsgType::kGetStripes>::Request req;
-      return caps.reads && DecodeRequest<MsgType::kGetStripes>(payload, &req) &&
+      return Caps().reads &&
+             DecodeRequest<MsgType::kGetStripes>(payload, &req) &&
              std::get<2>(req) <= kMaxInlineStripes;
     }
     case MsgType::kMkNode:
@@ -37,11 +37,11 @@ bool MetaInlineHandler::InlineSafe(uint16_t type,
     case MsgType::kRename:
     case MsgType::kSetXattr:
     case MsgType::kRemoveXattr:
-      return caps.namespace_writes;
+      return Caps().namespace_writes;
     case MsgType::kSetAttr: {
       // A size change is durable (chunks are deleted on its strength).
       Msg<MsgType::kSetAttr>::Request req;
-      return caps.namespace_writes &&
+      return Caps().namespace_writes &&
              DecodeRequest<MsgType::kSetAttr>(payload, &req) &&
              (std::get<1>(req).mask & kSetSize) == 0;
     }

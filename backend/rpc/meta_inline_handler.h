@@ -49,6 +49,10 @@ class MetaInlineHandler final : public RpcHandler {
                   std::span<const uint8_t> payload) const override;
 
  private:
+  // Asked only for the request types that can run inline: the write check
+  // reads engine properties, which the other types need not pay for.
+  MetaInlineCaps Caps() const { return service_->InlineCapabilities(); }
+
   RpcHandler* const inner_;
   const MetaService* const service_;
 };
