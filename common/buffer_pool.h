@@ -28,14 +28,22 @@
 // buffer kept by the file system after the reply). Thread-safety: all
 // methods may be called concurrently; one Lease is used by one thread at a
 // time.
+//
+// AlignedBytes: a byte vector whose data() is kBufferAlign aligned and whose
+// resize() leaves new bytes uninitialised (no zero-fill): for receive
+// buffers that are written whole before they are read (a frame's bulk), so
+// that chunk data received into one can go to O_DIRECT without a staging
+// copy. Same ownership and thread-safety as std::vector.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -171,5 +179,40 @@ class BufferPool {
   };
   std::shared_ptr<State> state_;
 };
+
+// Allocator of AlignedBytes (see the top of this file).
+template <class T>
+struct PageAlignedAllocator {
+  using value_type = T;
+  PageAlignedAllocator() = default;
+  template <class U>
+  PageAlignedAllocator(const PageAlignedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (
+        n * sizeof(T), std::align_val_t{BufferPool::kBufferAlign}));
+  }
+  void deallocate(T* p, size_t) noexcept {
+    ::operator delete (p, std::align_val_t{BufferPool::kBufferAlign});
+  }
+  // resize(): default-initialise (bytes: leave them as they are).
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+  template <class U>
+  bool operator==(const PageAlignedAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+using AlignedBytes = std::vector<uint8_t, PageAlignedAllocator<uint8_t>>;
+// Same bytes as a plain vector (tests compare received frames with what
+// was sent).
+inline bool operator==(const AlignedBytes& a, const std::vector<uint8_t>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 }  // namespace stripefs

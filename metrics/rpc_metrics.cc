@@ -28,7 +28,7 @@ prometheus::Histogram& TimedRpcHandler::For(uint16_t type) {
 }
 
 void TimedRpcHandler::Handle(uint16_t type, std::span<const uint8_t> payload,
-                             std::vector<uint8_t>& bulk, rpc::RpcReply* reply) {
+                             AlignedBytes& bulk, rpc::RpcReply* reply) {
   auto start = std::chrono::steady_clock::now();
   inner_->Handle(type, payload, bulk, reply);
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;

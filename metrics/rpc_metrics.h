@@ -28,7 +28,7 @@ class TimedRpcHandler : public rpc::RpcHandler {
   TimedRpcHandler(rpc::RpcHandler* inner, prometheus::Registry& registry);
   std::string Role() const override { return inner_->Role(); }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, rpc::RpcReply* reply) override;
+              AlignedBytes& bulk, rpc::RpcReply* reply) override;
   bool InlineSafe(uint16_t type,
                   std::span<const uint8_t> payload) const override {
     return inner_->InlineSafe(type, payload);

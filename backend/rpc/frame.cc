@@ -70,7 +70,8 @@ Status WaitFd(int fd, short events, Deadline d) {
 // once (received in place, no copy); beyond that it grows as data arrives,
 // so an unauthenticated peer cannot make us allocate more than it sends.
 constexpr size_t kEagerBytes = 4u << 20;
-Status ReadGrowing(int fd, std::vector<uint8_t>* out, size_t len, Deadline d) {
+template <class Bytes>
+Status ReadGrowing(int fd, Bytes* out, size_t len, Deadline d) {
   size_t have = 0;
   out->resize(std::min(len, kEagerBytes));
   while (have < len) {

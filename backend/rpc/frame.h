@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "backend/rpc/session.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 
 namespace stripefs::rpc {
@@ -99,10 +100,12 @@ struct FrameHeader {
   uint32_t bulk_len = 0;
 };
 
+// The bulk is page-aligned (AlignedBytes): chunk data received into it goes
+// to the chunk store's O_DIRECT write without a staging copy.
 struct Frame {
   FrameHeader header;
   std::vector<uint8_t> payload;
-  std::vector<uint8_t> bulk;
+  AlignedBytes bulk;
 };
 
 using Clock = std::chrono::steady_clock;

@@ -71,26 +71,28 @@ size_t FrameAssembler::PartLength() const {
 }
 
 void FrameAssembler::GrowPart() {
-  std::vector<uint8_t>* v = part_ == Part::kPayload ? &cur_.payload
-                            : part_ == Part::kBulk  ? &cur_.bulk
-                                                    : nullptr;
-  if (v == nullptr || have_ < v->size() || have_ >= PartLength()) return;
-  if (part_ == Part::kBulk && v->empty() &&
-      spare_bulk_.capacity() >= PartLength()) {
-    // A recycled buffer: resizing within its capacity zero-fills only what
-    // it grows by (nothing for equal-sized frames), and every byte is
-    // received before the frame completes.
-    *v = std::move(spare_bulk_);
+  if (part_ != Part::kPayload && part_ != Part::kBulk) return;
+  const size_t len = PartLength();
+  auto grow = [&](auto* v) {
+    if (have_ < v->size() || have_ >= len) return;
+    size_t next =
+        v->empty() ? std::min(len, kEagerBytes) : std::min(len, v->size() * 2);
+    v->resize(next);
+  };
+  if (part_ == Part::kPayload) return grow(&cur_.payload);
+  if (cur_.bulk.empty() && have_ == 0 && spare_bulk_.capacity() >= len) {
+    // A recycled buffer: resizing within its capacity allocates and fills
+    // nothing (AlignedBytes leaves new bytes as they are), and every byte
+    // is received before the frame completes.
+    cur_.bulk = std::move(spare_bulk_);
     spare_bulk_ = {};
-    v->resize(PartLength());
+    cur_.bulk.resize(len);
     return;
   }
-  size_t next = v->empty() ? std::min(PartLength(), kEagerBytes)
-                           : std::min(PartLength(), v->size() * 2);
-  v->resize(next);
+  grow(&cur_.bulk);
 }
 
-void FrameAssembler::Recycle(std::vector<uint8_t> bulk) {
+void FrameAssembler::Recycle(AlignedBytes bulk) {
   if (bulk.capacity() > kEagerBytes ||
       bulk.capacity() <= spare_bulk_.capacity())
     return;

@@ -6,16 +6,18 @@
 // bytes, and reports the count with Commit(). Small frames go through a
 // 16 KiB staging buffer (one recv usually brings a whole request, or several);
 // the payload and bulk of larger frames are received straight into their
-// vectors, so chunk data is not copied. The 32-byte header is parsed as soon
-// as it is in (magic, version, flags, reserved bits, lengths against
-// kMaxPayload/kMaxBulk) before anything is allocated; bodies over 4 MiB are
+// vectors, so chunk data is not copied (the bulk into page-aligned
+// AlignedBytes, so a chunk goes on to the store's O_DIRECT write as is).
+// The 32-byte header is parsed as soon as it is in (magic, version, flags,
+// reserved bits, lengths against kMaxPayload/kMaxBulk) before anything is
+// allocated; bodies over 4 MiB are
 // allocated in doubling steps as their bytes arrive, so a peer claiming
 // 64 MiB costs memory only for what it really sends.
 //
 // A bulk vector the caller is done with can be handed back (Recycle): the
 // next frame's bulk of at most its capacity (and at most 4 MiB) is received
-// into it, so a connection that streams equal-sized chunks allocates,
-// zero-fills and page-faults its bulk buffer once, not once per frame.
+// into it, so a connection that streams equal-sized chunks allocates
+// and page-faults its bulk buffer once, not once per frame.
 //
 // The tag is NOT checked here: a completed frame is a RawFrame that the
 // caller verifies, in stream order, with the connection's receive
@@ -42,7 +44,7 @@ struct RawFrame {
   uint8_t header_bytes[kFrameHeaderSize] = {};
   FrameHeader header;
   std::vector<uint8_t> payload;
-  std::vector<uint8_t> bulk;
+  AlignedBytes bulk;  // page-aligned (frame.h)
   Tag tag{};
 
   // Tag check with the next sequence number of `cipher` (EACCES), then the
@@ -74,7 +76,7 @@ class FrameAssembler {
   // Keeps `bulk` (its contents are overwritten before use) for the next
   // frame whose bulk fits its capacity; one spare at most, and none over
   // 4 MiB, so an idle connection holds no more than that.
-  void Recycle(std::vector<uint8_t> bulk);
+  void Recycle(AlignedBytes bulk);
 
   // True when part of a frame has arrived (EOF now means truncation).
   bool mid_frame() const;
@@ -102,7 +104,7 @@ class FrameAssembler {
   Part part_ = Part::kHeader;
   size_t have_ = 0;  // bytes of the current part received
   RawFrame cur_;
-  std::vector<uint8_t> spare_bulk_;  // Recycle()d, for the next bulk
+  AlignedBytes spare_bulk_;  // Recycle()d, for the next bulk
 };
 
 }  // namespace stripefs::rpc

@@ -42,7 +42,7 @@ class MetaInlineHandler final : public RpcHandler {
       : inner_(inner), service_(service) {}
   std::string Role() const override { return inner_->Role(); }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, RpcReply* reply) override {
+              AlignedBytes& bulk, RpcReply* reply) override {
     inner_->Handle(type, payload, bulk, reply);
   }
   bool InlineSafe(uint16_t type,

@@ -42,17 +42,25 @@ Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
                                                            uint64_t version,
                                                            uint32_t offset,
                                                            uint32_t length) {
-  Msg<MsgType::kReadChunk>::Response resp;
-  std::vector<uint8_t> data;
-  Status s = CallTyped<MsgType::kReadChunk>(
-      client_, {id, version, offset, length}, &resp, {}, &data, read_timeout_);
-  if (!s.ok()) return s;
-  if (data.size() != length) {
-    return Status(EPROTO, "chunkd at " + client_.address() + " returned " +
-                              std::to_string(data.size()) + " bytes for a " +
-                              std::to_string(length) + "-byte ReadChunk");
+  if (length > 0) {
+    // Received in place (the frame's bulk is an AlignedBytes, not this
+    // vector: receiving it there would add a copy).
+    std::vector<uint8_t> data(length);
+    STRIPEFS_RETURN_IF_ERROR(
+        ReadChunkIntoBy(id, version, offset, data, Deadline::max()));
+    return data;
   }
-  return data;
+  Msg<MsgType::kReadChunk>::Response resp;
+  AlignedBytes none;
+  Status s = CallTyped<MsgType::kReadChunk>(
+      client_, {id, version, offset, length}, &resp, {}, &none, read_timeout_);
+  if (!s.ok()) return s;
+  if (!none.empty()) {
+    return Status(EPROTO, "chunkd at " + client_.address() + " returned " +
+                              std::to_string(none.size()) +
+                              " bytes for a 0-byte ReadChunk");
+  }
+  return std::vector<uint8_t>();
 }
 
 Status RemoteChunkService::ReadChunkInto(const ChunkId& id, uint64_t version,
@@ -146,8 +154,29 @@ Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
 // ---- server
 // -------------------------------------------------------------------
 
+ChunkServiceServer::ChunkServiceServer(ChunkService* service)
+    : service_(service) {
+  for (int shift = kMinReadShift; shift <= kMaxReadShift; ++shift) {
+    const size_t size = size_t{1} << shift;
+    read_pools_.emplace_back(
+        size, std::clamp<size_t>((size_t{4} << 20) / size, 2, 16));
+  }
+}
+
+std::span<uint8_t> ChunkServiceServer::ReplyBuffer(size_t length,
+                                                   RpcReply* reply) {
+  int shift = kMinReadShift;
+  while (shift <= kMaxReadShift && (size_t{1} << shift) < length) ++shift;
+  if (shift > kMaxReadShift) {
+    reply->bulk_storage.resize(length);  // not zero-filled (AlignedBytes)
+    return reply->bulk_storage;
+  }
+  reply->bulk_lease = read_pools_[shift - kMinReadShift].Get();
+  return reply->bulk_lease.span().first(length);
+}
+
 void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
-                                std::vector<uint8_t>& bulk, RpcReply* reply) {
+                                AlignedBytes& bulk, RpcReply* reply) {
   ChunkService& s = *service_;
   try {
     switch (static_cast<MsgType>(type)) {
@@ -161,15 +190,11 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply,
             [&](auto&, auto& id, auto version, auto offset,
                 auto length) -> Status {
-              auto r = s.ReadChunk(id, version, offset, length);
-              if (!r.ok()) return r.status();
-              if (r->size() != length) {
-                return Status::IoError(
-                    "chunk store returned " + std::to_string(r->size()) +
-                    " bytes for a " + std::to_string(length) + "-byte read");
-              }
-              reply->bulk_storage = std::move(r).value();
-              reply->bulk = reply->bulk_storage;
+              // Straight into the buffer the reply is sent from.
+              std::span<uint8_t> out = ReplyBuffer(length, reply);
+              STRIPEFS_RETURN_IF_ERROR(
+                  s.ReadChunkInto(id, version, offset, out));
+              reply->bulk = out;
               return Status::Ok();
             });
       case MsgType::kDeleteChunk:
@@ -228,6 +253,7 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
   }
   reply->bulk = {};
   reply->bulk_storage.clear();
+  reply->bulk_lease.reset();
 }
 
 }  // namespace stripefs::rpc

@@ -72,15 +72,29 @@ class RemoteChunkService final : public ChunkService {
   const std::chrono::milliseconds read_timeout_;
 };
 
+// Serves a ChunkService. A WriteChunk's data arrives in the request frame's
+// page-aligned bulk and is handed to the service as is (ChunkStore writes
+// it with O_DIRECT, no staging copy, when its length is a multiple of
+// 4 KiB). A ReadChunk is read with ReadChunkInto straight into a pooled
+// page-aligned buffer that the reply is sent from (no zero-filled vector,
+// no copy), given back to the pool once the reply is sent; pools by
+// power-of-two size class up to 4 MiB keep at most ~4 MiB idle each
+// (bigger reads get a buffer of their own). Thread-safe (the pools are).
 class ChunkServiceServer final : public RpcHandler {
  public:
-  explicit ChunkServiceServer(ChunkService* service) : service_(service) {}
+  explicit ChunkServiceServer(ChunkService* service);
   std::string Role() const override { return "chunkd"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, RpcReply* reply) override;
+              AlignedBytes& bulk, RpcReply* reply) override;
 
  private:
+  static constexpr int kMinReadShift = 16;  // 64 KiB
+  static constexpr int kMaxReadShift = 22;  // 4 MiB
+  // `length` bytes of reply buffer, owned by `reply`.
+  std::span<uint8_t> ReplyBuffer(size_t length, RpcReply* reply);
+
   ChunkService* service_;
+  std::vector<BufferPool> read_pools_;  // index: shift - kMinReadShift
 };
 
 }  // namespace stripefs::rpc

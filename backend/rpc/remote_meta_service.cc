@@ -265,8 +265,7 @@ Result<std::vector<StripeRef>> RemoteMetaService::ListStripes(
 // -------------------------------------------------------------------
 
 void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
-                               std::vector<uint8_t>& /*bulk*/,
-                               RpcReply* reply) {
+                               AlignedBytes& /*bulk*/, RpcReply* reply) {
   MetaService& s = *service_;
   try {
     switch (static_cast<MsgType>(type)) {

@@ -113,7 +113,7 @@ class MetaServiceServer final : public RpcHandler {
       : service_(service), clients_(clients) {}
   std::string Role() const override { return "metad"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, RpcReply* reply) override;
+              AlignedBytes& bulk, RpcReply* reply) override;
 
  private:
   MetaService* service_;

@@ -65,7 +65,7 @@ struct RpcClientOptions {
 
 struct RpcResponse {
   std::vector<uint8_t> payload;
-  std::vector<uint8_t> bulk;
+  AlignedBytes bulk;
   bool bulk_in_place = false;  // CallInto: the bulk is in the caller's span
 };
 

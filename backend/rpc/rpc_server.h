@@ -53,10 +53,12 @@ namespace stripefs::rpc {
 // What a handler sends back: an encoded payload and optional bulk bytes.
 // The bulk is sent from `bulk` with one gather write after Handle returns,
 // so it must point into `bulk_storage` (the usual case: move the data
-// vector there) or into memory that outlives the reply.
+// vector there), into `bulk_lease` (a pooled buffer, given back once the
+// reply is sent) or into memory that outlives the reply.
 struct RpcReply {
   std::vector<uint8_t> payload;
-  std::vector<uint8_t> bulk_storage;
+  AlignedBytes bulk_storage;
+  BufferPool::Lease bulk_lease;
   std::span<const uint8_t> bulk;
 };
 
@@ -67,7 +69,7 @@ class RpcHandler {
   virtual std::string Role() const = 0;
   // Handles one authenticated request. `bulk` may be moved from.
   virtual void Handle(uint16_t type, std::span<const uint8_t> payload,
-                      std::vector<uint8_t>& bulk, RpcReply* reply) = 0;
+                      AlignedBytes& bulk, RpcReply* reply) = 0;
   // True if this authenticated request may be handled on the server's event
   // loop thread: Handle answers it in microseconds and never sleeps (no
   // fsync, no wait for another thread's I/O, no network call, no lock held

@@ -43,7 +43,7 @@ template <MsgType T>
 Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
                  typename Msg<T>::Response* resp,
                  std::span<const uint8_t> bulk_out = {},
-                 std::vector<uint8_t>* bulk_in = nullptr,
+                 AlignedBytes* bulk_in = nullptr,
                  std::chrono::milliseconds timeout = {}) {
   std::vector<uint8_t> payload = EncodeRequest<T>(req);
   STRIPEFS_ASSIGN_OR_RETURN(

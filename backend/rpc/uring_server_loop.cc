@@ -150,7 +150,7 @@ struct Done {
   bool close = false;           // answer nothing more on this connection
   // The request's bulk buffer, handed back to the connection's assembler
   // for its next frame (FrameAssembler::Recycle).
-  std::vector<uint8_t> spare_bulk;
+  AlignedBytes spare_bulk;
 };
 
 uint64_t UserData(Conn* c, Op op) { return reinterpret_cast<uint64_t>(c) | op; }

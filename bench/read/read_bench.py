@@ -91,11 +91,15 @@ class ReadBench:
             self.m[name] = {"error": str(e)}
         return self.m[name]
 
-    def fio_read(self, directory, name, args, pid=None):
+    def fio_read(self, directory, name, args, pid=None, others=None):
         """One fio read job after dropping caches; figures, the load
-        average and the CPU seconds of `pid` (the FUSE daemon) during it."""
+        average and the CPU seconds of `pid` (the FUSE daemon) and of
+        `others` ({name: pid}, e.g. the cluster's servers) during it."""
         knobs.drop_caches(self.log)
-        meter = sampling.CpuMeter({"daemon": pid} if pid else {}).start()
+        pids = dict(others or {})
+        if pid:
+            pids["daemon"] = pid
+        meter = sampling.CpuMeter(pids).start()
         cs0 = sampling.proc_ctx_switches(pid) if pid else None
         la = sampling.loadavg()
         res = fio.run(directory, name, args, self.a.job_timeout)
@@ -171,7 +175,8 @@ class ReadBench:
         if self.want("c", "d"):
             self.lay_file(mnt, "seq", a.size)
             self.measure("cl-seq1m", lambda: self.fio_read(
-                mnt, "cl-seq1m", self.seq1m("seq"), pid))
+                mnt, "cl-seq1m", self.seq1m("seq"), pid,
+                self.cluster.pids()))
         if not self.want("d"):
             self.m["cl-stat"] = self.sf.stat(mnt).get("backend", {})
             return

@@ -166,7 +166,7 @@ Sample RunLink(F client, F server, size_t payload, size_t bulk, int calls) {
 class NullHandler : public RpcHandler {
  public:
   std::string Role() const override { return "bench"; }
-  void Handle(uint16_t, std::span<const uint8_t>, std::vector<uint8_t>&,
+  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
               RpcReply* reply) override {
     reply->payload.assign(6, 0);
   }

@@ -39,7 +39,7 @@ std::unique_ptr<MetaStore> NewStore(const TempDir& tmp,
 class NoCalls : public rpc::RpcHandler {
  public:
   std::string Role() const override { return "metad"; }
-  void Handle(uint16_t, std::span<const uint8_t>, std::vector<uint8_t>&,
+  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
               rpc::RpcReply*) override {
     ADD_FAILURE() << "InlineSafe must not handle the request";
   }

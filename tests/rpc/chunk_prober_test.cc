@@ -26,7 +26,7 @@ using testing::HangingChunkService;
 class MetadRole : public rpc::RpcHandler {
  public:
   std::string Role() const override { return "metad"; }
-  void Handle(uint16_t, std::span<const uint8_t>, std::vector<uint8_t>&,
+  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
               rpc::RpcReply*) override {}
 };
 

@@ -126,28 +126,32 @@ TEST(FrameAssemblerTest, RecycledBulkBufferReceivesTheNextFrame) {
     auto f = std::move(got.at(0)).Verify(rx.rx);
     EXPECT_TRUE(f.ok());
     EXPECT_TRUE(f->bulk == bulk);
+    // Page-aligned, so chunkd's O_DIRECT write takes it without a copy.
+    EXPECT_EQ(
+        reinterpret_cast<uintptr_t>(f->bulk.data()) % BufferPool::kBufferAlign,
+        0u);
     return std::move(f->bulk);
   };
-  std::vector<uint8_t> first = roundtrip(256 << 10);
+  AlignedBytes first = roundtrip(256 << 10);
   const uint8_t* mem = first.data();
   a.Recycle(std::move(first));
-  std::vector<uint8_t> second = roundtrip(256 << 10);
+  AlignedBytes second = roundtrip(256 << 10);
   EXPECT_EQ(second.data(), mem);  // the same buffer, new bytes
   a.Recycle(std::move(second));
-  std::vector<uint8_t> smaller = roundtrip(100 << 10);  // fits: reused
+  AlignedBytes smaller = roundtrip(100 << 10);  // fits: reused
   EXPECT_EQ(smaller.data(), mem);
   EXPECT_EQ(smaller.size(), size_t{100} << 10);
 
   FrameAssembler b;
   std::swap(a, b);  // fresh assembler, no spare
-  a.Recycle(std::vector<uint8_t>(64 << 10));
-  std::vector<uint8_t> big = roundtrip(256 << 10);  // does not fit
+  a.Recycle(AlignedBytes(64 << 10));
+  AlignedBytes big = roundtrip(256 << 10);  // does not fit
   EXPECT_EQ(big.capacity(), size_t{256} << 10);
-  std::vector<uint8_t> small = roundtrip(32 << 10);  // the spare fits
+  AlignedBytes small = roundtrip(32 << 10);  // the spare fits
   EXPECT_EQ(small.capacity(), size_t{64} << 10);
 
-  a.Recycle(std::vector<uint8_t>((4 << 20) + 1));  // over 4 MiB: dropped
-  std::vector<uint8_t> after = roundtrip(1 << 20);
+  a.Recycle(AlignedBytes((4 << 20) + 1));  // over 4 MiB: dropped
+  AlignedBytes after = roundtrip(1 << 20);
   EXPECT_EQ(after.capacity(), size_t{1} << 20);
 }
 

@@ -68,7 +68,7 @@ class EchoHandler : public RpcHandler {
  public:
   std::string Role() const override { return "echo"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, RpcReply* reply) override {
+              AlignedBytes& bulk, RpcReply* reply) override {
     if (type == kBlock) {
       std::unique_lock<std::mutex> l(mu_);
       ++blocked_;
