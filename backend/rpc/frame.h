@@ -1,14 +1,15 @@
-// Wire layouts of the stripefs protocol (version 2): the session handshake
+// Wire layouts of the stripefs protocol (version 3): the session handshake
 // that opens every connection, and the frames that follow it.
 //
 // Handshake (fixed sizes, no lengths from the peer; see session.h for the
 // cryptography). Every message starts with an 8-byte prefix
-//   @0 u32 magic 'SFS1'  @4 u8 version (2)  @5 u8 kind  @6 u16 reserved (0)
+//   @0 u32 magic 'SFS1'  @4 u8 version (3)  @5 u8 kind  @6 u16 reserved (0)
 //   ClientHello  (kind 0x41): prefix, @8 32-byte client nonce          = 40
 //   ServerHello  (kind 0x42): prefix, @8 server nonce, @40 server proof = 72
 //   ClientProof  (kind 0x43): prefix, @8 32-byte client proof           = 40
-// The prefix shares magic and version with a frame header, so a version-1
-// peer reports "protocol version 2 not supported" and we report its version.
+// The prefix shares magic and version with a frame header, so an older peer
+// (version 1, or 2: the same layouts with AES-256-GMAC tags, session.h)
+// reports "protocol version 3 not supported" and we report its version.
 // The kinds have bits outside kKnownFlags set, so a frame header is never
 // mistaken for a handshake message or the reverse.
 //
@@ -16,7 +17,7 @@
 //   @0  u32 magic 'SFS1'   @4  u8 version   @5 u8 flags   @6 u16 type
 //   @8  u64 request id     @16 u32 payload length   @20 u32 bulk length
 //   @24 u64 reserved (0)
-//   then payload, bulk, and a 16-byte AES-256-GMAC tag over header +
+//   then payload, bulk, and a 16-byte Poly1305 tag over header +
 //   payload + bulk under the connection's per-direction key and frame
 //   sequence number (FrameCipher, session.h). Lengths are checked against
 //   kMaxPayload/kMaxBulk before anything is allocated. A "reject" frame
@@ -48,7 +49,7 @@
 namespace stripefs::rpc {
 
 inline constexpr uint32_t kFrameMagic = 0x31534653;  // "SFS1"
-inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr size_t kFrameHeaderSize = 32;
 inline constexpr uint32_t kMaxPayload = 16u << 20;  // encoded fields
 inline constexpr uint32_t kMaxBulk = 64u << 20;     // raw chunk bytes

@@ -22,7 +22,7 @@
 // connections are closed after idle_timeout without a request, or when a
 // started frame header does not complete within header_timeout.
 //
-// Every frame is checked (magic, version, lengths, then its GMAC tag under
+// Every frame is checked (magic, version, lengths, then its Poly1305 tag under
 // the connection's key and sequence number, so replayed or reordered frames
 // fail) before the handler sees it; a bad frame or handshake is counted,
 // logged with one line on stderr, answered with a reject frame (so the
@@ -85,7 +85,7 @@ class RpcHandler {
 };
 
 // Frames (payload + bulk) larger than this are never handled inline: their
-// GMAC check and copy would hold up the event loop.
+// tag check and copy would hold up the event loop.
 inline constexpr size_t kMaxInlineFrameBytes = 64 << 10;
 
 struct RpcServerOptions {

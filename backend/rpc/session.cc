@@ -38,9 +38,9 @@ FrameCipher::FrameCipher(std::span<const uint8_t, kSessionKeySize> key)
     : ctx_(std::make_unique<Ctx>()) {
   ctx_->evp = EVP_CIPHER_CTX_new();
   if (ctx_->evp == nullptr ||
-      EVP_EncryptInit_ex(ctx_->evp, EVP_aes_256_gcm(), nullptr, key.data(),
-                         nullptr) != 1) {
-    std::abort();  // OpenSSL without AES-GCM: unusable build
+      EVP_EncryptInit_ex(ctx_->evp, EVP_chacha20_poly1305(), nullptr,
+                         key.data(), nullptr) != 1) {
+    std::abort();  // OpenSSL without ChaCha20-Poly1305: unusable build
   }
 }
 
@@ -53,7 +53,7 @@ Tag FrameCipher::Compute(std::span<const std::span<const uint8_t>> parts) {
   int len = 0;
   bool ok = EVP_EncryptInit_ex(c, nullptr, nullptr, nullptr, iv) == 1;
   for (auto p : parts) {
-    // Additional data only (GMAC): nothing is encrypted.
+    // Additional data only (a Poly1305 tag): nothing is encrypted.
     if (ok && !p.empty())
       ok = EVP_EncryptUpdate(c, nullptr, &len, p.data(),
                              static_cast<int>(p.size())) == 1;
@@ -62,8 +62,8 @@ Tag FrameCipher::Compute(std::span<const std::span<const uint8_t>> parts) {
   if (ok) ok = EVP_EncryptFinal_ex(c, none, &len) == 1;
   Tag tag{};
   if (ok)
-    ok =
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kTagSize, tag.data()) == 1;
+    ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, kTagSize, tag.data()) ==
+         1;
   if (!ok) std::abort();
   return tag;
 }

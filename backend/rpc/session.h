@@ -7,10 +7,14 @@
 // (labels differ for client and server, so one proof cannot be reflected
 // as the other), and each direction gets its own key
 //   HKDF-SHA256(ikm = K, salt = Nc || Ns, info = "stripefs v2 c2s" / "s2c").
-// A frame is authenticated with AES-256-GCM used as a MAC (GMAC: header,
-// payload and bulk are additional data, nothing is encrypted, so bulk data
-// is still sent from and received into the caller's buffers) with a 96-bit
-// nonce of 32 zero bits + the direction's 64-bit frame counter. The counter
+// A frame is authenticated with the ChaCha20-Poly1305 AEAD (RFC 8439) used
+// as a MAC (header, payload and bulk are additional data, nothing is
+// encrypted, so bulk data is still sent from and received into the caller's
+// buffers; the tag is Poly1305 under a one-time key drawn from ChaCha20 for
+// this nonce) with a 96-bit nonce of 32 zero bits + the direction's 64-bit
+// frame counter. Protocol version 2 used AES-256-GCM (GMAC) the same way;
+// Poly1305 costs about half of GHASH per byte with OpenSSL 3.0 on our
+// AVX-512 hosts (docs/wire-protocol.md). The counter
 // is implicit (never on the wire): a frame replayed or reordered within its
 // connection is checked against another counter value, and a frame from
 // another connection against another key; either way its tag fails.
@@ -34,8 +38,8 @@ namespace stripefs::rpc {
 
 inline constexpr size_t kNonceSize = 32;
 inline constexpr size_t kProofSize = kMacSize;  // HMAC-SHA256
-inline constexpr size_t kTagSize = 16;          // GMAC
-inline constexpr size_t kSessionKeySize = 32;   // AES-256
+inline constexpr size_t kTagSize = 16;          // Poly1305
+inline constexpr size_t kSessionKeySize = 32;   // ChaCha20
 
 using Nonce = std::array<uint8_t, kNonceSize>;
 using Proof = Mac;

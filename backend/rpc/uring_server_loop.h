@@ -1,6 +1,6 @@
 // UringServerLoop: the default RpcServer loop. One thread owns an io_uring
 // and does all socket I/O of the server; a bounded pool of worker threads
-// verifies frames (GMAC tag with the connection's receive cipher), runs the
+// verifies frames (Poly1305 tag with the connection's receive cipher), runs the
 // handler and seals the reply (send cipher), so neither hashing of large
 // frames nor blocking handlers run on the ring. The session handshake runs
 // on the ring thread with a fixed-size state per connection; nothing else is

@@ -6,10 +6,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <thread>
 
@@ -53,6 +55,46 @@ TEST(FrameTest, RoundTripsHeaderPayloadAndBulk) {
   EXPECT_EQ(f->header.bulk_len, 70000u);
   EXPECT_EQ(f->payload, payload);
   EXPECT_EQ(f->bulk, bulk);
+}
+
+// The tag is the ChaCha20-Poly1305 AEAD's (RFC 8439) over the frame as
+// additional data, nonce 0^32 || LE64(seq), under the direction's key: every
+// frame of a FrameCipher (one context re-initialised per frame) matches a
+// fresh one-shot context, and the decoded bulk is page-aligned.
+TEST(FrameTest, TagIsChaCha20Poly1305OverTheFrameWithTheSequenceNonce) {
+  std::array<uint8_t, kSessionKeySize> key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i * 5);
+  FrameCipher tx(key), rx(key);
+  for (uint64_t seq = 0; seq < 3; ++seq) {
+    auto payload = Bytes(40 + seq, 1);
+    auto bulk = Bytes(8192 + 3 * seq, 2);
+    auto wire = EncodeFrame(tx, Hdr(), payload, bulk);
+    EVP_CIPHER_CTX* c = EVP_CIPHER_CTX_new();
+    ASSERT_NE(c, nullptr);
+    uint8_t iv[12] = {};
+    for (int i = 0; i < 8; ++i)
+      iv[4 + i] = static_cast<uint8_t>(seq >> (8 * i));
+    int len = 0;
+    uint8_t none[16], want[kTagSize];
+    ASSERT_EQ(
+        EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), nullptr, key.data(), iv),
+        1);
+    ASSERT_EQ(EVP_EncryptUpdate(c, nullptr, &len, wire.data(),
+                                static_cast<int>(wire.size() - kTagSize)),
+              1);
+    ASSERT_EQ(EVP_EncryptFinal_ex(c, none, &len), 1);
+    ASSERT_EQ(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, kTagSize, want), 1);
+    EVP_CIPHER_CTX_free(c);
+    EXPECT_EQ(0,
+              std::memcmp(want, wire.data() + wire.size() - kTagSize, kTagSize))
+        << "frame " << seq;
+    auto f = DecodeFrame(rx, wire);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->bulk, bulk);
+    EXPECT_EQ(
+        reinterpret_cast<uintptr_t>(f->bulk.data()) % BufferPool::kBufferAlign,
+        0u);
+  }
 }
 
 TEST(FrameTest, EmptyFrameRoundTrips) {
