@@ -283,6 +283,9 @@ Status ValidateMountOptions(const MountServiceOptions& o) {
   if (!kFrontierHoldMsRange.Contains(o.fs.frontier_hold.count()))
     return OutOfRange("--frontier-hold-ms", o.fs.frontier_hold.count(),
                       kFrontierHoldMsRange);
+  if (!kEntryTimeoutMsRange.Contains(o.fs.entry_timeout.count()))
+    return OutOfRange("--entry-timeout-ms", o.fs.entry_timeout.count(),
+                      kEntryTimeoutMsRange);
   const uint64_t cap_max = uint64_t(kMemoryCapMibRange.max) << 20;
   if (o.fs.memory_cap == 0 || o.fs.memory_cap > cap_max) {
     return OutOfRange("--memory-cap-mib",

@@ -54,6 +54,9 @@ inline constexpr OptionRange kUringReadWorkersRange{0, 64};
 // Idle flush of buffered partial stripes, and the frontier hold (ms).
 inline constexpr OptionRange kIdleFlushMsRange{1, 3'600'000};
 inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
+// How long the kernel keeps a name's entry without a LOOKUP (ms;
+// StripeFsOptions::entry_timeout).
+inline constexpr OptionRange kEntryTimeoutMsRange{0, 3'600'000};
 // Stripe buffer memory cap (MiB).
 inline constexpr OptionRange kMemoryCapMibRange{1, 1 << 20};
 // The mount's bdi max_ratio (percent).

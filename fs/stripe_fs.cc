@@ -277,7 +277,7 @@ fuse_entry_out StripeFs::MakeEntry(const InodeAttr& a) {
   fuse_entry_out e{};
   e.nodeid = a.ino;
   e.generation = a.generation;
-  SplitTimeout(options_.attr_timeout, &e.entry_valid, &e.entry_valid_nsec);
+  SplitTimeout(options_.entry_timeout, &e.entry_valid, &e.entry_valid_nsec);
   SplitTimeout(options_.attr_timeout, &e.attr_valid, &e.attr_valid_nsec);
   e.attr = ToAttr(a);
   return e;
@@ -988,7 +988,7 @@ void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
       if (a.ok()) {
         out.nodeid = a->ino;
         out.generation = a->generation;
-        SplitTimeout(options_.attr_timeout, &out.entry_valid,
+        SplitTimeout(options_.entry_timeout, &out.entry_valid,
                      &out.entry_valid_nsec);
         SplitTimeout(options_.attr_timeout, &out.attr_valid,
                      &out.attr_valid_nsec);

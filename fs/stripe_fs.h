@@ -26,7 +26,8 @@
 // fallocate); it is dropped at the last RELEASE once it holds nothing, so
 // reading creates none and the flusher walks only files being written.
 //
-// Kernel caching: entries and attributes are valid for `attr_timeout`. With the
+// Kernel caching: entries are valid for `entry_timeout`, attributes for
+// `attr_timeout` (1 s both by default). With the
 // writeback cache the kernel owns size and mtime while pages are dirty: WRITE
 // extends the file through the backend commit, SETATTR(size) truncates
 // (after flushing the file's buffered stripes), and GETATTR reports
@@ -79,8 +80,15 @@ struct StripeFsOptions {
   // buffer) and per file; 0 per mount: sends run inside the WRITE.
   size_t send_window = 16;
   size_t file_send_window = 8;
-  // Entry and attribute validity given to the kernel.
+  // Attribute validity given to the kernel.
   std::chrono::milliseconds attr_timeout{1000};
+  // Entry validity: how long the kernel may resolve a name to the inode we
+  // answered (a positive dentry) without a LOOKUP. Another client's unlink
+  // or rename of that name is not seen here for up to this long (the
+  // kernel's own file systems see it at once; NFS after its cache time).
+  // The LOOKUP after it expires costs a metadata call: an unlink of a file
+  // created more than this long ago pays one more call.
+  std::chrono::milliseconds entry_timeout{1000};
   bool purge_orphans_at_start = true;
   std::string mountpoint;  // for the stats only
 };

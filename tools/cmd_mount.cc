@@ -143,6 +143,7 @@ struct MountArgs {
   std::vector<std::string> options;  // -o
   int64_t idle_flush_ms = 2000;
   int64_t frontier_hold_ms = 30000;
+  int64_t entry_timeout_ms = 1000;
   int64_t memory_cap_mib = 256;
   std::string writeback_cache = "on";
   int dev_threads = 4;
@@ -203,6 +204,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.fs.coalesce = a.coalesce != "off";
   o.fs.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
   o.fs.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
+  o.fs.entry_timeout = std::chrono::milliseconds(a.entry_timeout_ms);
   o.fs.memory_cap = static_cast<uint64_t>(a.memory_cap_mib) << 20;
   o.fs.send_window = static_cast<size_t>(a.send_window);
   o.fs.file_send_window = static_cast<size_t>(a.file_send_window);
@@ -567,6 +569,11 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "but give the partial stripe at a file's write frontier this "
                   "long to be completed by its writer (default 30000)")
         ->check(InRange(fs::kFrontierHoldMsRange));
+    c->add_option("--entry-timeout-ms", a.entry_timeout_ms,
+                  "how long the kernel keeps a name without asking again "
+                  "(LOOKUP); another client's unlink or rename of it shows "
+                  "here after at most this (default 1000)")
+        ->check(InRange(fs::kEntryTimeoutMsRange));
     c->add_option("--memory-cap-mib", a.memory_cap_mib,
                   "total stripe buffer memory before the oldest are written "
                   "(default 256)")

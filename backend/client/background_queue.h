@@ -63,13 +63,21 @@ class BackgroundQueue {
   BackgroundQueue(const BackgroundQueue&) = delete;
   BackgroundQueue& operator=(const BackgroundQueue&) = delete;
 
-  // Queues `item`; blocks while `capacity` items wait.
+  // Queues `item`; blocks while `capacity` items wait. Wakes the worker
+  // only when it has something to do: the first item (it waits for one) or
+  // a half-full queue (ends its linger). A push in between would wake a
+  // lingering worker just to go back to sleep (one context switch per item:
+  // per unlink, for the orphan purger); nobody else waits for a push
+  // (blocked pushers wait for room, Drain for handled items).
   void Push(T item) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
     queue_.push_back(std::move(item));
     ++pushed_;
-    cv_.notify_all();
+    if (queue_.size() == 1 || queue_.size() * 2 >= capacity_) {
+      ++wakeups_;
+      cv_.notify_all();
+    }
   }
   // Returns once every item pushed before the call has been handled.
   void Drain() {
@@ -81,6 +89,11 @@ class BackgroundQueue {
     --draining_;
   }
   size_t capacity() const { return capacity_; }
+  // Pushes that woke the worker (the others joined a batch quietly).
+  uint64_t push_wakeups() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wakeups_;
+  }
   // Items waiting (not yet taken by the worker).
   size_t queued() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,6 +133,7 @@ class BackgroundQueue {
   std::deque<T> queue_;         // guarded by mu_
   uint64_t pushed_ = 0;         // items ever pushed; guarded by mu_
   uint64_t handled_ = 0;        // items ever handled; guarded by mu_
+  uint64_t wakeups_ = 0;        // pushes that notified; guarded by mu_
   bool stopping_ = false;       // guarded by mu_
   int draining_ = 0;            // Drain() calls waiting; guarded by mu_
   std::thread thread_;          // last: started after the fields above

@@ -100,7 +100,15 @@ void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
     if (!std::binary_search(stripes.begin(), stripes.end(), o, StripeLess))
       rest.push_back(o);
   }
-  if (!rest.empty()) p_.client->DeleteStripes(rest);
+  if (rest.empty()) return;
+  // The listing did not sync for them (ListOrphanStripes syncs only for the
+  // stripes it lists): the unlinks and this purge must be durable before
+  // chunks go on their strength. If the sync fails they are left to scrub.
+  if (Status sync = p_.meta->Sync(); !sync.ok()) {
+    p_.errors->fetch_add(1);
+    return;
+  }
+  p_.client->DeleteStripes(rest);
 }
 
 std::vector<ObsoleteStripe> OrphanPurger::PurgeMetadata(

@@ -4,16 +4,18 @@
 //
 // Order and crash safety: for the orphans queued together, the purger lists
 // their stripe maps with one ListOrphanStripes call, which also makes
-// metadata durable before it answers (the unlink that orphaned an inode may
-// have been acknowledged before its WAL sync, and must not be lost once its
-// chunks are gone); against a metad without it, GetAttr and GetStripes per
-// inode and then MetaService::Sync. It hands every committed stripe version
-// to the StripeClient's version collector (one DeleteChunkVersions per
-// server for the whole group; nothing for empty files), waits until those
-// deletes were attempted, and only then removes their metadata with one
-// PurgeInodes call (one metad commit for the group; per-inode PurgeInode
-// against a metad without it). So a group costs two metadata calls however
-// many inodes it holds. The orphan inode is the durable purge record:
+// metadata durable before it answers when it lists stripes (the unlink that
+// orphaned an inode may have been acknowledged before its WAL sync, and must
+// not be lost once its chunks are gone; a group of empty files needs no
+// sync: nothing is deleted); against a metad without it, GetAttr and
+// GetStripes per inode and then MetaService::Sync. Stripes that only the
+// purge returns (committed after the listing) go after a Sync. It hands every
+// committed stripe version to the StripeClient's version collector (one
+// DeleteChunkVersions per server for the whole group; nothing for empty files),
+// waits until those deletes were attempted, and only then removes their
+// metadata with one PurgeInodes call (one metad commit for the group; per-inode
+// PurgeInode against a metad without it). So a group costs two metadata calls
+// however many inodes it holds. The orphan inode is the durable purge record:
 // after a crash before that commit it is still in ListOrphans, and the next
 // mount queues it again (deleting absent chunks is OK), so no chunk leaks
 // for good. A chunk of a linked file is never deleted: an inode is skipped

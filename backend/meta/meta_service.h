@@ -168,9 +168,12 @@ class MetaService {
   // stripe order), ENOENT = gone, EBUSY = still linked, E2BIG = its stripes
   // would take the answer past kMaxOrphanStripes (none of them are returned:
   // list it with GetStripes), or the error reading that inode alone. When some
-  // inode is reported an orphan, every mutation acknowledged before the
-  // answer (its unlink included) is durable when the call returns, as after
-  // Sync(): the caller may delete the listed chunks at once. A non-OK Status
+  // orphan has stripes (listed, or E2BIG), every mutation acknowledged before
+  // the answer (its unlink included) is durable when the call returns, as
+  // after Sync(): the caller may delete those chunks at once. A group of
+  // orphans without stripes is not synced (nothing is deleted on its
+  // strength): a caller that deletes chunks it learns of later (PurgeInodes'
+  // `obsolete`) calls Sync() first. A non-OK Status
   // leaves *codes empty. EINVAL for more than kMaxInodesPerPurge inodes. A
   // service without it returns EOPNOTSUPP (the default); callers then use
   // GetAttr, GetStripes and Sync.

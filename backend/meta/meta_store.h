@@ -174,8 +174,8 @@ class MetaStore final : public MetaService {
   Status PurgeInodes(const std::vector<uint64_t>& inos,
                      std::vector<int32_t>* codes,
                      std::vector<ObsoleteStripe>* obsolete) override;
-  // One snapshot for the whole group; Sync() after it when an orphan was
-  // found.
+  // One snapshot for the whole group; Sync() after it when a listed orphan
+  // has stripes (or E2BIG), not for a group of empty files.
   Status ListOrphanStripes(const std::vector<uint64_t>& inos,
                            std::vector<int32_t>* codes,
                            std::vector<ObsoleteStripe>* stripes) override;

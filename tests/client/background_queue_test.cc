@@ -1,5 +1,6 @@
 // BackgroundQueue: batches in push order, the capacity bound (Push blocks
-// while full), Drain as a barrier, and the destructor handling what is left.
+// while full), Drain as a barrier, the destructor handling what is left, and
+// the linger: pushes that join a lingering batch do not wake the worker.
 #include "backend/client/background_queue.h"
 
 #include <gtest/gtest.h>
@@ -127,6 +128,45 @@ TEST(BackgroundQueueTest, DrainFromManyThreads) {
   }
   for (auto& t : producers) t.join();
   EXPECT_EQ(handled.load(), 400);
+}
+
+// Items pushed while the worker lingers join one batch without waking it:
+// only the first push notifies (a wake-up per item cost the orphan purger a
+// context switch per unlink).
+TEST(BackgroundQueueTest, PushesDuringLingerDoNotWakeTheWorker) {
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  BackgroundQueue<int> q(
+      100, 0,
+      [&](std::vector<int> b) {
+        std::lock_guard<std::mutex> lock(mu);
+        sizes.push_back(b.size());
+      },
+      std::chrono::seconds(60));
+  for (int i = 0; i < 20; ++i) q.Push(i);
+  EXPECT_EQ(q.push_wakeups(), 1u);
+  q.Drain();  // cuts the linger short
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(sizes, (std::vector<size_t>{20}));
+}
+
+// A half-full queue still ends the linger (without Drain): the push that
+// fills it to half notifies.
+TEST(BackgroundQueueTest, HalfFullQueueEndsTheLinger) {
+  std::promise<size_t> first;
+  std::atomic<bool> once{false};
+  BackgroundQueue<int> q(
+      10, 0,
+      [&](std::vector<int> b) {
+        if (!once.exchange(true)) first.set_value(b.size());
+      },
+      std::chrono::hours(1));
+  auto got = first.get_future();
+  for (int i = 0; i < 5; ++i) q.Push(i);
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "a half-full queue did not end the linger";
+  EXPECT_EQ(got.get(), 5u);
+  EXPECT_EQ(q.push_wakeups(), 2u);  // the first item and the fifth
 }
 
 }  // namespace

@@ -192,6 +192,59 @@ TEST_F(CreateCallsTest, OneMetadataCallPerCreateAndPerUnlink) {
   EXPECT_EQ(c.create_fallbacks.load(), 0u);
 }
 
+// The entry timeout (how long the kernel resolves a name without LOOKUP)
+// is its own option: 1 s by default like the attribute timeout, and given
+// to CREATE and LOOKUP replies as set, while attributes keep theirs.
+TEST_F(CreateCallsTest, EntryTimeoutIsItsOwnOption) {
+  const uint64_t dir = Dir("d", 0755, 0);
+  auto entry_of = [&](const std::string& name) {
+    std::string body;
+    CallsOf([&](fuse::Replier r) { fs_->Lookup(std::move(r), dir, name); }, 0,
+            &body);
+    fuse_entry_out e{};
+    EXPECT_EQ(body.size(), sizeof(e));
+    if (body.size() == sizeof(e)) std::memcpy(&e, body.data(), sizeof(e));
+    return e;
+  };
+  int calls = 0;
+  Create(dir, "f", &calls);
+  fuse_entry_out e = entry_of("f");
+  EXPECT_EQ(e.entry_valid, 1u);
+  EXPECT_EQ(e.entry_valid_nsec, 0u);
+  EXPECT_EQ(e.attr_valid, 1u);
+
+  fs_.reset();
+  StripeFsOptions fo;
+  fo.purge_orphans_at_start = false;
+  fo.entry_timeout = std::chrono::milliseconds(30500);
+  fs_ = std::make_unique<StripeFs>(&vol_->volume(), fo);
+  fuse::NegotiatedInit init;
+  init.flags = FUSE_DONT_MASK;
+  init.max_write = 1 << 20;
+  fs_->Init(init);
+  e = entry_of("f");
+  EXPECT_EQ(e.entry_valid, 30u);
+  EXPECT_EQ(e.entry_valid_nsec, 500000000u);
+  EXPECT_EQ(e.attr_valid, 1u);  // attributes: still the attribute timeout
+  EXPECT_EQ(e.attr_valid_nsec, 0u);
+  // CREATE's entry too.
+  fuse_create_in in{};
+  in.flags = O_WRONLY | O_CREAT;
+  in.mode = S_IFREG | 0644;
+  std::string body;
+  CallsOf([&](fuse::Replier r) { fs_->Create(std::move(r), dir, "g", in); }, 0,
+          &body);
+  ASSERT_GE(body.size(), sizeof(fuse_entry_out) + sizeof(fuse_open_out));
+  std::memcpy(&e, body.data(), sizeof(e));
+  EXPECT_EQ(e.entry_valid, 30u);
+  EXPECT_EQ(e.attr_valid, 1u);
+  fuse_open_out op{};
+  std::memcpy(&op, body.data() + sizeof(e), sizeof(op));
+  fuse_release_in rel{};
+  rel.fh = op.fh;
+  CallsOf([&](fuse::Replier r) { fs_->Release(std::move(r), e.nodeid, rel); });
+}
+
 TEST_F(CreateCallsTest, TimeFlushOfALinkedOrOpenFileIsStored) {
   const uint64_t dir = Dir("d", 0755, 0);
   int calls = 0;

@@ -684,6 +684,56 @@ TEST_P(MetaStoreTest, ListOrphanStripesListsAGroupInOneCall) {
   EXPECT_EQ(store_->ListOrphanStripes(huge, &codes, &got).code(), EINVAL);
 }
 
+// ListOrphanStripes makes the unlinks durable only when chunks will be
+// deleted on its answer: a group of empty orphans (no stripes) is not
+// synced, a group with a stripe is (and so is everything before it).
+TEST(MetaStoreOrphanStripes, SyncsOnlyWhenAnOrphanHasStripes) {
+  TempDir tmp;
+  MetaStoreOptions o;
+  o.namespace_sync_delay = std::chrono::hours(1);  // no background sync
+  auto s = Must(MetaStore::Create(tmp.sub("m"), {4, 2, 4096}, o));
+  std::vector<uint64_t> empty;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "e" + std::to_string(i);
+    empty.push_back(
+        Must(s->MkNode(kRootInode, name, S_IFREG | 0644, 0, 0, 0)).ino);
+    ASSERT_TRUE(s->Unlink(kRootInode, name).ok());
+  }
+  ASSERT_TRUE(s->Sync().ok());
+  uint64_t syncs = s->commit_stats().wal_syncs;
+  // A new empty orphan, unsynced: listing the group leaves it unsynced.
+  const uint64_t e3 =
+      Must(s->MkNode(kRootInode, "e3", S_IFREG | 0644, 0, 0, 0)).ino;
+  ASSERT_TRUE(s->Unlink(kRootInode, "e3").ok());
+  empty.push_back(e3);
+  std::vector<int32_t> codes;
+  std::vector<ObsoleteStripe> got;
+  ASSERT_TRUE(s->ListOrphanStripes(empty, &codes, &got).ok());
+  ASSERT_EQ(codes, std::vector<int32_t>(empty.size(), 0));
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs);
+  // The group purges without a sync either (nothing to delete).
+  std::vector<ObsoleteStripe> dropped;
+  ASSERT_TRUE(s->PurgeInodes(empty, &codes, &dropped).ok());
+  ASSERT_EQ(codes, std::vector<int32_t>(empty.size(), 0));
+  EXPECT_TRUE(dropped.empty());
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs);
+  // An orphan with a stripe among empty ones: one sync before the answer.
+  const uint64_t e4 =
+      Must(s->MkNode(kRootInode, "e4", S_IFREG | 0644, 0, 0, 0)).ino;
+  auto d = Must(s->MkNode(kRootInode, "d", S_IFREG | 0644, 0, 0, 0));
+  const uint64_t v = Must(s->AllocateVersions(1));
+  ASSERT_TRUE(s->CommitStripe(d.ino, {0, v, 0, 4096}, 0, 4096, nullptr).ok());
+  ASSERT_TRUE(s->Unlink(kRootInode, "e4").ok());
+  ASSERT_TRUE(s->Unlink(kRootInode, "d").ok());
+  syncs = s->commit_stats().wal_syncs;
+  got.clear();
+  ASSERT_TRUE(s->ListOrphanStripes({e4, d.ino}, &codes, &got).ok());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].version, v);
+  EXPECT_EQ(s->commit_stats().wal_syncs, syncs + 1);
+}
+
 // An answer holds at most kMaxOrphanStripes: an orphan whose stripes do
 // not fit is E2BIG with none of them listed, and the others still come.
 // RocksDB only: the bound is engine-independent code, and 65,536 stripe
