@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -58,6 +59,21 @@ struct ChunkStoreStats {
   uint64_t crc_errors = 0;  // reads that failed verification since start
   uint64_t writes = 0;
   uint64_t reads = 0;
+};
+
+// One chunk write of a batch (ChunkService::ApplyChunkOps): a whole new
+// version (kWrite: `bytes` is the chunk), a copy of `from_version`
+// (kClone), or a copy with [offset, offset + bytes.size()) replaced
+// (kPatch). `bytes` is borrowed for the duration of the call.
+struct ChunkWriteOp {
+  enum class Kind : uint32_t { kWrite = 0, kClone = 1, kPatch = 2 };
+  Kind kind = Kind::kWrite;
+  ChunkId id;
+  uint64_t from_version = 0;  // kClone, kPatch
+  uint64_t to_version = 0;
+  uint32_t length = 0;  // kClone, kPatch: the new version's length
+  uint32_t offset = 0;  // kPatch
+  std::span<const uint8_t> bytes;
 };
 
 class ChunkService {
@@ -185,6 +201,49 @@ class ChunkService {
     if (!data.ok()) return data.status();
     std::copy(bytes.begin(), bytes.end(), data->begin() + offset);
     return WriteChunk(id, to_version, *data);
+  }
+
+  // Runs one op of a batch through WriteChunk, CloneChunk or PatchChunk
+  // (EINVAL for an unknown kind).
+  Status ApplyChunkOp(const ChunkWriteOp& op) {
+    switch (op.kind) {
+      case ChunkWriteOp::Kind::kWrite:
+        return WriteChunk(op.id, op.to_version, op.bytes);
+      case ChunkWriteOp::Kind::kClone:
+        return CloneChunk(op.id, op.from_version, op.to_version, op.length);
+      case ChunkWriteOp::Kind::kPatch:
+        return PatchChunk(op.id, op.from_version, op.to_version, op.length,
+                          op.offset, op.bytes);
+    }
+    return Status::InvalidArgument(
+        "unknown chunk op kind " +
+        std::to_string(static_cast<uint32_t>(op.kind)));
+  }
+
+  // Carries out every op of `ops` (chunk writes of many stripes for one
+  // server, e.g. one fsync's wave) and returns one Status per op, in
+  // order; each op is durable when its Status is OK, and ops are
+  // independent (one failing does not undo or stop the others). Ops
+  // naming the same (id, to_version) twice are not allowed. The default
+  // runs the ops at the same time, at most kApplyChunkOpsThreads at once,
+  // so that a store's group commit takes them in as few sync rounds as it
+  // can; the RPC stub sends them in one request per frame's worth.
+  static constexpr size_t kApplyChunkOpsThreads = 32;
+  virtual std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) {
+    std::vector<Status> out(ops.size());
+    if (ops.size() == 1) {
+      out[0] = ApplyChunkOp(ops[0]);
+      return out;
+    }
+    for (size_t at = 0; at < ops.size(); at += kApplyChunkOpsThreads) {
+      const size_t end = std::min(ops.size(), at + kApplyChunkOpsThreads);
+      std::vector<std::thread> threads;
+      threads.reserve(end - at);
+      for (size_t i = at; i < end; ++i)
+        threads.emplace_back([&, i] { out[i] = ApplyChunkOp(ops[i]); });
+      for (auto& t : threads) t.join();
+    }
+    return out;
   }
 };
 

@@ -1,5 +1,8 @@
 #include "backend/client/chunk_fanout.h"
 
+#include <map>
+#include <string>
+
 #include "backend/client/stripe_geometry.h"
 
 namespace stripefs {
@@ -26,6 +29,11 @@ uint32_t ChunkFanout::Run(const ChunkLayout& layout,
     });
   }
   pool_->RunAll(std::move(tasks));
+  return Reduce(indices, errs, error);
+}
+
+uint32_t ChunkFanout::Reduce(const std::vector<int>& indices,
+                             const std::vector<Status>& errs, Status* error) {
   uint32_t failed = 0;
   bool transport_error = false;
   for (size_t j = 0; j < indices.size(); ++j) {
@@ -38,6 +46,45 @@ uint32_t ChunkFanout::Run(const ChunkLayout& layout,
   }
   if (transport_error) view_->RequestRefresh();
   return failed;
+}
+
+std::vector<Status> ChunkFanout::RunBatch(std::span<const BatchOp> ops) {
+  std::vector<Status> out(ops.size());
+  // The ops per server, in op order.
+  std::map<ChunkService*, std::vector<size_t>> by_server;
+  std::vector<std::function<void()>> tasks;
+  for (size_t j = 0; j < ops.size(); ++j) {
+    ChunkService* svc = ops[j].layout->Usable(ops[j].op.id.index, &out[j]);
+    if (svc == nullptr) continue;
+    if (ops[j].op.kind == ChunkWriteOp::Kind::kWrite) {
+      // A whole chunk: its own WriteChunk call, sent straight from the
+      // caller's buffer (a batch would copy it into one frame).
+      tasks.push_back(
+          [&ops, &out, svc, j] { out[j] = svc->ApplyChunkOp(ops[j].op); });
+      continue;
+    }
+    by_server[svc].push_back(j);
+  }
+  for (auto& entry : by_server) {
+    tasks.push_back([&ops, &out, &entry] {
+      ChunkService* svc = entry.first;
+      const std::vector<size_t>& mine = entry.second;
+      std::vector<ChunkWriteOp> batch;
+      batch.reserve(mine.size());
+      for (size_t j : mine) batch.push_back(ops[j].op);
+      std::vector<Status> got = svc->ApplyChunkOps(batch);
+      for (size_t n = 0; n < mine.size(); ++n) {
+        out[mine[n]] = n < got.size()
+                           ? std::move(got[n])
+                           : Status::IoError(
+                                 "chunk service answered " +
+                                 std::to_string(got.size()) + " statuses for " +
+                                 std::to_string(mine.size()) + " chunk ops");
+      }
+    });
+  }
+  pool_->RunAll(std::move(tasks));
+  return out;
 }
 
 uint32_t ChunkFanout::WriteChunks(

@@ -1,7 +1,10 @@
 // ChunkFanout: runs one operation on several chunks of a stripe in parallel
 // (one per chunk index, each on the server its ChunkLayout names) and
 // reduces the outcome to a mask of failed indices plus the most telling
-// error. Shared by the write path, deletion and repair.
+// error. Shared by the write path, deletion and repair. RunBatch sends the
+// chunk writes of many stripes as one ApplyChunkOps call per server (all
+// servers in parallel), so a server takes a whole wave of an fsync in one
+// request and one group commit.
 //
 // Ownership: borrows the ThreadPool, ClusterView and ClientCounters.
 // Thread-safety: all methods may be called concurrently. Calls block until
@@ -51,6 +54,24 @@ class ChunkFanout {
   // Deletes exactly `version` of the chunks whose index bit is in `mask`.
   void DeleteVersion(uint64_t ino, uint64_t stripe, uint64_t version,
                      const ChunkLayout& layout, uint32_t mask);
+
+  // One chunk write of a batch: `op` on chunk op.id.index of the stripe
+  // laid out by *layout (borrowed for the call).
+  struct BatchOp {
+    const ChunkLayout* layout = nullptr;
+    ChunkWriteOp op;
+  };
+  // Runs every op of `ops`: one ApplyChunkOps call per server for its
+  // patches and clones, one WriteChunk call per whole chunk (kWrite: sent
+  // from the caller's buffer, no copy into a batch frame), all in parallel.
+  // Returns one Status per op, in order (an op whose server is unusable gets
+  // that reason). Counts nothing: each stripe reduces its own ops with Reduce.
+  std::vector<Status> RunBatch(std::span<const BatchOp> ops);
+  // What Run does with the outcomes of its ops: the mask of the indices
+  // whose Status failed, counted as chunk write errors, the worst error
+  // kept in *error, a map refresh asked for after transport errors.
+  uint32_t Reduce(const std::vector<int>& indices,
+                  const std::vector<Status>& errs, Status* error);
 
   ThreadPool& pool() { return *pool_; }
 

@@ -181,21 +181,22 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   // New version: patched windows of the touched data and parity chunks,
   // the untouched data chunks carried over by CloneChunk, all at once (one
   // group commit per server, not a patch round and then a clone round).
-  if (p->before_send) p->before_send();
-  const ChunkId id{req.ino, req.stripe, 0};
-  std::vector<int> all;
-  for (uint32_t i = 0; i < k + m; ++i) all.push_back(static_cast<int>(i));
-  p->failed = p_.fanout->Run(
-      p->layout, all,
-      [&](ChunkService* svc, uint32_t i) {
-        const ChunkId c{id.inode, id.stripe, i};
-        if (i < k && !(plan.touched & ChunkBit(i)))
-          return svc->CloneChunk(c, p->base.version, p->version,
-                                 plan.chunk_len);
-        return svc->PatchChunk(c, p->base.version, p->version, plan.chunk_len,
-                               win[i].lo, window[i]);
-      },
-      write_error);
+  std::vector<ChunkWriteOp> ops(k + m);
+  for (uint32_t i = 0; i < k + m; ++i) {
+    ChunkWriteOp& op = ops[i];
+    op.id = {req.ino, req.stripe, i};
+    op.from_version = p->base.version;
+    op.to_version = p->version;
+    op.length = plan.chunk_len;
+    if (i < k && !(plan.touched & ChunkBit(i))) {
+      op.kind = ChunkWriteOp::Kind::kClone;
+    } else {
+      op.kind = ChunkWriteOp::Kind::kPatch;
+      op.offset = win[i].lo;
+      op.bytes = window[i];
+    }
+  }
+  p->failed = SendOps(p, std::move(ops), write_error);
   return Status::Ok();
 }
 
@@ -264,20 +265,33 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
   for (uint32_t q = 0; q < m; ++q)
     to_write.emplace_back(static_cast<int>(k + q),
                           std::span<const uint8_t>(pptr[q], len));
-  if (p->before_send) p->before_send();
-  p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version, p->layout,
-                                     to_write, write_error);
+  if (p->batch == nullptr) {
+    p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version,
+                                       p->layout, to_write, write_error);
+    return Status::Ok();
+  }
+  std::vector<ChunkWriteOp> ops;
+  for (const auto& [i, bytes] : to_write) {
+    ChunkWriteOp op;
+    op.kind = ChunkWriteOp::Kind::kWrite;
+    op.id = {req.ino, req.stripe, static_cast<uint32_t>(i)};
+    op.to_version = p->version;
+    op.bytes = bytes;
+    ops.push_back(op);
+  }
+  p->failed = SendOps(p, std::move(ops), write_error);
   return Status::Ok();
 }
 
 Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
                                     bool last_attempt, Prepared* out,
-                                    bool* retry,
-                                    std::function<void()> before_send) {
+                                    bool* retry, WaveBatch* batch,
+                                    size_t member) {
   *retry = false;
   *out = Prepared{};
   out->req = &req;
-  out->before_send = std::move(before_send);
+  out->batch = batch;
+  out->member = member;
   auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
   if (!cur.ok()) return cur.status();
   out->exists = !cur->empty();
@@ -392,30 +406,73 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
   return Status::Ok();
 }
 
-namespace {
-
-// Holds the stripes of a wave until every one has read what it needs, so
-// that their chunk writes reach the servers together (one group commit).
-// Each member arrives exactly once (ArriveOnce), also when it fails early.
-class SendBarrier {
+// The chunk writes of a wave's stripes: each member (one stripe, on its own
+// thread) hands in its ops once it has read what it needs (Send) or says it
+// sends nothing (Leave); the last member to arrive sends all of them, one
+// ApplyChunkOps call per server (ChunkFanout::RunBatch), and every member
+// gets its own ops' statuses back. Each member arrives exactly once.
+class StripeWriteExecutor::WaveBatch {
  public:
-  explicit SendBarrier(size_t members) : waiting_(members) {}
-  void Arrive() {
+  WaveBatch(ChunkFanout* fanout, size_t members)
+      : fanout_(fanout), waiting_(members), arrived_(members, 0) {}
+
+  std::vector<Status> Send(size_t member, const ChunkLayout& layout,
+                           std::vector<ChunkWriteOp> ops) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (--waiting_ == 0) {
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return waiting_ == 0; });
+    const size_t first = ops_.size();
+    for (ChunkWriteOp& op : ops) ops_.push_back({&layout, op});
+    Arrive(member, &lock);
+    return std::vector<Status>(
+        results_.begin() + static_cast<ptrdiff_t>(first),
+        results_.begin() + static_cast<ptrdiff_t>(first + ops.size()));
+  }
+  void Leave(size_t member) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!arrived_[member]) Arrive(member, &lock);
   }
 
  private:
+  void Arrive(size_t member, std::unique_lock<std::mutex>* lock) {
+    arrived_[member] = 1;
+    if (--waiting_ == 0) {
+      // Everyone is in: no one touches ops_ any more.
+      lock->unlock();
+      std::vector<Status> results = fanout_->RunBatch(ops_);
+      lock->lock();
+      results_ = std::move(results);
+      sent_ = true;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(*lock, [&] { return sent_; });
+  }
+
+  ChunkFanout* const fanout_;
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t waiting_;
+  size_t waiting_;                         // guarded by mu_
+  std::vector<char> arrived_;              // guarded by mu_
+  std::vector<ChunkFanout::BatchOp> ops_;  // guarded by mu_ until sent
+  std::vector<Status> results_;            // set once sent_
+  bool sent_ = false;                      // guarded by mu_
 };
 
-}  // namespace
+uint32_t StripeWriteExecutor::SendOps(Prepared* p,
+                                      std::vector<ChunkWriteOp> ops,
+                                      Status* error) {
+  std::vector<int> indices;
+  for (const ChunkWriteOp& op : ops)
+    indices.push_back(static_cast<int>(op.id.index));
+  std::vector<Status> errs;
+  if (p->batch != nullptr) {
+    errs = p->batch->Send(p->member, p->layout, std::move(ops));
+  } else {
+    std::vector<ChunkFanout::BatchOp> batch;
+    for (const ChunkWriteOp& op : ops) batch.push_back({&p->layout, op});
+    errs = p_.fanout->RunBatch(batch);
+  }
+  return p_.fanout->Reduce(indices, errs, error);
+}
 
 void StripeWriteExecutor::PrepareWave(
     const std::vector<StripeWriteRequest>& reqs, size_t begin, size_t end,
@@ -423,22 +480,18 @@ void StripeWriteExecutor::PrepareWave(
     std::vector<char>* retry) {
   // One thread per stripe of the wave (not a shared pool: members wait for
   // each other, so all of them must run at once). Every stripe reads first;
-  // then all write their chunks at once, so each chunk server's group commit
-  // covers the whole wave with one data and one index sync.
-  SendBarrier barrier(end - begin);
+  // then the last to be ready sends all their chunk writes, one request
+  // per chunk server, so each server's group commit covers the whole wave
+  // with one data and one index sync.
+  WaveBatch batch(p_.fanout, end - begin);
   std::vector<std::thread> threads;
   for (size_t j = begin; j < end; ++j) {
     threads.emplace_back([&, j] {
-      bool arrived = false;
-      auto arrive = [&] {
-        if (!arrived) barrier.Arrive();
-        arrived = true;
-      };
       bool again = false;
       (*made)[j] = Prepare(reqs[j], /*last_attempt=*/false, &(*prepared)[j],
-                           &again, arrive);
+                           &again, &batch, j - begin);
       (*retry)[j] = again;
-      arrive();  // failed, skipped or retried before sending
+      batch.Leave(j - begin);  // failed, skipped or retried before sending
     });
   }
   for (auto& t : threads) t.join();
@@ -463,9 +516,22 @@ Status StripeWriteExecutor::WriteMany(
     std::vector<Status> made(reqs.size());
     std::vector<char> retry(reqs.size(), 0);
     const size_t wave = std::max<size_t>(options_.parallel_stripes, 1);
-    for (size_t first = 0; first < reqs.size(); first += wave) {
-      PrepareWave(reqs, first, std::min(reqs.size(), first + wave), &prepared,
-                  &made, &retry);
+    for (size_t first = 0; first < reqs.size();) {
+      // A wave: at least one stripe, then while stripes and bytes fit.
+      auto new_bytes = [&](size_t j) {
+        uint64_t n = 0;
+        for (const StripeRange& r : reqs[j].ranges) n += r.end - r.begin;
+        return n;
+      };
+      size_t last = first + 1;
+      uint64_t bytes = new_bytes(first);
+      while (last < reqs.size() && last - first < wave &&
+             bytes + new_bytes(last) <= options_.wave_bytes) {
+        bytes += new_bytes(last);
+        ++last;
+      }
+      PrepareWave(reqs, first, last, &prepared, &made, &retry);
+      first = last;
     }
     Status failed;
     for (const Status& st : made)

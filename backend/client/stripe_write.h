@@ -96,7 +96,13 @@ struct StripeWriteOptions {
   int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
   bool parity_delta = true;      // allow kDelta plans
   uint32_t version_batch = 256;  // versions reserved per metadata call
-  size_t parallel_stripes = 16;  // WriteMany: stripes prepared at once
+  // WriteMany works in waves: up to parallel_stripes stripes whose new
+  // bytes add up to at most wave_bytes (at least one stripe) are prepared
+  // at once and their chunk writes sent together, one ApplyChunkOps
+  // request per server (so an fsync of 64 stripes of small writes is one
+  // read round and one write round).
+  size_t parallel_stripes = 64;
+  uint64_t wave_bytes = uint64_t{16} << 20;
 };
 
 // Carries out write plans. A full stripe is encoded in place: the data
@@ -132,14 +138,18 @@ class StripeWriteExecutor {
   // One stripe: one version, one commit. Durable when OK.
   Status Write(const StripeWriteRequest& req);
   // Several stripes of one file (distinct stripes): each gets one version,
-  // made for all stripes at once (up to parallel_stripes in parallel, so
-  // the chunk servers group-commit them together), and all are committed
+  // made for all stripes at once (in waves, see StripeWriteOptions: the
+  // stripes of a wave read in parallel, then their chunk writes go out as
+  // one ApplyChunkOps request per server, which group-commits them
+  // together; per-op results map back to each stripe, so up to m failed
+  // chunk writes still commit a stripe degraded), and all are committed
   // by one CommitStripes call (one metadata commit). If one stripe fails,
   // none commits. Stripes whose batch commit loses a CAS race are redone
   // one by one.
   Status WriteMany(const std::vector<StripeWriteRequest>& reqs);
 
  private:
+  class WaveBatch;
   // A stripe whose new version's chunks are written, not yet committed.
   struct Prepared {
     const StripeWriteRequest* req = nullptr;
@@ -150,14 +160,19 @@ class StripeWriteExecutor {
     ChunkLayout layout;
     uint64_t version = 0;
     uint32_t failed = 0;  // chunk writes that failed (<= m)
-    // Called once the chunks are made, right before they are sent.
-    std::function<void()> before_send;
+    // WriteMany: the wave this stripe's chunk writes join (member
+    // `member`); null: sent on their own.
+    WaveBatch* batch = nullptr;
+    size_t member = 0;
   };
   // Writes the chunks of a new version of req's stripe (stripe lock held).
   // *retry: start over (base moved on or map changed); else !ok = give up.
   Status Prepare(const StripeWriteRequest& req, bool last_attempt,
-                 Prepared* out, bool* retry,
-                 std::function<void()> before_send = nullptr);
+                 Prepared* out, bool* retry, WaveBatch* batch = nullptr,
+                 size_t member = 0);
+  // Sends p's chunk ops (one per chunk index; through p->batch when set)
+  // and returns the mask of those that failed, the worst error in *error.
+  uint32_t SendOps(Prepared* p, std::vector<ChunkWriteOp> ops, Status* error);
   // WriteMany: prepares reqs[begin, end) at once, their chunk writes sent
   // together once every one of them is ready to send.
   void PrepareWave(const std::vector<StripeWriteRequest>& reqs, size_t begin,

@@ -151,6 +151,75 @@ Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
       client_, {id, from_version, to_version, length, offset}, &resp, bytes);
 }
 
+std::vector<Status> RemoteChunkService::ApplyChunkOps(
+    std::span<const ChunkWriteOp> ops) {
+  std::vector<Status> out(ops.size());
+  // One op: its own message (no copy of its bytes into a batch frame).
+  if (ops.size() == 1) {
+    out[0] = ApplyChunkOp(ops[0]);
+    return out;
+  }
+  size_t at = 0;
+  while (at < ops.size()) {
+    // The next request: as many ops as fit (at least one).
+    size_t end = at;
+    uint64_t bulk_size = 0;
+    while (end < ops.size() && end - at < kMaxChunkOpsPerRequest &&
+           (end == at || bulk_size + ops[end].bytes.size() <= kMaxBulk)) {
+      bulk_size += ops[end].bytes.size();
+      ++end;
+    }
+    if (bulk_size > kMaxBulk) {  // one op alone is too big
+      out[at] = Status::InvalidArgument(
+          "chunk op of " + std::to_string(bulk_size) +
+          " bytes exceeds the wire limit of " + std::to_string(kMaxBulk));
+      at = end;
+      continue;
+    }
+    std::vector<ChunkOpHeader> headers;
+    headers.reserve(end - at);
+    std::vector<uint8_t> bulk;
+    bulk.reserve(bulk_size);
+    for (size_t i = at; i < end; ++i) {
+      const ChunkWriteOp& op = ops[i];
+      headers.push_back({static_cast<uint32_t>(op.kind), op.id, op.from_version,
+                         op.to_version, op.length, op.offset,
+                         static_cast<uint32_t>(op.bytes.size())});
+      bulk.insert(bulk.end(), op.bytes.begin(), op.bytes.end());
+    }
+    Msg<MsgType::kApplyChunkOps>::Response resp;
+    Status st = CallTyped<MsgType::kApplyChunkOps>(
+        client_, {std::move(headers)}, &resp, bulk);
+    const auto& codes = std::get<0>(resp);
+    const auto& messages = std::get<1>(resp);
+    if (st.code() == EOPNOTSUPP) {
+      // An older chunkd: the message is unknown there.
+      auto one_by_one = ChunkService::ApplyChunkOps(ops.subspan(at, end - at));
+      std::move(one_by_one.begin(), one_by_one.end(), out.begin() + at);
+    } else if (!st.ok()) {
+      for (size_t i = at; i < end; ++i) out[i] = st;
+    } else if (codes.size() != end - at || messages.size() != end - at) {
+      const Status bad(EPROTO, "chunkd at " + client_.address() + " answered " +
+                                   std::to_string(codes.size()) +
+                                   " statuses for " + std::to_string(end - at) +
+                                   " chunk ops");
+      for (size_t i = at; i < end; ++i) out[i] = bad;
+    } else {
+      for (size_t i = at; i < end; ++i) {
+        const int32_t code = codes[i - at];
+        if (code == 0) continue;
+        out[i] = code > 0 && code < 4096
+                     ? Status(code, messages[i - at])
+                     : Status(EPROTO, "chunkd at " + client_.address() +
+                                          " answered error code " +
+                                          std::to_string(code));
+      }
+    }
+    at = end;
+  }
+  return out;
+}
+
 // ---- server
 // -------------------------------------------------------------------
 
@@ -238,6 +307,45 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply,
             [&](auto&, auto& id, auto from, auto to, auto length, auto offset) {
               return s.PatchChunk(id, from, to, length, offset, bulk);
+            });
+      case MsgType::kApplyChunkOps:
+        return ServeTyped<MsgType::kApplyChunkOps>(
+            p, reply, [&](auto& out, auto& headers) -> Status {
+              // Each op's bytes are the next `size` bytes of the bulk.
+              std::vector<ChunkWriteOp> ops;
+              ops.reserve(headers.size());
+              uint64_t used = 0;
+              for (const ChunkOpHeader& h : headers) {
+                if (h.kind > static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
+                  return Status(EPROTO, "unknown chunk op kind " +
+                                            std::to_string(h.kind));
+                if (h.size > bulk.size() - used)
+                  return Status(EPROTO, "chunk ops name more bytes than the " +
+                                            std::to_string(bulk.size()) +
+                                            " the request carries");
+                ChunkWriteOp op;
+                op.kind = static_cast<ChunkWriteOp::Kind>(h.kind);
+                op.id = h.id;
+                op.from_version = h.from_version;
+                op.to_version = h.to_version;
+                op.length = h.length;
+                op.offset = h.offset;
+                op.bytes = std::span<const uint8_t>(bulk).subspan(used, h.size);
+                used += h.size;
+                ops.push_back(op);
+              }
+              if (used != bulk.size())
+                return Status(EPROTO, "chunk ops name " + std::to_string(used) +
+                                          " bytes, the request carries " +
+                                          std::to_string(bulk.size()));
+              std::vector<Status> results = s.ApplyChunkOps(ops);
+              auto& codes = std::get<0>(out);
+              auto& messages = std::get<1>(out);
+              for (const Status& r : results) {
+                codes.push_back(r.ok() ? 0 : r.code());
+                messages.push_back(r.ok() ? std::string() : r.message());
+              }
+              return Status::Ok();
             });
       default:
         break;

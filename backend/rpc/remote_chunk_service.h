@@ -66,6 +66,13 @@ class RemoteChunkService final : public ChunkService {
                     std::span<const uint8_t> bytes) override;
   Status CloneChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length) override;
+  // One ApplyChunkOps request (ops and their bytes in one frame) per
+  // kMaxChunkOpsPerRequest ops or kMaxBulk bytes; the chunkd runs them in
+  // one go and answers a Status per op. A transport error fails every op
+  // of that request; a chunkd that does not know the message gets the ops
+  // one by one (PatchChunk, CloneChunk, WriteChunk calls, in parallel). A
+  // single op goes as its own message (PatchChunk ...), as before batches.
+  std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) override;
 
  private:
   RpcClient client_;

@@ -187,6 +187,21 @@ bool Get(Decoder& d, ChunkVersion* v) {
   return Get(d, &v->id) && d.U64(&v->version);
 }
 
+void Put(Encoder& e, const ChunkOpHeader& v) {
+  e.U32(v.kind);
+  Put(e, v.id);
+  e.U64(v.from_version);
+  e.U64(v.to_version);
+  e.U32(v.length);
+  e.U32(v.offset);
+  e.U32(v.size);
+}
+bool Get(Decoder& d, ChunkOpHeader* v) {
+  return d.U32(&v->kind) && Get(d, &v->id) && d.U64(&v->from_version) &&
+         d.U64(&v->to_version) && d.U32(&v->length) && d.U32(&v->offset) &&
+         d.U32(&v->size);
+}
+
 void Put(Encoder& e, const ChunkInfo& v) {
   Put(e, v.id);
   e.U64(v.version);

@@ -76,7 +76,8 @@ namespace stripefs::rpc {
   X(ListClients, 76, true)         \
   X(ListOrphanStripes, 77, true)   \
   X(CreateEntry, 78, false)        \
-  X(UnlinkEntry, 79, false)
+  X(UnlinkEntry, 79, false)        \
+  X(ApplyChunkOps, 80, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -89,6 +90,19 @@ const char* MsgTypeName(uint16_t type);
 bool MsgTypeIdempotent(uint16_t type);
 // Every known type, in numeric order.
 const std::vector<MsgType>& AllMsgTypes();
+
+// One op of an ApplyChunkOps request (ChunkWriteOp without its bytes): the
+// op's bytes are the next `size` bytes of the frame's bulk section, in op
+// order. `kind` is ChunkWriteOp::Kind's number (checked by the server).
+struct ChunkOpHeader {
+  uint32_t kind = 0;
+  ChunkId id;
+  uint64_t from_version = 0;
+  uint64_t to_version = 0;
+  uint32_t length = 0;
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
 
 // ---- value codecs -----------------------------------------------------------
 void Put(Encoder& e, const Geometry& v);
@@ -106,6 +120,7 @@ void Put(Encoder& e, const FsStats& v);
 void Put(Encoder& e, const StripeRef& v);
 void Put(Encoder& e, const ChunkId& v);
 void Put(Encoder& e, const ChunkVersion& v);
+void Put(Encoder& e, const ChunkOpHeader& v);
 void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
 void Put(Encoder& e, const RepairReport& v);
@@ -125,6 +140,7 @@ bool Get(Decoder& d, FsStats* v);
 bool Get(Decoder& d, StripeRef* v);
 bool Get(Decoder& d, ChunkId* v);
 bool Get(Decoder& d, ChunkVersion* v);
+bool Get(Decoder& d, ChunkOpHeader* v);
 bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
 bool Get(Decoder& d, RepairReport* v);
@@ -271,6 +287,8 @@ struct Msg<MsgType::kPatchChunk>
 template <>
 struct Msg<MsgType::kDeleteChunkVersions> : MsgDef<Tup<std::vector<ChunkVersion>>, Tup<>> {};
 template <>
+struct Msg<MsgType::kApplyChunkOps> : MsgDef<Tup<std::vector<ChunkOpHeader>>, Tup<std::vector<int32_t>, std::vector<Str>>> {};  // ops + bulk: their bytes -> per-op errno (0 = OK), message
+template <>
 struct Msg<MsgType::kClientHeartbeat> : MsgDef<Tup<ClientRecord>, Tup<>> {};  // client_table.h
 template <>
 struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>> {};
@@ -278,6 +296,10 @@ struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>
 // Entries per DeleteChunkVersions frame (28 bytes each: far below
 // kMaxPayload; the client splits longer lists).
 inline constexpr size_t kMaxChunkVersionsPerDelete = 8192;
+// Ops per ApplyChunkOps frame (40 bytes each, plus up to ~100 bytes of
+// status message each in the response: far below kMaxPayload); their bytes
+// together at most kMaxBulk. The client splits larger batches.
+inline constexpr size_t kMaxChunkOpsPerRequest = 4096;
 // clang-format off
 // clang-format on
 

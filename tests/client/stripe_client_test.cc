@@ -637,6 +637,70 @@ TEST_F(StripeClientTest, WriteStripesMakesEveryStripeBeforeOneCommit) {
   EXPECT_EQ(StoredChunks(), 8u * 6u);  // one version per stripe is left
 }
 
+// An fsync's stripes go out as one ApplyChunkOps request per server; a
+// failed op of that batch counts against its own stripe only: up to m
+// commit that stripe degraded, more fail the whole WriteStripes and
+// nothing commits.
+TEST_F(StripeClientTest, WriteStripesBatchesPerServerAndMapsPerOpFailures) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(8 * S(), 9);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<StripeWriteRequest> reqs(8);
+  for (uint64_t s = 0; s < 8; ++s) bufs.push_back(RandomBytes(S(), 40 + s));
+  for (uint64_t s = 0; s < 8; ++s) {
+    reqs[s].ino = ino;
+    reqs[s].stripe = s;
+    reqs[s].bytes = bufs[s];
+    reqs[s].ranges = {{10, 20}, {4096 + 5, 4096 + 50}};
+    reqs[s].min_file_size = 8 * S();
+  }
+  // Stripe 3's chunk 1 fails on its server (ENOSPC there), nothing else.
+  const uint32_t bad_server = ServersOf(ino, 3)[1];
+  faults_[bad_server]->write_fault = [ino](const ChunkId& id) {
+    return id.inode == ino && id.stripe == 3 && id.index == 1
+               ? Status::NoSpace("injected: this chunk's disk is full")
+               : Status::Ok();
+  };
+  std::vector<int> batches;
+  for (auto* f : faults_) batches.push_back(f->op_batches);
+  const int commits = counting_->commit_calls;
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    // Every server holds a chunk of each stripe: one request each.
+    EXPECT_EQ(faults_[i]->op_batches - batches[i], 1) << "server " << i;
+  }
+  for (uint64_t s = 0; s < 8; ++s) {
+    auto sv = meta().GetStripes(ino, s, 1);
+    ASSERT_TRUE(sv.ok());
+    EXPECT_EQ(sv->front().missing_mask, s == 3 ? ChunkBit(1) : 0u)
+        << "stripe " << s;
+    ApplyRanges(&model, s * S(), bufs[s], reqs[s].ranges);
+  }
+  EXPECT_EQ(ReadAll(ino), model);
+
+  // Three of stripe 5's chunks fail: more than m, so none of the eight
+  // commits and the data stays as it was.
+  for (auto* f : faults_) f->write_fault = nullptr;
+  std::vector<uint32_t> five = ServersOf(ino, 5);
+  for (uint32_t idx : {0u, 2u, 4u}) {
+    faults_[five[idx]]->write_fault = [ino, idx](const ChunkId& id) {
+      return id.inode == ino && id.stripe == 5 && id.index == idx
+                 ? Status::IoError("injected: chunk write failed")
+                 : Status::Ok();
+    };
+  }
+  for (uint64_t s = 0; s < 8; ++s) bufs[s] = RandomBytes(S(), 60 + s);
+  for (uint64_t s = 0; s < 8; ++s) reqs[s].bytes = bufs[s];
+  const int commits2 = counting_->commit_calls;
+  EXPECT_EQ(client().WriteStripes(reqs).code(), EIO);
+  EXPECT_EQ(counting_->commit_calls - commits2, 0);
+  for (auto* f : faults_) f->write_fault = nullptr;
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
 TEST_F(StripeClientTest, BadRangesAreRejectedAndNothingIsCommitted) {
   const uint64_t ino = NewFile("f");
   auto buf = RandomBytes(S(), 6);

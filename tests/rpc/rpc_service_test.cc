@@ -392,6 +392,7 @@ class ChunkRpcTest : public ::testing::Test {
   MemoryChunkService store_;
   std::shared_ptr<const ClusterKey> key_;
   std::unique_ptr<ChunkServiceServer> handler_;
+  std::unique_ptr<RpcHandler> other_handler_;  // outlives server_
   std::unique_ptr<RpcServer> server_;
   std::unique_ptr<RemoteChunkService> remote_;
 };
@@ -467,6 +468,112 @@ TEST_F(ChunkRpcTest, EveryMethodRoundTrips) {
   auto ping = remote_->Ping();
   ASSERT_TRUE(ping.ok());
   EXPECT_EQ(*ping, "chunkd");
+}
+
+// A batch of chunk writes in one request: each op gets its own Status, in
+// order; a failing op does not stop or undo the others.
+TEST_F(ChunkRpcTest, ApplyChunkOpsAnswersPerOp) {
+  ChunkService& c = *remote_;
+  const ChunkId a{40, 1, 0}, b{40, 2, 5};
+  ASSERT_TRUE(c.WriteChunk(a, 1, Data(100, 1)).ok());
+  ASSERT_TRUE(c.WriteChunk(b, 1, Data(64, 2)).ok());
+  const auto patch = Data(10, 3), whole = Data(50, 4);
+  std::vector<ChunkWriteOp> ops(5);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, a, 1, 2, 100, 20, patch};
+  ops[1] = {ChunkWriteOp::Kind::kClone, b, 1, 2, 64, 0, {}};
+  ops[2] = {ChunkWriteOp::Kind::kPatch, b, 7, 3, 64, 0, patch};  // no v7
+  ops[3] = {ChunkWriteOp::Kind::kWrite, {40, 3, 1}, 0, 2, 0, 0, whole};
+  ops[4] = {ChunkWriteOp::Kind::kPatch, a, 1, 4, 100, 95, patch};  // past end
+  const std::vector<Status> got = c.ApplyChunkOps(ops);
+  ASSERT_EQ(got.size(), ops.size());
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_TRUE(got[1].ok()) << got[1].ToString();
+  EXPECT_EQ(got[2].code(), ENOENT) << got[2].ToString();
+  EXPECT_FALSE(got[2].message().empty());
+  EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+  EXPECT_EQ(got[4].code(), EINVAL) << got[4].ToString();
+  auto want = Data(100, 1);
+  std::copy(patch.begin(), patch.end(), want.begin() + 20);
+  EXPECT_EQ(*c.ReadChunk(a, 2, 0, 100), want);
+  EXPECT_EQ(*c.ReadChunk(b, 2, 0, 64), Data(64, 2));
+  EXPECT_EQ(c.ReadChunk(b, 3, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(*c.ReadChunk({40, 3, 1}, 2, 0, 50), whole);
+  EXPECT_EQ(c.ReadChunk(a, 4, 0, 1).status().code(), ENOENT);
+}
+
+// Requests whose op list and bulk disagree, or that name an unknown op
+// kind, are refused whole (EPROTO), never read past the bulk.
+TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
+  const ChunkId a{41, 1, 0};
+  ASSERT_TRUE(remote_->WriteChunk(a, 1, Data(100, 1)).ok());
+  auto call = [&](std::vector<ChunkOpHeader> headers,
+                  std::vector<uint8_t> bulk) {
+    Msg<MsgType::kApplyChunkOps>::Response resp;
+    return CallTyped<MsgType::kApplyChunkOps>(
+        remote_->client(), {std::move(headers)}, &resp, bulk);
+  };
+  const ChunkOpHeader patch{2, a, 1, 2, 100, 0, 10};
+  EXPECT_EQ(call({patch}, Data(9, 1)).code(), EPROTO);   // bulk too short
+  EXPECT_EQ(call({patch}, Data(11, 1)).code(), EPROTO);  // bytes left over
+  ChunkOpHeader huge = patch;
+  huge.size = UINT32_MAX;
+  EXPECT_EQ(call({patch, huge}, Data(10, 1)).code(), EPROTO);
+  ChunkOpHeader odd = patch;
+  odd.kind = 3;
+  EXPECT_EQ(call({odd}, Data(10, 1)).code(), EPROTO);
+  EXPECT_EQ(remote_->ReadChunk(a, 2, 0, 1).status().code(), ENOENT);
+  ASSERT_TRUE(call({patch}, Data(10, 1)).ok());
+  EXPECT_TRUE(remote_->ReadChunk(a, 2, 0, 100).ok());
+}
+
+// A chunkd from before ApplyChunkOps answers EOPNOTSUPP: the stub then
+// sends the ops one by one, with the same per-op results.
+class OldChunkServer final : public RpcHandler {
+ public:
+  explicit OldChunkServer(ChunkService* s) : inner_(s) {}
+  std::string Role() const override { return "chunkd"; }
+  void Handle(uint16_t type, std::span<const uint8_t> payload,
+              std::vector<uint8_t>& bulk, RpcReply* reply) override {
+    if (type == static_cast<uint16_t>(MsgType::kApplyChunkOps)) {
+      ++refused;
+      reply->payload = EncodeErrorResponse(Status::NotSupported("old chunkd"));
+      return;
+    }
+    inner_.Handle(type, payload, bulk, reply);
+  }
+  std::atomic<int> refused{0};
+
+ private:
+  ChunkServiceServer inner_;
+};
+
+TEST_F(ChunkRpcTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
+  server_->Stop();
+  auto* old = new OldChunkServer(&store_);
+  other_handler_.reset(old);
+  auto s = RpcServer::Start(Quiet(), key_, old);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  server_ = std::move(s).value();
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  o.call_timeout = std::chrono::milliseconds(5000);
+  RemoteChunkService c(server_->address(), key_, o);
+  const ChunkId a{42, 1, 0};
+  ASSERT_TRUE(c.WriteChunk(a, 1, Data(100, 1)).ok());
+  const auto patch = Data(10, 3);
+  std::vector<ChunkWriteOp> ops(3);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, a, 1, 2, 100, 0, patch};
+  ops[1] = {ChunkWriteOp::Kind::kClone, a, 9, 3, 100, 0, {}};  // no v9
+  ops[2] = {ChunkWriteOp::Kind::kClone, a, 1, 4, 100, 0, {}};
+  const std::vector<Status> got = c.ApplyChunkOps(ops);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_GE(old->refused.load(), 1);
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), ENOENT) << got[1].ToString();
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  auto want = Data(100, 1);
+  std::copy(patch.begin(), patch.end(), want.begin());
+  EXPECT_EQ(*c.ReadChunk(a, 2, 0, 100), want);
+  EXPECT_EQ(*c.ReadChunk(a, 4, 0, 100), Data(100, 1));
 }
 
 TEST_F(ChunkRpcTest, ErrorsComeBackAsTheSameStatus) {

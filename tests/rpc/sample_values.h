@@ -55,6 +55,10 @@ struct Sampler {
   void Fill(StripeRef& v) { Fill(v.inode), Fill(v.sv); }
   void Fill(ChunkId& v) { Fill(v.inode), Fill(v.stripe), Fill(v.index); }
   void Fill(ChunkVersion& v) { Fill(v.id), Fill(v.version); }
+  void Fill(rpc::ChunkOpHeader& v) {
+    Fill(v.kind), Fill(v.id), Fill(v.from_version), Fill(v.to_version);
+    Fill(v.length), Fill(v.offset), Fill(v.size);
+  }
   void Fill(ChunkInfo& v) {
     Fill(v.id), Fill(v.version), Fill(v.length), Fill(v.crc32c);
   }

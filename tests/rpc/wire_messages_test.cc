@@ -113,8 +113,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
   }
   // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73),
   // SyncMetadata (74), ClientHeartbeat (75), ListClients (76),
-  // ListOrphanStripes (77), CreateEntry (78) and UnlinkEntry (79).
-  EXPECT_EQ(AllMsgTypes().size(), 47u);
+  // ListOrphanStripes (77), CreateEntry (78), UnlinkEntry (79) and
+  // ApplyChunkOps (80).
+  EXPECT_EQ(AllMsgTypes().size(), 48u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 

@@ -17,6 +17,11 @@ class FaultInjectingChunkService : public ChunkService {
   std::atomic<bool> fail_writes{false};
   std::atomic<int> writes{0};  // WriteChunk calls (patches and clones too)
   std::atomic<int> version_deletes{0};  // DeleteChunkVersion calls
+  std::atomic<int> op_batches{0};       // ApplyChunkOps calls
+  std::atomic<int> batched_ops{0};      // ops in them
+  // When set (before the wrapper is used): a write of a chunk for which it
+  // returns an error fails with that error (the others go through).
+  std::function<Status(const ChunkId&)> write_fault;
   // Run at the start of every ReadChunk / DeleteChunkVersion (set before
   // the wrapper is used).
   std::function<void()> before_read;
@@ -26,8 +31,16 @@ class FaultInjectingChunkService : public ChunkService {
                     std::span<const uint8_t> data) override {
     if (down) return Status::Unavailable("injected: server down");
     if (fail_writes) return Status::NoSpace("injected: disk full");
+    if (write_fault) STRIPEFS_RETURN_IF_ERROR(write_fault(id));
     ++writes;
     return inner_->WriteChunk(id, version, data);
+  }
+  // Counted, then the default: each op through this wrapper's methods.
+  std::vector<Status> ApplyChunkOps(
+      std::span<const ChunkWriteOp> ops) override {
+    ++op_batches;
+    batched_ops += static_cast<int>(ops.size());
+    return ChunkService::ApplyChunkOps(ops);
   }
   Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
                                          uint32_t offset,
