@@ -533,7 +533,7 @@ class OldChunkServer final : public RpcHandler {
   explicit OldChunkServer(ChunkService* s) : inner_(s) {}
   std::string Role() const override { return "chunkd"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
-              std::vector<uint8_t>& bulk, RpcReply* reply) override {
+              AlignedBytes& bulk, RpcReply* reply) override {
     if (type == static_cast<uint16_t>(MsgType::kApplyChunkOps)) {
       ++refused;
       reply->payload = EncodeErrorResponse(Status::NotSupported("old chunkd"));
