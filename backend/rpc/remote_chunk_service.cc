@@ -338,6 +338,20 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
                 return Status(EPROTO, "chunk ops name " + std::to_string(used) +
                                           " bytes, the request carries " +
                                           std::to_string(bulk.size()));
+              // The ops run concurrently: two writing one (id, version)
+              // would race in the store, so such a request is refused whole.
+              std::vector<std::pair<ChunkId, uint64_t>> targets;
+              targets.reserve(ops.size());
+              for (const ChunkWriteOp& op : ops)
+                targets.emplace_back(op.id, op.to_version);
+              std::sort(targets.begin(), targets.end());
+              auto twice = std::adjacent_find(targets.begin(), targets.end());
+              if (twice != targets.end())
+                return Status::InvalidArgument(
+                    "chunk ops write chunk " + std::to_string(twice->first.inode) +
+                    "/" + std::to_string(twice->first.stripe) + "/" +
+                    std::to_string(twice->first.index) + " version " +
+                    std::to_string(twice->second) + " twice in one request");
               std::vector<Status> results = s.ApplyChunkOps(ops);
               auto& codes = std::get<0>(out);
               auto& messages = std::get<1>(out);

@@ -502,7 +502,8 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsAnswersPerOp) {
 }
 
 // Requests whose op list and bulk disagree, or that name an unknown op
-// kind, are refused whole (EPROTO), never read past the bulk.
+// kind, are refused whole (EPROTO), never read past the bulk; so is one
+// that writes a chunk version twice (EINVAL).
 TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   const ChunkId a{41, 1, 0};
   ASSERT_TRUE(remote_->WriteChunk(a, 1, Data(100, 1)).ok());
@@ -521,6 +522,8 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   ChunkOpHeader odd = patch;
   odd.kind = 3;
   EXPECT_EQ(call({odd}, Data(10, 1)).code(), EPROTO);
+  // Two ops writing one (id, version) would race in the store.
+  EXPECT_EQ(call({patch, patch}, Data(20, 1)).code(), EINVAL);
   EXPECT_EQ(remote_->ReadChunk(a, 2, 0, 1).status().code(), ENOENT);
   ASSERT_TRUE(call({patch}, Data(10, 1)).ok());
   EXPECT_TRUE(remote_->ReadChunk(a, 2, 0, 100).ok());
