@@ -609,6 +609,24 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
   EXPECT_EQ(ReadAll(ino), model);
 }
 
+// Requests for stripes 0..7 of an 8-stripe file, two small ranges each,
+// from fresh random buffers (kept in *bufs, seeded seed + stripe).
+std::vector<StripeWriteRequest> EightSmallStripeWrites(
+    uint64_t ino, uint64_t stripe_size, uint32_t seed,
+    std::vector<std::vector<uint8_t>>* bufs) {
+  std::vector<StripeWriteRequest> reqs(8);
+  for (uint64_t s = 0; s < 8; ++s)
+    bufs->push_back(RandomBytes(stripe_size, seed + s));
+  for (uint64_t s = 0; s < 8; ++s) {
+    reqs[s].ino = ino;
+    reqs[s].stripe = s;
+    reqs[s].bytes = (*bufs)[s];
+    reqs[s].ranges = {{10, 20}, {4096 + 5, 4096 + 50}};
+    reqs[s].min_file_size = 8 * stripe_size;
+  }
+  return reqs;
+}
+
 TEST_F(StripeClientTest, WriteStripesMakesEveryStripeBeforeOneCommit) {
   // Eight dirty stripes at once (an fsync): one metadata commit and one
   // new version each (two small ranges per stripe: one delta, not two).
@@ -616,15 +634,8 @@ TEST_F(StripeClientTest, WriteStripesMakesEveryStripeBeforeOneCommit) {
   auto model = RandomBytes(8 * S(), 9);
   ASSERT_TRUE(client().Write(ino, 0, model).ok());
   std::vector<std::vector<uint8_t>> bufs;
-  std::vector<StripeWriteRequest> reqs(8);
-  for (uint64_t s = 0; s < 8; ++s) bufs.push_back(RandomBytes(S(), 20 + s));
-  for (uint64_t s = 0; s < 8; ++s) {
-    reqs[s].ino = ino;
-    reqs[s].stripe = s;
-    reqs[s].bytes = bufs[s];
-    reqs[s].ranges = {{10, 20}, {4096 + 5, 4096 + 50}};
-    reqs[s].min_file_size = 8 * S();
-  }
+  std::vector<StripeWriteRequest> reqs =
+      EightSmallStripeWrites(ino, S(), 20, &bufs);
   const int commits = counting_->commit_calls;
   const int committed = counting_->stripes_committed;
   ASSERT_TRUE(client().WriteStripes(reqs).ok());
@@ -647,15 +658,8 @@ TEST_F(StripeClientTest, WriteStripesBatchesPerServerAndMapsPerOpFailures) {
   auto model = RandomBytes(8 * S(), 9);
   ASSERT_TRUE(client().Write(ino, 0, model).ok());
   std::vector<std::vector<uint8_t>> bufs;
-  std::vector<StripeWriteRequest> reqs(8);
-  for (uint64_t s = 0; s < 8; ++s) bufs.push_back(RandomBytes(S(), 40 + s));
-  for (uint64_t s = 0; s < 8; ++s) {
-    reqs[s].ino = ino;
-    reqs[s].stripe = s;
-    reqs[s].bytes = bufs[s];
-    reqs[s].ranges = {{10, 20}, {4096 + 5, 4096 + 50}};
-    reqs[s].min_file_size = 8 * S();
-  }
+  std::vector<StripeWriteRequest> reqs =
+      EightSmallStripeWrites(ino, S(), 40, &bufs);
   // Stripe 3's chunk 1 fails on its server (ENOSPC there), nothing else.
   const uint32_t bad_server = ServersOf(ino, 3)[1];
   faults_[bad_server]->write_fault = [ino](const ChunkId& id) {
