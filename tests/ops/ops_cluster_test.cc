@@ -145,7 +145,15 @@ class OpsClusterTest : public ::testing::Test {
 TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
   auto addrs = DaemonMetricsAddrs();
   ASSERT_EQ(addrs.size(), 1u + kServers) << Slurp(dir_ + "/metrics.addrs");
+  // The mount's first heartbeat is sent by its lease thread after the
+  // mount command returns: scrape until metad counts it (bounded).
   Exposition metad = ScrapeOk(addrs[0]);
+  for (int i = 0;
+       i < 100 && SumWhere(metad, "stripefs_clients", "kind=\"mount\"") != 1;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    metad = ScrapeOk(addrs[0]);
+  }
   for (const char* name :
        {"stripefs_server_state", "stripefs_cluster_servers",
         "stripefs_cluster_map_epoch", "stripefs_volume_inodes",
