@@ -9,6 +9,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,16 @@ namespace stripefs {
 struct ChunkStore::Freed {
   uint64_t version = 0;
   ChunkIndexValue value;
+};
+
+// A segment byte range that no version references any more: found by the
+// commit thread (ApplyLive), punched later by PunchHoles. `segment` keeps
+// the file open (a removed segment's file is unlinked, never reused).
+struct ChunkStore::Hole {
+  std::shared_ptr<SegmentFile> segment;
+  uint64_t seq = 0;
+  uint64_t lo = 0;
+  uint64_t hi = 0;
 };
 
 struct ChunkStore::CommitOp {
@@ -48,6 +59,12 @@ struct ChunkStore::CommitOp {
   SegmentExtent extent;
   // A compaction move: the old extents are not punched (their segment goes).
   bool relocation = false;
+
+  // Set by the commit thread before `done`: ranges this op left
+  // unreferenced. Submit/SubmitAll punch them before returning unless
+  // `punch_later` (then the caller does, after releasing its chunk locks).
+  std::vector<Hole> holes;
+  bool punch_later = false;
 
   Status status;
   bool done = false;                // guarded by the queue mutex

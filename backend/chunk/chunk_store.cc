@@ -434,6 +434,7 @@ Status ChunkStore::RecoverPending(
       if (ver != e.version) op.others.push_back(std::move(val));
     }
     ApplyLive(op);
+    PunchHoles(&op.holes);
   }
   crc_errors_ = crc_errors_before;  // expected: those writes never finished
   // What verified may still sit in the page cache only (a killed process):
@@ -743,6 +744,7 @@ Status ChunkStore::DropEntry(const ChunkId& id, uint64_t version) {
       for (auto& [ver, val] : all) op.others.push_back(std::move(val));
     }
     ApplyLive(op);
+    PunchHoles(&op.holes);
   }
   return Status::Ok();
 }
@@ -1064,7 +1066,12 @@ Status ChunkStore::DeleteMatching(const ChunkId& id,
   STRIPEFS_RETURN_IF_ERROR(
       PrepareDelete(id, doomed, &op, &counted, &counted_bytes));
   if (op.keys.empty()) return Status::Ok();
+  // Space back after the chunk lock goes: a write of this chunk need not
+  // wait for the hole punching.
+  op.punch_later = true;
   Status st = Submit(&op);
+  chunk_lock.unlock();
+  PunchHoles(&op.holes);
   if (!st.ok()) {
     return st.Annotate("deleting " + std::to_string(op.keys.size()) +
                        " versions of " + DescribeChunk(id, 0) +
@@ -1104,10 +1111,17 @@ Status ChunkStore::DeleteChunkVersions(std::span<const ChunkVersion> chunks) {
                  versions.end();
         },
         &op, &counted, &counted_bytes));
-    if (!op.keys.empty()) queued.push_back(&op);
+    if (!op.keys.empty()) {
+      op.punch_later = true;
+      queued.push_back(&op);
+    }
   }
   if (queued.empty()) return Status::Ok();
   Status st = SubmitAll(queued);
+  // Space back after the chunk locks go: writes of these chunks (the next
+  // versions of the same stripes) need not wait for the hole punching.
+  locks.clear();
+  for (CommitOp* op : queued) PunchHoles(&op->holes);
   if (!st.ok()) {
     return st.Annotate("deleting " + std::to_string(chunks.size()) +
                        " chunk versions in " + dir_ +

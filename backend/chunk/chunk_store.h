@@ -282,6 +282,7 @@ class ChunkStore final : public ChunkService {
  private:
   struct CommitOp;
   struct Freed;
+  struct Hole;
 
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
 
@@ -363,11 +364,18 @@ class ChunkStore final : public ChunkService {
   // of missing chunks).
   Status IndexWrite(const std::function<void(rocksdb::WriteBatch*)>& fill);
 
-  // The group commit (chunk_store_commit.cc).
+  // The group commit (chunk_store_commit.cc). Once the op is done, Submit
+  // punches the holes its commit left (op->holes) on the calling thread,
+  // unless op->punch_later: then the caller calls PunchHoles, after letting
+  // go of its chunk locks.
   Status Submit(CommitOp* op);
   // Queues ops without data together (so they share one batch) and waits
-  // for all; returns the first error.
+  // for all; returns the first error. Holes as for Submit.
   Status SubmitAll(const std::vector<CommitOp*>& ops);
+  // Punches `holes` (segment ranges no version references any more) and
+  // empties it; any thread, no lock needed (nothing ever references those
+  // bytes again).
+  void PunchHoles(std::vector<Hole>* holes);
   // The commit thread takes what queued up while the previous batch was
   // syncing and commits it (CommitBatch); the index thread runs the batch's
   // synced index write while the commit thread syncs its data.
@@ -388,9 +396,11 @@ class ChunkStore final : public ChunkService {
   // segment did not sync.
   void SyncBatchData(const std::vector<CommitOp*>& batch);
   // After a commit (or a dropped entry): the live bytes and entries of the
-  // segments the op changed, from op.others and op.freed, and the ranges no
-  // version references any more punched out.
-  void ApplyLive(const CommitOp& op);
+  // segments the op changed, from op.others and op.freed; the ranges no
+  // version references any more go to op.holes (punched by the submitter,
+  // not here: the commit thread must not wait for hole punching, which on
+  // ext4 also waits for the segment's in-flight direct writes).
+  void ApplyLive(CommitOp& op);
   // The index reserve file: given up when the index is full, taken again
   // (best effort) once space was freed.
   bool ReleaseIndexReserve();

@@ -90,6 +90,8 @@ Status ChunkStore::Submit(CommitOp* op) {
   queue_.push_back(op);
   queue_cv_.notify_one();
   op->done_cv.wait(lock, [op] { return op->done; });
+  lock.unlock();
+  if (!op->punch_later) PunchHoles(&op->holes);
   return op->status;
 }
 
@@ -104,6 +106,9 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
   }
   queue_cv_.notify_one();
   for (CommitOp* op : ops) op->done_cv.wait(lock, [op] { return op->done; });
+  lock.unlock();
+  for (CommitOp* op : ops)
+    if (!op->punch_later) PunchHoles(&op->holes);
   for (const CommitOp* op : ops) {
     if (!op->status.ok()) return op->status;
   }
@@ -297,7 +302,7 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
     confirmed_pending_.push_back(pending_key);
   }
   for (size_t i = 0; i < batch.size(); ++i) {
-    const CommitOp& op = *batch[i];
+    CommitOp& op = *batch[i];
     if (!op.status.ok()) continue;
     ApplyLive(op);
   }
@@ -431,7 +436,7 @@ uint64_t ChunkStore::UniqueSegmentBytes(
   return total;
 }
 
-void ChunkStore::ApplyLive(const CommitOp& op) {
+void ChunkStore::ApplyLive(CommitOp& op) {
   // Live bytes: the segment bytes the versions of op.id reference together
   // (a piece shared by versions counts once), before and after the op.
   // Live entries: one per entry with a piece in the segment.
@@ -491,15 +496,21 @@ void ChunkStore::ApplyLive(const CommitOp& op) {
     if (dead.empty()) continue;
     std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
     if (!seg) continue;
-    for (const auto& [lo, hi] : dead) {
-      if (::fallocate(
-              seg->write_fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-              static_cast<off_t>(lo), static_cast<off_t>(hi - lo)) == 0) {
-        holes_.fetch_add(1, std::memory_order_relaxed);
-        segments_->NotePunched(seq, hi - lo);
-      }
+    for (const auto& [lo, hi] : dead) op.holes.push_back({seg, seq, lo, hi});
+  }
+}
+
+void ChunkStore::PunchHoles(std::vector<Hole>* holes) {
+  for (const Hole& h : *holes) {
+    if (::fallocate(h.segment->write_fd.get(),
+                    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(h.lo),
+                    static_cast<off_t>(h.hi - h.lo)) == 0) {
+      holes_.fetch_add(1, std::memory_order_relaxed);
+      segments_->NotePunched(h.seq, h.hi - h.lo);
     }
   }
+  holes->clear();
 }
 
 void ChunkStore::CompactLoop() {

@@ -39,6 +39,52 @@ Status StripeReader::ReadColumns(uint64_t ino, const StripeVersion& sv,
   return ReadColumnsAround(ino, sv, layout, want, lo, hi, out, {});
 }
 
+Status StripeReader::ReadWindows(uint64_t ino, const StripeVersion& sv,
+                                 const ChunkLayout& layout,
+                                 std::span<const WindowRead> reads) {
+  if (reads.empty()) return Status::Ok();
+  if (reads.size() > kMaxCells) {
+    return Status::InvalidArgument(
+        "ReadWindows of " + std::to_string(reads.size()) +
+        " windows, at most " + std::to_string(kMaxCells));
+  }
+  uint32_t seen = 0;
+  std::vector<CellRead> cells;
+  cells.reserve(reads.size());
+  for (const WindowRead& r : reads) {
+    if (r.index >= geo_.width() || r.lo >= r.hi || (seen & ChunkBit(r.index)))
+      return Status::InvalidArgument(
+          "ReadWindows: bad or repeated window of chunk " +
+          std::to_string(r.index));
+    seen |= ChunkBit(r.index);
+    cells.push_back({CellSpan{r.index, r.lo, r.hi}, r.dst});
+  }
+  std::vector<Status> known;  // per chunk index, once a read failed
+  if (ReadCellsInto(ino, sv, layout, cells, &known) == CellsOutcome::kRead)
+    return Status::Ok();
+  // The general path, one ReadColumns per distinct window.
+  std::vector<bool> done(reads.size(), false);
+  for (size_t first = 0; first < reads.size(); ++first) {
+    if (done[first]) continue;
+    const uint32_t lo = reads[first].lo, hi = reads[first].hi;
+    std::vector<size_t> group;
+    std::vector<int> want;
+    for (size_t j = first; j < reads.size(); ++j) {
+      if (done[j] || reads[j].lo != lo || reads[j].hi != hi) continue;
+      group.push_back(j);
+      want.push_back(static_cast<int>(reads[j].index));
+    }
+    std::vector<std::vector<uint8_t>> got;  // parallel to `want`
+    STRIPEFS_RETURN_IF_ERROR(
+        ReadColumnsAround(ino, sv, layout, want, lo, hi, &got, known));
+    for (size_t g = 0; g < group.size(); ++g) {
+      std::memcpy(reads[group[g]].dst, got[g].data(), hi - lo);
+      done[group[g]] = true;
+    }
+  }
+  return Status::Ok();
+}
+
 Status StripeReader::ReadColumnsAround(uint64_t ino, const StripeVersion& sv,
                                        const ChunkLayout& layout,
                                        const std::vector<int>& want,

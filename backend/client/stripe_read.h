@@ -86,6 +86,28 @@ class StripeReader {
                      uint32_t lo, uint32_t hi,
                      std::vector<std::vector<uint8_t>>* out);
 
+  // One chunk's own column window (ReadWindows): columns [lo, hi) of chunk
+  // `index` (data or parity) into `dst`, which holds hi - lo bytes and is
+  // owned by the caller.
+  struct WindowRead {
+    uint32_t index = 0;
+    uint32_t lo = 0;
+    uint32_t hi = 0;
+    uint8_t* dst = nullptr;
+  };
+  // Reads every window of `reads` (distinct chunk indices, lo < hi <= the
+  // chunk length, at most 32) of version `sv` in one parallel round, however
+  // many distinct windows there are: the parity-delta write reads each
+  // touched cell's window and the parity window this way. When a chunk
+  // cannot be read that way (missing, down, suspect, failed, or its service
+  // cannot bound reads), the windows are read again through ReadColumns,
+  // one call per distinct window, reconstructing what cannot be read (a
+  // chunk that failed is not asked again). On error the contents of the
+  // dst buffers are unspecified. Thread-safe like ReadColumns.
+  Status ReadWindows(uint64_t ino, const StripeVersion& sv,
+                     const ChunkLayout& layout,
+                     std::span<const WindowRead> reads);
+
  private:
   static constexpr uint64_t kMapWindow = 256;
   // One cell's columns [span.lo, span.hi) and where they go.

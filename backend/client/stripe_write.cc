@@ -139,29 +139,20 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     win[i] = plan.cell_windows[i];
   }
   for (uint32_t q = 0; q < m; ++q) want.push_back(static_cast<int>(k + q));
-  // Old bytes of each window: one read per distinct window (parity and the
-  // cells whose window is the union share one).
+  // Old bytes of every window in one parallel round (each chunk its own
+  // window), not one round per distinct window.
   std::vector<std::vector<uint8_t>> window(k + m);
-  std::vector<bool> done(k + m, false);
+  std::vector<StripeReader::WindowRead> reads;
   uint64_t read_bytes = 0;
-  for (int first : want) {
-    if (done[static_cast<size_t>(first)]) continue;
-    const ColumnWindow w = win[static_cast<size_t>(first)];
-    std::vector<int> same;
-    for (int i : want) {
-      const ColumnWindow& wi = win[static_cast<size_t>(i)];
-      if (!done[static_cast<size_t>(i)] && wi.lo == w.lo && wi.hi == w.hi)
-        same.push_back(i);
-    }
-    std::vector<std::vector<uint8_t>> got;  // parallel to `same`
-    STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(req.ino, p->base, p->layout,
-                                                    same, w.lo, w.hi, &got));
-    for (size_t j = 0; j < same.size(); ++j) {
-      window[static_cast<size_t>(same[j])] = std::move(got[j]);
-      done[static_cast<size_t>(same[j])] = true;
-      read_bytes += w.hi - w.lo;
-    }
+  for (int i : want) {
+    const size_t u = static_cast<size_t>(i);
+    window[u].resize(win[u].hi - win[u].lo);
+    reads.push_back(
+        {static_cast<uint32_t>(i), win[u].lo, win[u].hi, window[u].data()});
+    read_bytes += win[u].hi - win[u].lo;
   }
+  STRIPEFS_RETURN_IF_ERROR(
+      p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
   ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
   for (const StripeRange& r : req.ranges) {
     Status st;

@@ -609,6 +609,60 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
   EXPECT_EQ(ReadAll(ino), model);
 }
 
+TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
+  // Cells 0, 1 and 3 touched: three cell windows and the parity window,
+  // four distinct windows. With bounded reads every chunk's own window is
+  // one read (3 data + 2 parity), all handed out together; nothing goes
+  // through the general path.
+  Open(6, Geometry{4, 2, 65536});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(S(), 16);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  for (auto* f : faults_) f->bounded = true;
+  auto buf = RandomBytes(S(), 17);
+  const std::vector<StripeRange> ranges = {
+      {1000, 5096},
+      {65536 + 20000, 65536 + 24096},
+      {3 * 65536 + 30000, 3 * 65536 + 34096},
+      {3 * 65536 + 50000, 3 * 65536 + 54096}};
+  auto count = [&](std::atomic<int> testing::FaultInjectingChunkService::*c) {
+    int n = 0;
+    for (auto* f : faults_) n += (f->*c).load();
+    return n;
+  };
+  const int bounded0 =
+      count(&testing::FaultInjectingChunkService::bounded_reads);
+  const int reads0 = count(&testing::FaultInjectingChunkService::reads);
+  const auto before = client().counters();
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
+  const auto after = client().counters();
+  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
+  EXPECT_EQ(
+      count(&testing::FaultInjectingChunkService::bounded_reads) - bounded0, 5);
+  // ReadChunk calls: only the wrapper's own patches and clones (the default
+  // PatchChunk / CloneChunk read their source once each: k + m = 6 ops);
+  // the general read path would add its 5 window reads.
+  EXPECT_EQ(count(&testing::FaultInjectingChunkService::reads) - reads0, 6);
+  EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
+            4096u + 4096u + 24096u + 2u * 53096u);
+  ApplyRanges(&model, 0, buf, ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  auto sv = meta().GetStripes(ino, 0, 1);
+  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);  // parity consistent with every patched cell
+
+  // A touched cell's server down: the round cannot be made as is, so the
+  // windows are read (and the lost one reconstructed) the general way.
+  SetDown(ServersOf(ino, 0)[3], true);
+  auto buf2 = RandomBytes(S(), 18);
+  const std::vector<StripeRange> again = {{100, 200},
+                                          {3 * 65536 + 7, 3 * 65536 + 4000}};
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf2, again, S()).ok());
+  ApplyRanges(&model, 0, buf2, again);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
 // Requests for stripes 0..7 of an 8-stripe file, two small ranges each,
 // from fresh random buffers (kept in *bufs, seeded seed + stripe).
 std::vector<StripeWriteRequest> EightSmallStripeWrites(

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <span>
 
 #include "backend/chunk/chunk_service.h"
 
@@ -19,6 +21,11 @@ class FaultInjectingChunkService : public ChunkService {
   std::atomic<int> version_deletes{0};  // DeleteChunkVersion calls
   std::atomic<int> op_batches{0};       // ApplyChunkOps calls
   std::atomic<int> batched_ops{0};      // ops in them
+  // Off (the default): ReadChunkIntoBy is NotSupported, so readers take
+  // their general path. On: it is forwarded (counted in bounded_reads).
+  std::atomic<bool> bounded{false};
+  std::atomic<int> bounded_reads{0};  // ReadChunkIntoBy calls forwarded
+  std::atomic<int> reads{0};          // ReadChunk calls
   // When set (before the wrapper is used): a write of a chunk for which it
   // returns an error fails with that error (the others go through).
   std::function<Status(const ChunkId&)> write_fault;
@@ -47,7 +54,17 @@ class FaultInjectingChunkService : public ChunkService {
                                          uint32_t length) override {
     if (down) return Status::Unavailable("injected: server down");
     if (before_read) before_read();
+    ++reads;
     return inner_->ReadChunk(id, version, offset, length);
+  }
+  Status ReadChunkIntoBy(
+      const ChunkId& id, uint64_t version, uint32_t offset,
+      std::span<uint8_t> out,
+      std::chrono::steady_clock::time_point deadline) override {
+    if (!bounded) return Status::NotSupported("bounded ReadChunkInto");
+    if (down) return Status::Unavailable("injected: server down");
+    ++bounded_reads;
+    return inner_->ReadChunkIntoBy(id, version, offset, out, deadline);
   }
   Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
     if (down) return Status::Unavailable("injected: server down");
