@@ -85,7 +85,9 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     j["requests_by_opcode"] = ops;
     j["engine"] = {{"unknown_opcode", in.engine.unknown_opcode},
                    {"malformed", in.engine.malformed},
-                   {"interrupts", in.engine.interrupts}};
+                   {"interrupts", in.engine.interrupts},
+                   {"uring_reads_inline", in.engine.uring_reads_inline},
+                   {"uring_reads_handed", in.engine.uring_reads_handed}};
   }
 
   if (in.fs) {

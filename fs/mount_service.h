@@ -103,6 +103,7 @@ struct MountServiceOptions {
   // wait (every request wakes every idle worker), kept for A/B benches.
   bool dev_poll = false;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
+  bool uring_inline_lone_reads = true;  // a lone READ on an idle queue inline
   bool writeback_cache = true;
   bool align = true;          // request opt-alignment to the stripe size
   bool enable_uring = false;  // set the fuse module's enable_uring (root)

@@ -35,6 +35,8 @@ nlohmann::json EngineStatsToJson(const EngineStats& s) {
   j["transport"] = s.transport;
   j["uring_queues"] = s.uring_queues;
   j["uring_depth"] = s.uring_depth;
+  j["uring_reads_inline"] = s.uring_reads_inline;
+  j["uring_reads_handed"] = s.uring_reads_handed;
   nlohmann::json ops = nlohmann::json::object();
   for (uint32_t i = 0; i < s.per_opcode.size(); ++i) {
     if (s.per_opcode[i]) ops[std::string(OpcodeName(i))] = s.per_opcode[i];
@@ -67,7 +69,9 @@ std::string EngineStatsToText(const EngineStats& s) {
     << ", using 7." << n.minor << "\n";
   o << "transport:       " << s.transport;
   if (s.transport == "uring")
-    o << " (" << s.uring_queues << " queues x " << s.uring_depth << " entries)";
+    o << " (" << s.uring_queues << " queues x " << s.uring_depth
+      << " entries; READs on queue threads / handed to workers: "
+      << s.uring_reads_inline << " / " << s.uring_reads_handed << ")";
   o << (n.uring_offered ? ", kernel offers io-uring"
                         : ", kernel does not offer io-uring")
     << "\n";

@@ -259,6 +259,10 @@ EngineStats Session::Stats() const {
     s.transport = m.transport;
     s.uring_queues = static_cast<uint32_t>(m.uring_queues);
     s.uring_depth = m.uring_queues ? m.opts.uring_queue_depth : 0;
+    if (m.uring) {
+      s.uring_reads_inline = m.uring->reads_inline();
+      s.uring_reads_handed = m.uring->reads_handed();
+    }
   }
   for (uint32_t i = 0; i < kOpcodeLimit; ++i)
     s.per_opcode[i] = m.per_opcode[i].load();
@@ -491,6 +495,7 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
     uo.queues = m.ncpu;
     uo.depth = m.opts.uring_queue_depth;
     uo.read_workers = std::max(0, m.opts.uring_read_workers);
+    uo.inline_lone_reads = m.opts.uring_inline_lone_reads;
     uo.payload_size = std::max<size_t>(
         {kMinReadBuffer, static_cast<size_t>(n.max_write),
          static_cast<size_t>(RequestedMaxPages(m.opts.init)) * 4096});

@@ -70,6 +70,7 @@ struct SessionOptions {
   bool dev_poll = false;
   int uring_queue_depth = 8;   // entries per io-uring queue
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
+  bool uring_inline_lone_reads = true;  // UringTransportOptions'
   bool uring_pin_threads = true;
   bool log_requests = false;  // one stderr line per request (debug)
   RequestObserver* request_observer = nullptr;  // not owned; may be null

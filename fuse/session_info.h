@@ -117,6 +117,10 @@ struct EngineStats {
   std::string transport;  // "dev" or "uring" (the one carrying requests)
   uint32_t uring_queues = 0;
   uint32_t uring_depth = 0;
+  // io-uring READs served on their queue thread (alone on an idle queue) /
+  // handed to the READ workers.
+  uint64_t uring_reads_inline = 0;
+  uint64_t uring_reads_handed = 0;
   std::array<uint64_t, fuse_abi::kOpcodeLimit> per_opcode{};
   uint64_t unknown_opcode = 0;  // answered ENOSYS by the parser
   uint64_t malformed = 0;       // answered EINVAL

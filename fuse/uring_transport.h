@@ -10,15 +10,17 @@
 // entry), which also fetches the next request.
 //
 // READs are handed to `read_workers` threads (shared by all queues), so a
-// queue serves several at once; other requests are answered on the queue
-// thread. A reply may come from any thread (Replier contract), but the
-// kernel runs the fetch half of a COMMIT_AND_FETCH in the submitting
-// thread's context and cancels the entry for good when that thread exits.
-// So only threads that live as long as the transport (queue threads, READ
-// workers) submit commits, under the queue's mutex; any other thread hands
-// the finished entry to its queue thread (list + eventfd polled by the
-// ring). An entry belongs to the file system from its CQE until its reply;
-// the queue thread leaves only when no entry is held.
+// queue serves several at once; other requests, and a READ that arrives
+// alone on an otherwise idle queue (QD1: no hand-over wake-up), are answered
+// on the queue thread. Known limit: while such a READ waits on servers, a
+// request that arrives on the same queue (same CPU) waits for it. A reply may
+// come from any thread (Replier contract), but the kernel runs the fetch half
+// of a COMMIT_AND_FETCH in the submitting thread's context and cancels the
+// entry for good when that thread exits. So only threads that live as long as
+// the transport (queue threads, READ workers) submit commits, under the queue's
+// mutex; any other thread hands the finished entry to its queue thread (list +
+// eventfd polled by the ring). An entry belongs to the file system from its CQE
+// until its reply; the queue thread leaves only when no entry is held.
 //
 // Must be started only after the INIT reply granting FUSE_OVER_IO_URING was
 // written. Stop(): the session's stop eventfd is polled by every ring.
@@ -41,6 +43,9 @@ struct UringTransportOptions {
   int queues = 0;        // 0 = number of possible CPUs (what 7.2 expects)
   int depth = 8;         // entries per queue
   int read_workers = 4;  // threads serving READs; 0 = on the queue thread
+  // With read workers: a READ that arrives alone on an idle queue is served
+  // on the queue thread (saves a wake-up); false hands every READ over.
+  bool inline_lone_reads = true;
   size_t payload_size = 1u << 20;  // >= max(8 KiB, max_write, max_pages*4K)
   bool pin_threads = true;
   int first_queue = 0;  // index of qid 0 in the session's counters
@@ -66,6 +71,9 @@ class UringTransport : public Transport {
   void Join() override;
   int queue_count() const override { return opts_.queues; }
   int depth() const { return opts_.depth; }
+  // READs served on a queue thread / handed to the READ workers.
+  uint64_t reads_inline() const { return reads_inline_.load(); }
+  uint64_t reads_handed() const { return reads_handed_.load(); }
 
   struct Queue;
   class ReadWorkers;
@@ -76,6 +84,8 @@ class UringTransport : public Transport {
   UringTransportOptions opts_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::unique_ptr<ReadWorkers> read_workers_;
+  std::atomic<uint64_t> reads_inline_{0};
+  std::atomic<uint64_t> reads_handed_{0};
 };
 
 }  // namespace stripefs::fuse

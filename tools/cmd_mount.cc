@@ -148,6 +148,7 @@ struct MountArgs {
   std::string writeback_cache = "on";
   int dev_threads = 4;
   int uring_read_workers = 4;
+  std::string uring_lone_reads = "inline";
   bool no_align = false;
   bool enable_uring = false;
   int meta_hold_s = 60;
@@ -214,6 +215,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.dev_threads = a.dev_threads;
   o.dev_poll = a.dev_wait == "poll";
   o.uring_read_workers = a.uring_read_workers;
+  o.uring_inline_lone_reads = a.uring_lone_reads == "inline";
   o.writeback_cache = a.writeback_cache != "off";
   o.align = !a.no_align;
   o.enable_uring = a.enable_uring;
@@ -592,6 +594,12 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "io-uring transport: threads serving READs, shared by all "
                   "queues; 0 = on the queue thread (default 4)")
         ->check(InRange(fs::kUringReadWorkersRange));
+    c->add_option("--uring-lone-reads", a.uring_lone_reads,
+                  "io-uring transport: a READ that arrives alone on an idle "
+                  "queue is served on the queue thread: inline (default, one "
+                  "wake-up less per QD1 read; other requests of that CPU "
+                  "wait for it) | workers (every READ handed over)")
+        ->check(CLI::IsMember({"inline", "workers"}));
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
     c->add_option("--meta-hold-s", a.meta_hold_s,
                   "cluster mode: seconds metadata calls wait for an "

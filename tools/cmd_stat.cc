@@ -110,6 +110,12 @@ void PrintTable(const json& j) {
       Row(it.key().c_str(), Num(it.value()));
   if (j.contains("queues")) {
     Section("requests per queue");
+    if (j.contains("engine") && j.contains("negotiated") &&
+        Num(j["negotiated"]["transport"]) == "uring") {
+      const json& e = j["engine"];
+      Row("uring READs inline/workers",
+          Num(e["uring_reads_inline"]) + " / " + Num(e["uring_reads_handed"]));
+    }
     for (const auto& q : j["queues"]) {
       Row((Num(q["transport"]) + " " + Num(q["queue"])).c_str(),
           Num(q["requests"]) + " (foreground " + Num(q["foreground"]) +

@@ -155,7 +155,9 @@ class UringRead : public ::testing::Test {
  protected:
   // `async_dio` false: an O_DIRECT read waits for its READ in the caller,
   // interruptibly (with FUSE_ASYNC_DIO it waits uninterruptibly).
-  void Mount(ReadMode mode, bool async_dio = true) {
+  // `inline_lone`: a READ alone on an idle queue is served on the queue
+  // thread (the default); false hands every READ to the workers.
+  void Mount(ReadMode mode, bool async_dio = true, bool inline_lone = true) {
     const std::string why = testing::UringSkipReason();
     if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
     tasks_before_ = stripefs::testing::CountThreads();
@@ -164,6 +166,7 @@ class UringRead : public ::testing::Test {
     SessionOptions o;
     o.transport = TransportChoice::kUring;
     o.uring_read_workers = kWorkers;
+    o.uring_inline_lone_reads = inline_lone;
     o.init.async_dio = async_dio;
     auto m = MountedSession::Start(fs_.get(), o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -192,9 +195,11 @@ class UringRead : public ::testing::Test {
 };
 
 // Readers on one CPU all reach queue 0; with workers its READs are served
-// at once, and every reply holds the bytes of its own offset.
+// at once, and every reply holds the bytes of its own offset. Every READ is
+// handed over here: a gated READ served inline (alone on an idle queue)
+// would hold the queue thread, which is that mode's documented limit.
 TEST_F(UringRead, ReadsOfOneQueueAreServedConcurrently) {
-  Mount(ReadMode::kGate);
+  Mount(ReadMode::kGate, /*async_dio=*/true, /*inline_lone=*/false);
   if (IsSkipped()) return;
   constexpr int kReaders = kWorkers;
   const auto data = PutFile("f", kReaders);
@@ -214,10 +219,37 @@ TEST_F(UringRead, ReadsOfOneQueueAreServedConcurrently) {
   for (auto& t : readers) t.join();
   EXPECT_TRUE(all_held) << "only " << fs_->max_held()
                         << " READs were in the file system at once";
+  const EngineStats s = m_->session().Stats();
+  EXPECT_EQ(s.uring_reads_inline, 0u);
+  EXPECT_GE(s.uring_reads_handed, static_cast<uint64_t>(kReaders));
   for (int i = 0; i < kReaders; ++i) {
     ASSERT_EQ(n[i], static_cast<ssize_t>(kBlock)) << "reader " << i;
     EXPECT_TRUE(right[i]) << "reader " << i << " got another block";
   }
+}
+
+// One reader at QD1: each READ arrives alone on an idle queue and is served
+// on the queue thread, without a hand-over to a worker, byte-exact. (A READ
+// that happens to arrive together with another request is handed over, so
+// the count is bounded from below, not exact.)
+TEST_F(UringRead, LoneReadsAreServedOnTheQueueThread) {
+  Mount(ReadMode::kGate);
+  if (IsSkipped()) return;
+  fs_->Open();  // no holding
+  constexpr size_t kBlocks = 32;
+  const auto data = PutFile("f", kBlocks);
+  const EngineStats before = m_->session().Stats();
+  DirectReader r(m_->Path("f"));
+  ASSERT_TRUE(r.ok()) << std::strerror(errno);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
+    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
+  }
+  const EngineStats after = m_->session().Stats();
+  const uint64_t in_line = after.uring_reads_inline - before.uring_reads_inline;
+  const uint64_t handed = after.uring_reads_handed - before.uring_reads_handed;
+  EXPECT_GE(in_line + handed, kBlocks);
+  EXPECT_GE(in_line, kBlocks / 2) << handed << " READs were handed over";
 }
 
 // Many more READs than entries and workers, from both CPUs: all correct.
@@ -303,11 +335,12 @@ TEST_F(UringRead, InterruptedReadAnswersEintr) {
   EXPECT_EQ(err.load(), EINTR);
 }
 
-// Unmount (lazily, as `umount -l` would) while READs are held in workers:
+// Unmount (lazily, as `umount -l` would) while READs are held in workers
+// (every READ handed over, so that all of them are held at once):
 // once they are released the session ends, and no transport thread, ring
 // or eventfd is left.
 TEST_F(UringRead, UnmountWithReadsInFlightLeavesNothingBehind) {
-  Mount(ReadMode::kGate);
+  Mount(ReadMode::kGate, /*async_dio=*/true, /*inline_lone=*/false);
   if (IsSkipped()) return;
   PutFile("f", kWorkers);
   std::vector<std::thread> readers;
