@@ -15,6 +15,8 @@
 //   outlive them.
 // Byte-by-byte shifts, so results do not depend on host order or alignment.
 // Pure functions and single-use values; a ByteReader is not thread-safe.
+// - PrefixEnd gives the exclusive upper bound of the keys that start with a
+//   prefix (a RocksDB iterate_upper_bound, an etcd range end).
 // No varints: no format uses them.
 #pragma once
 
@@ -144,5 +146,20 @@ class ByteReader {
   size_t pos_ = 0;
   bool ok_ = true;
 };
+
+// The smallest key greater than every key starting with `prefix` (the last
+// byte that is not 0xff, incremented; "" when every byte is 0xff).
+inline std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    auto last = static_cast<uint8_t>(end.back());
+    if (last != 0xff) {
+      end.back() = static_cast<char>(last + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return end;
+}
 
 }  // namespace stripefs::coding

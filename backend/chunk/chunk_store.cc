@@ -21,6 +21,7 @@
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
 #include "backend/chunk/uring_file_io.h"
+#include "common/coding.h"
 #include "common/rocks_glue.h"
 #include "common/unique_fd.h"
 #include "ec/crc32c.h"
@@ -32,6 +33,30 @@ using chunk_paths::Log;
 namespace {
 
 std::string RocksMessage(const rocksdb::Status& s) { return s.ToString(); }
+
+// An index iterator over the keys that start with `prefix`, positioned at
+// the first. Its upper bound stops it at the prefix's end: without one, a
+// Seek past the last live key of a prefix walks every tombstone after it
+// (deleted versions, the deleted 'p' record of every earlier batch), which
+// each write of a new chunk id did, one by one.
+class PrefixScan {
+ public:
+  PrefixScan(rocksdb::DB* db, std::string_view prefix)
+      : end_(coding::PrefixEnd(prefix)), upper_(end_) {
+    rocksdb::ReadOptions ro;
+    if (!end_.empty()) ro.iterate_upper_bound = &upper_;
+    it_.reset(db->NewIterator(ro));
+    it_->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
+  }
+  PrefixScan(const PrefixScan&) = delete;  // upper_ points into end_
+  PrefixScan& operator=(const PrefixScan&) = delete;
+  rocksdb::Iterator* operator->() const { return it_.get(); }
+
+ private:
+  const std::string end_;
+  const rocksdb::Slice upper_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
 
 // mkdir -p.
 Status MakeDirs(const std::string& dir) {
@@ -512,8 +537,8 @@ Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
 }
 
 Status ChunkStore::ScanIndex(const IndexVisitor& fn) {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-  for (it->Seek(std::string(1, kChunkKeyPrefix)); it->Valid(); it->Next()) {
+  PrefixScan it(db_.get(), std::string(1, kChunkKeyPrefix));
+  for (; it->Valid(); it->Next()) {
     rocksdb::Slice k = it->key();
     if (k.size() == 0 || k[0] != kChunkKeyPrefix) break;
     ChunkId id;
@@ -1013,9 +1038,8 @@ Status ChunkStore::PrepareDelete(const ChunkId& id,
   op->kind = CommitOp::Kind::kDelete;
   op->id = id;
   {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-         it->Next()) {
+    PrefixScan it(db_.get(), prefix);
+    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
       ChunkId kid;
       uint64_t ver;
       rocksdb::Slice k = it->key();
@@ -1314,9 +1338,8 @@ Status ChunkStore::GatherVersions(
     const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out) {
   out->clear();
   const std::string prefix = EncodeChunkIdPrefix(id);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-       it->Next()) {
+  PrefixScan it(db_.get(), prefix);
+  for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
     ChunkId kid;
     uint64_t ver = 0;
     rocksdb::Slice k = it->key();

@@ -127,19 +127,6 @@ std::string SymlinkKey(uint64_t ino) {
   return PrefixedIno(kPrefixSymlink, ino);
 }
 
-std::string PrefixEnd(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty()) {
-    auto last = static_cast<uint8_t>(end.back());
-    if (last != 0xff) {
-      end.back() = static_cast<char>(last + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return end;  // unreachable for our prefixes
-}
-
 Result<uint64_t> ParseCookieSeq(std::string_view key) {
   if (key.size() != 17 || key[0] != kPrefixCookie) return Corrupt("cookie key");
   return coding::LoadBe<uint64_t>(key.data() + 9);

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "backend/meta/meta_types.h"
+#include "common/coding.h"
 #include "common/status.h"
 
 namespace stripefs::meta_schema {
@@ -98,9 +99,8 @@ std::string StripeKey(uint64_t ino, uint64_t stripe);
 std::string StripePrefix(uint64_t ino);
 std::string OrphanKey(uint64_t ino);
 std::string SymlinkKey(uint64_t ino);
-// The smallest key greater than every key starting with `prefix` (prefix
-// must not be all 0xff bytes). Used as an exclusive iterate_upper_bound.
-std::string PrefixEnd(std::string_view prefix);
+// The exclusive end of a prefix's keys (common/coding.h).
+using coding::PrefixEnd;
 
 // Parsers of keys read back while iterating (bounds-checked).
 Result<uint64_t> ParseCookieSeq(std::string_view key);     // C<p><seq>
