@@ -1299,6 +1299,33 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   }
 }
 
+Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                                    uint64_t to_version, uint32_t length,
+                                    std::span<const PatchRange> ranges,
+                                    std::span<const uint8_t> bytes) {
+  STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
+  if (ranges.size() <= 1) {
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  const uint32_t lo = ranges.front().offset;
+  const uint32_t hi = ranges.back().offset + ranges.back().length;
+  if (uint64_t{hi - lo} * 2 > length) {
+    patches_whole_.fetch_add(1, std::memory_order_relaxed);
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  // The span with the source's bytes between the ranges, then one patch.
+  std::vector<uint8_t> span(hi - lo);
+  STRIPEFS_RETURN_IF_ERROR(ReadChunkInto(id, from_version, lo, span));
+  size_t at = 0;
+  for (const PatchRange& r : ranges) {
+    std::memcpy(span.data() + (r.offset - lo), bytes.data() + at, r.length);
+    at += r.length;
+  }
+  return PatchChunk(id, from_version, to_version, length, lo, span);
+}
+
 Status ChunkStore::ReadChunkIntoBy(
     const ChunkId& id, uint64_t version, uint32_t offset,
     std::span<uint8_t> out, std::chrono::steady_clock::time_point deadline) {
