@@ -44,6 +44,33 @@ Status ValidateWriteRequest(const StripeGeometry& geo,
   return Status::Ok();
 }
 
+std::vector<ColumnWindow> MergeColumnWindows(std::vector<ColumnWindow> windows,
+                                             uint32_t gap, size_t max_windows) {
+  std::sort(windows.begin(), windows.end(),
+            [](const ColumnWindow& a, const ColumnWindow& b) {
+              return a.lo < b.lo || (a.lo == b.lo && a.hi < b.hi);
+            });
+  std::vector<ColumnWindow> out;
+  for (const ColumnWindow& w : windows) {
+    if (w.lo >= w.hi) continue;
+    if (!out.empty() && uint64_t{w.lo} < uint64_t{out.back().hi} + gap) {
+      out.back().hi = std::max(out.back().hi, w.hi);
+    } else {
+      out.push_back(w);
+    }
+  }
+  // Too many: merge the two neighbours with the smallest gap, repeatedly
+  // (each round removes one window, so this ends).
+  while (out.size() > std::max<size_t>(max_windows, 1)) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < out.size(); ++i)
+      if (out[i + 1].lo - out[i].hi < out[best + 1].lo - out[best].hi) best = i;
+    out[best].hi = out[best + 1].hi;
+    out.erase(out.begin() + static_cast<ptrdiff_t>(best) + 1);
+  }
+  return out;
+}
+
 WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
                           const StripeVersion* base,
                           const StripeWriteRequest& req) {
@@ -62,26 +89,28 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
   plan.chunk_len = len;
 
-  // Touched cells, each cell's own column window, and the parity window
-  // (the union of the cells' windows: parity column x changes where any
-  // cell's column x does).
+  // Touched cells, each cell's own column window, and the parity windows
+  // (the union of every touched column interval: parity column x changes
+  // where any cell's column x does).
   plan.cell_windows.assign(k, ColumnWindow{});
-  uint32_t lo = UINT32_MAX, hi = 0;
+  std::vector<ColumnWindow> touched_columns;
   for (const StripeRange& r : req.ranges) {
     geo.ForEachCell(r.begin, r.end, c, [&](const CellSpan& span) {
       ColumnWindow& w = plan.cell_windows[span.cell];
       if (!(plan.touched & ChunkBit(span.cell))) w = {span.lo, span.hi};
       w = {std::min(w.lo, span.lo), std::max(w.hi, span.hi)};
       plan.touched |= ChunkBit(span.cell);
-      lo = std::min(lo, span.lo);
-      hi = std::max(hi, span.hi);
+      const uint32_t lo = std::min(span.lo, len), hi = std::min(span.hi, len);
+      if (lo < hi) touched_columns.push_back({lo, hi});
     });
   }
-  plan.win_lo = plan.touched ? std::min(lo, len) : 0;
-  plan.win_hi = plan.touched ? std::min(hi, len) : 0;
+  plan.parity_windows = MergeColumnWindows(std::move(touched_columns),
+                                           kParityWindowGap, kMaxParityWindows);
   // What a delta reads (and sends back): each touched cell's window and m
-  // parity windows.
-  uint64_t delta_bytes = uint64_t{m} * (plan.win_hi - plan.win_lo);
+  // times the parity windows.
+  uint64_t delta_bytes = 0;
+  for (const ColumnWindow& w : plan.parity_windows)
+    delta_bytes += uint64_t{m} * (w.hi - w.lo);
   for (const ColumnWindow& w : plan.cell_windows) delta_bytes += w.hi - w.lo;
 
   const bool whole = !truncating && req.ranges.size() == 1 &&
@@ -91,8 +120,8 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   // k + m (a delta rewrites only the touched and parity chunks, on the
   // servers, and clones the rest).
   const bool delta_ok = parity_delta && base != nullptr && !truncating &&
-                        plan.touched != 0 && base->missing_mask == 0 &&
-                        len == base->chunk_len &&
+                        plan.touched != 0 && !plan.parity_windows.empty() &&
+                        base->missing_mask == 0 && len == base->chunk_len &&
                         delta_bytes < uint64_t{k} * len;
   if (whole) {
     plan.kind = WriteKind::kFull;
@@ -129,28 +158,34 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m();
-  // Window of chunk i: its own columns for a data cell, the union for
-  // parity.
-  std::vector<ColumnWindow> win(k + m, ColumnWindow{plan.win_lo, plan.win_hi});
-  std::vector<int> want;
-  for (uint32_t i = 0; i < k; ++i) {
-    if (!(plan.touched & ChunkBit(i))) continue;
-    want.push_back(static_cast<int>(i));
-    win[i] = plan.cell_windows[i];
+  // A touched data cell: its own column window, one buffer. A parity
+  // chunk: every parity window, packed one after another in one buffer
+  // (packed[w] = where window w starts there), which is also the patch's
+  // bytes.
+  const std::vector<ColumnWindow>& pw = plan.parity_windows;
+  std::vector<uint32_t> packed;
+  uint32_t parity_bytes = 0;
+  for (const ColumnWindow& w : pw) {
+    packed.push_back(parity_bytes);
+    parity_bytes += w.hi - w.lo;
   }
-  for (uint32_t q = 0; q < m; ++q) want.push_back(static_cast<int>(k + q));
-  // Old bytes of every window in one parallel round (each chunk its own
-  // window), not one round per distinct window.
   std::vector<std::vector<uint8_t>> window(k + m);
   std::vector<StripeReader::WindowRead> reads;
   uint64_t read_bytes = 0;
-  for (int i : want) {
-    const size_t u = static_cast<size_t>(i);
-    window[u].resize(win[u].hi - win[u].lo);
-    reads.push_back(
-        {static_cast<uint32_t>(i), win[u].lo, win[u].hi, window[u].data()});
-    read_bytes += win[u].hi - win[u].lo;
+  for (uint32_t i = 0; i < k; ++i) {
+    if (!(plan.touched & ChunkBit(i))) continue;
+    const ColumnWindow& w = plan.cell_windows[i];
+    window[i].resize(w.hi - w.lo);
+    reads.push_back({i, w.lo, w.hi, window[i].data()});
+    read_bytes += w.hi - w.lo;
   }
+  for (uint32_t q = k; q < k + m; ++q) {
+    window[q].resize(parity_bytes);
+    for (size_t w = 0; w < pw.size(); ++w)
+      reads.push_back({q, pw[w].lo, pw[w].hi, window[q].data() + packed[w]});
+    read_bytes += parity_bytes;
+  }
+  // Old bytes of every window in one parallel round.
   STRIPEFS_RETURN_IF_ERROR(
       p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
   ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
@@ -158,20 +193,39 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     Status st;
     geo_.ForEachCell(r.begin, r.end, geo_.cell_size(), [&](const CellSpan& s) {
       if (!st.ok()) return;
+      // The parity window holding these columns (windows are the union of
+      // all touched columns, so one does).
+      auto it = std::upper_bound(
+          pw.begin(), pw.end(), s.lo,
+          [](uint32_t lo, const ColumnWindow& w) { return lo < w.lo; });
+      if (it == pw.begin() || (it - 1)->hi < s.hi) {
+        st = Status::InvalidArgument(
+            "parity-delta plan has no parity window for "
+            "columns [" +
+            std::to_string(s.lo) + ", " + std::to_string(s.hi) + ")");
+        return;
+      }
+      const size_t w = static_cast<size_t>(it - 1 - pw.begin());
+      const uint32_t at = packed[w] + (s.lo - pw[w].lo);
       const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
       std::vector<uint8_t*> parity;
       for (uint32_t q = 0; q < m; ++q)
-        parity.push_back(window[k + q].data() + (s.lo - plan.win_lo));
-      uint8_t* old_bytes = window[s.cell].data() + (s.lo - win[s.cell].lo);
+        parity.push_back(window[k + q].data() + at);
+      uint8_t* old_bytes =
+          window[s.cell].data() + (s.lo - plan.cell_windows[s.cell].lo);
       st = p_.codec->UpdateParity(static_cast<int>(s.cell), old_bytes, src,
                                   parity, s.hi - s.lo);
       std::memcpy(old_bytes, src, s.hi - s.lo);
     });
     STRIPEFS_RETURN_IF_ERROR(st);
   }
-  // New version: patched windows of the touched data and parity chunks,
-  // the untouched data chunks carried over by CloneChunk, all at once (one
-  // group commit per server, not a patch round and then a clone round).
+  // New version: patched windows of the touched data and parity chunks
+  // (a parity chunk with several windows: one multi-range patch, still one
+  // new version), the untouched data chunks carried over by CloneChunk,
+  // all at once (one group commit per server, not a patch round and then a
+  // clone round).
+  std::vector<PatchRange> parity_ranges;
+  for (const ColumnWindow& w : pw) parity_ranges.push_back({w.lo, w.hi - w.lo});
   std::vector<ChunkWriteOp> ops(k + m);
   for (uint32_t i = 0; i < k + m; ++i) {
     ChunkWriteOp& op = ops[i];
@@ -183,8 +237,14 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
       op.kind = ChunkWriteOp::Kind::kClone;
     } else {
       op.kind = ChunkWriteOp::Kind::kPatch;
-      op.offset = win[i].lo;
       op.bytes = window[i];
+      if (i < k) {
+        op.offset = plan.cell_windows[i].lo;
+      } else if (pw.size() == 1) {
+        op.offset = pw[0].lo;  // one window: the single-range patch
+      } else {
+        op.ranges = parity_ranges;
+      }
     }
   }
   p->failed = SendOps(p, std::move(ops), write_error);
