@@ -92,18 +92,19 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   // Touched cells, each cell's own column window, and the parity windows
   // (the union of every touched column interval: parity column x changes
   // where any cell's column x does).
-  plan.cell_windows.assign(k, ColumnWindow{});
+  plan.cell_windows.assign(k, {});
   std::vector<ColumnWindow> touched_columns;
   for (const StripeRange& r : req.ranges) {
     geo.ForEachCell(r.begin, r.end, c, [&](const CellSpan& span) {
-      ColumnWindow& w = plan.cell_windows[span.cell];
-      if (!(plan.touched & ChunkBit(span.cell))) w = {span.lo, span.hi};
-      w = {std::min(w.lo, span.lo), std::max(w.hi, span.hi)};
       plan.touched |= ChunkBit(span.cell);
       const uint32_t lo = std::min(span.lo, len), hi = std::min(span.hi, len);
-      if (lo < hi) touched_columns.push_back({lo, hi});
+      if (lo >= hi) return;
+      plan.cell_windows[span.cell].push_back({lo, hi});
+      touched_columns.push_back({lo, hi});
     });
   }
+  for (std::vector<ColumnWindow>& cw : plan.cell_windows)
+    cw = MergeColumnWindows(std::move(cw), kParityWindowGap, kMaxParityWindows);
   plan.parity_windows = MergeColumnWindows(std::move(touched_columns),
                                            kParityWindowGap, kMaxParityWindows);
   // What a delta reads (and sends back): each touched cell's window and m
@@ -111,7 +112,8 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   uint64_t delta_bytes = 0;
   for (const ColumnWindow& w : plan.parity_windows)
     delta_bytes += uint64_t{m} * (w.hi - w.lo);
-  for (const ColumnWindow& w : plan.cell_windows) delta_bytes += w.hi - w.lo;
+  for (const std::vector<ColumnWindow>& cw : plan.cell_windows)
+    for (const ColumnWindow& w : cw) delta_bytes += w.hi - w.lo;
 
   const bool whole = !truncating && req.ranges.size() == 1 &&
                      req.ranges[0].begin == 0 &&
@@ -158,61 +160,64 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m();
-  // A touched data cell: its own column window, one buffer. A parity
-  // chunk: every parity window, packed one after another in one buffer
-  // (packed[w] = where window w starts there), which is also the patch's
-  // bytes.
-  const std::vector<ColumnWindow>& pw = plan.parity_windows;
-  std::vector<uint32_t> packed;
-  uint32_t parity_bytes = 0;
-  for (const ColumnWindow& w : pw) {
-    packed.push_back(parity_bytes);
-    parity_bytes += w.hi - w.lo;
-  }
+  // The windows of chunk i: a touched data cell's own, the parity windows
+  // for parity; all of a chunk's windows packed one after another in one
+  // buffer (packed[i][w] = where window w starts there), which is also
+  // its patch's bytes.
+  std::vector<const std::vector<ColumnWindow>*> wins(k + m, nullptr);
+  for (uint32_t i = 0; i < k; ++i)
+    if (plan.touched & ChunkBit(i)) wins[i] = &plan.cell_windows[i];
+  for (uint32_t q = k; q < k + m; ++q) wins[q] = &plan.parity_windows;
+  std::vector<std::vector<uint32_t>> packed(k + m);
   std::vector<std::vector<uint8_t>> window(k + m);
   std::vector<StripeReader::WindowRead> reads;
   uint64_t read_bytes = 0;
-  for (uint32_t i = 0; i < k; ++i) {
-    if (!(plan.touched & ChunkBit(i))) continue;
-    const ColumnWindow& w = plan.cell_windows[i];
-    window[i].resize(w.hi - w.lo);
-    reads.push_back({i, w.lo, w.hi, window[i].data()});
-    read_bytes += w.hi - w.lo;
+  for (uint32_t i = 0; i < k + m; ++i) {
+    if (wins[i] == nullptr) continue;
+    uint32_t bytes = 0;
+    for (const ColumnWindow& w : *wins[i]) {
+      packed[i].push_back(bytes);
+      bytes += w.hi - w.lo;
+    }
+    window[i].resize(bytes);
+    for (size_t w = 0; w < wins[i]->size(); ++w) {
+      const ColumnWindow& cw = (*wins[i])[w];
+      reads.push_back({i, cw.lo, cw.hi, window[i].data() + packed[i][w]});
+    }
+    read_bytes += bytes;
   }
-  for (uint32_t q = k; q < k + m; ++q) {
-    window[q].resize(parity_bytes);
-    for (size_t w = 0; w < pw.size(); ++w)
-      reads.push_back({q, pw[w].lo, pw[w].hi, window[q].data() + packed[w]});
-    read_bytes += parity_bytes;
-  }
-  // Old bytes of every window in one parallel round.
+  // Old bytes of every window in one parallel round (per 32 windows).
   STRIPEFS_RETURN_IF_ERROR(
       p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
   ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
+  // Where columns [lo, hi) of chunk i are in its packed buffer (the plan's
+  // windows cover every touched column, so some window holds them).
+  auto locate = [&](uint32_t i, uint32_t lo, uint32_t hi) -> uint8_t* {
+    if (wins[i] == nullptr) return nullptr;
+    const std::vector<ColumnWindow>& ws = *wins[i];
+    auto it = std::upper_bound(
+        ws.begin(), ws.end(), lo,
+        [](uint32_t x, const ColumnWindow& w) { return x < w.lo; });
+    if (it == ws.begin() || (it - 1)->hi < hi) return nullptr;
+    const size_t w = static_cast<size_t>(it - 1 - ws.begin());
+    return window[i].data() + packed[i][w] + (lo - ws[w].lo);
+  };
   for (const StripeRange& r : req.ranges) {
     Status st;
     geo_.ForEachCell(r.begin, r.end, geo_.cell_size(), [&](const CellSpan& s) {
       if (!st.ok()) return;
-      // The parity window holding these columns (windows are the union of
-      // all touched columns, so one does).
-      auto it = std::upper_bound(
-          pw.begin(), pw.end(), s.lo,
-          [](uint32_t lo, const ColumnWindow& w) { return lo < w.lo; });
-      if (it == pw.begin() || (it - 1)->hi < s.hi) {
-        st = Status::InvalidArgument(
-            "parity-delta plan has no parity window for "
-            "columns [" +
-            std::to_string(s.lo) + ", " + std::to_string(s.hi) + ")");
-        return;
-      }
-      const size_t w = static_cast<size_t>(it - 1 - pw.begin());
-      const uint32_t at = packed[w] + (s.lo - pw[w].lo);
-      const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
+      uint8_t* old_bytes = locate(s.cell, s.lo, s.hi);
       std::vector<uint8_t*> parity;
       for (uint32_t q = 0; q < m; ++q)
-        parity.push_back(window[k + q].data() + at);
-      uint8_t* old_bytes =
-          window[s.cell].data() + (s.lo - plan.cell_windows[s.cell].lo);
+        parity.push_back(locate(k + q, s.lo, s.hi));
+      if (old_bytes == nullptr || parity[0] == nullptr) {
+        st = Status::InvalidArgument(
+            "parity-delta plan has no window for columns [" +
+            std::to_string(s.lo) + ", " + std::to_string(s.hi) + ") of cell " +
+            std::to_string(s.cell));
+        return;
+      }
+      const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
       st = p_.codec->UpdateParity(static_cast<int>(s.cell), old_bytes, src,
                                   parity, s.hi - s.lo);
       std::memcpy(old_bytes, src, s.hi - s.lo);
@@ -220,12 +225,11 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     STRIPEFS_RETURN_IF_ERROR(st);
   }
   // New version: patched windows of the touched data and parity chunks
-  // (a parity chunk with several windows: one multi-range patch, still one
-  // new version), the untouched data chunks carried over by CloneChunk,
-  // all at once (one group commit per server, not a patch round and then a
-  // clone round).
-  std::vector<PatchRange> parity_ranges;
-  for (const ColumnWindow& w : pw) parity_ranges.push_back({w.lo, w.hi - w.lo});
+  // (a chunk with several windows: one multi-range patch, still one new
+  // version), the untouched data chunks carried over by CloneChunk, all at
+  // once (one group commit per server, not a patch round and then a clone
+  // round).
+  std::vector<std::vector<PatchRange>> ranges(k + m);
   std::vector<ChunkWriteOp> ops(k + m);
   for (uint32_t i = 0; i < k + m; ++i) {
     ChunkWriteOp& op = ops[i];
@@ -233,18 +237,18 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     op.from_version = p->base.version;
     op.to_version = p->version;
     op.length = plan.chunk_len;
-    if (i < k && !(plan.touched & ChunkBit(i))) {
+    if (wins[i] == nullptr) {
       op.kind = ChunkWriteOp::Kind::kClone;
+      continue;
+    }
+    op.kind = ChunkWriteOp::Kind::kPatch;
+    op.bytes = window[i];
+    if (wins[i]->size() == 1) {
+      op.offset = wins[i]->front().lo;  // one window: the single-range patch
     } else {
-      op.kind = ChunkWriteOp::Kind::kPatch;
-      op.bytes = window[i];
-      if (i < k) {
-        op.offset = plan.cell_windows[i].lo;
-      } else if (pw.size() == 1) {
-        op.offset = pw[0].lo;  // one window: the single-range patch
-      } else {
-        op.ranges = parity_ranges;
-      }
+      for (const ColumnWindow& w : *wins[i])
+        ranges[i].push_back({w.lo, w.hi - w.lo});
+      op.ranges = ranges[i];
     }
   }
   p->failed = SendOps(p, std::move(ops), write_error);

@@ -9,9 +9,9 @@
 //   kFull        the ranges cover the whole stripe: encode, read nothing;
 //   kNewPartial  no committed version yet: the gaps are zeros;
 //   kRmw         read the old data cells, merge the ranges, re-encode;
-//   kDelta       parity delta: read each touched cell's own column window
-//                and the parity's column intervals (the union of the
-//                touched columns), patch them, clone the
+//   kDelta       parity delta: read each touched cell's own column
+//                intervals and the parity's (the union of the touched
+//                columns), patch them, clone the
 //                untouched cells (chosen when those windows are fewer
 //                bytes than the k cells an RMW reads: so several small
 //                ranges in different cells take a delta too).
@@ -89,9 +89,10 @@ struct WritePlan {
   WriteKind kind = WriteKind::kFull;
   uint32_t chunk_len = 0;  // bytes in each chunk of the new version
   uint32_t touched = 0;    // mask of data cells receiving new bytes
-  // kDelta: per data cell (k entries), the columns it reads and patches:
-  // from its first to its last touched byte (empty when untouched).
-  std::vector<ColumnWindow> cell_windows;
+  // kDelta: per data cell (k entries), the column windows it reads and
+  // patches: its own touched columns merged like the parity windows
+  // (sorted, disjoint; empty when untouched).
+  std::vector<std::vector<ColumnWindow>> cell_windows;
   // kDelta: the parity windows read and patched, sorted, disjoint and
   // non-empty: the union of the touched columns of all cells (parity
   // column x changes exactly where some cell's column x does), intervals

@@ -590,11 +590,11 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
   EXPECT_EQ(counting_->commit_calls - commits, 1);
   EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
   EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
-  // Cells 0, 1, 3: 4096 + 4096 + 24096 bytes; parity: the four 4 KiB
-  // column intervals (over 4 KiB apart), not their span [1000, 54096),
-  // twice.
+  // Cells 0, 1, 3: 4096 + 4096 + 2 x 4096 bytes (cell 3's two ranges are
+  // two windows, not their span); parity: the four 4 KiB column intervals
+  // (over 4 KiB apart), not their span [1000, 54096), twice.
   EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            4096u + 4096u + 24096u + 2u * 4u * 4096u);
+            4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   auto sv = meta().GetStripes(ino, 0, 1);
@@ -612,10 +612,10 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
 }
 
 TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
-  // Cells 0, 1 and 3 touched: three cell windows and four parity windows
-  // (the touched column intervals). With bounded reads every window is one
-  // read (3 data + 2 x 4 parity), all handed out together; nothing goes
-  // through the general path.
+  // Cells 0, 1 and 3 touched: four cell windows (two in cell 3) and four
+  // parity windows (the touched column intervals). With bounded reads
+  // every window is one read (4 data + 2 x 4 parity), all handed out
+  // together; nothing goes through the general path.
   Open(6, Geometry{4, 2, 65536});
   const uint64_t ino = NewFile("f");
   auto model = RandomBytes(S(), 16);
@@ -641,13 +641,13 @@ TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
   EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
   EXPECT_EQ(
       count(&testing::FaultInjectingChunkService::bounded_reads) - bounded0,
-      11);
+      12);
   // ReadChunk calls: only the wrapper's own patches and clones (the default
   // PatchChunk / PatchChunkRanges / CloneChunk read their source once each:
   // k + m = 6 ops); the general read path would add its window reads.
   EXPECT_EQ(count(&testing::FaultInjectingChunkService::reads) - reads0, 6);
   EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            4096u + 4096u + 24096u + 2u * 4u * 4096u);
+            4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   auto sv = meta().GetStripes(ino, 0, 1);
@@ -703,6 +703,21 @@ TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
   auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
   ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
   EXPECT_EQ(*fixed, 0u);  // parity consistent at and between the windows
+
+  // Two far ranges in one cell: that cell and parity read two 4 KiB
+  // windows each, where the span would be ~190 KiB each.
+  const std::vector<StripeRange> same_cell = {{c + 4096, c + 8192},
+                                              {c + 196608, c + 200704}};
+  auto buf1 = RandomBytes(S(), 33);
+  const uint64_t read0 = client().counters().rmw_bytes_read;
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf1, same_cell, S()).ok());
+  EXPECT_EQ(client().counters().rmw_bytes_read - read0, 3u * 2u * 4096u);
+  ApplyRanges(&model, 0, buf1, same_cell);
+  EXPECT_EQ(ReadAll(ino), model);
+  sv = meta().GetStripes(ino, 0, 1);
+  fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);
 
   // One touched cell's server down: its window and the parity windows are
   // reconstructed (the general read path, several windows per parity
@@ -868,9 +883,10 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
   ASSERT_EQ(p.parity_windows.size(), 1u);  // 80 columns apart: one window
   EXPECT_EQ(p.parity_windows[0].lo, 10u);
   EXPECT_EQ(p.parity_windows[0].hi, 300u);
-  EXPECT_EQ(p.cell_windows[1].lo, 10u);
-  EXPECT_EQ(p.cell_windows[1].hi, 300u);
-  EXPECT_EQ(p.cell_windows[0].hi, 0u);  // untouched
+  ASSERT_EQ(p.cell_windows[1].size(), 1u);
+  EXPECT_EQ(p.cell_windows[1][0].lo, 10u);
+  EXPECT_EQ(p.cell_windows[1][0].hi, 300u);
+  EXPECT_TRUE(p.cell_windows[0].empty());  // untouched
   // Small ranges in several cells: each cell keeps its own window, parity
   // takes their union; 10 + 100 + 1000 + 2 * 1990 bytes < 8 * 4096: delta.
   req.ranges = {{0, 10},
@@ -879,9 +895,10 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
   p = PlanStripeWrite(geo, true, &base, req);
   EXPECT_EQ(p.kind, WriteKind::kDelta);
   EXPECT_EQ(p.touched, 0b100101u);
-  EXPECT_EQ(p.cell_windows[2].lo, 1900u);
-  EXPECT_EQ(p.cell_windows[2].hi, 2000u);
-  EXPECT_EQ(p.cell_windows[5].lo, 1000u);
+  ASSERT_EQ(p.cell_windows[2].size(), 1u);
+  EXPECT_EQ(p.cell_windows[2][0].lo, 1900u);
+  EXPECT_EQ(p.cell_windows[2][0].hi, 2000u);
+  EXPECT_EQ(p.cell_windows[5][0].lo, 1000u);
   ASSERT_EQ(p.parity_windows.size(), 1u);
   EXPECT_EQ(p.parity_windows[0].lo, 0u);
   EXPECT_EQ(p.parity_windows[0].hi, 2000u);
@@ -906,6 +923,13 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
     EXPECT_EQ(q.parity_windows[1].hi, 104096u);
     EXPECT_EQ(q.parity_windows[2].lo, 250000u);
     EXPECT_EQ(q.parity_windows[2].hi, 254096u);
+    // Two far ranges in one cell: two windows of that cell, too.
+    r.ranges = {{1000, 2000}, {200000, 204096}};
+    q = PlanStripeWrite(big, true, &big_base, r);
+    EXPECT_EQ(q.kind, WriteKind::kDelta);
+    ASSERT_EQ(q.cell_windows[0].size(), 2u);
+    EXPECT_EQ(q.cell_windows[0][1].lo, 200000u);
+    EXPECT_EQ(q.parity_windows.size(), 2u);
   }
   // Seven cells touched: 7 * 4096 + 2 * 4096 > 8 * 4096: RMW.
   req.ranges = {{0, 7 * 4096}};
