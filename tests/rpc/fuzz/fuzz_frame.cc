@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "backend/rpc/frame.h"
@@ -78,9 +79,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
               check.rx,
               in.first(std::min(size, kFrameHeaderSize + r->header.payload_len +
                                           r->header.bulk_len + kTagSize)));
-          const auto& got_bulk = in_place ? bulk : r->bulk;
+          // r->bulk is AlignedBytes, the caller's buffer a plain vector.
+          const std::span<const uint8_t> got_bulk =
+              in_place ? std::span<const uint8_t>(bulk)
+                       : std::span<const uint8_t>(r->bulk);
           if (!whole.ok() || whole->payload != r->payload ||
-              whole->bulk != got_bulk)
+              !std::ranges::equal(whole->bulk, got_bulk))
             std::abort();
         }
       }
