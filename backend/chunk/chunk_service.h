@@ -96,6 +96,20 @@ inline Status CheckPatchRanges(std::span<const PatchRange> ranges,
   return Status::Ok();
 }
 
+// Copies each of `ranges` (accepted by CheckPatchRanges) from the next bytes
+// of `bytes` (range order) into `out`, which holds the chunk's bytes from
+// chunk offset `out_offset` on and covers every range.
+inline void ScatterPatchRanges(std::span<const PatchRange> ranges,
+                               std::span<const uint8_t> bytes,
+                               uint32_t out_offset, std::span<uint8_t> out) {
+  size_t at = 0;
+  for (const PatchRange& r : ranges) {
+    std::copy_n(bytes.begin() + static_cast<ptrdiff_t>(at), r.length,
+                out.begin() + static_cast<ptrdiff_t>(r.offset - out_offset));
+    at += r.length;
+  }
+}
+
 // One chunk write of a batch (ChunkService::ApplyChunkOps): a whole new
 // version (kWrite: `bytes` is the chunk), a copy of `from_version`
 // (kClone), or a copy with some bytes replaced (kPatch): with `ranges`
@@ -265,13 +279,7 @@ class ChunkService {
                                 std::to_string(data->size()) + " of " +
                                 std::to_string(length) + " bytes");
     }
-    size_t at = 0;
-    for (const PatchRange& r : ranges) {
-      std::copy(bytes.begin() + static_cast<ptrdiff_t>(at),
-                bytes.begin() + static_cast<ptrdiff_t>(at + r.length),
-                data->begin() + r.offset);
-      at += r.length;
-    }
+    ScatterPatchRanges(ranges, bytes, 0, *data);
     return WriteChunk(id, to_version, *data);
   }
 

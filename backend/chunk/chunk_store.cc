@@ -1316,14 +1316,12 @@ Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
                                           ranges, bytes);
   }
   // The span with the source's bytes between the ranges, then one patch.
-  std::vector<uint8_t> span(hi - lo);
-  STRIPEFS_RETURN_IF_ERROR(ReadChunkInto(id, from_version, lo, span));
-  size_t at = 0;
-  for (const PatchRange& r : ranges) {
-    std::memcpy(span.data() + (r.offset - lo), bytes.data() + at, r.length);
-    at += r.length;
-  }
-  return PatchChunk(id, from_version, to_version, length, lo, span);
+  // ReadChunk allocates the span only once the source is found and holds
+  // it: `length` comes from a peer and may be far past any stored chunk.
+  auto span = ReadChunk(id, from_version, lo, hi - lo);
+  if (!span.ok()) return span.status();
+  ScatterPatchRanges(ranges, bytes, lo, *span);
+  return PatchChunk(id, from_version, to_version, length, lo, *span);
 }
 
 Status ChunkStore::ReadChunkIntoBy(

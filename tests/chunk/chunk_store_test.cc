@@ -486,6 +486,24 @@ TEST_P(ChunkStoreTest, MultiRangePatchMakesOneVersion) {
   EXPECT_EQ(store_->ReadChunk(id, 13, 0, 1).status().code(), ENOENT);
 }
 
+// A `length` (from a peer) far past the stored source, with ranges whose
+// span is under half of it: refused (EINVAL past the source, ENOENT
+// without one) before the span between the ranges (~1.75 GiB here) is
+// allocated.
+TEST_P(ChunkStoreTest, MultiRangePatchPastTheSourceIsRefused) {
+  ChunkId id{4, 4, 5};
+  ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(8192, 3)).ok());
+  const uint32_t huge = 0xF0000000u;
+  const std::vector<PatchRange> far = {{0, 1}, {0x70000000u, 1}};
+  const auto two = Payload(2, 4);
+  EXPECT_EQ(store_->PatchChunkRanges(id, 10, 11, huge, far, two).code(),
+            EINVAL);
+  EXPECT_EQ(store_->PatchChunkRanges(id, 99, 100, huge, far, two).code(),
+            ENOENT);
+  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->ReadChunk(id, 100, 0, 1).status().code(), ENOENT);
+}
+
 TEST_P(ChunkStoreTest, PatchErrorsAreClearAndLeaveNothingBehind) {
   ChunkId id{4, 2, 5};
   ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());
