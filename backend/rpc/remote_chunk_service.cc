@@ -368,6 +368,17 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply, [&](auto& out, auto& headers, auto& ranges) -> Status {
               // Each op's bytes are the next `size` bytes of the bulk, a
               // multi-range patch's ranges the next `range_count` ranges.
+              // The lists' limits hold before anything is sized by them.
+              if (headers.size() > kMaxChunkOpsPerRequest)
+                return Status(EPROTO,
+                              std::to_string(headers.size()) +
+                                  " chunk ops in one request, at most " +
+                                  std::to_string(kMaxChunkOpsPerRequest));
+              if (ranges.size() > kMaxPatchRangesPerRequest)
+                return Status(EPROTO,
+                              std::to_string(ranges.size()) +
+                                  " patch ranges in one request, at most " +
+                                  std::to_string(kMaxPatchRangesPerRequest));
               std::vector<ChunkWriteOp> ops;
               ops.reserve(headers.size());
               uint64_t used = 0;

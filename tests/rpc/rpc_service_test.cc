@@ -542,9 +542,10 @@ TEST_F(ChunkRpcTest, MultiRangePatchMakesOneVersion) {
   EXPECT_EQ(*c.ReadChunk(b, 5, 0, 64), want_b);
 }
 
-// Requests whose op list and bulk disagree, or that name an unknown op
-// kind, are refused whole (EPROTO), never read past the bulk; so is one
-// that writes a chunk version twice (EINVAL).
+// Requests whose op list and bulk disagree, that name an unknown op kind,
+// or whose op or range list is over its limit, are refused whole (EPROTO),
+// never read past the bulk; so is one that writes a chunk version twice
+// (EINVAL).
 TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   const ChunkId a{41, 1, 0};
   ASSERT_TRUE(remote_->WriteChunk(a, 1, Data(100, 1)).ok());
@@ -580,6 +581,22 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   clone_with_ranges.kind = 1;
   EXPECT_EQ(call({clone_with_ranges}, Data(10, 1), {{0, 5}, {50, 5}}).code(),
             EPROTO);
+  // Over the lists' limits, even when every op would be valid: one op more
+  // than kMaxChunkOpsPerRequest (clones), one range more than
+  // kMaxPatchRangesPerRequest (one byte every other byte of a chunk).
+  std::vector<ChunkOpHeader> clones;
+  for (uint64_t v = 100; v < 100 + kMaxChunkOpsPerRequest + 1; ++v)
+    clones.push_back({1, a, 1, v, 100, 0, 0});
+  EXPECT_EQ(call(clones, {}).code(), EPROTO);
+  EXPECT_EQ(remote_->ReadChunk(a, 100, 0, 1).status().code(), ENOENT);
+  const ChunkId b{41, 2, 0};
+  const uint32_t n = kMaxPatchRangesPerRequest + 1;
+  ASSERT_TRUE(remote_->WriteChunk(b, 1, Data(2 * n, 2)).ok());
+  std::vector<PatchRange> every_other(n);
+  for (uint32_t i = 0; i < n; ++i) every_other[i] = {2 * i, 1};
+  const ChunkOpHeader many{2, b, 1, 2, 2 * n, 0, n, n};
+  EXPECT_EQ(call({many}, Data(n, 3), every_other).code(), EPROTO);
+  EXPECT_EQ(remote_->ReadChunk(b, 2, 0, 1).status().code(), ENOENT);
   // Two ops writing one (id, version) would race in the store.
   EXPECT_EQ(call({patch, patch}, Data(20, 1)).code(), EINVAL);
   EXPECT_EQ(remote_->ReadChunk(a, 2, 0, 1).status().code(), ENOENT);
