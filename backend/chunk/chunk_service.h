@@ -61,10 +61,62 @@ struct ChunkStoreStats {
   uint64_t reads = 0;
 };
 
+// One byte range [offset, offset + length) of a multi-range patch.
+struct PatchRange {
+  uint32_t offset = 0;
+  uint32_t length = 0;
+
+  friend bool operator==(const PatchRange&, const PatchRange&) = default;
+};
+
+// EINVAL (naming the first bad range) unless `ranges` are non-empty each,
+// sorted, disjoint, inside a `length`-byte chunk, and their lengths add up
+// to `bytes`. An empty list is valid when `bytes` is 0.
+inline Status CheckPatchRanges(std::span<const PatchRange> ranges,
+                               uint32_t length, uint64_t bytes) {
+  uint64_t prev_end = 0, sum = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const PatchRange& r = ranges[i];
+    const uint64_t end = uint64_t{r.offset} + r.length;
+    if (r.length == 0 || end > length || (i > 0 && r.offset < prev_end)) {
+      return Status::InvalidArgument(
+          "patch range " + std::to_string(i) + " [" + std::to_string(r.offset) +
+          ", " + std::to_string(end) +
+          ") is empty, out of order, overlapping or past the chunk's " +
+          std::to_string(length) + " bytes");
+    }
+    prev_end = end;
+    sum += r.length;
+  }
+  if (sum != bytes) {
+    return Status::InvalidArgument("patch ranges cover " + std::to_string(sum) +
+                                   " bytes, " + std::to_string(bytes) +
+                                   " bytes given");
+  }
+  return Status::Ok();
+}
+
+// Copies each of `ranges` (accepted by CheckPatchRanges) from the next bytes
+// of `bytes` (range order) into `out`, which holds the chunk's bytes from
+// chunk offset `out_offset` on and covers every range.
+inline void ScatterPatchRanges(std::span<const PatchRange> ranges,
+                               std::span<const uint8_t> bytes,
+                               uint32_t out_offset, std::span<uint8_t> out) {
+  size_t at = 0;
+  for (const PatchRange& r : ranges) {
+    std::copy_n(bytes.begin() + static_cast<ptrdiff_t>(at), r.length,
+                out.begin() + static_cast<ptrdiff_t>(r.offset - out_offset));
+    at += r.length;
+  }
+}
+
 // One chunk write of a batch (ChunkService::ApplyChunkOps): a whole new
 // version (kWrite: `bytes` is the chunk), a copy of `from_version`
-// (kClone), or a copy with [offset, offset + bytes.size()) replaced
-// (kPatch). `bytes` is borrowed for the duration of the call.
+// (kClone), or a copy with some bytes replaced (kPatch): with `ranges`
+// empty, [offset, offset + bytes.size()); else each of `ranges` (sorted,
+// disjoint), whose new bytes are `bytes` concatenated in range order
+// (PatchChunkRanges). `bytes` and `ranges` are borrowed for the duration
+// of the call.
 struct ChunkWriteOp {
   enum class Kind : uint32_t { kWrite = 0, kClone = 1, kPatch = 2 };
   Kind kind = Kind::kWrite;
@@ -72,8 +124,9 @@ struct ChunkWriteOp {
   uint64_t from_version = 0;  // kClone, kPatch
   uint64_t to_version = 0;
   uint32_t length = 0;  // kClone, kPatch: the new version's length
-  uint32_t offset = 0;  // kPatch
+  uint32_t offset = 0;  // kPatch with `ranges` empty
   std::span<const uint8_t> bytes;
+  std::span<const PatchRange> ranges = {};  // kPatch: several ranges
 };
 
 class ChunkService {
@@ -203,8 +256,35 @@ class ChunkService {
     return WriteChunk(id, to_version, *data);
   }
 
-  // Runs one op of a batch through WriteChunk, CloneChunk or PatchChunk
-  // (EINVAL for an unknown kind).
+  // Makes (id, to_version) a copy of (id, from_version), whose length is
+  // `length`, with each of `ranges` replaced by the next bytes of `bytes`
+  // (range order): ONE new version however many ranges. EINVAL unless
+  // CheckPatchRanges accepts them; otherwise the errors of PatchChunk. Used
+  // by parity deltas whose parity changes at several column intervals. The
+  // default: one range is PatchChunk; several read the whole source
+  // (CRC-verified), apply them, and WriteChunk the result.
+  virtual Status PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                                  uint64_t to_version, uint32_t length,
+                                  std::span<const PatchRange> ranges,
+                                  std::span<const uint8_t> bytes) {
+    STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
+    if (ranges.size() <= 1) {
+      return PatchChunk(id, from_version, to_version, length,
+                        ranges.empty() ? 0 : ranges[0].offset, bytes);
+    }
+    auto data = ReadChunk(id, from_version, 0, length);
+    if (!data.ok()) return data.status();
+    if (data->size() != length) {
+      return Status::Corruption("chunk read returned " +
+                                std::to_string(data->size()) + " of " +
+                                std::to_string(length) + " bytes");
+    }
+    ScatterPatchRanges(ranges, bytes, 0, *data);
+    return WriteChunk(id, to_version, *data);
+  }
+
+  // Runs one op of a batch through WriteChunk, CloneChunk, PatchChunk or
+  // PatchChunkRanges (EINVAL for an unknown kind).
   Status ApplyChunkOp(const ChunkWriteOp& op) {
     switch (op.kind) {
       case ChunkWriteOp::Kind::kWrite:
@@ -212,6 +292,10 @@ class ChunkService {
       case ChunkWriteOp::Kind::kClone:
         return CloneChunk(op.id, op.from_version, op.to_version, op.length);
       case ChunkWriteOp::Kind::kPatch:
+        if (!op.ranges.empty()) {
+          return PatchChunkRanges(op.id, op.from_version, op.to_version,
+                                  op.length, op.ranges, op.bytes);
+        }
         return PatchChunk(op.id, op.from_version, op.to_version, op.length,
                           op.offset, op.bytes);
     }

@@ -1323,6 +1323,31 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   }
 }
 
+Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                                    uint64_t to_version, uint32_t length,
+                                    std::span<const PatchRange> ranges,
+                                    std::span<const uint8_t> bytes) {
+  STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
+  if (ranges.size() <= 1) {
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  const uint32_t lo = ranges.front().offset;
+  const uint32_t hi = ranges.back().offset + ranges.back().length;
+  if (uint64_t{hi - lo} * 2 > length) {
+    patches_whole_.fetch_add(1, std::memory_order_relaxed);
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  // The span with the source's bytes between the ranges, then one patch.
+  // ReadChunk allocates the span only once the source is found and holds
+  // it: `length` comes from a peer and may be far past any stored chunk.
+  auto span = ReadChunk(id, from_version, lo, hi - lo);
+  if (!span.ok()) return span.status();
+  ScatterPatchRanges(ranges, bytes, lo, *span);
+  return PatchChunk(id, from_version, to_version, length, lo, *span);
+}
+
 Status ChunkStore::ReadChunkIntoBy(
     const ChunkId& id, uint64_t version, uint32_t offset,
     std::span<uint8_t> out, std::chrono::steady_clock::time_point deadline) {

@@ -255,6 +255,14 @@ class ChunkStore final : public ChunkService {
   Status PatchChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length, uint32_t offset,
                     std::span<const uint8_t> bytes) override;
+  // Several ranges spanning at most half the chunk: reads the source's
+  // bytes between them (CRC-verified) and patches the span in place as
+  // PatchChunk does; a wider span reads and writes the whole chunk
+  // (counted as patches_whole). One range: PatchChunk.
+  Status PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                          uint64_t to_version, uint32_t length,
+                          std::span<const PatchRange> ranges,
+                          std::span<const uint8_t> bytes) override;
 
   // Removes legacy tmp/ leftovers and orphan data files, drops index entries
   // whose data is gone, removes empty legacy directories and unused

@@ -44,19 +44,26 @@ Status StripeReader::ReadWindows(uint64_t ino, const StripeVersion& sv,
                                  std::span<const WindowRead> reads) {
   if (reads.empty()) return Status::Ok();
   if (reads.size() > kMaxCells) {
-    return Status::InvalidArgument(
-        "ReadWindows of " + std::to_string(reads.size()) +
-        " windows, at most " + std::to_string(kMaxCells));
+    // One round per kMaxCells windows.
+    for (size_t at = 0; at < reads.size(); at += kMaxCells) {
+      STRIPEFS_RETURN_IF_ERROR(ReadWindows(
+          ino, sv, layout,
+          reads.subspan(at, std::min(kMaxCells, reads.size() - at))));
+    }
+    return Status::Ok();
   }
-  uint32_t seen = 0;
   std::vector<CellRead> cells;
   cells.reserve(reads.size());
-  for (const WindowRead& r : reads) {
-    if (r.index >= geo_.width() || r.lo >= r.hi || (seen & ChunkBit(r.index)))
+  for (size_t j = 0; j < reads.size(); ++j) {
+    const WindowRead& r = reads[j];
+    bool overlaps = false;
+    for (size_t i = 0; i < j; ++i)
+      overlaps |=
+          reads[i].index == r.index && reads[i].lo < r.hi && r.lo < reads[i].hi;
+    if (r.index >= geo_.width() || r.lo >= r.hi || overlaps)
       return Status::InvalidArgument(
-          "ReadWindows: bad or repeated window of chunk " +
+          "ReadWindows: bad or overlapping window of chunk " +
           std::to_string(r.index));
-    seen |= ChunkBit(r.index);
     cells.push_back({CellSpan{r.index, r.lo, r.hi}, r.dst});
   }
   std::vector<Status> known;  // per chunk index, once a read failed

@@ -95,10 +95,11 @@ class StripeReader {
     uint32_t hi = 0;
     uint8_t* dst = nullptr;
   };
-  // Reads every window of `reads` (distinct chunk indices, lo < hi <= the
-  // chunk length, at most 32) of version `sv` in one parallel round, however
-  // many distinct windows there are: the parity-delta write reads each
-  // touched cell's window and the parity window this way. When a chunk
+  // Reads every window of `reads` (lo < hi <= the chunk length; windows of
+  // one chunk disjoint, a chunk may have several) of version `sv` in one
+  // parallel round per 32 windows, however many distinct windows there
+  // are: the parity-delta write reads each touched cell's window and the
+  // parity windows this way. When a chunk
   // cannot be read that way (missing, down, suspect, failed, or its service
   // cannot bound reads), the windows are read again through ReadColumns,
   // one call per distinct window, reconstructing what cannot be read (a

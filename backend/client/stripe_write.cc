@@ -44,6 +44,33 @@ Status ValidateWriteRequest(const StripeGeometry& geo,
   return Status::Ok();
 }
 
+std::vector<ColumnWindow> MergeColumnWindows(std::vector<ColumnWindow> windows,
+                                             uint32_t gap, size_t max_windows) {
+  std::sort(windows.begin(), windows.end(),
+            [](const ColumnWindow& a, const ColumnWindow& b) {
+              return a.lo < b.lo || (a.lo == b.lo && a.hi < b.hi);
+            });
+  std::vector<ColumnWindow> out;
+  for (const ColumnWindow& w : windows) {
+    if (w.lo >= w.hi) continue;
+    if (!out.empty() && uint64_t{w.lo} < uint64_t{out.back().hi} + gap) {
+      out.back().hi = std::max(out.back().hi, w.hi);
+    } else {
+      out.push_back(w);
+    }
+  }
+  // Too many: merge the two neighbours with the smallest gap, repeatedly
+  // (each round removes one window, so this ends).
+  while (out.size() > std::max<size_t>(max_windows, 1)) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < out.size(); ++i)
+      if (out[i + 1].lo - out[i].hi < out[best + 1].lo - out[best].hi) best = i;
+    out[best].hi = out[best + 1].hi;
+    out.erase(out.begin() + static_cast<ptrdiff_t>(best) + 1);
+  }
+  return out;
+}
+
 WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
                           const StripeVersion* base,
                           const StripeWriteRequest& req) {
@@ -62,27 +89,31 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   if (len == 0) len = 1;  // a stripe truncated to nothing keeps one byte
   plan.chunk_len = len;
 
-  // Touched cells, each cell's own column window, and the parity window
-  // (the union of the cells' windows: parity column x changes where any
-  // cell's column x does).
-  plan.cell_windows.assign(k, ColumnWindow{});
-  uint32_t lo = UINT32_MAX, hi = 0;
+  // Touched cells, each cell's own column window, and the parity windows
+  // (the union of every touched column interval: parity column x changes
+  // where any cell's column x does).
+  plan.cell_windows.assign(k, {});
+  std::vector<ColumnWindow> touched_columns;
   for (const StripeRange& r : req.ranges) {
     geo.ForEachCell(r.begin, r.end, c, [&](const CellSpan& span) {
-      ColumnWindow& w = plan.cell_windows[span.cell];
-      if (!(plan.touched & ChunkBit(span.cell))) w = {span.lo, span.hi};
-      w = {std::min(w.lo, span.lo), std::max(w.hi, span.hi)};
       plan.touched |= ChunkBit(span.cell);
-      lo = std::min(lo, span.lo);
-      hi = std::max(hi, span.hi);
+      const uint32_t lo = std::min(span.lo, len), hi = std::min(span.hi, len);
+      if (lo >= hi) return;
+      plan.cell_windows[span.cell].push_back({lo, hi});
+      touched_columns.push_back({lo, hi});
     });
   }
-  plan.win_lo = plan.touched ? std::min(lo, len) : 0;
-  plan.win_hi = plan.touched ? std::min(hi, len) : 0;
+  for (std::vector<ColumnWindow>& cw : plan.cell_windows)
+    cw = MergeColumnWindows(std::move(cw), kParityWindowGap, kMaxParityWindows);
+  plan.parity_windows = MergeColumnWindows(std::move(touched_columns),
+                                           kParityWindowGap, kMaxParityWindows);
   // What a delta reads (and sends back): each touched cell's window and m
-  // parity windows.
-  uint64_t delta_bytes = uint64_t{m} * (plan.win_hi - plan.win_lo);
-  for (const ColumnWindow& w : plan.cell_windows) delta_bytes += w.hi - w.lo;
+  // times the parity windows.
+  uint64_t delta_bytes = 0;
+  for (const ColumnWindow& w : plan.parity_windows)
+    delta_bytes += uint64_t{m} * (w.hi - w.lo);
+  for (const std::vector<ColumnWindow>& cw : plan.cell_windows)
+    for (const ColumnWindow& w : cw) delta_bytes += w.hi - w.lo;
 
   const bool whole = !truncating && req.ranges.size() == 1 &&
                      req.ranges[0].begin == 0 &&
@@ -91,8 +122,8 @@ WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
   // k + m (a delta rewrites only the touched and parity chunks, on the
   // servers, and clones the rest).
   const bool delta_ok = parity_delta && base != nullptr && !truncating &&
-                        plan.touched != 0 && base->missing_mask == 0 &&
-                        len == base->chunk_len &&
+                        plan.touched != 0 && !plan.parity_windows.empty() &&
+                        base->missing_mask == 0 && len == base->chunk_len &&
                         delta_bytes < uint64_t{k} * len;
   if (whole) {
     plan.kind = WriteKind::kFull;
@@ -129,49 +160,76 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m();
-  // Window of chunk i: its own columns for a data cell, the union for
-  // parity.
-  std::vector<ColumnWindow> win(k + m, ColumnWindow{plan.win_lo, plan.win_hi});
-  std::vector<int> want;
-  for (uint32_t i = 0; i < k; ++i) {
-    if (!(plan.touched & ChunkBit(i))) continue;
-    want.push_back(static_cast<int>(i));
-    win[i] = plan.cell_windows[i];
-  }
-  for (uint32_t q = 0; q < m; ++q) want.push_back(static_cast<int>(k + q));
-  // Old bytes of every window in one parallel round (each chunk its own
-  // window), not one round per distinct window.
+  // The windows of chunk i: a touched data cell's own, the parity windows
+  // for parity; all of a chunk's windows packed one after another in one
+  // buffer (packed[i][w] = where window w starts there), which is also
+  // its patch's bytes.
+  std::vector<const std::vector<ColumnWindow>*> wins(k + m, nullptr);
+  for (uint32_t i = 0; i < k; ++i)
+    if (plan.touched & ChunkBit(i)) wins[i] = &plan.cell_windows[i];
+  for (uint32_t q = k; q < k + m; ++q) wins[q] = &plan.parity_windows;
+  std::vector<std::vector<uint32_t>> packed(k + m);
   std::vector<std::vector<uint8_t>> window(k + m);
   std::vector<StripeReader::WindowRead> reads;
   uint64_t read_bytes = 0;
-  for (int i : want) {
-    const size_t u = static_cast<size_t>(i);
-    window[u].resize(win[u].hi - win[u].lo);
-    reads.push_back(
-        {static_cast<uint32_t>(i), win[u].lo, win[u].hi, window[u].data()});
-    read_bytes += win[u].hi - win[u].lo;
+  for (uint32_t i = 0; i < k + m; ++i) {
+    if (wins[i] == nullptr) continue;
+    uint32_t bytes = 0;
+    for (const ColumnWindow& w : *wins[i]) {
+      packed[i].push_back(bytes);
+      bytes += w.hi - w.lo;
+    }
+    window[i].resize(bytes);
+    for (size_t w = 0; w < wins[i]->size(); ++w) {
+      const ColumnWindow& cw = (*wins[i])[w];
+      reads.push_back({i, cw.lo, cw.hi, window[i].data() + packed[i][w]});
+    }
+    read_bytes += bytes;
   }
+  // Old bytes of every window in one parallel round (per 32 windows).
   STRIPEFS_RETURN_IF_ERROR(
       p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
   ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
+  // Where columns [lo, hi) of chunk i are in its packed buffer (the plan's
+  // windows cover every touched column, so some window holds them).
+  auto locate = [&](uint32_t i, uint32_t lo, uint32_t hi) -> uint8_t* {
+    if (wins[i] == nullptr) return nullptr;
+    const std::vector<ColumnWindow>& ws = *wins[i];
+    auto it = std::upper_bound(
+        ws.begin(), ws.end(), lo,
+        [](uint32_t x, const ColumnWindow& w) { return x < w.lo; });
+    if (it == ws.begin() || (it - 1)->hi < hi) return nullptr;
+    const size_t w = static_cast<size_t>(it - 1 - ws.begin());
+    return window[i].data() + packed[i][w] + (lo - ws[w].lo);
+  };
   for (const StripeRange& r : req.ranges) {
     Status st;
     geo_.ForEachCell(r.begin, r.end, geo_.cell_size(), [&](const CellSpan& s) {
       if (!st.ok()) return;
-      const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
+      uint8_t* old_bytes = locate(s.cell, s.lo, s.hi);
       std::vector<uint8_t*> parity;
       for (uint32_t q = 0; q < m; ++q)
-        parity.push_back(window[k + q].data() + (s.lo - plan.win_lo));
-      uint8_t* old_bytes = window[s.cell].data() + (s.lo - win[s.cell].lo);
+        parity.push_back(locate(k + q, s.lo, s.hi));
+      if (old_bytes == nullptr || parity[0] == nullptr) {
+        st = Status::InvalidArgument(
+            "parity-delta plan has no window for columns [" +
+            std::to_string(s.lo) + ", " + std::to_string(s.hi) + ") of cell " +
+            std::to_string(s.cell));
+        return;
+      }
+      const uint8_t* src = req.At(geo_.StripeOffset(s.cell, s.lo));
       st = p_.codec->UpdateParity(static_cast<int>(s.cell), old_bytes, src,
                                   parity, s.hi - s.lo);
       std::memcpy(old_bytes, src, s.hi - s.lo);
     });
     STRIPEFS_RETURN_IF_ERROR(st);
   }
-  // New version: patched windows of the touched data and parity chunks,
-  // the untouched data chunks carried over by CloneChunk, all at once (one
-  // group commit per server, not a patch round and then a clone round).
+  // New version: patched windows of the touched data and parity chunks
+  // (a chunk with several windows: one multi-range patch, still one new
+  // version), the untouched data chunks carried over by CloneChunk, all at
+  // once (one group commit per server, not a patch round and then a clone
+  // round).
+  std::vector<std::vector<PatchRange>> ranges(k + m);
   std::vector<ChunkWriteOp> ops(k + m);
   for (uint32_t i = 0; i < k + m; ++i) {
     ChunkWriteOp& op = ops[i];
@@ -179,12 +237,18 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     op.from_version = p->base.version;
     op.to_version = p->version;
     op.length = plan.chunk_len;
-    if (i < k && !(plan.touched & ChunkBit(i))) {
+    if (wins[i] == nullptr) {
       op.kind = ChunkWriteOp::Kind::kClone;
+      continue;
+    }
+    op.kind = ChunkWriteOp::Kind::kPatch;
+    op.bytes = window[i];
+    if (wins[i]->size() == 1) {
+      op.offset = wins[i]->front().lo;  // one window: the single-range patch
     } else {
-      op.kind = ChunkWriteOp::Kind::kPatch;
-      op.offset = win[i].lo;
-      op.bytes = window[i];
+      for (const ColumnWindow& w : *wins[i])
+        ranges[i].push_back({w.lo, w.hi - w.lo});
+      op.ranges = ranges[i];
     }
   }
   p->failed = SendOps(p, std::move(ops), write_error);

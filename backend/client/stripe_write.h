@@ -9,8 +9,9 @@
 //   kFull        the ranges cover the whole stripe: encode, read nothing;
 //   kNewPartial  no committed version yet: the gaps are zeros;
 //   kRmw         read the old data cells, merge the ranges, re-encode;
-//   kDelta       parity delta: read each touched cell's own column window
-//                and the parity's (their union), patch them, clone the
+//   kDelta       parity delta: read each touched cell's own column
+//                intervals and the parity's (the union of the touched
+//                columns), patch them, clone the
 //                untouched cells (chosen when those windows are fewer
 //                bytes than the k cells an RMW reads: so several small
 //                ranges in different cells take a delta too).
@@ -74,17 +75,38 @@ struct ColumnWindow {
   uint32_t hi = 0;
 };
 
+// Parity windows of a delta: touched column intervals closer than this
+// are merged into one window. Below a 4 KiB page the bytes saved do not pay
+// for a separate range: the chunk store rounds every range out to its
+// 4 KiB CRC blocks (reading and verifying the partly covered ones), and
+// each window is another read and another patch range on the wire.
+inline constexpr uint32_t kParityWindowGap = 4096;
+// At most this many parity windows per delta (the closest ones are merged
+// beyond it): bounds the reads and the pieces of a patched chunk.
+inline constexpr size_t kMaxParityWindows = 16;
+
 struct WritePlan {
   WriteKind kind = WriteKind::kFull;
   uint32_t chunk_len = 0;  // bytes in each chunk of the new version
   uint32_t touched = 0;    // mask of data cells receiving new bytes
-  // kDelta: per data cell (k entries), the columns it reads and patches:
-  // from its first to its last touched byte (empty when untouched).
-  std::vector<ColumnWindow> cell_windows;
-  uint32_t win_lo = 0;  // kDelta: the parity window read and patched, the
-  uint32_t win_hi = 0;  //   union of the cells' windows
+  // kDelta: per data cell (k entries), the column windows it reads and
+  // patches: its own touched columns merged like the parity windows
+  // (sorted, disjoint; empty when untouched).
+  std::vector<std::vector<ColumnWindow>> cell_windows;
+  // kDelta: the parity windows read and patched, sorted, disjoint and
+  // non-empty: the union of the touched columns of all cells (parity
+  // column x changes exactly where some cell's column x does), intervals
+  // less than kParityWindowGap apart merged, at most kMaxParityWindows.
+  std::vector<ColumnWindow> parity_windows;
   uint64_t zero_from = kNoTruncate;
 };
+
+// The union of `windows` (any order, may overlap; empty ones ignored) as
+// sorted, disjoint windows, where two less than `gap` columns apart become
+// one, then neighbours with the smallest gaps merged until at most
+// `max_windows` (at least 1) remain. Pure.
+std::vector<ColumnWindow> MergeColumnWindows(std::vector<ColumnWindow> windows,
+                                             uint32_t gap, size_t max_windows);
 
 // Decides how to write `req` over `base` (null: no committed version).
 // Pure: reads nothing, writes nothing.

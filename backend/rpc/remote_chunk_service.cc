@@ -151,6 +151,81 @@ Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
       client_, {id, from_version, to_version, length, offset}, &resp, bytes);
 }
 
+Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
+                                            std::span<Status> out) {
+  std::vector<ChunkOpHeader> headers;
+  headers.reserve(ops.size());
+  std::vector<PatchRange> ranges;
+  uint64_t bulk_size = 0;
+  for (const ChunkWriteOp& op : ops) bulk_size += op.bytes.size();
+  std::vector<uint8_t> bulk;
+  bulk.reserve(bulk_size);
+  for (const ChunkWriteOp& op : ops) {
+    const bool multi = !op.ranges.empty();
+    headers.push_back({static_cast<uint32_t>(op.kind), op.id, op.from_version,
+                       op.to_version, op.length, multi ? 0 : op.offset,
+                       static_cast<uint32_t>(op.bytes.size()),
+                       static_cast<uint32_t>(op.ranges.size())});
+    ranges.insert(ranges.end(), op.ranges.begin(), op.ranges.end());
+    bulk.insert(bulk.end(), op.bytes.begin(), op.bytes.end());
+  }
+  Msg<MsgType::kApplyChunkOps>::Response resp;
+  Status st = CallTyped<MsgType::kApplyChunkOps>(
+      client_, {std::move(headers), std::move(ranges)}, &resp, bulk);
+  if (!st.ok()) return st;
+  const auto& codes = std::get<0>(resp);
+  const auto& messages = std::get<1>(resp);
+  if (codes.size() != ops.size() || messages.size() != ops.size()) {
+    const Status bad(EPROTO, "chunkd at " + client_.address() + " answered " +
+                                 std::to_string(codes.size()) +
+                                 " statuses for " + std::to_string(ops.size()) +
+                                 " chunk ops");
+    for (Status& o : out) o = bad;
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const int32_t code = codes[i];
+    out[i] = code == 0 ? Status::Ok()
+             : code > 0 && code < 4096
+                 ? Status(code, messages[i])
+                 : Status(EPROTO, "chunkd at " + client_.address() +
+                                      " answered error code " +
+                                      std::to_string(code));
+  }
+  return Status::Ok();
+}
+
+Status RemoteChunkService::PatchChunkRanges(const ChunkId& id,
+                                            uint64_t from_version,
+                                            uint64_t to_version,
+                                            uint32_t length,
+                                            std::span<const PatchRange> ranges,
+                                            std::span<const uint8_t> bytes) {
+  STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
+  if (ranges.size() <= 1 || bytes.size() > kMaxBulk ||
+      ranges.size() > kMaxPatchRangesPerRequest) {
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  ChunkWriteOp op;
+  op.kind = ChunkWriteOp::Kind::kPatch;
+  op.id = id;
+  op.from_version = from_version;
+  op.to_version = to_version;
+  op.length = length;
+  op.bytes = bytes;
+  op.ranges = ranges;
+  Status result;
+  Status st = SendApplyRequest(std::span<const ChunkWriteOp>(&op, 1),
+                               std::span<Status>(&result, 1));
+  if (st.code() == EOPNOTSUPP) {
+    // An older chunkd: read the whole source, write the whole result.
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  }
+  return st.ok() ? result : st;
+}
+
 std::vector<Status> RemoteChunkService::ApplyChunkOps(
     std::span<const ChunkWriteOp> ops) {
   std::vector<Status> out(ops.size());
@@ -164,56 +239,36 @@ std::vector<Status> RemoteChunkService::ApplyChunkOps(
     // The next request: as many ops as fit (at least one).
     size_t end = at;
     uint64_t bulk_size = 0;
+    size_t range_count = 0;
     while (end < ops.size() && end - at < kMaxChunkOpsPerRequest &&
-           (end == at || bulk_size + ops[end].bytes.size() <= kMaxBulk)) {
+           (end == at || (bulk_size + ops[end].bytes.size() <= kMaxBulk &&
+                          range_count + ops[end].ranges.size() <=
+                              kMaxPatchRangesPerRequest))) {
       bulk_size += ops[end].bytes.size();
+      range_count += ops[end].ranges.size();
       ++end;
     }
-    if (bulk_size > kMaxBulk) {  // one op alone is too big
-      out[at] = Status::InvalidArgument(
-          "chunk op of " + std::to_string(bulk_size) +
-          " bytes exceeds the wire limit of " + std::to_string(kMaxBulk));
+    if (bulk_size > kMaxBulk || range_count > kMaxPatchRangesPerRequest) {
+      // One op alone is too big: a multi-range patch goes on its own
+      // (PatchChunkRanges falls back to a whole rewrite).
+      out[at] = ops[at].ranges.empty()
+                    ? Status::InvalidArgument(
+                          "chunk op of " + std::to_string(bulk_size) +
+                          " bytes exceeds the wire limit of " +
+                          std::to_string(kMaxBulk))
+                    : ApplyChunkOp(ops[at]);
       at = end;
       continue;
     }
-    std::vector<ChunkOpHeader> headers;
-    headers.reserve(end - at);
-    std::vector<uint8_t> bulk;
-    bulk.reserve(bulk_size);
-    for (size_t i = at; i < end; ++i) {
-      const ChunkWriteOp& op = ops[i];
-      headers.push_back({static_cast<uint32_t>(op.kind), op.id, op.from_version,
-                         op.to_version, op.length, op.offset,
-                         static_cast<uint32_t>(op.bytes.size())});
-      bulk.insert(bulk.end(), op.bytes.begin(), op.bytes.end());
-    }
-    Msg<MsgType::kApplyChunkOps>::Response resp;
-    Status st = CallTyped<MsgType::kApplyChunkOps>(
-        client_, {std::move(headers)}, &resp, bulk);
-    const auto& codes = std::get<0>(resp);
-    const auto& messages = std::get<1>(resp);
+    const auto batch = ops.subspan(at, end - at);
+    Status st =
+        SendApplyRequest(batch, std::span<Status>(out).subspan(at, end - at));
     if (st.code() == EOPNOTSUPP) {
       // An older chunkd: the message is unknown there.
-      auto one_by_one = ChunkService::ApplyChunkOps(ops.subspan(at, end - at));
+      auto one_by_one = ChunkService::ApplyChunkOps(batch);
       std::move(one_by_one.begin(), one_by_one.end(), out.begin() + at);
     } else if (!st.ok()) {
       for (size_t i = at; i < end; ++i) out[i] = st;
-    } else if (codes.size() != end - at || messages.size() != end - at) {
-      const Status bad(EPROTO, "chunkd at " + client_.address() + " answered " +
-                                   std::to_string(codes.size()) +
-                                   " statuses for " + std::to_string(end - at) +
-                                   " chunk ops");
-      for (size_t i = at; i < end; ++i) out[i] = bad;
-    } else {
-      for (size_t i = at; i < end; ++i) {
-        const int32_t code = codes[i - at];
-        if (code == 0) continue;
-        out[i] = code > 0 && code < 4096
-                     ? Status(code, messages[i - at])
-                     : Status(EPROTO, "chunkd at " + client_.address() +
-                                          " answered error code " +
-                                          std::to_string(code));
-      }
     }
     at = end;
   }
@@ -310,11 +365,24 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             });
       case MsgType::kApplyChunkOps:
         return ServeTyped<MsgType::kApplyChunkOps>(
-            p, reply, [&](auto& out, auto& headers) -> Status {
-              // Each op's bytes are the next `size` bytes of the bulk.
+            p, reply, [&](auto& out, auto& headers, auto& ranges) -> Status {
+              // Each op's bytes are the next `size` bytes of the bulk, a
+              // multi-range patch's ranges the next `range_count` ranges.
+              // The lists' limits hold before anything is sized by them.
+              if (headers.size() > kMaxChunkOpsPerRequest)
+                return Status(EPROTO,
+                              std::to_string(headers.size()) +
+                                  " chunk ops in one request, at most " +
+                                  std::to_string(kMaxChunkOpsPerRequest));
+              if (ranges.size() > kMaxPatchRangesPerRequest)
+                return Status(EPROTO,
+                              std::to_string(ranges.size()) +
+                                  " patch ranges in one request, at most " +
+                                  std::to_string(kMaxPatchRangesPerRequest));
               std::vector<ChunkWriteOp> ops;
               ops.reserve(headers.size());
               uint64_t used = 0;
+              size_t ranges_used = 0;
               for (const ChunkOpHeader& h : headers) {
                 if (h.kind > static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
                   return Status(EPROTO, "unknown chunk op kind " +
@@ -332,12 +400,39 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
                 op.offset = h.offset;
                 op.bytes = std::span<const uint8_t>(bulk).subspan(used, h.size);
                 used += h.size;
+                if (h.range_count > 0) {
+                  if (h.kind !=
+                      static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
+                    return Status(EPROTO, "chunk op of kind " +
+                                              std::to_string(h.kind) +
+                                              " has patch ranges");
+                  if (h.range_count > ranges.size() - ranges_used)
+                    return Status(EPROTO,
+                                  "chunk ops name more patch ranges than "
+                                  "the " +
+                                      std::to_string(ranges.size()) +
+                                      " the request carries");
+                  op.ranges = std::span<const PatchRange>(ranges).subspan(
+                      ranges_used, h.range_count);
+                  ranges_used += h.range_count;
+                  Status bad = CheckPatchRanges(op.ranges, h.length, h.size);
+                  if (!bad.ok())
+                    return Status(EPROTO, "chunk op " +
+                                              std::to_string(ops.size()) +
+                                              ": " + bad.message());
+                }
                 ops.push_back(op);
               }
               if (used != bulk.size())
                 return Status(EPROTO, "chunk ops name " + std::to_string(used) +
                                           " bytes, the request carries " +
                                           std::to_string(bulk.size()));
+              if (ranges_used != ranges.size())
+                return Status(EPROTO, "chunk ops name " +
+                                          std::to_string(ranges_used) +
+                                          " patch ranges, the request "
+                                          "carries " +
+                                          std::to_string(ranges.size()));
               // The ops run concurrently: two writing one (id, version)
               // would race in the store, so such a request is refused whole.
               std::vector<std::pair<ChunkId, uint64_t>> targets;
@@ -348,8 +443,9 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
               auto twice = std::adjacent_find(targets.begin(), targets.end());
               if (twice != targets.end())
                 return Status::InvalidArgument(
-                    "chunk ops write chunk " + std::to_string(twice->first.inode) +
-                    "/" + std::to_string(twice->first.stripe) + "/" +
+                    "chunk ops write chunk " +
+                    std::to_string(twice->first.inode) + "/" +
+                    std::to_string(twice->first.stripe) + "/" +
                     std::to_string(twice->first.index) + " version " +
                     std::to_string(twice->second) + " twice in one request");
               std::vector<Status> results = s.ApplyChunkOps(ops);

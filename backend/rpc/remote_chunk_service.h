@@ -71,10 +71,26 @@ class RemoteChunkService final : public ChunkService {
   // one go and answers a Status per op. A transport error fails every op
   // of that request; a chunkd that does not know the message gets the ops
   // one by one (PatchChunk, CloneChunk, WriteChunk calls, in parallel). A
-  // single op goes as its own message (PatchChunk ...), as before batches.
+  // single op goes as its own message (PatchChunk ...), as before batches,
+  // except a multi-range patch (PatchChunkRanges).
   std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) override;
+  // Several ranges: one ApplyChunkOps request with this one op (only the
+  // ranges' bytes on the wire). A chunkd without ApplyChunkOps: the
+  // default (ReadChunk of the whole source, WriteChunk of the result).
+  // One range: PatchChunk.
+  Status PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                          uint64_t to_version, uint32_t length,
+                          std::span<const PatchRange> ranges,
+                          std::span<const uint8_t> bytes) override;
 
  private:
+  // Sends ops (at most kMaxChunkOpsPerRequest, their bytes at most
+  // kMaxBulk) as one ApplyChunkOps request and fills out[i] per op. Returns
+  // the request's own error (then `out` is untouched): EOPNOTSUPP from a
+  // chunkd that does not know the message, or a transport error.
+  Status SendApplyRequest(std::span<const ChunkWriteOp> ops,
+                          std::span<Status> out);
+
   RpcClient client_;
   const std::chrono::milliseconds read_timeout_;
 };

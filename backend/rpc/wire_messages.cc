@@ -195,11 +195,20 @@ void Put(Encoder& e, const ChunkOpHeader& v) {
   e.U32(v.length);
   e.U32(v.offset);
   e.U32(v.size);
+  e.U32(v.range_count);
 }
 bool Get(Decoder& d, ChunkOpHeader* v) {
   return d.U32(&v->kind) && Get(d, &v->id) && d.U64(&v->from_version) &&
          d.U64(&v->to_version) && d.U32(&v->length) && d.U32(&v->offset) &&
-         d.U32(&v->size);
+         d.U32(&v->size) && d.U32(&v->range_count);
+}
+
+void Put(Encoder& e, const PatchRange& v) {
+  e.U32(v.offset);
+  e.U32(v.length);
+}
+bool Get(Decoder& d, PatchRange* v) {
+  return d.U32(&v->offset) && d.U32(&v->length);
 }
 
 void Put(Encoder& e, const ChunkInfo& v) {

@@ -93,7 +93,11 @@ const std::vector<MsgType>& AllMsgTypes();
 
 // One op of an ApplyChunkOps request (ChunkWriteOp without its bytes): the
 // op's bytes are the next `size` bytes of the frame's bulk section, in op
-// order. `kind` is ChunkWriteOp::Kind's number (checked by the server).
+// order. `kind` is ChunkWriteOp::Kind's number (checked by the server). A
+// kPatch with range_count > 0 patches the next range_count entries of the
+// request's range list (sorted, disjoint, inside `length`, adding up to
+// `size`; `offset` is then unused and sent as 0); range_count 0 is the
+// single range [offset, offset + size).
 struct ChunkOpHeader {
   uint32_t kind = 0;
   ChunkId id;
@@ -102,6 +106,7 @@ struct ChunkOpHeader {
   uint32_t length = 0;
   uint32_t offset = 0;
   uint32_t size = 0;
+  uint32_t range_count = 0;
 };
 
 // ---- value codecs -----------------------------------------------------------
@@ -121,6 +126,7 @@ void Put(Encoder& e, const StripeRef& v);
 void Put(Encoder& e, const ChunkId& v);
 void Put(Encoder& e, const ChunkVersion& v);
 void Put(Encoder& e, const ChunkOpHeader& v);
+void Put(Encoder& e, const PatchRange& v);
 void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
 void Put(Encoder& e, const RepairReport& v);
@@ -141,6 +147,7 @@ bool Get(Decoder& d, StripeRef* v);
 bool Get(Decoder& d, ChunkId* v);
 bool Get(Decoder& d, ChunkVersion* v);
 bool Get(Decoder& d, ChunkOpHeader* v);
+bool Get(Decoder& d, PatchRange* v);
 bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
 bool Get(Decoder& d, RepairReport* v);
@@ -287,7 +294,7 @@ struct Msg<MsgType::kPatchChunk>
 template <>
 struct Msg<MsgType::kDeleteChunkVersions> : MsgDef<Tup<std::vector<ChunkVersion>>, Tup<>> {};
 template <>
-struct Msg<MsgType::kApplyChunkOps> : MsgDef<Tup<std::vector<ChunkOpHeader>>, Tup<std::vector<int32_t>, std::vector<Str>>> {};  // ops + bulk: their bytes -> per-op errno (0 = OK), message
+struct Msg<MsgType::kApplyChunkOps> : MsgDef<Tup<std::vector<ChunkOpHeader>, std::vector<PatchRange>>, Tup<std::vector<int32_t>, std::vector<Str>>> {};  // ops, their patch ranges + bulk: their bytes -> per-op errno (0 = OK), message
 template <>
 struct Msg<MsgType::kClientHeartbeat> : MsgDef<Tup<ClientRecord>, Tup<>> {};  // client_table.h
 template <>
@@ -296,10 +303,13 @@ struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>
 // Entries per DeleteChunkVersions frame (28 bytes each: far below
 // kMaxPayload; the client splits longer lists).
 inline constexpr size_t kMaxChunkVersionsPerDelete = 8192;
-// Ops per ApplyChunkOps frame (40 bytes each, plus up to ~100 bytes of
-// status message each in the response: far below kMaxPayload); their bytes
-// together at most kMaxBulk. The client splits larger batches.
+// Ops per ApplyChunkOps frame (44 bytes each, plus 8 per patch range, plus up
+// to ~100 bytes of status message each in the response: far below kMaxPayload);
+// their bytes together at most kMaxBulk. The client splits larger batches.
 inline constexpr size_t kMaxChunkOpsPerRequest = 4096;
+// Patch ranges per ApplyChunkOps frame (8 bytes each); the client splits
+// before it.
+inline constexpr size_t kMaxPatchRangesPerRequest = 65536;
 // clang-format off
 // clang-format on
 

@@ -440,6 +440,70 @@ TEST_P(ChunkStoreTest, PatchWritesANewVersionWithTheRangeReplaced) {
   EXPECT_EQ(*store_->ReadChunk(id, 13, 70000 - 4096, 4096), patch);
 }
 
+// Several ranges make one new version. A narrow span patches in place
+// (the source's bytes between the ranges carried over); a span over half
+// the chunk rewrites it whole; bad ranges are EINVAL, nothing written.
+TEST_P(ChunkStoreTest, MultiRangePatchMakesOneVersion) {
+  ChunkId id{4, 3, 5};
+  const uint32_t len = 262144;
+  auto data = Payload(len, 3);
+  ASSERT_TRUE(store_->WriteChunk(id, 10, data).ok());
+  auto apply = [](std::vector<uint8_t> base,
+                  const std::vector<PatchRange>& ranges,
+                  const std::vector<uint8_t>& bytes) {
+    size_t at = 0;
+    for (const PatchRange& r : ranges) {
+      std::copy(bytes.begin() + static_cast<ptrdiff_t>(at),
+                bytes.begin() + static_cast<ptrdiff_t>(at + r.length),
+                base.begin() + r.offset);
+      at += r.length;
+    }
+    return base;
+  };
+  const std::vector<PatchRange> narrow = {{8192, 4096}, {20000, 100}};
+  auto bytes = Payload(4196, 9);
+  const auto before = store_->Counters();
+  ASSERT_TRUE(store_->PatchChunkRanges(id, 10, 11, len, narrow, bytes).ok());
+  const auto want = apply(data, narrow, bytes);
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, len), want);  // CRC verified
+  EXPECT_EQ(*store_->ReadChunk(id, 10, 0, len), data);  // source intact
+  const std::vector<PatchRange> wide = {{0, 100}, {200000, 4096}};
+  auto more = Payload(4196, 10);
+  ASSERT_TRUE(store_->PatchChunkRanges(id, 11, 12, len, wide, more).ok());
+  EXPECT_EQ(*store_->ReadChunk(id, 12, 0, len), apply(want, wide, more));
+  const auto after = store_->Counters();
+  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 1u);
+  EXPECT_EQ(after.patches_whole - before.patches_whole, 1u);
+  const std::vector<PatchRange> overlap = {{0, 100}, {50, 4096}};
+  EXPECT_EQ(store_->PatchChunkRanges(id, 11, 13, len, overlap, more).code(),
+            EINVAL);
+  const std::vector<PatchRange> past = {{0, 100}, {len - 10, 4096}};
+  EXPECT_EQ(store_->PatchChunkRanges(id, 11, 13, len, past, more).code(),
+            EINVAL);
+  EXPECT_EQ(
+      store_->PatchChunkRanges(id, 11, 13, len, narrow, Payload(10, 1)).code(),
+      EINVAL);  // the ranges cover 4196 bytes, 10 given
+  EXPECT_EQ(store_->ReadChunk(id, 13, 0, 1).status().code(), ENOENT);
+}
+
+// A `length` (from a peer) far past the stored source, with ranges whose
+// span is under half of it: refused (EINVAL past the source, ENOENT
+// without one) before the span between the ranges (~1.75 GiB here) is
+// allocated.
+TEST_P(ChunkStoreTest, MultiRangePatchPastTheSourceIsRefused) {
+  ChunkId id{4, 4, 5};
+  ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(8192, 3)).ok());
+  const uint32_t huge = 0xF0000000u;
+  const std::vector<PatchRange> far = {{0, 1}, {0x70000000u, 1}};
+  const auto two = Payload(2, 4);
+  EXPECT_EQ(store_->PatchChunkRanges(id, 10, 11, huge, far, two).code(),
+            EINVAL);
+  EXPECT_EQ(store_->PatchChunkRanges(id, 99, 100, huge, far, two).code(),
+            ENOENT);
+  EXPECT_EQ(store_->ReadChunk(id, 11, 0, 1).status().code(), ENOENT);
+  EXPECT_EQ(store_->ReadChunk(id, 100, 0, 1).status().code(), ENOENT);
+}
+
 TEST_P(ChunkStoreTest, PatchErrorsAreClearAndLeaveNothingBehind) {
   ChunkId id{4, 2, 5};
   ASSERT_TRUE(store_->WriteChunk(id, 10, Payload(5000, 3)).ok());

@@ -590,9 +590,11 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
   EXPECT_EQ(counting_->commit_calls - commits, 1);
   EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
   EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
-  // Cells 0, 1, 3: 4096 + 4096 + 24096 bytes; parity [1000, 54096) twice.
+  // Cells 0, 1, 3: 4096 + 4096 + 2 x 4096 bytes (cell 3's two ranges are
+  // two windows, not their span); parity: the four 4 KiB column intervals
+  // (over 4 KiB apart), not their span [1000, 54096), twice.
   EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            4096u + 4096u + 24096u + 2u * 53096u);
+            4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   auto sv = meta().GetStripes(ino, 0, 1);
@@ -610,10 +612,10 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
 }
 
 TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
-  // Cells 0, 1 and 3 touched: three cell windows and the parity window,
-  // four distinct windows. With bounded reads every chunk's own window is
-  // one read (3 data + 2 parity), all handed out together; nothing goes
-  // through the general path.
+  // Cells 0, 1 and 3 touched: four cell windows (two in cell 3) and four
+  // parity windows (the touched column intervals). With bounded reads
+  // every window is one read (4 data + 2 x 4 parity), all handed out
+  // together; nothing goes through the general path.
   Open(6, Geometry{4, 2, 65536});
   const uint64_t ino = NewFile("f");
   auto model = RandomBytes(S(), 16);
@@ -638,13 +640,14 @@ TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
   const auto after = client().counters();
   EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
   EXPECT_EQ(
-      count(&testing::FaultInjectingChunkService::bounded_reads) - bounded0, 5);
+      count(&testing::FaultInjectingChunkService::bounded_reads) - bounded0,
+      12);
   // ReadChunk calls: only the wrapper's own patches and clones (the default
-  // PatchChunk / CloneChunk read their source once each: k + m = 6 ops);
-  // the general read path would add its 5 window reads.
+  // PatchChunk / PatchChunkRanges / CloneChunk read their source once each:
+  // k + m = 6 ops); the general read path would add its window reads.
   EXPECT_EQ(count(&testing::FaultInjectingChunkService::reads) - reads0, 6);
   EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            4096u + 4096u + 24096u + 2u * 53096u);
+            4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   auto sv = meta().GetStripes(ino, 0, 1);
@@ -660,6 +663,84 @@ TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
                                           {3 * 65536 + 7, 3 * 65536 + 4000}};
   ASSERT_TRUE(client().WriteStripe(ino, 0, buf2, again, S()).ok());
   ApplyRanges(&model, 0, buf2, again);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+// Row e of bench write in small: 4 KiB writes at random columns of
+// different cells of a 4+2 stripe of 256 KiB cells. Parity changes only at
+// the union of the touched column intervals, so the delta reads and
+// patches those intervals of each parity chunk (one multi-range patch, one
+// new version), not the span from the first to the last touched column.
+TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
+  Open(6, Geometry{4, 2, 262144});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(S(), 30);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  const uint64_t c = 262144;
+  // Columns [8192, 12288), [10000, 14096) (overlapping: one interval
+  // [8192, 14096)), [16384, 20480) (2288 columns after it: merged), and
+  // [200000, 204096) apart: two parity windows, 12288 + 4096 bytes, where
+  // the span would be [8192, 204096) = 195904 bytes.
+  const std::vector<StripeRange> ranges = {{8192, 12288},
+                                           {c + 10000, c + 14096},
+                                           {2 * c + 16384, 2 * c + 20480},
+                                           {3 * c + 200000, 3 * c + 204096}};
+  auto buf = RandomBytes(S(), 31);
+  const int commits = counting_->commit_calls;
+  const auto before = client().counters();
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
+  const auto after = client().counters();
+  EXPECT_EQ(counting_->commit_calls - commits, 1);
+  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
+  const uint64_t cells = 4 * 4096;
+  const uint64_t span = 2 * (204096 - 8192);
+  EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
+            cells + 2 * (12288 + 4096));
+  EXPECT_LT(after.rmw_bytes_read - before.rmw_bytes_read, (cells + span) / 5);
+  ApplyRanges(&model, 0, buf, ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  auto sv = meta().GetStripes(ino, 0, 1);
+  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);  // parity consistent at and between the windows
+
+  // Two far ranges in one cell: that cell and parity read two 4 KiB
+  // windows each, where the span would be ~190 KiB each.
+  const std::vector<StripeRange> same_cell = {{c + 4096, c + 8192},
+                                              {c + 196608, c + 200704}};
+  auto buf1 = RandomBytes(S(), 33);
+  const uint64_t read0 = client().counters().rmw_bytes_read;
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf1, same_cell, S()).ok());
+  EXPECT_EQ(client().counters().rmw_bytes_read - read0, 3u * 2u * 4096u);
+  ApplyRanges(&model, 0, buf1, same_cell);
+  EXPECT_EQ(ReadAll(ino), model);
+  sv = meta().GetStripes(ino, 0, 1);
+  fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);
+
+  // One touched cell's server down: its window and the parity windows are
+  // reconstructed (the general read path, several windows per parity
+  // chunk); the new version commits degraded and reads back.
+  SetDown(ServersOf(ino, 0)[2], true);
+  auto buf2 = RandomBytes(S(), 32);
+  const std::vector<StripeRange> again = {{c + 500, c + 600},
+                                          {2 * c + 100000, 2 * c + 104096},
+                                          {3 * c + 250000, 3 * c + 250100}};
+  ASSERT_TRUE(client().WriteStripe(ino, 0, buf2, again, S()).ok());
+  ApplyRanges(&model, 0, buf2, again);
+  EXPECT_EQ(ReadAll(ino), model);
+  // Back up: a repair rebuilds the missing chunk, and the stripe verifies.
+  SetDown(ServersOf(ino, 0)[2], false);
+  sv = meta().GetStripes(ino, 0, 1);
+  EXPECT_EQ(sv->front().missing_mask, ChunkBit(2));
+  auto rebuilt = RepairStripe(client(), ino, sv->front(), /*verify=*/false);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().ToString();
+  EXPECT_EQ(*rebuilt, 1u);
+  sv = meta().GetStripes(ino, 0, 1);
+  fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(*fixed, 0u);
   EXPECT_EQ(ReadAll(ino), model);
 }
 
@@ -799,11 +880,13 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
   req.ranges = {{4096 + 10, 4096 + 20}, {4096 + 100, 4096 + 300}};
   p = PlanStripeWrite(geo, true, &base, req);
   EXPECT_EQ(p.kind, WriteKind::kDelta);
-  EXPECT_EQ(p.win_lo, 10u);
-  EXPECT_EQ(p.win_hi, 300u);
-  EXPECT_EQ(p.cell_windows[1].lo, 10u);
-  EXPECT_EQ(p.cell_windows[1].hi, 300u);
-  EXPECT_EQ(p.cell_windows[0].hi, 0u);  // untouched
+  ASSERT_EQ(p.parity_windows.size(), 1u);  // 80 columns apart: one window
+  EXPECT_EQ(p.parity_windows[0].lo, 10u);
+  EXPECT_EQ(p.parity_windows[0].hi, 300u);
+  ASSERT_EQ(p.cell_windows[1].size(), 1u);
+  EXPECT_EQ(p.cell_windows[1][0].lo, 10u);
+  EXPECT_EQ(p.cell_windows[1][0].hi, 300u);
+  EXPECT_TRUE(p.cell_windows[0].empty());  // untouched
   // Small ranges in several cells: each cell keeps its own window, parity
   // takes their union; 10 + 100 + 1000 + 2 * 1990 bytes < 8 * 4096: delta.
   req.ranges = {{0, 10},
@@ -812,11 +895,42 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
   p = PlanStripeWrite(geo, true, &base, req);
   EXPECT_EQ(p.kind, WriteKind::kDelta);
   EXPECT_EQ(p.touched, 0b100101u);
-  EXPECT_EQ(p.cell_windows[2].lo, 1900u);
-  EXPECT_EQ(p.cell_windows[2].hi, 2000u);
-  EXPECT_EQ(p.cell_windows[5].lo, 1000u);
-  EXPECT_EQ(p.win_lo, 0u);
-  EXPECT_EQ(p.win_hi, 2000u);
+  ASSERT_EQ(p.cell_windows[2].size(), 1u);
+  EXPECT_EQ(p.cell_windows[2][0].lo, 1900u);
+  EXPECT_EQ(p.cell_windows[2][0].hi, 2000u);
+  EXPECT_EQ(p.cell_windows[5][0].lo, 1000u);
+  ASSERT_EQ(p.parity_windows.size(), 1u);
+  EXPECT_EQ(p.parity_windows[0].lo, 0u);
+  EXPECT_EQ(p.parity_windows[0].hi, 2000u);
+  // Far apart in 256 KiB cells: one parity window per interval, and the
+  // delta's bytes count the windows, not their span.
+  {
+    const StripeGeometry big(Geometry{4, 2, 262144});
+    const uint32_t c = 262144;
+    StripeVersion big_base{0, 7, 0, c};
+    StripeWriteRequest r;
+    r.ranges = {{100000, 104096},
+                {c + 0, c + 4096},
+                {2 * c + 8000, 2 * c + 9000},
+                {3 * c + 250000, 3 * c + 254096}};
+    WritePlan q = PlanStripeWrite(big, true, &big_base, r);
+    EXPECT_EQ(q.kind, WriteKind::kDelta);
+    // [0, 4096) and [8000, 9000) are 3904 columns apart: merged.
+    ASSERT_EQ(q.parity_windows.size(), 3u);
+    EXPECT_EQ(q.parity_windows[0].lo, 0u);
+    EXPECT_EQ(q.parity_windows[0].hi, 9000u);
+    EXPECT_EQ(q.parity_windows[1].lo, 100000u);
+    EXPECT_EQ(q.parity_windows[1].hi, 104096u);
+    EXPECT_EQ(q.parity_windows[2].lo, 250000u);
+    EXPECT_EQ(q.parity_windows[2].hi, 254096u);
+    // Two far ranges in one cell: two windows of that cell, too.
+    r.ranges = {{1000, 2000}, {200000, 204096}};
+    q = PlanStripeWrite(big, true, &big_base, r);
+    EXPECT_EQ(q.kind, WriteKind::kDelta);
+    ASSERT_EQ(q.cell_windows[0].size(), 2u);
+    EXPECT_EQ(q.cell_windows[0][1].lo, 200000u);
+    EXPECT_EQ(q.parity_windows.size(), 2u);
+  }
   // Seven cells touched: 7 * 4096 + 2 * 4096 > 8 * 4096: RMW.
   req.ranges = {{0, 7 * 4096}};
   EXPECT_EQ(PlanStripeWrite(geo, true, &base, req).kind, WriteKind::kRmw);
@@ -833,6 +947,31 @@ TEST(StripeWritePlanTest, KindFollowsBaseAndRanges) {
 }
 
 // --- one commit per multi-stripe write ------------------------------------
+
+TEST(StripeWritePlanTest, MergeColumnWindowsUnitesAndCaps) {
+  // Overlapping, touching and close windows merge; far ones stay apart;
+  // empty ones vanish; order does not matter.
+  auto got = MergeColumnWindows(
+      {{500, 600}, {0, 100}, {90, 200}, {200, 300}, {7, 7}, {10000, 10010}},
+      /*gap=*/100, /*max_windows=*/16);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].lo, 0u);
+  EXPECT_EQ(got[0].hi, 300u);
+  EXPECT_EQ(got[1].lo, 500u);  // 200 apart: not merged under gap 100
+  EXPECT_EQ(got[2].lo, 10000u);
+  // Gap 0: only overlapping windows merge ([0,100) and [100,200) touch
+  // and stay two).
+  got = MergeColumnWindows({{0, 100}, {100, 200}, {50, 60}}, 0, 16);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].lo, 100u);
+  // Over the cap: the closest neighbours merge first.
+  got = MergeColumnWindows({{0, 10}, {1000, 1010}, {1050, 1060}, {5000, 5010}},
+                           0, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].hi, 1060u);
+  EXPECT_EQ(got[1].lo, 5000u);
+  EXPECT_TRUE(MergeColumnWindows({}, 4096, 16).empty());
+}
 
 TEST_F(StripeClientTest, MultiStripeWriteCommitsInOneMetadataCall) {
   const uint64_t ino = NewFile("f");

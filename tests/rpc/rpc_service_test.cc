@@ -501,17 +501,60 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsAnswersPerOp) {
   EXPECT_EQ(c.ReadChunk(a, 4, 0, 1).status().code(), ENOENT);
 }
 
-// Requests whose op list and bulk disagree, or that name an unknown op
-// kind, are refused whole (EPROTO), never read past the bulk; so is one
-// that writes a chunk version twice (EINVAL).
+// A multi-range patch makes one new version with every range replaced
+// (only the ranges' bytes on the wire), alone or in a batch.
+TEST_F(ChunkRpcTest, MultiRangePatchMakesOneVersion) {
+  ChunkService& c = *remote_;
+  const ChunkId a{43, 1, 0}, b{43, 2, 4};
+  ASSERT_TRUE(c.WriteChunk(a, 1, Data(100, 1)).ok());
+  ASSERT_TRUE(c.WriteChunk(b, 1, Data(64, 2)).ok());
+  const std::vector<PatchRange> ranges = {{3, 4}, {40, 6}, {90, 10}};
+  const auto bytes = Data(20, 7);
+  auto patched = [&](std::vector<uint8_t> want) {
+    size_t at = 0;
+    for (const PatchRange& r : ranges) {
+      std::copy(bytes.begin() + static_cast<ptrdiff_t>(at),
+                bytes.begin() + static_cast<ptrdiff_t>(at + r.length),
+                want.begin() + r.offset);
+      at += r.length;
+    }
+    return want;
+  };
+  ASSERT_TRUE(c.PatchChunkRanges(a, 1, 2, 100, ranges, bytes).ok());
+  EXPECT_EQ(*c.ReadChunk(a, 2, 0, 100), patched(Data(100, 1)));
+  EXPECT_EQ(*c.ReadChunk(a, 1, 0, 100), Data(100, 1));  // source untouched
+  // Bad ranges never reach the server: EINVAL.
+  const std::vector<PatchRange> overlap = {{3, 10}, {5, 10}};
+  EXPECT_EQ(c.PatchChunkRanges(a, 1, 3, 100, overlap, bytes).code(), EINVAL);
+  EXPECT_EQ(c.PatchChunkRanges(a, 9, 3, 100, ranges, bytes).code(), ENOENT);
+  // In a batch, next to single-range ops.
+  const auto single = Data(8, 5);
+  std::vector<ChunkWriteOp> ops(2);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, a, 1, 5, 100, 0, bytes, ranges};
+  ops[1] = {ChunkWriteOp::Kind::kPatch, b, 1, 5, 64, 10, single};
+  const std::vector<Status> got = c.ApplyChunkOps(ops);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_TRUE(got[1].ok()) << got[1].ToString();
+  EXPECT_EQ(*c.ReadChunk(a, 5, 0, 100), patched(Data(100, 1)));
+  auto want_b = Data(64, 2);
+  std::copy(single.begin(), single.end(), want_b.begin() + 10);
+  EXPECT_EQ(*c.ReadChunk(b, 5, 0, 64), want_b);
+}
+
+// Requests whose op list and bulk disagree, that name an unknown op kind,
+// or whose op or range list is over its limit, are refused whole (EPROTO),
+// never read past the bulk; so is one that writes a chunk version twice
+// (EINVAL).
 TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   const ChunkId a{41, 1, 0};
   ASSERT_TRUE(remote_->WriteChunk(a, 1, Data(100, 1)).ok());
-  auto call = [&](std::vector<ChunkOpHeader> headers,
-                  std::vector<uint8_t> bulk) {
+  auto call = [&](std::vector<ChunkOpHeader> headers, std::vector<uint8_t> bulk,
+                  std::vector<PatchRange> ranges = {}) {
     Msg<MsgType::kApplyChunkOps>::Response resp;
     return CallTyped<MsgType::kApplyChunkOps>(
-        remote_->client(), {std::move(headers)}, &resp, bulk);
+        remote_->client(), {std::move(headers), std::move(ranges)}, &resp,
+        bulk);
   };
   const ChunkOpHeader patch{2, a, 1, 2, 100, 0, 10};
   EXPECT_EQ(call({patch}, Data(9, 1)).code(), EPROTO);   // bulk too short
@@ -522,6 +565,38 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   ChunkOpHeader odd = patch;
   odd.kind = 3;
   EXPECT_EQ(call({odd}, Data(10, 1)).code(), EPROTO);
+  // Multi-range patches: ranges that overlap, run past the chunk, are out
+  // of order or empty, do not add up to the op's bytes, are missing, are
+  // left over, or belong to an op that is not a patch.
+  ChunkOpHeader multi = patch;
+  multi.range_count = 2;
+  EXPECT_EQ(call({multi}, Data(10, 1), {{0, 5}, {4, 5}}).code(), EPROTO);
+  EXPECT_EQ(call({multi}, Data(10, 1), {{0, 5}, {96, 5}}).code(), EPROTO);
+  EXPECT_EQ(call({multi}, Data(10, 1), {{50, 5}, {0, 5}}).code(), EPROTO);
+  EXPECT_EQ(call({multi}, Data(10, 1), {{0, 0}, {5, 10}}).code(), EPROTO);
+  EXPECT_EQ(call({multi}, Data(10, 1), {{0, 5}, {50, 4}}).code(), EPROTO);
+  EXPECT_EQ(call({multi}, Data(10, 1), {{0, 5}}).code(), EPROTO);
+  EXPECT_EQ(call({patch}, Data(10, 1), {{0, 5}}).code(), EPROTO);
+  ChunkOpHeader clone_with_ranges = multi;
+  clone_with_ranges.kind = 1;
+  EXPECT_EQ(call({clone_with_ranges}, Data(10, 1), {{0, 5}, {50, 5}}).code(),
+            EPROTO);
+  // Over the lists' limits, even when every op would be valid: one op more
+  // than kMaxChunkOpsPerRequest (clones), one range more than
+  // kMaxPatchRangesPerRequest (one byte every other byte of a chunk).
+  std::vector<ChunkOpHeader> clones;
+  for (uint64_t v = 100; v < 100 + kMaxChunkOpsPerRequest + 1; ++v)
+    clones.push_back({1, a, 1, v, 100, 0, 0});
+  EXPECT_EQ(call(clones, {}).code(), EPROTO);
+  EXPECT_EQ(remote_->ReadChunk(a, 100, 0, 1).status().code(), ENOENT);
+  const ChunkId b{41, 2, 0};
+  const uint32_t n = kMaxPatchRangesPerRequest + 1;
+  ASSERT_TRUE(remote_->WriteChunk(b, 1, Data(2 * n, 2)).ok());
+  std::vector<PatchRange> every_other(n);
+  for (uint32_t i = 0; i < n; ++i) every_other[i] = {2 * i, 1};
+  const ChunkOpHeader many{2, b, 1, 2, 2 * n, 0, n, n};
+  EXPECT_EQ(call({many}, Data(n, 3), every_other).code(), EPROTO);
+  EXPECT_EQ(remote_->ReadChunk(b, 2, 0, 1).status().code(), ENOENT);
   // Two ops writing one (id, version) would race in the store.
   EXPECT_EQ(call({patch, patch}, Data(20, 1)).code(), EINVAL);
   EXPECT_EQ(remote_->ReadChunk(a, 2, 0, 1).status().code(), ENOENT);
@@ -577,6 +652,25 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
   std::copy(patch.begin(), patch.end(), want.begin());
   EXPECT_EQ(*c.ReadChunk(a, 2, 0, 100), want);
   EXPECT_EQ(*c.ReadChunk(a, 4, 0, 100), Data(100, 1));
+  // A multi-range patch, alone or in a batch: the old chunkd has no
+  // message for it, so the stub reads the source and writes the result.
+  const std::vector<PatchRange> ranges = {{0, 2}, {50, 3}};
+  const auto five = Data(5, 6);
+  auto multi = Data(100, 1);
+  std::copy(five.begin(), five.begin() + 2, multi.begin());
+  std::copy(five.begin() + 2, five.end(), multi.begin() + 50);
+  const int refused = old->refused.load();
+  ASSERT_TRUE(c.PatchChunkRanges(a, 1, 5, 100, ranges, five).ok());
+  EXPECT_GT(old->refused.load(), refused);
+  EXPECT_EQ(*c.ReadChunk(a, 5, 0, 100), multi);
+  std::vector<ChunkWriteOp> batch(2);
+  batch[0] = {ChunkWriteOp::Kind::kPatch, a, 1, 6, 100, 0, five, ranges};
+  batch[1] = {ChunkWriteOp::Kind::kClone, a, 1, 7, 100, 0, {}};
+  const std::vector<Status> done = c.ApplyChunkOps(batch);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_TRUE(done[0].ok()) << done[0].ToString();
+  EXPECT_TRUE(done[1].ok()) << done[1].ToString();
+  EXPECT_EQ(*c.ReadChunk(a, 6, 0, 100), multi);
 }
 
 TEST_F(ChunkRpcTest, ErrorsComeBackAsTheSameStatus) {

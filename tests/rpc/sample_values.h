@@ -57,8 +57,9 @@ struct Sampler {
   void Fill(ChunkVersion& v) { Fill(v.id), Fill(v.version); }
   void Fill(rpc::ChunkOpHeader& v) {
     Fill(v.kind), Fill(v.id), Fill(v.from_version), Fill(v.to_version);
-    Fill(v.length), Fill(v.offset), Fill(v.size);
+    Fill(v.length), Fill(v.offset), Fill(v.size), Fill(v.range_count);
   }
+  void Fill(PatchRange& v) { Fill(v.offset), Fill(v.length); }
   void Fill(ChunkInfo& v) {
     Fill(v.id), Fill(v.version), Fill(v.length), Fill(v.crc32c);
   }

@@ -8,8 +8,9 @@
 //   Release()       stops hanging and lets every blocked read go on
 //
 // A blocked read gives up waiting after 60 s so a broken test cannot hang
-// forever. Server-side operations (CloneChunk, PatchChunk) go to the inner
-// service directly: only client reads hang. Does not own `inner`, which
+// forever. Server-side operations (CloneChunk, PatchChunk,
+// PatchChunkRanges) go to the inner service directly: only client reads
+// hang. Does not own `inner`, which
 // must outlive it. Thread-safe. Header-only, so that stripefs_test_support
 // does not pull the chunk store into tests that never use it: users link
 // the chunk library themselves.
@@ -59,6 +60,11 @@ class HangingChunkService : public ChunkService {
                     uint32_t length, uint32_t offset,
                     std::span<const uint8_t> bytes) override {
     return inner_->PatchChunk(id, from, to, length, offset, bytes);
+  }
+  Status PatchChunkRanges(const ChunkId& id, uint64_t from, uint64_t to,
+                          uint32_t length, std::span<const PatchRange> ranges,
+                          std::span<const uint8_t> bytes) override {
+    return inner_->PatchChunkRanges(id, from, to, length, ranges, bytes);
   }
 
  private:
