@@ -53,6 +53,13 @@ Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
   if (!f->read_fd.valid()) {
     return Status::FromErrno(errno, "open segment " + f->path);
   }
+  // No kernel read-ahead: a segment holds the chunks of many stripes, data
+  // and parity interleaved in write order, so reading ahead of one chunk
+  // mostly fetches chunks nobody asked for (a cold 1 MiB sequential read
+  // through a 4+2 mount read 1.7x its bytes from the disk). Every read
+  // still fetches its whole range in one request; the client reads ahead
+  // whole stripes itself. Advice only: a refusal changes nothing else.
+  (void)::posix_fadvise(f->read_fd.get(), 0, 0, POSIX_FADV_RANDOM);
   return f;
 }
 
