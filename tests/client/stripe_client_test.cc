@@ -99,6 +99,16 @@ class StripeClientTest : public ::testing::Test {
     return n;
   }
   uint64_t StoredChunks() { return vol_->StoredChunks(); }
+  // Stripe 0 of `ino` has parity consistent with its data: a verifying
+  // repair finds nothing to rewrite.
+  void ExpectParityConsistent(uint64_t ino) {
+    auto sv = meta().GetStripes(ino, 0, 1);
+    ASSERT_TRUE(sv.ok()) << sv.status().ToString();
+    ASSERT_FALSE(sv->empty()) << "no committed stripe 0";
+    auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
+    ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+    EXPECT_EQ(*fixed, 0u) << "chunks rewritten by a verifying repair";
+  }
   std::vector<uint8_t> ReadAll(uint64_t ino, Status* st = nullptr) {
     uint64_t size = Size(ino);
     std::vector<uint8_t> out(size);
@@ -238,10 +248,7 @@ TEST_F(StripeClientTest, ParityDeltaMatchesReadModifyWrite) {
   std::copy(patch.begin(), patch.end(), base.begin() + 4096 * 3 + 100);
   EXPECT_EQ(ReadAll(a), base);
   // Parity is consistent: a verifying repair finds nothing to rewrite...
-  auto sv = meta().GetStripes(a, 0, 1);
-  auto fixed = RepairStripe(client(), a, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);
+  ExpectParityConsistent(a);
   // ...and losing m data chunks still reconstructs the patched data.
   auto servers = ServersOf(a, 0);
   SetDown(servers[3], true);
@@ -267,10 +274,8 @@ TEST_F(StripeClientTest, SmallOverwriteMovesOnlyTheChangedWindow) {
   EXPECT_EQ(c.rmw_bytes_read - before.rmw_bytes_read, 3u * 4096u);
   std::copy(patch.begin(), patch.end(), base.begin() + at);
   EXPECT_EQ(ReadAll(a), base);
-  auto sv = meta().GetStripes(a, 0, 1);
-  auto fixed = RepairStripe(client(), a, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);  // parity consistent with the patched data
+  // parity consistent with the patched data
+  ExpectParityConsistent(a);
   // With the touched chunk's server down, the window is reconstructed, the
   // stripe commits degraded, and every byte still reads back.
   auto servers = ServersOf(a, 0);
@@ -564,10 +569,7 @@ TEST_F(StripeClientTest, TwoRangesInOneCellUseOneParityDelta) {
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   // Parity is right: every stripe verifies under scrub.
-  auto sv = meta().GetStripes(ino, 0, 1);
-  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);
+  ExpectParityConsistent(ino);
 }
 
 TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
@@ -597,10 +599,8 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
             4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
-  auto sv = meta().GetStripes(ino, 0, 1);
-  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);  // parity consistent with every patched cell
+  // parity consistent with every patched cell
+  ExpectParityConsistent(ino);
   // A server of a touched cell down: its window is reconstructed.
   SetDown(ServersOf(ino, 0)[1], true);
   auto buf2 = RandomBytes(S(), 8);
@@ -650,10 +650,8 @@ TEST_F(StripeClientTest, DeltaReadsEachWindowOnceInOneRound) {
             4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
-  auto sv = meta().GetStripes(ino, 0, 1);
-  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);  // parity consistent with every patched cell
+  // parity consistent with every patched cell
+  ExpectParityConsistent(ino);
 
   // A touched cell's server down: the round cannot be made as is, so the
   // windows are read (and the lost one reconstructed) the general way.
@@ -699,10 +697,8 @@ TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
   EXPECT_LT(after.rmw_bytes_read - before.rmw_bytes_read, (cells + span) / 5);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
-  auto sv = meta().GetStripes(ino, 0, 1);
-  auto fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);  // parity consistent at and between the windows
+  // parity consistent at and between the windows
+  ExpectParityConsistent(ino);
 
   // Two far ranges in one cell: that cell and parity read two 4 KiB
   // windows each, where the span would be ~190 KiB each.
@@ -714,10 +710,7 @@ TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
   EXPECT_EQ(client().counters().rmw_bytes_read - read0, 3u * 2u * 4096u);
   ApplyRanges(&model, 0, buf1, same_cell);
   EXPECT_EQ(ReadAll(ino), model);
-  sv = meta().GetStripes(ino, 0, 1);
-  fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);
+  ExpectParityConsistent(ino);
 
   // One touched cell's server down: its window and the parity windows are
   // reconstructed (the general read path, several windows per parity
@@ -732,15 +725,12 @@ TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
   EXPECT_EQ(ReadAll(ino), model);
   // Back up: a repair rebuilds the missing chunk, and the stripe verifies.
   SetDown(ServersOf(ino, 0)[2], false);
-  sv = meta().GetStripes(ino, 0, 1);
+  auto sv = meta().GetStripes(ino, 0, 1);
   EXPECT_EQ(sv->front().missing_mask, ChunkBit(2));
   auto rebuilt = RepairStripe(client(), ino, sv->front(), /*verify=*/false);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().ToString();
   EXPECT_EQ(*rebuilt, 1u);
-  sv = meta().GetStripes(ino, 0, 1);
-  fixed = RepairStripe(client(), ino, sv->front(), /*verify=*/true);
-  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
-  EXPECT_EQ(*fixed, 0u);
+  ExpectParityConsistent(ino);
   EXPECT_EQ(ReadAll(ino), model);
 }
 
