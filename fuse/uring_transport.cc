@@ -104,7 +104,6 @@ struct UringTransport::Queue {
   std::atomic<int> busy{0};
   int dead = 0;
   ReadWorkers* read_workers = nullptr;  // the transport's, or null
-  bool inline_lone_reads = true;        // UringTransportOptions'
   size_t payload_size = 0;
   ParseOptions parse;  // the connection's, from UringTransportOptions
   int depth = 0;
@@ -482,7 +481,8 @@ void UringTransport::Queue::Loop() {
       // keeps several in flight; the rest is answered right here. A READ
       // that arrives alone on an otherwise idle queue is served here too:
       // at QD1 the hand-over's wake-up costs more CPU than the read itself.
-      const bool lone = inline_lone_reads && ready == 1 && busy.load() == 1;
+      const bool lone =
+          t->opts_.inline_lone_reads && ready == 1 && busy.load() == 1;
       if (read_workers && h.opcode == FUSE_READ && !lone) {
         t->reads_handed_.fetch_add(1, std::memory_order_relaxed);
         read_workers->Push({this, e, h, f, psz});
@@ -530,10 +530,7 @@ Status UringTransport::Start(RequestSink* sink) {
   }
   if (opts_.read_workers > 0) {
     read_workers_ = std::make_unique<ReadWorkers>(this, opts_.read_workers);
-    for (auto& q : queues_) {
-      q->read_workers = read_workers_.get();
-      q->inline_lone_reads = opts_.inline_lone_reads;
-    }
+    for (auto& q : queues_) q->read_workers = read_workers_.get();
   }
   for (auto& q : queues_) {
     Queue* qp = q.get();
