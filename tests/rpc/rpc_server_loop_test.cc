@@ -30,6 +30,7 @@
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/test_sessions.h"
+#include "tests/support/eventually.h"
 #include "tests/support/process_counts.h"
 #include "tests/support/random_bytes.h"
 
@@ -113,16 +114,7 @@ class EchoHandler : public RpcHandler {
   std::set<std::thread::id> inline_threads_;
 };
 
-// Polls `pred` every 10 ms, at most ~20 s (never a timing assertion: slow
-// machines just take longer).
-template <typename F>
-bool Eventually(F pred) {
-  for (int i = 0; i < 2000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using testing::Eventually;
 
 Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
 

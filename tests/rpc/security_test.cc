@@ -25,6 +25,7 @@
 #include "tests/rpc/fake_services.h"
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/test_sessions.h"
+#include "tests/support/eventually.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -36,13 +37,10 @@ using testing::TestKey;
 
 Deadline Soon() { return Clock::now() + std::chrono::seconds(20); }
 
+// Polls for at most ~60 s; never a timing check.
 template <typename F>
-bool Eventually(F pred) {  // polls for at most ~60 s; never a timing check
-  for (int i = 0; i < 6000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
+bool Eventually(F pred) {
+  return testing::Eventually(pred, std::chrono::seconds(60));
 }
 
 // Everything the peer sends until it closes (bounded by ~20 s).
