@@ -61,25 +61,44 @@ def no_netem_qdisc():
     return probe.returncode != 0
 
 
+def not_reachable_by_others(path):
+    """Some directory above `path` (or the file) lacks the others' execute bit."""
+    path = os.path.abspath(path)
+    while True:
+        try:
+            if not os.stat(path).st_mode & 0o001:
+                return True
+        except OSError:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
 # (pattern of the skip message, machine condition that makes the skip legitimate, what the
-# condition is). The first matching pattern decides. A skip that matches none fails the run.
+# condition is). The first matching pattern decides; the condition gets the match. A skip
+# that matches none fails the run.
 SKIP_REASONS = [
+    (r"build tree is not reachable by other users: (\S+)",
+     lambda m: not_reachable_by_others(m.group(1)), "build tree closed to other users"),
     (r"io_uring_setup fails on this machine|io_uring is disabled on this machine",
-     io_uring_refused, "io_uring_setup fails"),
+     lambda m: io_uring_refused(), "io_uring_setup fails"),
     (r"no FUSE io-uring|without FUSE io-uring",
-     lambda: not os.path.exists(FUSE_URING_KNOB), FUSE_URING_KNOB + " missing"),
+     lambda m: not os.path.exists(FUSE_URING_KNOB), FUSE_URING_KNOB + " missing"),
     (r"enable_uring is on here",
-     lambda: (read(FUSE_URING_KNOB) or "N") == "Y", "enable_uring is Y"),
+     lambda m: (read(FUSE_URING_KNOB) or "N") == "Y", "enable_uring is Y"),
     (r"/dev/fuse is missing|no /dev/fuse",
-     lambda: not os.access("/dev/fuse", os.R_OK | os.W_OK), "/dev/fuse not usable"),
-    (r"need(s)? root|tests need root|cannot mount tmpfs", not_root, "not running as root"),
+     lambda m: not os.access("/dev/fuse", os.R_OK | os.W_OK), "/dev/fuse not usable"),
+    (r"need(s)? root|tests need root|cannot mount tmpfs",
+     lambda m: not_root(), "not running as root"),
     (r"qemu-system-x86_64 is not installed",
-     lambda: shutil.which("qemu-system-x86_64") is None, "qemu-system-x86_64 missing"),
-    (r"static busybox", no_static_busybox, "no static busybox"),
-    (r"fio not installed", lambda: shutil.which("fio") is None, "fio missing"),
-    (r"no python3", lambda: shutil.which("python3") is None, "python3 missing"),
-    (r"cannot install a seccomp filter", seccomp_unavailable, "kernel without seccomp"),
-    (r"this kernel has no netem qdisc", no_netem_qdisc, "no sch_netem in this kernel"),
+     lambda m: shutil.which("qemu-system-x86_64") is None, "qemu-system-x86_64 missing"),
+    (r"static busybox", lambda m: no_static_busybox(), "no static busybox"),
+    (r"fio not installed", lambda m: shutil.which("fio") is None, "fio missing"),
+    (r"no python3", lambda m: shutil.which("python3") is None, "python3 missing"),
+    (r"cannot install a seccomp filter", lambda m: seccomp_unavailable(), "kernel without seccomp"),
+    (r"this kernel has no netem qdisc", lambda m: no_netem_qdisc(), "no sch_netem in this kernel"),
 ]
 
 
@@ -95,8 +114,9 @@ def skip_reason(out):
 def check_skip(reason):
     """None if the skip is legitimate here, else why not."""
     for pattern, holds, what in SKIP_REASONS:
-        if re.search(pattern, reason):
-            return None if holds() else f"'{what}' does not hold on this machine"
+        m = re.search(pattern, reason)
+        if m:
+            return None if holds(m) else f"'{what}' does not hold on this machine"
     return "no machine condition known for this reason (teach scripts/ctest_report.py)"
 
 
