@@ -129,6 +129,16 @@ struct ChunkWriteOp {
   std::span<const PatchRange> ranges = {};  // kPatch: several ranges
 };
 
+// One read of a batch (ChunkService::ReadChunkRanges): bytes
+// [offset, offset + out.size()) of chunk (id, version) into `out`, which
+// is borrowed for the duration of the call.
+struct ChunkRangeRead {
+  ChunkId id;
+  uint64_t version = 0;
+  uint32_t offset = 0;
+  std::span<uint8_t> out;
+};
+
 class ChunkService {
  public:
   virtual ~ChunkService() = default;
@@ -185,6 +195,32 @@ class ChunkService {
     (void)out;
     (void)deadline;
     return Status::NotSupported("bounded ReadChunkInto");
+  }
+
+  // Several reads at once (e.g. every old window one fsync's parity deltas
+  // need from this server) and one Status per read, in order, each with
+  // ReadChunkInto's checks and errors; on error that read's `out` holds
+  // unspecified bytes. Reads are independent: one failing does not stop
+  // the others. Bounded by `deadline` (time_point::max(): unbounded): a
+  // read still running then gives up with ETIMEDOUT, and a service that
+  // cannot bound reads answers EOPNOTSUPP for each (the caller reads some
+  // other way). The default reads them one after another
+  // (ReadChunkIntoBy, or ReadChunkInto when unbounded); the RPC stub sends
+  // them as one request per frame's worth, so a batch costs one round
+  // trip.
+  virtual std::vector<Status> ReadChunkRanges(
+      std::span<const ChunkRangeRead> reads,
+      std::chrono::steady_clock::time_point deadline) {
+    const bool bounded =
+        deadline != std::chrono::steady_clock::time_point::max();
+    std::vector<Status> out;
+    out.reserve(reads.size());
+    for (const ChunkRangeRead& r : reads) {
+      out.push_back(
+          bounded ? ReadChunkIntoBy(r.id, r.version, r.offset, r.out, deadline)
+                  : ReadChunkInto(r.id, r.version, r.offset, r.out));
+    }
+    return out;
   }
 
   // Deletes every stored version of `id` except `keep_version` (0 = delete

@@ -87,6 +87,36 @@ std::vector<Status> ChunkFanout::RunBatch(std::span<const BatchOp> ops) {
   return out;
 }
 
+std::vector<Status> ChunkFanout::ReadBatch(
+    std::span<const BatchRead> reads,
+    std::chrono::steady_clock::time_point deadline) {
+  std::vector<Status> out(reads.size());
+  // The reads per server, in read order.
+  std::map<ChunkService*, std::vector<size_t>> by_server;
+  for (size_t j = 0; j < reads.size(); ++j)
+    by_server[reads[j].svc].push_back(j);
+  std::vector<std::function<void()>> tasks;
+  for (auto& entry : by_server) {
+    tasks.push_back([&reads, &out, &entry, deadline] {
+      const std::vector<size_t>& mine = entry.second;
+      std::vector<ChunkRangeRead> batch;
+      batch.reserve(mine.size());
+      for (size_t j : mine) batch.push_back(reads[j].read);
+      std::vector<Status> got = entry.first->ReadChunkRanges(batch, deadline);
+      for (size_t n = 0; n < mine.size(); ++n) {
+        out[mine[n]] = n < got.size()
+                           ? std::move(got[n])
+                           : Status::IoError(
+                                 "chunk service answered " +
+                                 std::to_string(got.size()) + " statuses for " +
+                                 std::to_string(mine.size()) + " chunk reads");
+      }
+    });
+  }
+  pool_->RunAll(std::move(tasks));
+  return out;
+}
+
 uint32_t ChunkFanout::WriteChunks(
     uint64_t ino, uint64_t stripe, uint64_t version, const ChunkLayout& layout,
     const std::vector<std::pair<int, std::span<const uint8_t>>>& chunks,

@@ -11,6 +11,7 @@
 // every operation of the call has finished.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -67,6 +68,17 @@ class ChunkFanout {
   // Returns one Status per op, in order (an op whose server is unusable gets
   // that reason). Counts nothing: each stripe reduces its own ops with Reduce.
   std::vector<Status> RunBatch(std::span<const BatchOp> ops);
+  // One chunk read of a batch: `read` from the server `svc` (borrowed).
+  struct BatchRead {
+    ChunkService* svc = nullptr;
+    ChunkRangeRead read;
+  };
+  // Runs every read of `reads`: one ReadChunkRanges call per server, all
+  // servers in parallel, each bounded by `deadline`. Returns one Status per
+  // read, in order. Counts nothing: the caller decides what a failed read
+  // means (e.g. reads it again around the chunk).
+  std::vector<Status> ReadBatch(std::span<const BatchRead> reads,
+                                std::chrono::steady_clock::time_point deadline);
   // What Run does with the outcomes of its ops: the mask of the indices
   // whose Status failed, counted as chunk write errors, the worst error
   // kept in *error, a map refresh asked for after transport errors.

@@ -265,6 +265,24 @@ Status StripeReader::ReadColumnsAround(uint64_t ino, const StripeVersion& sv,
   return Status::Ok();
 }
 
+ChunkService* StripeReader::DirectSource(const StripeVersion& sv,
+                                         const ChunkLayout& layout,
+                                         uint32_t index) const {
+  Status why;
+  ChunkService* svc = layout.Usable(index, &why);
+  if (svc == nullptr || (sv.missing_mask & ChunkBit(index))) return nullptr;
+  if (read_deadline_.count() > 0 &&
+      p_.view->IsSuspect(layout.servers[index].id))
+    return nullptr;
+  return svc;
+}
+
+std::chrono::steady_clock::time_point StripeReader::DirectDeadline() const {
+  using Clock = std::chrono::steady_clock;
+  return read_deadline_.count() > 0 ? Clock::now() + read_deadline_
+                                    : Clock::time_point::max();
+}
+
 StripeReader::CellsOutcome StripeReader::ReadCellsInto(
     uint64_t ino, const StripeVersion& sv, const ChunkLayout& layout,
     std::span<const CellRead> cells, std::vector<Status>* known) {
@@ -276,19 +294,12 @@ StripeReader::CellsOutcome StripeReader::ReadCellsInto(
   if (cells.size() > kMaxCells) return CellsOutcome::kNotTried;
   std::array<ChunkService*, kMaxCells> svcs{};
   for (size_t j = 0; j < cells.size(); ++j) {
-    const CellRead& c = cells[j];
-    const size_t u = c.span.cell;
-    Status why;
-    ChunkService* svc = layout.Usable(u, &why);
     // Missing, down or recently slow chunks: the general path reads
     // around them at once.
-    if (svc == nullptr || (sv.missing_mask & ChunkBit(c.span.cell)) ||
-        (use_deadline && view.IsSuspect(layout.servers[u].id)))
-      return CellsOutcome::kNotTried;
-    svcs[j] = svc;
+    svcs[j] = DirectSource(sv, layout, cells[j].span.cell);
+    if (svcs[j] == nullptr) return CellsOutcome::kNotTried;
   }
-  const Clock::time_point deadline =
-      use_deadline ? Clock::now() + read_deadline_ : Clock::time_point::max();
+  const Clock::time_point deadline = DirectDeadline();
   std::array<Status, kMaxCells> st;
   auto read = [&](size_t j) {
     const CellRead& c = cells[j];

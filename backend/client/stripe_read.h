@@ -109,6 +109,14 @@ class StripeReader {
                      const ChunkLayout& layout,
                      std::span<const WindowRead> reads);
 
+  // The server to read chunk `index` of `sv` from directly (the fast path
+  // of ReadWindows), or null when the general path must read around it:
+  // missing from the version, server unusable, or suspect of being slow.
+  ChunkService* DirectSource(const StripeVersion& sv, const ChunkLayout& layout,
+                             uint32_t index) const;
+  // When a direct read started now gives up (read_deadline; max() if none).
+  std::chrono::steady_clock::time_point DirectDeadline() const;
+
  private:
   static constexpr uint64_t kMapWindow = 256;
   // One cell's columns [span.lo, span.hi) and where they go.

@@ -156,6 +156,87 @@ bool StripeWriteExecutor::MovedOn(uint64_t ino, const StripeVersion& base) {
   return true;
 }
 
+// Where the members of a wave (one stripe each, on its own thread) meet:
+// each hands in its items (Hand) or says it has none (Leave); the last
+// member to arrive runs `run_` over all of them at once, and every member
+// gets its own items' statuses back. Each member arrives at most once; a
+// member that hands in items again later (after the meeting) runs them on
+// its own.
+template <typename Item>
+class WaveRendezvous {
+ public:
+  using Runner = std::function<std::vector<Status>(std::span<const Item>)>;
+  WaveRendezvous(Runner run, size_t members)
+      : run_(std::move(run)), waiting_(members), arrived_(members, 0) {}
+
+  std::vector<Status> Hand(size_t member, std::span<const Item> items) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (arrived_[member]) {
+      lock.unlock();
+      return run_(items);
+    }
+    const size_t first = items_.size();
+    items_.insert(items_.end(), items.begin(), items.end());
+    Arrive(member, &lock);
+    return std::vector<Status>(
+        results_.begin() + static_cast<ptrdiff_t>(first),
+        results_.begin() + static_cast<ptrdiff_t>(first + items.size()));
+  }
+  void Leave(size_t member) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!arrived_[member]) Arrive(member, &lock);
+  }
+
+ private:
+  void Arrive(size_t member, std::unique_lock<std::mutex>* lock) {
+    arrived_[member] = 1;
+    if (--waiting_ == 0) {
+      // Everyone is in: no one touches items_ any more.
+      lock->unlock();
+      std::vector<Status> results = run_(items_);
+      results.resize(items_.size(),
+                     Status::IoError("wave ran fewer items than handed in"));
+      lock->lock();
+      results_ = std::move(results);
+      done_ = true;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(*lock, [&] { return done_; });
+  }
+
+  const Runner run_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t waiting_;               // guarded by mu_
+  std::vector<char> arrived_;    // guarded by mu_
+  std::vector<Item> items_;      // guarded by mu_ until done_
+  std::vector<Status> results_;  // set once done_
+  bool done_ = false;            // guarded by mu_
+};
+
+// A member must leave `reads` before it waits at `writes` (a member still
+// expected at the reads would wait there for it forever).
+struct StripeWriteExecutor::Wave {
+  Wave(ChunkFanout* fanout, StripeReader* reader, size_t members)
+      : reads(
+            [fanout, reader](std::span<const ChunkFanout::BatchRead> items) {
+              return fanout->ReadBatch(items, reader->DirectDeadline());
+            },
+            members),
+        writes(
+            [fanout](std::span<const ChunkFanout::BatchOp> items) {
+              return fanout->RunBatch(items);
+            },
+            members) {}
+  void Leave(size_t member) {
+    reads.Leave(member);
+    writes.Leave(member);
+  }
+  WaveRendezvous<ChunkFanout::BatchRead> reads;
+  WaveRendezvous<ChunkFanout::BatchOp> writes;
+};
+
 Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
@@ -186,9 +267,9 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
     }
     read_bytes += bytes;
   }
-  // Old bytes of every window in one parallel round (per 32 windows).
-  STRIPEFS_RETURN_IF_ERROR(
-      p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
+  // Old bytes of every window: with the wave's other stripes, one request
+  // per server; else one parallel round (per 32 windows).
+  STRIPEFS_RETURN_IF_ERROR(ReadDeltaWindows(p, reads));
   ClientCounters::Add(p_.counters->rmw_bytes_read, read_bytes);
   // Where columns [lo, hi) of chunk i are in its packed buffer (the plan's
   // windows cover every touched column, so some window holds them).
@@ -256,6 +337,8 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
 }
 
 Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
+  // Reads nothing with the wave (an RMW reads whole cells on its own).
+  if (p->wave != nullptr) p->wave->reads.Leave(p->member);
   const StripeWriteRequest& req = *p->req;
   const WritePlan& plan = p->plan;
   const uint32_t k = geo_.k(), m = geo_.m(), len = plan.chunk_len;
@@ -320,7 +403,7 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
   for (uint32_t q = 0; q < m; ++q)
     to_write.emplace_back(static_cast<int>(k + q),
                           std::span<const uint8_t>(pptr[q], len));
-  if (p->batch == nullptr) {
+  if (p->wave == nullptr) {
     p->failed = p_.fanout->WriteChunks(req.ino, req.stripe, p->version,
                                        p->layout, to_write, write_error);
     return Status::Ok();
@@ -340,12 +423,11 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
 
 Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
                                     bool last_attempt, Prepared* out,
-                                    bool* retry, WaveBatch* batch,
-                                    size_t member) {
+                                    bool* retry, Wave* wave, size_t member) {
   *retry = false;
   *out = Prepared{};
   out->req = &req;
-  out->batch = batch;
+  out->wave = wave;
   out->member = member;
   auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
   if (!cur.ok()) return cur.status();
@@ -461,56 +543,31 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
   return Status::Ok();
 }
 
-// The chunk writes of a wave's stripes: each member (one stripe, on its own
-// thread) hands in its ops once it has read what it needs (Send) or says it
-// sends nothing (Leave); the last member to arrive sends all of them, one
-// ApplyChunkOps call per server (ChunkFanout::RunBatch), and every member
-// gets its own ops' statuses back. Each member arrives exactly once.
-class StripeWriteExecutor::WaveBatch {
- public:
-  WaveBatch(ChunkFanout* fanout, size_t members)
-      : fanout_(fanout), waiting_(members), arrived_(members, 0) {}
-
-  std::vector<Status> Send(size_t member, const ChunkLayout& layout,
-                           std::vector<ChunkWriteOp> ops) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const size_t first = ops_.size();
-    for (ChunkWriteOp& op : ops) ops_.push_back({&layout, op});
-    Arrive(member, &lock);
-    return std::vector<Status>(
-        results_.begin() + static_cast<ptrdiff_t>(first),
-        results_.begin() + static_cast<ptrdiff_t>(first + ops.size()));
-  }
-  void Leave(size_t member) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!arrived_[member]) Arrive(member, &lock);
-  }
-
- private:
-  void Arrive(size_t member, std::unique_lock<std::mutex>* lock) {
-    arrived_[member] = 1;
-    if (--waiting_ == 0) {
-      // Everyone is in: no one touches ops_ any more.
-      lock->unlock();
-      std::vector<Status> results = fanout_->RunBatch(ops_);
-      lock->lock();
-      results_ = std::move(results);
-      sent_ = true;
-      cv_.notify_all();
-      return;
+Status StripeWriteExecutor::ReadDeltaWindows(
+    Prepared* p, std::span<const StripeReader::WindowRead> reads) {
+  const StripeWriteRequest& req = *p->req;
+  if (p->wave != nullptr) {
+    std::vector<ChunkFanout::BatchRead> items;
+    items.reserve(reads.size());
+    for (const StripeReader::WindowRead& r : reads) {
+      ChunkService* svc = p_.reader->DirectSource(p->base, p->layout, r.index);
+      if (svc == nullptr) break;
+      items.push_back({svc,
+                       {ChunkId{req.ino, req.stripe, r.index}, p->base.version,
+                        r.lo, std::span<uint8_t>(r.dst, r.hi - r.lo)}});
     }
-    cv_.wait(*lock, [&] { return sent_; });
+    if (items.size() == reads.size()) {
+      const std::vector<Status> got = p->wave->reads.Hand(p->member, items);
+      if (std::all_of(got.begin(), got.end(),
+                      [](const Status& st) { return st.ok(); }))
+        return Status::Ok();
+      // Read again below, around what failed.
+    } else {
+      p->wave->reads.Leave(p->member);
+    }
   }
-
-  ChunkFanout* const fanout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t waiting_;                         // guarded by mu_
-  std::vector<char> arrived_;              // guarded by mu_
-  std::vector<ChunkFanout::BatchOp> ops_;  // guarded by mu_ until sent
-  std::vector<Status> results_;            // set once sent_
-  bool sent_ = false;                      // guarded by mu_
-};
+  return p_.reader->ReadWindows(req.ino, p->base, p->layout, reads);
+}
 
 uint32_t StripeWriteExecutor::SendOps(Prepared* p,
                                       std::vector<ChunkWriteOp> ops,
@@ -519,11 +576,12 @@ uint32_t StripeWriteExecutor::SendOps(Prepared* p,
   for (const ChunkWriteOp& op : ops)
     indices.push_back(static_cast<int>(op.id.index));
   std::vector<Status> errs;
-  if (p->batch != nullptr) {
-    errs = p->batch->Send(p->member, p->layout, std::move(ops));
+  std::vector<ChunkFanout::BatchOp> batch;
+  for (const ChunkWriteOp& op : ops) batch.push_back({&p->layout, op});
+  if (p->wave != nullptr) {
+    p->wave->reads.Leave(p->member);
+    errs = p->wave->writes.Hand(p->member, batch);
   } else {
-    std::vector<ChunkFanout::BatchOp> batch;
-    for (const ChunkWriteOp& op : ops) batch.push_back({&p->layout, op});
     errs = p_.fanout->RunBatch(batch);
   }
   return p_.fanout->Reduce(indices, errs, error);
@@ -534,19 +592,20 @@ void StripeWriteExecutor::PrepareWave(
     std::vector<Prepared>* prepared, std::vector<Status>* made,
     std::vector<char>* retry) {
   // One thread per stripe of the wave (not a shared pool: members wait for
-  // each other, so all of them must run at once). Every stripe reads first;
-  // then the last to be ready sends all their chunk writes, one request
-  // per chunk server, so each server's group commit covers the whole wave
-  // with one data and one index sync.
-  WaveBatch batch(p_.fanout, end - begin);
+  // each other, so all of them must run at once). Every stripe reads first
+  // (the deltas' old windows together, one ReadChunkRanges request per
+  // chunk server); then the last to be ready sends all their chunk writes, one
+  // request per chunk server, so each server's group commit covers the whole
+  // wave with one data and one index sync.
+  Wave wave(p_.fanout, p_.reader, end - begin);
   std::vector<std::thread> threads;
   for (size_t j = begin; j < end; ++j) {
     threads.emplace_back([&, j] {
       bool again = false;
       (*made)[j] = Prepare(reqs[j], /*last_attempt=*/false, &(*prepared)[j],
-                           &again, &batch, j - begin);
+                           &again, &wave, j - begin);
       (*retry)[j] = again;
-      batch.Leave(j - begin);  // failed, skipped or retried before sending
+      wave.Leave(j - begin);  // failed, skipped or retried before sending
     });
   }
   for (auto& t : threads) t.join();

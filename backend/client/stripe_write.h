@@ -171,7 +171,10 @@ class StripeWriteExecutor {
   Status WriteMany(const std::vector<StripeWriteRequest>& reqs);
 
  private:
-  class WaveBatch;
+  // WriteMany: where the stripes of one wave meet, once to read (the old
+  // windows of their deltas, one ReadChunkRanges call per server) and once
+  // to send their chunk writes (one ApplyChunkOps call per server).
+  struct Wave;
   // A stripe whose new version's chunks are written, not yet committed.
   struct Prepared {
     const StripeWriteRequest* req = nullptr;
@@ -182,17 +185,17 @@ class StripeWriteExecutor {
     ChunkLayout layout;
     uint64_t version = 0;
     uint32_t failed = 0;  // chunk writes that failed (<= m)
-    // WriteMany: the wave this stripe's chunk writes join (member
-    // `member`); null: sent on their own.
-    WaveBatch* batch = nullptr;
+    // WriteMany: the wave this stripe's reads and chunk writes join
+    // (member `member`); null: read and sent on their own.
+    Wave* wave = nullptr;
     size_t member = 0;
   };
   // Writes the chunks of a new version of req's stripe (stripe lock held).
   // *retry: start over (base moved on or map changed); else !ok = give up.
   Status Prepare(const StripeWriteRequest& req, bool last_attempt,
-                 Prepared* out, bool* retry, WaveBatch* batch = nullptr,
+                 Prepared* out, bool* retry, Wave* wave = nullptr,
                  size_t member = 0);
-  // Sends p's chunk ops (one per chunk index; through p->batch when set)
+  // Sends p's chunk ops (one per chunk index; through p->wave when set)
   // and returns the mask of those that failed, the worst error in *error.
   uint32_t SendOps(Prepared* p, std::vector<ChunkWriteOp> ops, Status* error);
   // WriteMany: prepares reqs[begin, end) at once, their chunk writes sent
@@ -201,6 +204,11 @@ class StripeWriteExecutor {
                    size_t end, std::vector<Prepared>* prepared,
                    std::vector<Status>* made, std::vector<char>* retry);
   Status MakeDelta(Prepared* p, Status* write_error);
+  // The old windows of a delta: through the wave's batched read when every
+  // chunk can be read directly and all of them arrive; else (and after any
+  // failure) StripeReader::ReadWindows, which reads around what fails.
+  Status ReadDeltaWindows(Prepared* p,
+                          std::span<const StripeReader::WindowRead> reads);
   Status MakeEncoded(Prepared* p, Status* write_error);
   // Removes the new version's chunks (commit lost or never made).
   void Abandon(const Prepared& p);

@@ -1,6 +1,7 @@
 #include "backend/rpc/remote_chunk_service.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 
 #include "backend/rpc/typed_call.h"
@@ -183,16 +184,99 @@ Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
     for (Status& o : out) o = bad;
     return Status::Ok();
   }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const int32_t code = codes[i];
-    out[i] = code == 0 ? Status::Ok()
-             : code > 0 && code < 4096
-                 ? Status(code, messages[i])
-                 : Status(EPROTO, "chunkd at " + client_.address() +
-                                      " answered error code " +
-                                      std::to_string(code));
+  for (size_t i = 0; i < ops.size(); ++i)
+    out[i] = RemoteStatus(codes[i], messages[i]);
+  return Status::Ok();
+}
+
+Status RemoteChunkService::RemoteStatus(int32_t code,
+                                        const std::string& message) const {
+  if (code == 0) return Status::Ok();
+  if (code > 0 && code < 4096) return Status(code, message);
+  return Status(EPROTO, "chunkd at " + client_.address() +
+                            " answered error code " + std::to_string(code));
+}
+
+Status RemoteChunkService::SendReadRequest(
+    std::span<const ChunkRangeRead> reads, std::span<Status> out,
+    Deadline deadline) {
+  std::vector<ChunkReadHeader> headers;
+  headers.reserve(reads.size());
+  for (const ChunkRangeRead& r : reads)
+    headers.push_back(
+        {r.id, r.version, r.offset, static_cast<uint32_t>(r.out.size())});
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0)
+    return Status(ETIMEDOUT, "chunk reads at " + client_.address() +
+                                 ": deadline passed before sending");
+  Msg<MsgType::kReadChunkRanges>::Response resp;
+  AlignedBytes bytes;
+  STRIPEFS_RETURN_IF_ERROR(CallTyped<MsgType::kReadChunkRanges>(
+      client_, {std::move(headers)}, &resp, {}, &bytes, left));
+  const auto& codes = std::get<0>(resp);
+  const auto& messages = std::get<1>(resp);
+  // The bulk holds exactly the OK reads' bytes, in order.
+  uint64_t expected = 0;
+  bool shaped = codes.size() == reads.size() && messages.size() == reads.size();
+  for (size_t i = 0; shaped && i < reads.size(); ++i)
+    if (codes[i] == 0) expected += reads[i].out.size();
+  if (!shaped || expected != bytes.size()) {
+    const Status bad(EPROTO, "chunkd at " + client_.address() + " answered " +
+                                 std::to_string(codes.size()) +
+                                 " statuses and " +
+                                 std::to_string(bytes.size()) + " bytes for " +
+                                 std::to_string(reads.size()) + " chunk reads");
+    for (Status& o : out) o = bad;
+    return Status::Ok();
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    out[i] = RemoteStatus(codes[i], messages[i]);
+    if (!out[i].ok()) continue;
+    std::memcpy(reads[i].out.data(), bytes.data() + at, reads[i].out.size());
+    at += reads[i].out.size();
   }
   return Status::Ok();
+}
+
+std::vector<Status> RemoteChunkService::ReadChunkRanges(
+    std::span<const ChunkRangeRead> reads, Deadline deadline) {
+  std::vector<Status> out(reads.size());
+  const auto timeout = read_timeout_.count() > 0
+                           ? read_timeout_
+                           : client_.options().call_timeout;
+  deadline = std::min(deadline, Clock::now() + timeout);
+  size_t at = 0;
+  while (at < reads.size()) {
+    // The next request: as many reads as fit (at least one).
+    size_t end = at;
+    uint64_t bytes = 0;
+    while (end < reads.size() && end - at < kMaxChunkReadsPerRequest &&
+           (end == at || bytes + reads[end].out.size() <= kMaxBulk)) {
+      bytes += reads[end].out.size();
+      ++end;
+    }
+    if (bytes > kMaxBulk) {
+      out[at] = Status::InvalidArgument(
+          "chunk read of " + std::to_string(bytes) +
+          " bytes exceeds the wire limit of " + std::to_string(kMaxBulk));
+      at = end;
+      continue;
+    }
+    const auto part = reads.subspan(at, end - at);
+    Status st = SendReadRequest(
+        part, std::span<Status>(out).subspan(at, end - at), deadline);
+    if (st.code() == EOPNOTSUPP) {
+      // An older chunkd: the message is unknown there.
+      auto one_by_one = ChunkService::ReadChunkRanges(part, deadline);
+      std::move(one_by_one.begin(), one_by_one.end(), out.begin() + at);
+    } else if (!st.ok()) {
+      for (size_t i = at; i < end; ++i) out[i] = st;
+    }
+    at = end;
+  }
+  return out;
 }
 
 Status RemoteChunkService::PatchChunkRanges(const ChunkId& id,
@@ -319,6 +403,51 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
               STRIPEFS_RETURN_IF_ERROR(
                   s.ReadChunkInto(id, version, offset, out));
               reply->bulk = out;
+              return Status::Ok();
+            });
+      case MsgType::kReadChunkRanges:
+        return ServeTyped<MsgType::kReadChunkRanges>(
+            p, reply, [&](auto& out, auto& headers) -> Status {
+              // The limits hold before anything is sized by the request.
+              if (headers.size() > kMaxChunkReadsPerRequest)
+                return Status(EPROTO,
+                              std::to_string(headers.size()) +
+                                  " chunk reads in one request, at most " +
+                                  std::to_string(kMaxChunkReadsPerRequest));
+              uint64_t total = 0;
+              for (const ChunkReadHeader& h : headers) total += h.length;
+              if (total > kMaxBulk)
+                return Status(EPROTO, "chunk reads of " +
+                                          std::to_string(total) +
+                                          " bytes in one request, at most " +
+                                          std::to_string(kMaxBulk));
+              // Every read into its place in the reply buffer; the OK
+              // ones are then packed back to back (the bulk's layout).
+              std::span<uint8_t> buf = ReplyBuffer(total, reply);
+              std::vector<ChunkRangeRead> reads;
+              reads.reserve(headers.size());
+              uint64_t at = 0;
+              for (const ChunkReadHeader& h : headers) {
+                reads.push_back(
+                    {h.id, h.version, h.offset, buf.subspan(at, h.length)});
+                at += h.length;
+              }
+              std::vector<Status> results =
+                  s.ReadChunkRanges(reads, Deadline::max());
+              auto& codes = std::get<0>(out);
+              auto& messages = std::get<1>(out);
+              uint64_t packed = 0;
+              for (size_t i = 0; i < reads.size(); ++i) {
+                const Status& r = results[i];
+                codes.push_back(r.ok() ? 0 : r.code());
+                messages.push_back(r.ok() ? std::string() : r.message());
+                if (!r.ok()) continue;
+                if (reads[i].out.data() != buf.data() + packed)
+                  std::memmove(buf.data() + packed, reads[i].out.data(),
+                               reads[i].out.size());
+                packed += reads[i].out.size();
+              }
+              reply->bulk = buf.first(packed);
               return Status::Ok();
             });
       case MsgType::kDeleteChunk:

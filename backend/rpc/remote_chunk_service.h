@@ -51,6 +51,14 @@ class RemoteChunkService final : public ChunkService {
       const ChunkId& id, uint64_t version, uint32_t offset,
       std::span<uint8_t> out,
       std::chrono::steady_clock::time_point deadline) override;
+  // One ReadChunkRanges request per kMaxChunkReadsPerRequest reads or
+  // kMaxBulk bytes, by the earlier of `deadline` and the read timeout. A
+  // transport error fails every read of that request; a chunkd that does
+  // not know the message gets them one by one (ReadChunkIntoBy).
+  // Bounded always (the read timeout), so never EOPNOTSUPP per read.
+  std::vector<Status> ReadChunkRanges(
+      std::span<const ChunkRangeRead> reads,
+      std::chrono::steady_clock::time_point deadline) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
@@ -90,6 +98,14 @@ class RemoteChunkService final : public ChunkService {
   // chunkd that does not know the message, or a transport error.
   Status SendApplyRequest(std::span<const ChunkWriteOp> ops,
                           std::span<Status> out);
+  // Sends reads (at most kMaxChunkReadsPerRequest, their bytes at most
+  // kMaxBulk) as one ReadChunkRanges request, fills out[i] per read and
+  // copies each OK read's bytes into its buffer. Returns the request's own
+  // error (then `out` is untouched), as SendApplyRequest.
+  Status SendReadRequest(std::span<const ChunkRangeRead> reads,
+                         std::span<Status> out, Deadline deadline);
+  // The remote's per-item errno (0 = OK) and message as a Status.
+  Status RemoteStatus(int32_t code, const std::string& message) const;
 
   RpcClient client_;
   const std::chrono::milliseconds read_timeout_;

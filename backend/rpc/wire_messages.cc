@@ -203,6 +203,17 @@ bool Get(Decoder& d, ChunkOpHeader* v) {
          d.U32(&v->size) && d.U32(&v->range_count);
 }
 
+void Put(Encoder& e, const ChunkReadHeader& v) {
+  Put(e, v.id);
+  e.U64(v.version);
+  e.U32(v.offset);
+  e.U32(v.length);
+}
+bool Get(Decoder& d, ChunkReadHeader* v) {
+  return Get(d, &v->id) && d.U64(&v->version) && d.U32(&v->offset) &&
+         d.U32(&v->length);
+}
+
 void Put(Encoder& e, const PatchRange& v) {
   e.U32(v.offset);
   e.U32(v.length);

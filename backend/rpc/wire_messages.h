@@ -77,7 +77,8 @@ namespace stripefs::rpc {
   X(ListOrphanStripes, 77, true)   \
   X(CreateEntry, 78, false)        \
   X(UnlinkEntry, 79, false)        \
-  X(ApplyChunkOps, 80, true)
+  X(ApplyChunkOps, 80, true)        \
+  X(ReadChunkRanges, 81, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -109,6 +110,15 @@ struct ChunkOpHeader {
   uint32_t range_count = 0;
 };
 
+// One read of a ReadChunkRanges request (ChunkRangeRead without its
+// buffer): `length` bytes of chunk (id, version) from `offset`.
+struct ChunkReadHeader {
+  ChunkId id;
+  uint64_t version = 0;
+  uint32_t offset = 0;
+  uint32_t length = 0;
+};
+
 // ---- value codecs -----------------------------------------------------------
 void Put(Encoder& e, const Geometry& v);
 void Put(Encoder& e, const Timespec& v);
@@ -126,6 +136,7 @@ void Put(Encoder& e, const StripeRef& v);
 void Put(Encoder& e, const ChunkId& v);
 void Put(Encoder& e, const ChunkVersion& v);
 void Put(Encoder& e, const ChunkOpHeader& v);
+void Put(Encoder& e, const ChunkReadHeader& v);
 void Put(Encoder& e, const PatchRange& v);
 void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
@@ -147,6 +158,7 @@ bool Get(Decoder& d, StripeRef* v);
 bool Get(Decoder& d, ChunkId* v);
 bool Get(Decoder& d, ChunkVersion* v);
 bool Get(Decoder& d, ChunkOpHeader* v);
+bool Get(Decoder& d, ChunkReadHeader* v);
 bool Get(Decoder& d, PatchRange* v);
 bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
@@ -296,6 +308,8 @@ struct Msg<MsgType::kDeleteChunkVersions> : MsgDef<Tup<std::vector<ChunkVersion>
 template <>
 struct Msg<MsgType::kApplyChunkOps> : MsgDef<Tup<std::vector<ChunkOpHeader>, std::vector<PatchRange>>, Tup<std::vector<int32_t>, std::vector<Str>>> {};  // ops, their patch ranges + bulk: their bytes -> per-op errno (0 = OK), message
 template <>
+struct Msg<MsgType::kReadChunkRanges> : MsgDef<Tup<std::vector<ChunkReadHeader>>, Tup<std::vector<int32_t>, std::vector<Str>>> {};  // reads -> per-read errno (0 = OK), message + bulk: the OK reads' bytes back to back, in order
+template <>
 struct Msg<MsgType::kClientHeartbeat> : MsgDef<Tup<ClientRecord>, Tup<>> {};  // client_table.h
 template <>
 struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>> {};
@@ -307,6 +321,10 @@ inline constexpr size_t kMaxChunkVersionsPerDelete = 8192;
 // to ~100 bytes of status message each in the response: far below kMaxPayload);
 // their bytes together at most kMaxBulk. The client splits larger batches.
 inline constexpr size_t kMaxChunkOpsPerRequest = 4096;
+// Reads per ReadChunkRanges frame (32 bytes each, plus up to ~100 bytes of
+// status message each in the response); their lengths together at most
+// kMaxBulk. The client splits larger batches.
+inline constexpr size_t kMaxChunkReadsPerRequest = 4096;
 // Patch ranges per ApplyChunkOps frame (8 bytes each); the client splits
 // before it.
 inline constexpr size_t kMaxPatchRangesPerRequest = 65536;

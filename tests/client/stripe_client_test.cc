@@ -830,6 +830,59 @@ TEST_F(StripeClientTest, WriteStripesBatchesPerServerAndMapsPerOpFailures) {
   EXPECT_EQ(ReadAll(ino), model);
 }
 
+// The old windows of an fsync's deltas are read with the wave's other
+// stripes: one ReadChunkRanges call per server for all eight stripes.
+// When a server cannot serve its part (down: the batch fails there), the
+// stripes that needed it read again the general way, reconstructing the
+// lost windows, and commit degraded; the data and parity stay right.
+TEST_F(StripeClientTest, WriteStripesReadsTheWavesWindowsOncePerServer) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(8 * S(), 30);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  for (auto* f : faults_) f->bounded = true;
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<StripeWriteRequest> reqs =
+      EightSmallStripeWrites(ino, S(), 31, &bufs);
+  std::vector<int> batches, batched;
+  for (auto* f : faults_) {
+    batches.push_back(f->range_batches);
+    batched.push_back(f->batched_reads);
+  }
+  const auto before = client().counters();
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  const auto after = client().counters();
+  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 8u);
+  int windows = 0;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    // Each stripe touches cells 0 and 1 and reads both parities: every
+    // server holds a chunk of each stripe, so at most one call each.
+    EXPECT_LE(faults_[i]->range_batches - batches[i], 1) << "server " << i;
+    windows += faults_[i]->batched_reads - batched[i];
+  }
+  EXPECT_EQ(windows, 8 * 4);  // 2 cell windows + 2 parity windows a stripe
+  for (uint64_t s = 0; s < 8; ++s)
+    ApplyRanges(&model, s * S(), bufs[s], reqs[s].ranges);
+  EXPECT_EQ(ReadAll(ino), model);
+  ExpectParityConsistent(ino);
+
+  // Stripe 2's cell-0 server down: every stripe with a chunk there reads
+  // around it and commits without it.
+  const uint32_t down = ServersOf(ino, 2)[0];
+  SetDown(down, true);
+  for (uint64_t s = 0; s < 8; ++s) bufs[s] = RandomBytes(S(), 40 + s);
+  for (uint64_t s = 0; s < 8; ++s) reqs[s].bytes = bufs[s];
+  ASSERT_TRUE(client().WriteStripes(reqs).ok());
+  for (uint64_t s = 0; s < 8; ++s)
+    ApplyRanges(&model, s * S(), bufs[s], reqs[s].ranges);
+  auto sv = meta().GetStripes(ino, 2, 1);
+  ASSERT_TRUE(sv.ok());
+  EXPECT_EQ(sv->front().missing_mask, ChunkBit(0));
+  EXPECT_EQ(ReadAll(ino), model);
+  SetDown(down, false);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
 TEST_F(StripeClientTest, BadRangesAreRejectedAndNothingIsCommitted) {
   const uint64_t ino = NewFile("f");
   auto buf = RandomBytes(S(), 6);

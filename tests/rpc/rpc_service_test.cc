@@ -604,6 +604,46 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsRejectsMalformedRequests) {
   EXPECT_TRUE(remote_->ReadChunk(a, 2, 0, 100).ok());
 }
 
+// One request for several reads: each gets its own Status (a missing
+// version or a range past the end fails alone) and the OK ones their
+// bytes; a request over the read-count or byte limit is refused whole
+// (EPROTO) before anything is sized by it.
+TEST_F(ChunkRpcTest, ReadChunkRangesAnswersEachRead) {
+  const ChunkId a{43, 1, 0}, b{43, 2, 1};
+  const auto da = Data(10000, 1), db = Data(300, 2);
+  ASSERT_TRUE(remote_->WriteChunk(a, 1, da).ok());
+  ASSERT_TRUE(remote_->WriteChunk(b, 7, db).ok());
+  std::vector<uint8_t> o1(100), o2(50), o3(10), o4(20), o5(4096);
+  const std::vector<ChunkRangeRead> reads = {
+      {a, 1, 0, o1},      // ok
+      {b, 8, 0, o2},      // no such version
+      {b, 7, 295, o3},    // past the end
+      {b, 7, 280, o4},    // ok, the chunk's last bytes
+      {a, 1, 4000, o5}};  // ok
+  const auto got = remote_->ReadChunkRanges(reads, Deadline::max());
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), ENOENT) << got[1].ToString();
+  EXPECT_EQ(got[2].code(), EINVAL) << got[2].ToString();
+  EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+  EXPECT_TRUE(got[4].ok()) << got[4].ToString();
+  EXPECT_TRUE(std::equal(o1.begin(), o1.end(), da.begin()));
+  EXPECT_TRUE(std::equal(o4.begin(), o4.end(), db.begin() + 280));
+  EXPECT_TRUE(std::equal(o5.begin(), o5.end(), da.begin() + 4000));
+
+  auto call = [&](std::vector<ChunkReadHeader> headers) {
+    Msg<MsgType::kReadChunkRanges>::Response resp;
+    return CallTyped<MsgType::kReadChunkRanges>(remote_->client(),
+                                                {std::move(headers)}, &resp);
+  };
+  std::vector<ChunkReadHeader> many(kMaxChunkReadsPerRequest + 1,
+                                    ChunkReadHeader{a, 1, 0, 1});
+  EXPECT_EQ(call(many).code(), EPROTO);
+  // Two reads of 2 GiB each: refused before any buffer is sized by them.
+  EXPECT_EQ(call({{a, 1, 0, 1u << 31}, {a, 1, 0, 1u << 31}}).code(), EPROTO);
+  EXPECT_TRUE(call({{a, 1, 0, 1}}).ok());
+}
+
 // A chunkd from before ApplyChunkOps answers EOPNOTSUPP: the stub then
 // sends the ops one by one, with the same per-op results.
 class OldChunkServer final : public RpcHandler {
@@ -612,7 +652,8 @@ class OldChunkServer final : public RpcHandler {
   std::string Role() const override { return "chunkd"; }
   void Handle(uint16_t type, std::span<const uint8_t> payload,
               AlignedBytes& bulk, RpcReply* reply) override {
-    if (type == static_cast<uint16_t>(MsgType::kApplyChunkOps)) {
+    if (type == static_cast<uint16_t>(MsgType::kApplyChunkOps) ||
+        type == static_cast<uint16_t>(MsgType::kReadChunkRanges)) {
       ++refused;
       reply->payload = EncodeErrorResponse(Status::NotSupported("old chunkd"));
       return;
@@ -671,6 +712,30 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
   EXPECT_TRUE(done[0].ok()) << done[0].ToString();
   EXPECT_TRUE(done[1].ok()) << done[1].ToString();
   EXPECT_EQ(*c.ReadChunk(a, 6, 0, 100), multi);
+}
+
+// ... and ReadChunkRanges one read at a time, with the same results.
+TEST_F(ChunkRpcTest, ReadChunkRangesFallsBackOnAnOldChunkd) {
+  server_->Stop();
+  auto* old = new OldChunkServer(&store_);
+  other_handler_.reset(old);
+  auto s = RpcServer::Start(Quiet(), key_, old);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  server_ = std::move(s).value();
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  o.call_timeout = std::chrono::milliseconds(5000);
+  RemoteChunkService c(server_->address(), key_, o);
+  const ChunkId a{44, 1, 0};
+  const auto da = Data(500, 4);
+  ASSERT_TRUE(c.WriteChunk(a, 1, da).ok());
+  std::vector<uint8_t> o1(100), o2(10);
+  const std::vector<ChunkRangeRead> reads = {{a, 1, 400, o1}, {a, 2, 0, o2}};
+  const auto got = c.ReadChunkRanges(reads, Deadline::max());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_GE(old->refused.load(), 1);
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), ENOENT) << got[1].ToString();
+  EXPECT_TRUE(std::equal(o1.begin(), o1.end(), da.begin() + 400));
 }
 
 TEST_F(ChunkRpcTest, ErrorsComeBackAsTheSameStatus) {

@@ -59,6 +59,9 @@ struct Sampler {
     Fill(v.kind), Fill(v.id), Fill(v.from_version), Fill(v.to_version);
     Fill(v.length), Fill(v.offset), Fill(v.size), Fill(v.range_count);
   }
+  void Fill(rpc::ChunkReadHeader& v) {
+    Fill(v.id), Fill(v.version), Fill(v.offset), Fill(v.length);
+  }
   void Fill(PatchRange& v) { Fill(v.offset), Fill(v.length); }
   void Fill(ChunkInfo& v) {
     Fill(v.id), Fill(v.version), Fill(v.length), Fill(v.crc32c);

@@ -117,9 +117,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
   }
   // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73),
   // SyncMetadata (74), ClientHeartbeat (75), ListClients (76),
-  // ListOrphanStripes (77), CreateEntry (78), UnlinkEntry (79) and
-  // ApplyChunkOps (80).
-  EXPECT_EQ(AllMsgTypes().size(), 48u);
+  // ListOrphanStripes (77), CreateEntry (78), UnlinkEntry (79),
+  // ApplyChunkOps (80) and ReadChunkRanges (81).
+  EXPECT_EQ(AllMsgTypes().size(), 49u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 

@@ -26,6 +26,8 @@ class FaultInjectingChunkService : public ChunkService {
   std::atomic<bool> bounded{false};
   std::atomic<int> bounded_reads{0};  // ReadChunkIntoBy calls forwarded
   std::atomic<int> reads{0};          // ReadChunk calls
+  std::atomic<int> range_batches{0};  // ReadChunkRanges calls
+  std::atomic<int> batched_reads{0};  // reads in them
   // When set (before the wrapper is used): a write of a chunk for which it
   // returns an error fails with that error (the others go through).
   std::function<Status(const ChunkId&)> write_fault;
@@ -48,6 +50,14 @@ class FaultInjectingChunkService : public ChunkService {
     ++op_batches;
     batched_ops += static_cast<int>(ops.size());
     return ChunkService::ApplyChunkOps(ops);
+  }
+  // Counted, then the default: each read through this wrapper's methods.
+  std::vector<Status> ReadChunkRanges(
+      std::span<const ChunkRangeRead> reads,
+      std::chrono::steady_clock::time_point deadline) override {
+    ++range_batches;
+    batched_reads += static_cast<int>(reads.size());
+    return ChunkService::ReadChunkRanges(reads, deadline);
   }
   Result<std::vector<uint8_t>> ReadChunk(const ChunkId& id, uint64_t version,
                                          uint32_t offset,
