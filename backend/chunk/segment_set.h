@@ -51,8 +51,10 @@ namespace stripefs {
 struct SegmentFile {
   uint64_t seq = 0;
   std::string path;
-  UniqueFd write_fd;  // O_DIRECT when the file system takes it
-  UniqueFd read_fd;   // buffered
+  // O_DIRECT when the file system takes it (`direct`); ChunkStore also
+  // reads large aligned ranges through it.
+  UniqueFd write_fd;
+  UniqueFd read_fd;  // buffered
   bool direct = false;
 };
 

@@ -34,7 +34,7 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
       geo_(geometry),
       codec_(std::move(codec)),
       options_(options),
-      stripes_(options.read_cache_bytes),
+      stripes_(options.read_cache_bytes, geo_.stripe_size()),
       pool_(options.io_threads) {
   view_ = std::make_unique<ClusterView>(
       meta, servers, geo_.width(), options.map_refresh_interval, &counters_);

@@ -2,6 +2,14 @@
 
 namespace stripefs {
 
+void StripeDataCache::Allocate(CachedStripe* c, size_t n) {
+  if (n <= buffers_.buffer_size()) {
+    c->pooled = buffers_.Get();
+  } else {
+    c->own = std::make_unique_for_overwrite<uint8_t[]>(n);
+  }
+}
+
 std::optional<StripeDataCache::Load> StripeDataCache::Find(const Key& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);

@@ -415,13 +415,13 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
   if (sv.chunk_len == 0) return c;
   const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
   const ChunkLayout& layout = *shared_layout;
-  c->Allocate(size_t{geo_.k()} * sv.chunk_len);
+  p_.stripes->Allocate(c.get(), size_t{geo_.k()} * sv.chunk_len);
   // Every data column straight into place; the general path (vectors,
   // reconstruction) only when that is not possible or fails.
   std::vector<CellRead> cells;
   for (uint32_t i = 0; i < geo_.k(); ++i)
-    cells.push_back({CellSpan{i, 0, sv.chunk_len},
-                     c->bytes.get() + size_t{i} * sv.chunk_len});
+    cells.push_back(
+        {CellSpan{i, 0, sv.chunk_len}, c->bytes() + size_t{i} * sv.chunk_len});
   std::vector<Status> known;
   const CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, &known);
   if (got == CellsOutcome::kRead) return c;
@@ -432,7 +432,7 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
       ReadColumnsAround(ino, sv, layout, want, 0, sv.chunk_len, &cols, known);
   if (!st.ok()) return nullptr;
   for (uint32_t i = 0; i < geo_.k(); ++i)
-    std::memcpy(c->bytes.get() + size_t{i} * sv.chunk_len, cols[i].data(),
+    std::memcpy(c->bytes() + size_t{i} * sv.chunk_len, cols[i].data(),
                 sv.chunk_len);
   return c;
 }
@@ -441,7 +441,7 @@ void StripeReader::CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
                            uint8_t* dst) const {
   geo_.ForEachCell(a, b, c.chunk_len, [&](const CellSpan& span) {
     std::memcpy(dst + (geo_.StripeOffset(span.cell, span.lo) - a),
-                c.bytes.get() + size_t{span.cell} * c.chunk_len + span.lo,
+                c.bytes() + size_t{span.cell} * c.chunk_len + span.lo,
                 span.hi - span.lo);
   });
 }
