@@ -69,6 +69,10 @@ struct ChunkStore::CommitOp {
   bool punch_later = false;
 
   Status status;
+  // Submit's data write: done (guarded by the queue mutex; true for ops
+  // without data) and its result.
+  bool data_written = true;
+  Status write_status;
   // When Submit queued it (timing counters only).
   std::chrono::steady_clock::time_point queued_at;
   bool done = false;                // guarded by the queue mutex

@@ -409,10 +409,15 @@ class ChunkStore final : public ChunkService {
   // After the batch's data sync failed for some ops whose entries were
   // written: puts back what they replaced (or deletes them), synced.
   Status RollBack(const std::vector<const CommitOp*>& failed);
-  // Stages and writes the bytes of every op that has some; fails the ops
-  // whose bytes did not reach the disk.
-  // Appends op's bytes to a fresh extent (submitting thread).
+  // Places op's bytes: a fresh extent, and the piece in op->value
+  // (submitting thread, before the op is queued).
+  Status PlaceData(CommitOp* op);
+  // Writes op's bytes to the extent PlaceData gave it (submitting thread,
+  // after the op is queued).
   Status WriteData(CommitOp* op);
+  // Waits until the data write of every op of the batch finished; fails
+  // the ops whose write failed (their entries are then rolled back).
+  void WaitForWrites(const std::vector<CommitOp*>& batch);
   // fdatasyncs every segment the batch wrote to, once; fails the ops whose
   // segment did not sync.
   void SyncBatchData(const std::vector<CommitOp*>& batch);
@@ -454,7 +459,8 @@ class ChunkStore final : public ChunkService {
   std::condition_variable queue_cv_;  // work for the commit thread
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_;
-  std::condition_variable index_cv_;          // index job posted / done
+  std::condition_variable index_cv_;  // index job posted / done
+  std::condition_variable data_cv_;   // a queued op's data write finished
   rocksdb::WriteBatch* index_job_ = nullptr;  // for the index thread
   bool index_job_done_ = false;
   Status index_job_status_;
