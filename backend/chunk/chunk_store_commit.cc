@@ -314,8 +314,8 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
     WaitForWrites(batch);  // empty chunks: nothing written, but be sure
   } else {
     // One sync round: the index thread writes the entries (synced) while
-    // this thread fdatasyncs the segments; both must be durable before the
-    // batch is acknowledged.
+    // this thread waits for the batch's data writes and then fdatasyncs the
+    // segments; both must be durable before the batch is acknowledged.
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       index_job_ = &wb;
