@@ -2,10 +2,11 @@
 // (private to the chunk store's .cc files).
 //
 // The submitting thread owns the op and holds the chunk lock of `id`
-// exclusively until the op is done; the commit thread fills in the location
-// of new bytes and the status, then sets `done` and signals `done_cv` under
-// the queue mutex (so that only the submitters of that batch wake up, and
-// the op outlives the signal).
+// exclusively until the op is done; it places new bytes (extent, piece),
+// queues the op and then writes them (`data_written`); the commit thread
+// fills in the status, then sets `done` and signals `done_cv` under the
+// queue mutex (so that only the submitters of that batch wake up, and the
+// op outlives the signal).
 #pragma once
 
 #include <chrono>
