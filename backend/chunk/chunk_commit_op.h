@@ -2,11 +2,10 @@
 // (private to the chunk store's .cc files).
 //
 // The submitting thread owns the op and holds the chunk lock of `id`
-// exclusively until the op is done; it places new bytes (extent, piece),
-// queues the op and then writes them (`data_written`); the commit thread
-// fills in the status, then sets `done` and signals `done_cv` under the
-// queue mutex (so that only the submitters of that batch wake up, and the
-// op outlives the signal).
+// exclusively until the op is done; the commit thread fills in the location
+// of new bytes and the status, then sets `done` and signals `done_cv` under
+// the queue mutex (so that only the submitters of that batch wake up, and
+// the op outlives the signal).
 #pragma once
 
 #include <chrono>
@@ -70,10 +69,6 @@ struct ChunkStore::CommitOp {
   bool punch_later = false;
 
   Status status;
-  // Submit's data write: done (guarded by the queue mutex; true for ops
-  // without data) and its result.
-  bool data_written = true;
-  Status write_status;
   // When Submit queued it (timing counters only).
   std::chrono::steady_clock::time_point queued_at;
   bool done = false;                // guarded by the queue mutex

@@ -4,26 +4,24 @@
 // Chunks are appended to preallocated segment files (segment_set.h; the
 // layout is in chunk_paths.h) and found through a RocksDB index that maps
 // (chunk id, version) to (segment, offset, length, per-4 KiB CRC32Cs). A
-// writer places its extent, queues its op, and appends its bytes itself
-// (io_uring, O_DIRECT when the file system takes it), so writers keep the
-// disk busy in parallel. One commit thread group-commits: it takes every
-// write and delete queued while the previous batch was syncing and runs ONE
-// sync round for them: one synced RocksDB WriteBatch (entries plus a
-// pending record, below) on the index thread, which starts at once (while
-// the batch's bytes are still being written), and, once every write of the
-// batch is done, one fdatasync per touched segment on the commit thread; it
-// acknowledges the batch when both are durable. On an ext4 with a journal
-// the two can share one journal commit. No temp file, rename or directory
-// fsync per chunk.
+// writer appends its bytes itself (io_uring, O_DIRECT when the file system
+// takes it), so writers keep the disk busy in parallel. Then one commit
+// thread group-commits: it takes every write and delete that arrived while
+// the previous batch was syncing and runs ONE sync round for them: one
+// synced RocksDB WriteBatch (entries plus a pending record, below) on the
+// index thread and, at the same time, one fdatasync per touched segment on
+// the commit thread; it acknowledges the batch when both are durable. On
+// an ext4 with a journal the two can share one journal commit. No temp file,
+// rename or directory fsync per chunk.
 //
 // Crash rules: the index is the truth. Bytes in a segment that no committed
 // entry points to are garbage (cut off or removed at open). An entry may be
-// durable before its bytes are (or are even written), so every WriteBatch that
-// adds entries with new bytes also holds a pending record (chunk_index_codec.h)
-// naming each such entry, the piece it wrote and the entry it replaced; a later
-// batch (or Close) deletes the record once the batch was acknowledged. Open
-// verifies every entry a pending record names (reads its new piece, checks the
-// block CRCs): one that fails is rolled back (removed, or the entry it replaced
+// durable before its bytes, so every WriteBatch that adds entries with new
+// bytes also holds a pending record (chunk_index_codec.h) naming each such
+// entry, the piece it wrote and the entry it replaced; a later batch (or
+// Close) deletes the record once the batch was acknowledged. Open verifies
+// every entry a pending record names (reads its new piece, checks the block
+// CRCs): one that fails is rolled back (removed, or the entry it replaced
 // put back, and its space counted free), the verified ones are fdatasynced,
 // then the records are deleted. So: an acknowledged write is never lost or
 // touched (its record is gone, or it verifies); an unacknowledged write of
@@ -411,15 +409,10 @@ class ChunkStore final : public ChunkService {
   // After the batch's data sync failed for some ops whose entries were
   // written: puts back what they replaced (or deletes them), synced.
   Status RollBack(const std::vector<const CommitOp*>& failed);
-  // Places op's bytes: a fresh extent, and the piece in op->value
-  // (submitting thread, before the op is queued).
-  Status PlaceData(CommitOp* op);
-  // Writes op's bytes to the extent PlaceData gave it (submitting thread,
-  // after the op is queued).
+  // Stages and writes the bytes of every op that has some; fails the ops
+  // whose bytes did not reach the disk.
+  // Appends op's bytes to a fresh extent (submitting thread).
   Status WriteData(CommitOp* op);
-  // Waits until the data write of every op of the batch finished; fails
-  // the ops whose write failed (their entries are then rolled back).
-  void WaitForWrites(const std::vector<CommitOp*>& batch);
   // fdatasyncs every segment the batch wrote to, once; fails the ops whose
   // segment did not sync.
   void SyncBatchData(const std::vector<CommitOp*>& batch);
@@ -461,8 +454,7 @@ class ChunkStore final : public ChunkService {
   std::condition_variable queue_cv_;  // work for the commit thread
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_;
-  std::condition_variable index_cv_;  // index job posted / done
-  std::condition_variable data_cv_;   // a queued op's data write finished
+  std::condition_variable index_cv_;          // index job posted / done
   rocksdb::WriteBatch* index_job_ = nullptr;  // for the index thread
   bool index_job_done_ = false;
   Status index_job_status_;

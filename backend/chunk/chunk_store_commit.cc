@@ -76,15 +76,11 @@ Status ChunkStore::Submit(CommitOp* op) {
   op->done = false;
   op->status = Status::Ok();
   op->extent = {};
-  op->data_written = !op->has_data;
-  op->write_status = Status::Ok();
   if (op->has_data) {
-    // The extent is placed first and the op queued at once, so that its
-    // batch's index write runs while the bytes go down (on this thread:
-    // writers keep the disk busy in parallel); the batch's data sync waits
-    // for the write (see CommitBatch).
+    // The bytes go down on the submitting thread, so writers keep the disk
+    // busy in parallel while the commit thread syncs.
     lock.unlock();
-    STRIPEFS_RETURN_IF_ERROR(PlaceData(op));
+    STRIPEFS_RETURN_IF_ERROR(WriteData(op));
     lock.lock();
     if (stop_) {
       segments_->Settle(op->extent);
@@ -94,14 +90,6 @@ Status ChunkStore::Submit(CommitOp* op) {
   op->queued_at = std::chrono::steady_clock::now();
   queue_.push_back(op);
   queue_cv_.notify_one();
-  if (op->has_data) {
-    lock.unlock();
-    Status written = WriteData(op);
-    lock.lock();
-    op->write_status = written;
-    op->data_written = true;
-    data_cv_.notify_all();
-  }
   op->done_cv.wait(lock, [op] { return op->done; });
   lock.unlock();
   if (!op->punch_later) PunchHoles(&op->holes);
@@ -115,7 +103,6 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
     op->done = false;
     op->status = Status::Ok();
     op->extent = {};
-    op->data_written = true;  // no data
     op->queued_at = std::chrono::steady_clock::now();
     queue_.push_back(op);
   }
@@ -196,7 +183,7 @@ Status ChunkStore::WriteIndexBatch(rocksdb::WriteBatch* wb) {
   return st;
 }
 
-Status ChunkStore::PlaceData(CommitOp* op) {
+Status ChunkStore::WriteData(CommitOp* op) {
   const uint64_t bytes = SegmentExtentBytes(op->data.size());
   STRIPEFS_ASSIGN_OR_RETURN(op->extent, segments_->Allocate(bytes));
   op->value.in_segment = true;
@@ -211,12 +198,6 @@ Status ChunkStore::PlaceData(CommitOp* op) {
       op->value.pieces.begin(), op->value.pieces.end(), piece.chunk_offset,
       [](const ChunkPiece& p, uint32_t off) { return p.chunk_offset < off; });
   op->value.pieces.insert(at, piece);
-  return Status::Ok();
-}
-
-Status ChunkStore::WriteData(CommitOp* op) {
-  const uint64_t bytes = op->extent.bytes;
-  if (bytes == 0) return Status::Ok();
   std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
   AlignedBuf oversize;
   const auto start = std::chrono::steady_clock::now();
@@ -224,26 +205,19 @@ Status ChunkStore::WriteData(CommitOp* op) {
   Status st = io_->Write(f->write_fd.get(), buf, bytes, op->extent.offset);
   data_write_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
   data_writes_.fetch_add(1, std::memory_order_relaxed);
-  if (!st.ok()) return st.Annotate("writing segment " + f->path);
+  if (!st.ok()) {
+    segments_->Settle(op->extent);
+    op->extent = {};
+    return st.Annotate("writing segment " + f->path);
+  }
   bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
   return Status::Ok();
-}
-
-void ChunkStore::WaitForWrites(const std::vector<CommitOp*>& batch) {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  data_cv_.wait(lock, [&batch] {
-    return std::all_of(batch.begin(), batch.end(),
-                       [](const CommitOp* op) { return op->data_written; });
-  });
-  for (CommitOp* op : batch) {
-    if (!op->write_status.ok()) op->status = op->write_status;
-  }
 }
 
 void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
   std::map<uint64_t, std::shared_ptr<SegmentFile>> touched;
   for (const CommitOp* op : batch) {
-    if (op->extent.bytes > 0 && op->status.ok()) {
+    if (op->extent.bytes > 0) {
       touched.emplace(op->extent.segment, segments_->Get(op->extent.segment));
     }
   }
@@ -311,18 +285,16 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   Status st;
   if (!has_data) {
     st = WriteIndexBatch(&wb);
-    WaitForWrites(batch);  // empty chunks: nothing written, but be sure
   } else {
     // One sync round: the index thread writes the entries (synced) while
-    // this thread waits for the batch's data writes and then fdatasyncs the
-    // segments; both must be durable before the batch is acknowledged.
+    // this thread fdatasyncs the segments; both must be durable before the
+    // batch is acknowledged.
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       index_job_ = &wb;
       index_job_done_ = false;
     }
     index_cv_.notify_all();
-    WaitForWrites(batch);
     SyncBatchData(batch);
     std::unique_lock<std::mutex> lock(queue_mu_);
     index_cv_.wait(lock, [this] { return index_job_done_; });

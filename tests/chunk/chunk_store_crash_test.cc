@@ -233,8 +233,8 @@ TEST(ChunkStoreCrashTest, KillNineMidGroupCommitIsAllOrNothingPerChunk) {
   std::mt19937_64 rng(seed);
   std::map<uint64_t, bool> acked;  // n -> acknowledged
   uint64_t first = 0;
-  // What the opens found in pending records (entries committed with their
-  // batch still syncing, or before their bytes were even written).
+  // What the opens found in pending records (entries committed while their
+  // batch was still syncing).
   uint64_t verified = 0, rolled_back = 0;
   for (int round = 0; round < 6; ++round) {
     int fd = -1;
