@@ -8,7 +8,9 @@
 // the op outlives the signal).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -67,8 +69,18 @@ struct ChunkStore::CommitOp {
   bool punch_later = false;
 
   Status status;
+  // When Submit queued it (timing counters only).
+  std::chrono::steady_clock::time_point queued_at;
   bool done = false;                // guarded by the queue mutex
   std::condition_variable done_cv;  // with the queue mutex
 };
+
+// Nanoseconds from `start` to now (the store's timing counters).
+inline uint64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start)
+          .count());
+}
 
 }  // namespace stripefs

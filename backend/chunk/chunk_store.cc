@@ -780,8 +780,11 @@ Status ChunkStore::IndexWrite(
     const std::function<void(rocksdb::WriteBatch*)>& fill) {
   rocksdb::WriteBatch batch;
   fill(&batch);
+  const auto start = std::chrono::steady_clock::now();
+  Status st = RocksWriteSynced(db_.get(), &batch, "chunk index of " + dir_);
+  index_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
   index_syncs_.fetch_add(1, std::memory_order_relaxed);
-  return RocksWriteSynced(db_.get(), &batch, "chunk index of " + dir_);
+  return st;
 }
 
 Result<ChunkLocation> ChunkStore::Locate(const ChunkId& id, uint64_t version,
@@ -1473,6 +1476,13 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.committed_ops = ops_.load();
   c.data_syncs = data_syncs_.load();
   c.index_syncs = index_syncs_.load();
+  c.data_writes = data_writes_.load();
+  c.data_write_ns = data_write_ns_.load();
+  c.queue_ns = queue_ns_.load();
+  c.commit_wait_ns = commit_wait_ns_.load();
+  c.batch_ns = batch_ns_.load();
+  c.data_sync_ns = data_sync_ns_.load();
+  c.index_sync_ns = index_sync_ns_.load();
   c.pending_records = pending_records_;
   c.pending_verified = pending_verified_;
   c.pending_rolled_back = pending_rolled_back_;

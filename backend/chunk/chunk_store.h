@@ -162,6 +162,19 @@ struct ChunkStoreCounters {
   uint64_t committed_ops = 0;       // writes and deletes in them
   uint64_t data_syncs = 0;          // segment fdatasyncs
   uint64_t index_syncs = 0;         // synced RocksDB writes
+  // Where a write's time goes, in nanoseconds summed over all threads
+  // (divide by the count named): writers' segment writes, staging copy
+  // included (data_writes); an op's wait from being queued until a batch
+  // takes it (queue_ns) and until it is acknowledged (commit_wait_ns; both
+  // committed_ops); batches, from taken to acknowledged (commit_batches);
+  // the fdatasyncs (data_syncs) and synced index writes (index_syncs).
+  uint64_t data_writes = 0;
+  uint64_t data_write_ns = 0;
+  uint64_t queue_ns = 0;
+  uint64_t commit_wait_ns = 0;
+  uint64_t batch_ns = 0;
+  uint64_t data_sync_ns = 0;
+  uint64_t index_sync_ns = 0;
   // Open: pending records found, the entries they named that verified and
   // those rolled back (their bytes had not reached the disk).
   uint64_t pending_records = 0;
@@ -482,6 +495,13 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> ops_{0};
   std::atomic<uint64_t> data_syncs_{0};
   std::atomic<uint64_t> index_syncs_{0};
+  std::atomic<uint64_t> data_writes_{0};
+  std::atomic<uint64_t> data_write_ns_{0};
+  std::atomic<uint64_t> queue_ns_{0};
+  std::atomic<uint64_t> commit_wait_ns_{0};
+  std::atomic<uint64_t> batch_ns_{0};
+  std::atomic<uint64_t> data_sync_ns_{0};
+  std::atomic<uint64_t> index_sync_ns_{0};
   uint64_t pending_records_ = 0;  // set at Open
   uint64_t pending_verified_ = 0;
   uint64_t pending_rolled_back_ = 0;

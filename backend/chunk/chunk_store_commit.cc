@@ -87,6 +87,7 @@ Status ChunkStore::Submit(CommitOp* op) {
       return Status::Unavailable("chunk store " + dir_ + " is closing");
     }
   }
+  op->queued_at = std::chrono::steady_clock::now();
   queue_.push_back(op);
   queue_cv_.notify_one();
   op->done_cv.wait(lock, [op] { return op->done; });
@@ -102,6 +103,7 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
     op->done = false;
     op->status = Status::Ok();
     op->extent = {};
+    op->queued_at = std::chrono::steady_clock::now();
     queue_.push_back(op);
   }
   queue_cv_.notify_one();
@@ -124,7 +126,15 @@ void ChunkStore::CommitLoop() {
     std::vector<CommitOp*> batch;
     batch.swap(queue_);
     lock.unlock();
+    const auto taken = std::chrono::steady_clock::now();
+    uint64_t queued = 0;
+    for (const CommitOp* op : batch) queued += NanosSince(op->queued_at);
     CommitBatch(batch);
+    const uint64_t took = NanosSince(taken);
+    queue_ns_.fetch_add(queued, std::memory_order_relaxed);
+    batch_ns_.fetch_add(took, std::memory_order_relaxed);
+    commit_wait_ns_.fetch_add(queued + took * batch.size(),
+                              std::memory_order_relaxed);
     lock.lock();
     // Wakes only this batch's submitters (one waiter per op). Signalled
     // under the mutex: a submitter may destroy its op as soon as it sees
@@ -163,10 +173,12 @@ void ChunkStore::IndexLoop() {
 }
 
 Status ChunkStore::WriteIndexBatch(rocksdb::WriteBatch* wb) {
+  const auto start = std::chrono::steady_clock::now();
   Status st = RocksWriteSynced(db_.get(), wb, "chunk index of " + dir_);
   if (st.code() == ENOSPC && ReleaseIndexReserve()) {
     st = RocksWriteSynced(db_.get(), wb, "chunk index of " + dir_);
   }
+  index_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
   index_syncs_.fetch_add(1, std::memory_order_relaxed);
   return st;
 }
@@ -188,8 +200,11 @@ Status ChunkStore::WriteData(CommitOp* op) {
   op->value.pieces.insert(at, piece);
   std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
   AlignedBuf oversize;
+  const auto start = std::chrono::steady_clock::now();
   const uint8_t* buf = Stage(op->data, bytes, &oversize);
   Status st = io_->Write(f->write_fd.get(), buf, bytes, op->extent.offset);
+  data_write_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
+  data_writes_.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     segments_->Settle(op->extent);
     op->extent = {};
@@ -208,7 +223,9 @@ void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
   }
   // One fdatasync per touched segment, before any entry points into it.
   for (const auto& [seq, f] : touched) {
+    const auto start = std::chrono::steady_clock::now();
     Status st = io_->DataSync(f->write_fd.get());
+    data_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
     data_syncs_.fetch_add(1, std::memory_order_relaxed);
     if (st.ok()) continue;
     for (CommitOp* op : batch) {

@@ -14,12 +14,14 @@
 //
 // Runs fio (O_DIRECT, libaio, QD = W, K KiB blocks, N MiB, end_fsync) in
 // DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
-// DIR/store (each WriteChunk durable before it returns), then fio again;
-// the reference is the mean of the two fio runs. Prints one row with
-// ratio=store/reference, the syncs per MiB, batches per second, syncs per
-// batch, the mean WriteChunk latency, the CPU time the store run took
-// per MiB (user + system of this process, all threads; fio is a child and
-// not counted), and the load average before and after. Removes what it
+// DIR/store (each WriteChunk durable before it returns), then fio with W
+// jobs each writing + fdatasyncing every block (durable_ref: one sync per
+// write, no index), then the first fio again; the reference is the mean of
+// the two QD runs. Prints one row with ratio=store/reference, the syncs per
+// MiB, batches per second, syncs per batch, the mean WriteChunk latency and
+// where it goes (the store's timing counters), the CPU time the store run
+// took per MiB (user + system of this process, all threads; fio is a child
+// and not counted), and the load average before and after. Removes what it
 // wrote.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -50,15 +52,12 @@ std::string LoadAverage() {
   return a + " " + b + " " + c;
 }
 
-// fio's write bandwidth in MiB/s, or < 0 (with a message) when fio fails.
-double RunFio(const std::string& dir, uint64_t mib, int qd, int chunk_kib) {
+// fio's write bandwidth in MiB/s (all jobs), or < 0 (with a message) when
+// fio fails. `job`: the flags after --directory.
+double RunFio(const std::string& dir, const std::string& job) {
   std::filesystem::create_directories(dir);
-  const std::string cmd = "fio --name=disk_ref --directory=" + dir +
-                          " --rw=write --ioengine=libaio --direct=1 --bs=" +
-                          std::to_string(chunk_kib) +
-                          "k --iodepth=" + std::to_string(qd) +
-                          " --size=" + std::to_string(mib) +
-                          "m --end_fsync=1 --output-format=json 2>/dev/null";
+  const std::string cmd = "fio --name=disk_ref --directory=" + dir + " " + job +
+                          " --output-format=json 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
   std::string out;
@@ -77,6 +76,32 @@ double RunFio(const std::string& dir, uint64_t mib, int qd, int chunk_kib) {
   }
   const double bw = j["jobs"][0]["write"]["bw_bytes"].get<double>();
   return bw / (1 << 20);
+}
+
+// The disk reference: `qd` writes in flight, one sync at the end.
+double RunFioRef(const std::string& dir, uint64_t mib, int qd, int chunk_kib) {
+  return RunFio(dir, "--rw=write --ioengine=libaio --direct=1 --bs=" +
+                         std::to_string(chunk_kib) +
+                         "k --iodepth=" + std::to_string(qd) +
+                         " --size=" + std::to_string(mib) + "m --end_fsync=1");
+}
+
+// What durable writes without group commit and without an index get:
+// `jobs` threads, each writing its share of one fallocated file in K KiB
+// O_DIRECT writes with an fdatasync after each (the store's crash rules for
+// data alone, one sync per write).
+double RunFioDurable(const std::string& dir, uint64_t mib, int jobs,
+                     int chunk_kib) {
+  const uint64_t share =
+      std::max<uint64_t>(mib / static_cast<uint64_t>(jobs), 1);
+  return RunFio(dir, "--rw=write --ioengine=psync --direct=1 --bs=" +
+                         std::to_string(chunk_kib) +
+                         "k --numjobs=" + std::to_string(jobs) +
+                         " --filename=durable --fallocate=native --filesize=" +
+                         std::to_string(share * static_cast<uint64_t>(jobs)) +
+                         "m --size=" + std::to_string(share) +
+                         "m --offset_increment=" + std::to_string(share) +
+                         "m --fdatasync=1 --group_reporting");
 }
 
 // User + system CPU seconds of this process so far (every thread).
@@ -314,7 +339,7 @@ int main(int argc, char** argv) {
     return PatchBench(dir, mib, writers, chunk_kib, patch_kib, io_uring);
   }
   const std::string load_before = LoadAverage();
-  const double fio1 = RunFio(dir + "/fio", mib, writers, chunk_kib);
+  const double fio1 = RunFioRef(dir + "/fio", mib, writers, chunk_kib);
   // The default options (preallocated segments), and the same with two
   // zero-filled spare segments, side by side; the spares' own writes run
   // inside the timed window.
@@ -325,9 +350,10 @@ int main(int argc, char** argv) {
                stripefs::ChunkStoreOptions{}.spare_segments, io_uring, &run) &&
       RunStore(dir + "/store", mib, writers, chunk_kib, kSpares, io_uring,
                &spared);
-  const double fio2 = RunFio(dir + "/fio", mib, writers, chunk_kib);
+  const double durable = RunFioDurable(dir + "/fio", mib, writers, chunk_kib);
+  const double fio2 = RunFioRef(dir + "/fio", mib, writers, chunk_kib);
   const std::string load_after = LoadAverage();
-  if (!ok || fio1 < 0 || fio2 < 0) return 1;
+  if (!ok || fio1 < 0 || fio2 < 0 || durable < 0) return 1;
   const double ref = (fio1 + fio2) / 2;
   const auto& c = run.counters;
   const double syncs = static_cast<double>(c.data_syncs + c.index_syncs);
@@ -353,6 +379,26 @@ int main(int argc, char** argv) {
       "write_latency_ms=%.2f (mean WriteChunk, submit to ack)\n",
       static_cast<double>(c.commit_batches) / run.secs, syncs / batches,
       run.write_ms);
+  // Where a WriteChunk's time goes, ms per write (per sync for the syncs);
+  // "other" is CRCs, chunk lock, allocation and waking up after the ack.
+  auto per = [](uint64_t ns, uint64_t n) {
+    return static_cast<double>(ns) / 1e6 /
+           static_cast<double>(std::max<uint64_t>(n, 1));
+  };
+  const double wait_ms = per(c.commit_wait_ns, c.committed_ops);
+  const double write_ms = per(c.data_write_ns, c.data_writes);
+  std::printf(
+      "  time per write: data_write_ms=%.2f queued_ms=%.2f "
+      "commit_wait_ms=%.2f (batch_ms=%.2f: data_sync_ms=%.2f "
+      "index_sync_ms=%.2f, in parallel) other_ms=%.2f\n",
+      write_ms, per(c.queue_ns, c.committed_ops), wait_ms,
+      per(c.batch_ns, c.commit_batches), per(c.data_sync_ns, c.data_syncs),
+      per(c.index_sync_ns, c.index_syncs),
+      std::max(run.write_ms - write_ms - wait_ms, 0.0));
+  std::printf(
+      "  durable_ref(fio %d jobs, O_DIRECT write + fdatasync each, one "
+      "file)=%.1f MiB/s store/durable_ref=%.2f\n",
+      writers, durable, run.mib_per_s / durable);
   std::printf(
       "  with spare_segments=%u: store=%.1f MiB/s ratio=%.2f "
       "syncs_per_MiB=%.2f cpu_ms_per_MiB=%.3f, %" PRIu64

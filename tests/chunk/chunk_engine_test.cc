@@ -73,6 +73,13 @@ TEST(ChunkEngine, GroupCommitSharesSyncsAcrossWriters) {
   EXPECT_EQ(c.index_syncs, c.commit_batches);
   EXPECT_LE(c.data_syncs, c.committed_ops);
   EXPECT_LE(c.commit_batches, c.committed_ops);
+  // The timing counters: one data write per chunk, and an op's wait for its
+  // acknowledgement includes its wait for a batch and that batch's time.
+  EXPECT_EQ(c.data_writes, uint64_t{kThreads * kPerThread});
+  EXPECT_GE(c.commit_wait_ns, c.queue_ns);
+  EXPECT_GE(c.commit_wait_ns, c.batch_ns);
+  EXPECT_GT(c.data_sync_ns, 0u);
+  EXPECT_GT(c.index_sync_ns, 0u);
 }
 
 TEST(ChunkEngine, DeleteChunkVersionsIsOneCommit) {
