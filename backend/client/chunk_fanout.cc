@@ -48,6 +48,24 @@ uint32_t ChunkFanout::Reduce(const std::vector<int>& indices,
   return failed;
 }
 
+namespace {
+
+// One server's answers (`got`, one per item of `mine`) into their places
+// in `out`; items it did not answer get an error naming `what`.
+void Scatter(std::vector<Status> got, const std::vector<size_t>& mine,
+             const char* what, std::vector<Status>* out) {
+  for (size_t n = 0; n < mine.size(); ++n) {
+    (*out)[mine[n]] =
+        n < got.size()
+            ? std::move(got[n])
+            : Status::IoError("chunk service answered " +
+                              std::to_string(got.size()) + " statuses for " +
+                              std::to_string(mine.size()) + " " + what);
+  }
+}
+
+}  // namespace
+
 std::vector<Status> ChunkFanout::RunBatch(std::span<const BatchOp> ops) {
   std::vector<Status> out(ops.size());
   // The ops per server, in op order.
@@ -72,15 +90,7 @@ std::vector<Status> ChunkFanout::RunBatch(std::span<const BatchOp> ops) {
       std::vector<ChunkWriteOp> batch;
       batch.reserve(mine.size());
       for (size_t j : mine) batch.push_back(ops[j].op);
-      std::vector<Status> got = svc->ApplyChunkOps(batch);
-      for (size_t n = 0; n < mine.size(); ++n) {
-        out[mine[n]] = n < got.size()
-                           ? std::move(got[n])
-                           : Status::IoError(
-                                 "chunk service answered " +
-                                 std::to_string(got.size()) + " statuses for " +
-                                 std::to_string(mine.size()) + " chunk ops");
-      }
+      Scatter(svc->ApplyChunkOps(batch), mine, "chunk ops", &out);
     });
   }
   pool_->RunAll(std::move(tasks));
@@ -102,15 +112,8 @@ std::vector<Status> ChunkFanout::ReadBatch(
       std::vector<ChunkRangeRead> batch;
       batch.reserve(mine.size());
       for (size_t j : mine) batch.push_back(reads[j].read);
-      std::vector<Status> got = entry.first->ReadChunkRanges(batch, deadline);
-      for (size_t n = 0; n < mine.size(); ++n) {
-        out[mine[n]] = n < got.size()
-                           ? std::move(got[n])
-                           : Status::IoError(
-                                 "chunk service answered " +
-                                 std::to_string(got.size()) + " statuses for " +
-                                 std::to_string(mine.size()) + " chunk reads");
-      }
+      Scatter(entry.first->ReadChunkRanges(batch, deadline), mine,
+              "chunk reads", &out);
     });
   }
   pool_->RunAll(std::move(tasks));

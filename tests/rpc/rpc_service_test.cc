@@ -666,16 +666,30 @@ class OldChunkServer final : public RpcHandler {
   ChunkServiceServer inner_;
 };
 
-TEST_F(ChunkRpcTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
-  server_->Stop();
-  auto* old = new OldChunkServer(&store_);
-  other_handler_.reset(old);
-  auto s = RpcServer::Start(Quiet(), key_, old);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  server_ = std::move(s).value();
-  RpcClientOptions o = RemoteChunkService::DefaultOptions();
-  o.call_timeout = std::chrono::milliseconds(5000);
-  RemoteChunkService c(server_->address(), key_, o);
+class OldChunkdTest : public ChunkRpcTest {
+ protected:
+  // Restarts the server as a chunkd from before ApplyChunkOps and
+  // ReadChunkRanges (owned by the fixture).
+  OldChunkServer* ServeAsAnOldChunkd() {
+    server_->Stop();
+    auto* old = new OldChunkServer(&store_);
+    other_handler_.reset(old);
+    auto s = RpcServer::Start(Quiet(), key_, old);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) server_ = std::move(s).value();
+    return old;
+  }
+  static RpcClientOptions FallbackOptions() {
+    RpcClientOptions o = RemoteChunkService::DefaultOptions();
+    o.call_timeout = std::chrono::milliseconds(5000);
+    return o;
+  }
+};
+
+TEST_F(OldChunkdTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
+  OldChunkServer* old = ServeAsAnOldChunkd();
+  ASSERT_FALSE(HasFailure());
+  RemoteChunkService c(server_->address(), key_, FallbackOptions());
   const ChunkId a{42, 1, 0};
   ASSERT_TRUE(c.WriteChunk(a, 1, Data(100, 1)).ok());
   const auto patch = Data(10, 3);
@@ -715,16 +729,10 @@ TEST_F(ChunkRpcTest, ApplyChunkOpsFallsBackOnAnOldChunkd) {
 }
 
 // ... and ReadChunkRanges one read at a time, with the same results.
-TEST_F(ChunkRpcTest, ReadChunkRangesFallsBackOnAnOldChunkd) {
-  server_->Stop();
-  auto* old = new OldChunkServer(&store_);
-  other_handler_.reset(old);
-  auto s = RpcServer::Start(Quiet(), key_, old);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  server_ = std::move(s).value();
-  RpcClientOptions o = RemoteChunkService::DefaultOptions();
-  o.call_timeout = std::chrono::milliseconds(5000);
-  RemoteChunkService c(server_->address(), key_, o);
+TEST_F(OldChunkdTest, ReadChunkRangesFallsBackOnAnOldChunkd) {
+  OldChunkServer* old = ServeAsAnOldChunkd();
+  ASSERT_FALSE(HasFailure());
+  RemoteChunkService c(server_->address(), key_, FallbackOptions());
   const ChunkId a{44, 1, 0};
   const auto da = Data(500, 4);
   ASSERT_TRUE(c.WriteChunk(a, 1, da).ok());
