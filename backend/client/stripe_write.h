@@ -207,6 +207,9 @@ class StripeWriteExecutor {
   // The old windows of a delta: through the wave's batched read when every
   // chunk can be read directly and all of them arrive; else (and after any
   // failure) StripeReader::ReadWindows, which reads around what fails.
+  // Known limit: a server that stops answering costs the first fsync after
+  // it two read deadlines (the batch's, then ReadWindows' own, which marks
+  // it suspect); later ones read around it at once.
   Status ReadDeltaWindows(Prepared* p,
                           std::span<const StripeReader::WindowRead> reads);
   Status MakeEncoded(Prepared* p, Status* write_error);
