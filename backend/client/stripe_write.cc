@@ -215,8 +215,6 @@ class WaveRendezvous {
   bool done_ = false;            // guarded by mu_
 };
 
-// A member must leave `reads` before it waits at `writes` (a member still
-// expected at the reads would wait there for it forever).
 struct StripeWriteExecutor::Wave {
   Wave(ChunkFanout* fanout, StripeReader* reader, size_t members)
       : reads(
@@ -232,6 +230,14 @@ struct StripeWriteExecutor::Wave {
   void Leave(size_t member) {
     reads.Leave(member);
     writes.Leave(member);
+  }
+  // Hands `items` to the write batch, having left the reads first: a
+  // member still expected at the reads would wait there for this one
+  // forever.
+  std::vector<Status> Write(size_t member,
+                            std::span<const ChunkFanout::BatchOp> items) {
+    reads.Leave(member);
+    return writes.Hand(member, items);
   }
   WaveRendezvous<ChunkFanout::BatchRead> reads;
   WaveRendezvous<ChunkFanout::BatchOp> writes;
@@ -579,8 +585,7 @@ uint32_t StripeWriteExecutor::SendOps(Prepared* p,
   std::vector<ChunkFanout::BatchOp> batch;
   for (const ChunkWriteOp& op : ops) batch.push_back({&p->layout, op});
   if (p->wave != nullptr) {
-    p->wave->reads.Leave(p->member);
-    errs = p->wave->writes.Hand(p->member, batch);
+    errs = p->wave->Write(p->member, batch);
   } else {
     errs = p_.fanout->RunBatch(batch);
   }
