@@ -99,6 +99,20 @@ class StripeClientTest : public ::testing::Test {
     return n;
   }
   uint64_t StoredChunks() { return vol_->StoredChunks(); }
+  // Writes `ranges` of `buf` into stripe 0 of `ino`, which must become one
+  // parity-delta version with one commit; *bytes_read: what it read.
+  void WriteOneDelta(uint64_t ino, const std::vector<uint8_t>& buf,
+                     const std::vector<StripeRange>& ranges,
+                     uint64_t* bytes_read) {
+    const int commits = counting_->commit_calls;
+    const auto before = client().counters();
+    ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
+    const auto after = client().counters();
+    EXPECT_EQ(counting_->commit_calls - commits, 1);
+    EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
+    EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
+    *bytes_read = after.rmw_bytes_read - before.rmw_bytes_read;
+  }
   // Stripe 0 of `ino` has parity consistent with its data: a verifying
   // repair finds nothing to rewrite.
   void ExpectParityConsistent(uint64_t ino) {
@@ -585,18 +599,12 @@ TEST_F(StripeClientTest, SmallRangesInSeveralCellsTakeOneDeltaVersion) {
       {65536 + 20000, 65536 + 24096},
       {3 * 65536 + 30000, 3 * 65536 + 34096},
       {3 * 65536 + 50000, 3 * 65536 + 54096}};
-  const int commits = counting_->commit_calls;
-  const auto before = client().counters();
-  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
-  const auto after = client().counters();
-  EXPECT_EQ(counting_->commit_calls - commits, 1);
-  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
-  EXPECT_EQ(after.rmw_stripes - before.rmw_stripes, 0u);
+  uint64_t read = 0;
+  ASSERT_NO_FATAL_FAILURE(WriteOneDelta(ino, buf, ranges, &read));
   // Cells 0, 1, 3: 4096 + 4096 + 2 x 4096 bytes (cell 3's two ranges are
   // two windows, not their span); parity: the four 4 KiB column intervals
   // (over 4 KiB apart), not their span [1000, 54096), twice.
-  EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
+  EXPECT_EQ(read, 4096u + 4096u + 2u * 4096u + 2u * 4u * 4096u);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   // parity consistent with every patched cell
@@ -684,17 +692,12 @@ TEST_F(StripeClientTest, SparseDeltaReadsAndPatchesOnlyTheTouchedIntervals) {
                                            {2 * c + 16384, 2 * c + 20480},
                                            {3 * c + 200000, 3 * c + 204096}};
   auto buf = RandomBytes(S(), 31);
-  const int commits = counting_->commit_calls;
-  const auto before = client().counters();
-  ASSERT_TRUE(client().WriteStripe(ino, 0, buf, ranges, S()).ok());
-  const auto after = client().counters();
-  EXPECT_EQ(counting_->commit_calls - commits, 1);
-  EXPECT_EQ(after.parity_delta_updates - before.parity_delta_updates, 1u);
+  uint64_t read = 0;
+  ASSERT_NO_FATAL_FAILURE(WriteOneDelta(ino, buf, ranges, &read));
   const uint64_t cells = 4 * 4096;
   const uint64_t span = 2 * (204096 - 8192);
-  EXPECT_EQ(after.rmw_bytes_read - before.rmw_bytes_read,
-            cells + 2 * (12288 + 4096));
-  EXPECT_LT(after.rmw_bytes_read - before.rmw_bytes_read, (cells + span) / 5);
+  EXPECT_EQ(read, cells + 2 * (12288 + 4096));
+  EXPECT_LT(read, (cells + span) / 5);
   ApplyRanges(&model, 0, buf, ranges);
   EXPECT_EQ(ReadAll(ino), model);
   // parity consistent at and between the windows
