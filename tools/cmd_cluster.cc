@@ -135,16 +135,26 @@ Proc MetadOnEtcd(uint32_t i) {
 Proc Chunkd(uint32_t id) { return {"chunkd." + std::to_string(id), id}; }
 Proc Etcd(uint32_t i) { return {EtcdMembers::Name(i), i, Proc::Kind::kEtcd}; }
 
+// State letter of `pid` from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), or 0.
+char ProcState(pid_t pid) {
+  std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
+  auto rp = stat.rfind(')');
+  return rp != std::string::npos && rp + 2 < stat.size() ? stat[rp + 2] : 0;
+}
+
+// True while `pid` exists and has not exited (zombies have exited).
+bool Running(pid_t pid) {
+  if (pid <= 1 || ::kill(pid, 0) != 0) return false;
+  char state = ProcState(pid);
+  return state != 'Z' && state != 'X';
+}
+
 // Pid from the pid file if that process is alive (and not a zombie).
 std::optional<pid_t> AlivePid(const std::string& pid_file) {
   std::string line = ReadFirstLine(pid_file);
   if (line.empty()) return std::nullopt;
   pid_t pid = static_cast<pid_t>(std::atol(line.c_str()));
-  if (pid <= 1 || ::kill(pid, 0) != 0) return std::nullopt;
-  std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
-  auto rp = stat.rfind(')');
-  if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z')
-    return std::nullopt;
+  if (!Running(pid)) return std::nullopt;
   std::string cmd = ReadFirstLine("/proc/" + std::to_string(pid) + "/cmdline");
   if (cmd.find("stripefs") == std::string::npos &&
       cmd.find("etcd") == std::string::npos)
@@ -213,11 +223,7 @@ std::string LogTail(const std::string& log) {
 }
 
 // True when `pid` is stopped by a signal (state T in /proc/PID/stat).
-bool Stopped(pid_t pid) {
-  std::string stat = ReadFirstLine("/proc/" + std::to_string(pid) + "/stat");
-  auto rp = stat.rfind(')');
-  return rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'T';
-}
+bool Stopped(pid_t pid) { return ProcState(pid) == 'T'; }
 
 // Reaps `pid` if it is our child and has exited (so a zombie is not alive).
 void ReapIfChild(pid_t pid) { ::waitpid(pid, nullptr, WNOHANG); }
@@ -352,17 +358,20 @@ struct Cluster {
     // A stopped (SIGSTOP) daemon only acts on SIGTERM once continued.
     if (sig == SIGTERM) ::kill(*pid, SIGCONT);
     if (!wait) return Status::Ok();
+    // Wait for the process, not its pid file: a daemon removes the file
+    // on its way out, before its threads, rings and memory are gone (and
+    // its cmdline reads empty by then).
     auto until = Clock::now() + std::chrono::seconds(grace_s);
     while (Clock::now() < until) {
       ReapIfChild(*pid);
-      if (!AlivePid(pid_file) || ::kill(*pid, 0) != 0) break;
+      if (!Running(*pid)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     bool killed = false;
-    if (AlivePid(pid_file)) {
+    if (Running(*pid)) {
       ::kill(*pid, SIGKILL);
       killed = true;
-      for (int i = 0; i < 100 && AlivePid(pid_file); ++i) {
+      for (int i = 0; i < 250 && Running(*pid); ++i) {  // <= 5 s
         ReapIfChild(*pid);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
@@ -810,12 +819,12 @@ int RunKill(const std::string& dir, const std::string& server, int sig) {
   auto p = ParseServer(*c, server);
   if (!p.ok()) return Fail(p.status());
   // A kill leaves the pid file (status shows NOT RUNNING) unless we wait.
+  const std::optional<pid_t> pid = AlivePid(p->base(dir) + ".pid");
   Status s = c->Stop(*p, sig, false, 0);
   if (!s.ok()) return Fail(s);
-  auto pid_file = p->base(dir) + ".pid";
   // SIGSTOP/SIGCONT (hung-server tests) do not end the process: no wait.
   const bool ends = sig != SIGSTOP && sig != SIGCONT && sig != SIGTSTP;
-  for (int i = 0; ends && i < 250 && AlivePid(pid_file); ++i)  // <= 5 s
+  for (int i = 0; ends && pid && i < 250 && Running(*pid); ++i)  // <= 5 s
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::printf("sent signal %d to %s\n", sig, p->name.c_str());
   return 0;
