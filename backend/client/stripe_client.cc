@@ -59,7 +59,7 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
   writer_ = std::make_unique<StripeWriteExecutor>(
       StripeWriteExecutor::Parts{meta, codec_.get(), view_.get(), fanout_.get(),
                                  reader_.get(), &locks_, collector_.get(),
-                                 &counters_},
+                                 &counters_, &maps_},
       geo_, wo);
 }
 
@@ -90,7 +90,9 @@ Status StripeClient::Write(uint64_t ino, uint64_t offset,
         }
       });
   if (st.ok() && !batch.empty()) st = writer_->WriteMany(batch);
-  maps_.Forget(ino);  // committed or not, the map may have moved
+  // Committed stripes named their versions in maps_; after a failure the
+  // map may have moved in ways the writer did not see.
+  if (!st.ok()) maps_.Forget(ino);
   STRIPEFS_RETURN_IF_ERROR(st);
   ClientCounters::Add(counters_.bytes_written, data.size());
   return Status::Ok();
@@ -107,7 +109,7 @@ Status StripeClient::WriteStripe(uint64_t ino, uint64_t stripe,
   req.ranges = valid;
   req.min_file_size = min_file_size;
   Status st = writer_->Write(req);
-  maps_.Forget(ino);
+  if (!st.ok()) maps_.Forget(ino);
   STRIPEFS_RETURN_IF_ERROR(st);
   uint64_t bytes = 0;
   for (const StripeRange& r : valid) bytes += r.end - r.begin;
@@ -123,7 +125,8 @@ Status StripeClient::WriteStripes(const std::vector<StripeWriteRequest>& reqs) {
     st = writer_->WriteMany(std::vector<StripeWriteRequest>(
         reqs.begin() + static_cast<long>(i), end));
   }
-  for (const auto& r : reqs) maps_.Forget(r.ino);
+  if (!st.ok())
+    for (const auto& r : reqs) maps_.Forget(r.ino);
   STRIPEFS_RETURN_IF_ERROR(st);
   uint64_t bytes = 0;
   for (const auto& r : reqs)

@@ -9,11 +9,13 @@
 //   StripeGeometry       the cell and stripe arithmetic
 // Repair and scrub of single stripes live in the repairer (repairer.h).
 //
-// Reads take the stripe map from a cache (stripe_map_cache.h): this
-// client's writes and truncates forget the file's map when they end; other
-// clients' commits are seen once the caller forgets the map
-// (ForgetStripeMap, the file system does it when a file's change marker
-// moved) or when a cached version can no longer be read.
+// Reads and writes take the stripe map from a cache (stripe_map_cache.h):
+// this client's commits name their new versions there, its failed writes
+// and truncates forget the file's map; other clients' commits are seen
+// once the caller forgets the map (ForgetStripeMap, the file system does it
+// when a file's change marker moved), when a cached version can no longer
+// be read, or, for a writer, when its commit's CAS fails (ESTALE: it
+// forgets the map and starts over).
 //
 // Writes: every stripe a call touches gets exactly one new version, made
 // durable (chunks, then the metadata commit) before the call returns; the

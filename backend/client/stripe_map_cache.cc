@@ -80,6 +80,18 @@ void StripeMapCache::Put(uint64_t token, uint64_t ino,
   if (it->second.versions.insert_or_assign(sv.stripe, sv).second) ++stripes_;
 }
 
+void StripeMapCache::Committed(uint64_t ino, const StripeVersion& sv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++epoch_;
+  if (stripes_ + 1 > max_stripes_) {
+    inodes_.clear();  // over the bound: start again
+    stripes_ = 0;
+  }
+  InodeMap& m = inodes_[ino];
+  if (m.versions.insert_or_assign(sv.stripe, sv).second) ++stripes_;
+  AddKnown(m, sv.stripe, sv.stripe + 1);
+}
+
 void StripeMapCache::Forget(uint64_t ino) {
   std::lock_guard<std::mutex> lock(mu_);
   ++epoch_;

@@ -7,8 +7,12 @@
 // known range but without a version is a hole.
 //
 // Validity (the contract, see docs/filesystem.md "Client caches"):
-//   - this client's own commits: StripeClient forgets the inode after every
-//     write or truncate, whatever its outcome (Forget);
+//   - this client's own commits: a committed write names its new version
+//     here (Committed, under the stripe's lock); a failed write or a
+//     truncate forgets the inode (Forget);
+//   - the writer's base: a write takes the stripe's current version from
+//     here when known; if another client committed meanwhile, the commit's
+//     CAS fails (ESTALE) and the writer forgets the inode and starts over;
 //   - other clients' commits: the file system forgets an inode when OPEN
 //     (or any attribute fetch) finds its change marker moved (close-to-open);
 //   - a cached version that was replaced and collected meanwhile fails to
@@ -31,6 +35,10 @@
 
 namespace stripefs {
 
+// Stripes one map miss reads from metadata (readers: not past EOF), so
+// sequential readers and writers ask once per window.
+inline constexpr uint64_t kStripeMapWindow = 256;
+
 class StripeMapCache {
  public:
   explicit StripeMapCache(size_t max_stripes = size_t{1} << 18)
@@ -50,6 +58,10 @@ class StripeMapCache {
             const std::vector<StripeVersion>& found);
   // Replaces one stripe's version (a re-read after a failed read).
   void Put(uint64_t token, uint64_t ino, const StripeVersion& sv);
+  // This client committed `sv` (stripe lock held): the stripe's map is now
+  // `sv`, known even if nothing else of `ino` is; fills begun before are
+  // dropped (they may name the replaced version).
+  void Committed(uint64_t ino, const StripeVersion& sv);
 
   // Drops everything cached about `ino` and voids fills in progress.
   void Forget(uint64_t ino);

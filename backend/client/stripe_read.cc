@@ -498,9 +498,10 @@ Result<std::vector<StripeVersion>> StripeReader::StripeMap(uint64_t ino,
   std::vector<StripeVersion> found;
   if (p_.maps->Lookup(ino, first, last - first + 1, &found)) return found;
   const uint64_t file_last = (file_size - 1) / geo_.stripe_size();
-  const uint64_t count = std::max(
-      last - first + 1,
-      std::min(kMapWindow, file_last >= first ? file_last - first + 1 : 0));
+  const uint64_t count =
+      std::max(last - first + 1,
+               std::min(kStripeMapWindow,
+                        file_last >= first ? file_last - first + 1 : 0));
   const uint64_t token = p_.maps->BeginFill();
   auto got = p_.meta->GetStripes(ino, first, count);
   if (!got.ok()) return got.status();

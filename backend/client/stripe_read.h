@@ -73,8 +73,8 @@ class StripeReader {
 
   // Reads min(out.size(), file_size - offset) bytes at `offset` (0 at or
   // past EOF); holes read as zeros. Returns the byte count. The stripe map
-  // comes from the cache; a miss reads up to kMapWindow stripes of it (not
-  // past EOF) in one metadata call, so sequential readers hit after that.
+  // comes from the cache; a miss reads up to kStripeMapWindow stripes of it
+  // (not past EOF) in one metadata call, so sequential readers hit after that.
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
                       uint64_t file_size);
 
@@ -118,7 +118,6 @@ class StripeReader {
   std::chrono::steady_clock::time_point DirectDeadline() const;
 
  private:
-  static constexpr uint64_t kMapWindow = 256;
   // One cell's columns [span.lo, span.hi) and where they go.
   struct CellRead {
     CellSpan span;

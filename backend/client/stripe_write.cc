@@ -150,10 +150,43 @@ Result<uint64_t> StripeWriteExecutor::NextVersion() {
 
 bool StripeWriteExecutor::MovedOn(uint64_t ino, const StripeVersion& base) {
   auto now = p_.meta->GetStripes(ino, base.stripe, 1);
-  if (!now.ok() || now->empty() || now->front().version == base.version)
+  if (!now.ok()) return false;
+  // Replaced, or dropped (a truncate): a base from the map cache can be
+  // either, until a commit says so.
+  if (!now->empty() && now->front().stripe == base.stripe &&
+      now->front().version == base.version)
     return false;
   ClientCounters::Add(p_.counters->commit_conflicts);
+  Stale(ino);
   return true;
+}
+
+void StripeWriteExecutor::Stale(uint64_t ino) { p_.maps->Forget(ino); }
+
+Result<std::optional<StripeVersion>> StripeWriteExecutor::CommittedBase(
+    const StripeWriteRequest& req) {
+  std::vector<StripeVersion> found;
+  const bool truncating = req.zero_from != kNoTruncate;
+  if (truncating || !p_.maps->Lookup(req.ino, req.stripe, 1, &found)) {
+    const uint64_t count = truncating ? 1 : kStripeMapWindow;
+    const uint64_t token = p_.maps->BeginFill();
+    STRIPEFS_ASSIGN_OR_RETURN(found,
+                              p_.meta->GetStripes(req.ino, req.stripe, count));
+    if (!truncating) p_.maps->Fill(token, req.ino, req.stripe, count, found);
+  }
+  if (found.empty() || found.front().stripe != req.stripe)
+    return std::optional<StripeVersion>();
+  return std::optional<StripeVersion>(found.front());
+}
+
+void StripeWriteExecutor::WarmMap(uint64_t ino, uint64_t first, uint64_t last) {
+  const uint64_t count = last - first + 1;
+  std::vector<StripeVersion> found;
+  if (count > kStripeMapWindow || p_.maps->Lookup(ino, first, count, &found))
+    return;
+  const uint64_t token = p_.maps->BeginFill();
+  auto got = p_.meta->GetStripes(ino, first, count);
+  if (got.ok()) p_.maps->Fill(token, ino, first, count, *got);
 }
 
 // Where the members of a wave (one stripe each, on its own thread) meet:
@@ -435,10 +468,10 @@ Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
   out->req = &req;
   out->wave = wave;
   out->member = member;
-  auto cur = p_.meta->GetStripes(req.ino, req.stripe, 1);
+  auto cur = CommittedBase(req);
   if (!cur.ok()) return cur.status();
-  out->exists = !cur->empty();
-  if (out->exists) out->base = cur->front();
+  out->exists = cur->has_value();
+  if (out->exists) out->base = **cur;
   if (req.zero_from != kNoTruncate && !out->exists) {
     out->skip = true;  // a hole stays a hole
     return Status::Ok();
@@ -493,6 +526,8 @@ void StripeWriteExecutor::Abandon(const Prepared& p) {
 }
 
 void StripeWriteExecutor::Committed(const Prepared& p) {
+  p_.maps->Committed(p.req->ino,
+                     {p.req->stripe, p.version, p.failed, p.plan.chunk_len});
   switch (p.plan.kind) {
     case WriteKind::kFull:
       ClientCounters::Add(p_.counters->full_stripe_writes);
@@ -532,6 +567,7 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
       if (st.code() == ESTALE) {
         ClientCounters::Add(p_.counters->commit_conflicts);
         Abandon(p);
+        Stale(req.ino);
         continue;
       }
       if (!st.ok()) return st.Annotate("committing stripe");
@@ -627,6 +663,8 @@ Status StripeWriteExecutor::WriteMany(
     STRIPEFS_RETURN_IF_ERROR(ValidateWriteRequest(geo_, r));
     stripes.push_back(r.stripe);
   }
+  WarmMap(ino, *std::min_element(stripes.begin(), stripes.end()),
+          *std::max_element(stripes.begin(), stripes.end()));
   std::vector<Prepared> prepared(reqs.size());
   std::vector<const StripeWriteRequest*> redo;  // done one by one
   std::vector<std::pair<ObsoleteStripe, ChunkLayout>> collect;
@@ -685,6 +723,7 @@ Status StripeWriteExecutor::WriteMany(
     if (st.code() == ESTALE) {
       // All or nothing: another client committed one of them; redo each.
       ClientCounters::Add(p_.counters->commit_conflicts);
+      Stale(ino);
       for (size_t i : committing) {
         Abandon(prepared[i]);
         redo.push_back(prepared[i].req);
@@ -700,6 +739,7 @@ Status StripeWriteExecutor::WriteMany(
         if (one.code() == ESTALE) {
           ClientCounters::Add(p_.counters->commit_conflicts);
           Abandon(p);
+          Stale(ino);
           redo.push_back(p.req);
           continue;
         }

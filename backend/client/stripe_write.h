@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "backend/client/cluster_view.h"
 #include "backend/client/stripe_geometry.h"
 #include "backend/client/stripe_locks.h"
+#include "backend/client/stripe_map_cache.h"
 #include "backend/client/stripe_read.h"
 #include "backend/client/version_collector.h"
 #include "backend/meta/meta_service.h"
@@ -146,6 +148,9 @@ class StripeWriteExecutor {
     StripeLocks* locks;
     VersionCollector* collector;
     ClientCounters* counters;
+    // Where writes find their base versions, and name the versions they
+    // commit (see stripe_map_cache.h: valid because every commit is a CAS).
+    StripeMapCache* maps;
   };
   StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
                       const StripeWriteOptions& options)
@@ -215,8 +220,23 @@ class StripeWriteExecutor {
   Status MakeEncoded(Prepared* p, Status* write_error);
   // Removes the new version's chunks (commit lost or never made).
   void Abandon(const Prepared& p);
-  // Counts a successful commit by kind (and degraded).
+  // After a successful commit: names the new version in the map cache and
+  // counts the commit by kind (and degraded).
   void Committed(const Prepared& p);
+  // The committed version of req's stripe (nullopt: none yet). From the map
+  // cache when known, else from metadata with the map of the stripes after
+  // it (kStripeMapWindow), so a sequential writer asks once per
+  // window. A truncate always asks metadata: leaving a hole as it is must
+  // not rest on a cached map.
+  Result<std::optional<StripeVersion>> CommittedBase(
+      const StripeWriteRequest& req);
+  // WriteMany: reads the map of stripes [first, last] of `ino` in one call
+  // unless it is cached or wider than a map window (best effort: a failure
+  // shows up in each stripe's CommittedBase).
+  void WarmMap(uint64_t ino, uint64_t first, uint64_t last);
+  // A stale base (ESTALE commit, or a base that moved on): forget the
+  // cached map of `ino`, so the next attempt asks metadata.
+  void Stale(uint64_t ino);
   Result<uint64_t> NextVersion();
   bool MovedOn(uint64_t ino, const StripeVersion& base);
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -335,6 +336,9 @@ TEST_F(StripeClientTest, LosingARaceWithAnotherClientRetriesOnTheNewVersion) {
   ASSERT_TRUE(st.ok()) << st.ToString();  // B retried on A's version
   EXPECT_GE((*b)->counters().commit_conflicts, 1u);
   std::copy(patch.begin(), patch.end(), other.begin() + 3 * 4096);
+  // A sees B's commit once it forgets its map (the file system does that
+  // when an open finds the file's change marker moved).
+  client().ForgetStripeMap(a);
   EXPECT_EQ(ReadAll(a), other);
 }
 
@@ -1174,13 +1178,15 @@ TEST_F(StripeClientTest, ReadOfACachedUnchangedStripeMakesNoMetadataCall) {
   EXPECT_EQ(counting_->getstripes_calls.load(), maps);
   EXPECT_EQ(counting_->getattr_calls.load(), attrs);
   EXPECT_GT(client().counters().stripe_map_hits, 0u);
-  // Its own overwrite forgets the map: the next read sees the new version.
+  // Its own overwrite names the new version in the map: the next read sees
+  // it without a metadata call.
   auto patch = RandomBytes(S(), 12);
   ASSERT_TRUE(client().Write(ino, S(), patch).ok());
   const int after_write = counting_->getstripes_calls.load();
+  EXPECT_EQ(after_write, maps);  // the write found its base in the map too
   std::copy(patch.begin(), patch.end(), data.begin() + static_cast<long>(S()));
   EXPECT_EQ(ReadAll(ino), data);
-  EXPECT_EQ(counting_->getstripes_calls.load(), after_write + 1);
+  EXPECT_EQ(counting_->getstripes_calls.load(), after_write);
   // So does its own truncate.
   auto t = client().Truncate(ino, size, S() + 10);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -1250,6 +1256,82 @@ SideClient MakeSideClient(MetaService& meta, testing::InProcessVolume& vol,
   EXPECT_TRUE(made.ok()) << made.status().ToString();
   if (made.ok()) c.client = std::move(made).value();
   return c;
+}
+
+// ---- the writer's base from the stripe map cache --------------------------
+
+TEST_F(StripeClientTest,
+       SequentialWritesAskMetadataForTheirBasesOncePerWindow) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("seqw");
+  const int maps = counting_->getstripes_calls.load();
+  std::vector<uint8_t> model;
+  for (uint32_t i = 0; i < 8; ++i) {
+    auto piece = RandomBytes(S(), 30 + i);
+    ASSERT_TRUE(client().Write(ino, i * S(), piece).ok());
+    model.insert(model.end(), piece.begin(), piece.end());
+  }
+  // One map window for eight new stripes.
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps + 1);
+  // A partial overwrite (parity delta) finds its base, this client's own
+  // commit, in the map too.
+  auto patch = RandomBytes(100, 39);
+  ASSERT_TRUE(client().Write(ino, S() + 10, patch).ok());
+  std::copy(patch.begin(), patch.end(), model.begin() + S() + 10);
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps + 1);
+  EXPECT_EQ(client().counters().parity_delta_updates, 1u);
+  EXPECT_EQ(ReadAll(ino), model);
+}
+
+TEST_F(StripeClientTest, AWriterWithAStaleCachedBaseStartsOverOnTheNewOne) {
+  Open(6, Geometry{4, 2, 4096});
+  SideClient b = MakeSideClient(meta(), *vol_, StripeClientOptions{});
+  ASSERT_NE(b.client, nullptr);
+  // A writes stripe 0 of a file (one stripe: its map window is cached,
+  // with holes past it), then B changes stripe `s` behind A's back and its
+  // collector deletes what it replaced; then A patches stripe `s` from its
+  // stale map. It must lose (a failed base read or an ESTALE commit),
+  // forget the map and start over on what B committed.
+  const auto first = RandomBytes(S(), 40);
+  // `model`: the file after B's change.
+  auto stale_patch = [&](const std::string& name, uint64_t s,
+                         const std::function<void(uint64_t)>& b_change,
+                         std::vector<uint8_t> model) {
+    const uint64_t ino = NewFile(name);
+    ASSERT_TRUE(client().Write(ino, 0, first).ok());
+    b_change(ino);
+    b.client->DrainGarbage();
+    const uint64_t conflicts = client().counters().commit_conflicts;
+    auto patch = RandomBytes(100, 41);
+    ASSERT_TRUE(client().Write(ino, s * S() + 100, patch).ok()) << name;
+    EXPECT_EQ(client().counters().commit_conflicts, conflicts + 1) << name;
+    model.resize(std::max<uint64_t>(model.size(), s * S() + 200), 0);
+    std::copy(patch.begin(), patch.end(), model.begin() + s * S() + 100);
+    EXPECT_EQ(ReadAll(ino), model) << name;
+    b.client->ForgetStripeMap(ino);
+    std::vector<uint8_t> seen(model.size());
+    auto n = b.client->Read(ino, 0, seen, seen.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(seen, model) << name;
+  };
+  // The base moved on: B rewrote stripe 0.
+  auto b0 = RandomBytes(S(), 42);
+  stale_patch(
+      "moved", 0,
+      [&](uint64_t ino) { ASSERT_TRUE(b.client->Write(ino, 0, b0).ok()); }, b0);
+  // The base is gone: B truncated stripe 0 away.
+  stale_patch(
+      "gone", 0,
+      [&](uint64_t ino) { ASSERT_TRUE(b.client->Truncate(ino, S(), 0).ok()); },
+      {});
+  // The hole is not one any more: B wrote stripe 1.
+  auto b1 = RandomBytes(S(), 43);
+  std::vector<uint8_t> with_b1 = first;
+  with_b1.insert(with_b1.end(), b1.begin(), b1.end());
+  stale_patch(
+      "filled", 1,
+      [&](uint64_t ino) { ASSERT_TRUE(b.client->Write(ino, S(), b1).ok()); },
+      with_b1);
 }
 
 // Reads [0, size) of `ino` in `piece`-byte READs, in order.
