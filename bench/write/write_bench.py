@@ -532,6 +532,24 @@ def cpu_ms_per_mib(fig):
     return 1000.0 * sum(fig["cpu_s"].values()) / fig["io_mib"]
 
 
+ROW_SOURCE = {"b": "cluster_seq", "c": "embedded_seq"}
+
+
+def add_cpu_ceiling(row, fig):
+    """A sequential-write row's CPU-ms per MiB (every process of the job,
+    fio included) and the MiB/s this machine's CPUs could carry at that
+    cost (cpu_bound_mib_s = CPUs x 1000 / CPU-ms per MiB): when the value
+    is near it, the row is bound by CPU, not by the disk or the syncs."""
+    if not fig or "cpu_s" not in fig or not fig.get("io_mib"):
+        return
+    per_mib = cpu_ms_per_mib(fig)
+    if per_mib <= 0:
+        return
+    row["cpu_ms_per_mib"] = round(per_mib, 2)
+    row["cpu_bound_mib_s"] = round((os.cpu_count() or 1) * 1000.0 / per_mib,
+                                   1)
+
+
 def all_rows(m, a):
     mib_s = lambda f: f["mib_s"]  # noqa: E731
     iops = lambda f: f["iops"]  # noqa: E731
@@ -550,6 +568,8 @@ def all_rows(m, a):
         d["status"] = "meets goal" if d["ratio"] <= 1.0 else "misses goal"
         d["cpu_s"] = m["cluster_seq"]["cpu_s"]
     rows.append(d)
+    for r in rows[1:3]:  # b, c: what this machine's CPUs allow at all
+        add_cpu_ceiling(r, m.get(ROW_SOURCE[r["row"]]))
     rows.append(make_row("e", m, "cluster_rand", "pt_rand", iops, "IOPS"))
     fc = make_row("f", m, "cluster_meta", "pt_meta",
                   lambda f: f["creates_s"], "creates/s")
@@ -596,6 +616,9 @@ def row_line(r):
               f"{fmtn(r['unlinks']['reference'])} per s")
     if "cpu_s" in r:
         s += " cpu_s=" + ",".join(f"{k}:{v}" for k, v in r["cpu_s"].items())
+    if "cpu_bound_mib_s" in r:
+        s += (f" cpu_ms/MiB={r['cpu_ms_per_mib']} cpu_bound="
+              f"{fmtn(r['cpu_bound_mib_s'])} MiB/s")
     if "syncs_per_mib" in r:
         s += f" syncs/MiB={r['syncs_per_mib']}"
     if "ref_syncs_per_mib" in r:

@@ -2,8 +2,9 @@
 # Usage: write_bench_smoke.sh STRIPEFS_BINARY [SOURCE_DIR]
 # Runs `stripefs bench write --quick` at its smallest sizes into a temporary
 # dir and checks: every row b-h produced a positive figure, reference and
-# ratio; row a did too when the chunk-store bench binary is built
-# (build/bench/chunk/), and otherwise says "not built" (printed as a NOTE);
+# ratio (rows b and c also a CPU ceiling); row a did too when the chunk-store
+# bench binary is built (build/bench/chunk/), and otherwise says "not built"
+# (printed as a NOTE);
 # results.csv/md parse; no mount is left under the work dir and
 # max_pages_limit is back to its old value. Never checks timing.
 # Exit 77 = skipped (reason on stderr).
@@ -55,6 +56,9 @@ for k, r in rows.items():
 for k in ("b", "c", "h"):
     if "syncs_per_mib" in rows[k]:
         assert rows[k]["syncs_per_mib"] > 0, rows[k]
+for k in ("b", "c"):  # the CPU ceiling of the sequential rows
+    assert rows[k]["cpu_ms_per_mib"] > 0, rows[k]
+    assert rows[k]["cpu_bound_mib_s"] > 0, rows[k]
 with open(os.path.join(d, "results.csv")) as f:
     assert len(list(csv.DictReader(f))) == 8
 md = open(os.path.join(d, "results.md")).read()
