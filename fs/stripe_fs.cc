@@ -327,7 +327,7 @@ size_t StripeFs::live_writers() const {
 bool StripeFs::Revalidate(uint64_t token, const InodeAttr& a) {
   if (!S_ISREG(a.mode)) return false;
   if (!attr_cache_.Update(token, a)) return false;
-  client_.ForgetStripeMap(a.ino);
+  client_.DistrustStripeMap(a.ino);
   // Changed elsewhere (or first seen): a writer's READs re-read the size.
   if (auto w = WriterFor(a.ino, false)) w->ForgetCommittedSize();
   return true;

@@ -11,11 +11,11 @@
 //
 // Reads and writes take the stripe map from a cache (stripe_map_cache.h):
 // this client's commits name their new versions there, its failed writes
-// and truncates forget the file's map; other clients' commits are seen
-// once the caller forgets the map (ForgetStripeMap, the file system does it
-// when a file's change marker moved), when a cached version can no longer
-// be read, or, for a writer, when its commit's CAS fails (ESTALE: it
-// forgets the map and starts over).
+// and truncates forget the file's map; other clients' commits are seen by
+// reads once the caller distrusts the map (DistrustStripeMap, the file
+// system does it when a file's change marker moved) or when a cached
+// version can no longer be read, and by writes when their commit's CAS
+// fails (ESTALE: the writer forgets the map and starts over).
 //
 // Writes: every stripe a call touches gets exactly one new version, made
 // durable (chunks, then the metadata commit) before the call returns; the
@@ -137,6 +137,10 @@ class StripeClient {
   // Drops the cached stripe map of `ino` (another client may have changed
   // it): the next read asks metadata.
   void ForgetStripeMap(uint64_t ino) { maps_.Forget(ino); }
+  // Another client may have changed `ino` (its change marker moved): reads
+  // read its map again; writes keep their cached bases, which their
+  // commits' CAS checks (StripeMapCache::Distrust).
+  void DistrustStripeMap(uint64_t ino) { maps_.Distrust(ino); }
 
   // Re-reads the cluster map (server states, new servers) from metadata.
   Status RefreshClusterMap() { return view_->Refresh(); }

@@ -5,12 +5,12 @@
 namespace stripefs {
 
 bool StripeMapCache::Lookup(uint64_t ino, uint64_t first, uint64_t count,
-                            std::vector<StripeVersion>* out) {
+                            std::vector<StripeVersion>* out, Use use) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = inodes_.find(ino);
   const uint64_t end = first + count;
   bool known = false;
-  if (it != inodes_.end()) {
+  if (it != inodes_.end() && !(it->second.distrusted && use == Use::kRead)) {
     const auto& k = it->second.known;
     auto r = k.upper_bound(first);  // first range starting past `first`
     if (r != k.begin()) {
@@ -26,13 +26,13 @@ bool StripeMapCache::Lookup(uint64_t ino, uint64_t first, uint64_t count,
   out->clear();
   const auto& v = it->second.versions;
   for (auto s = v.lower_bound(first); s != v.end() && s->first < end; ++s)
-    out->push_back(s->second);
+    out->push_back(s->second.sv);
   return true;
 }
 
 uint64_t StripeMapCache::BeginFill() {
   std::lock_guard<std::mutex> lock(mu_);
-  return epoch_;
+  return seq_;
 }
 
 void StripeMapCache::AddKnown(InodeMap& m, uint64_t a, uint64_t b) {
@@ -48,25 +48,52 @@ void StripeMapCache::AddKnown(InodeMap& m, uint64_t a, uint64_t b) {
   k.emplace(a, b);
 }
 
+void StripeMapCache::SetRead(InodeMap& m, uint64_t token,
+                             const StripeVersion& sv) {
+  auto [it, added] = m.versions.try_emplace(sv.stripe);
+  if (added) {
+    ++stripes_;
+  } else if (it->second.committed > token) {
+    return;
+  }
+  it->second = Entry{sv, 0};
+}
+
 void StripeMapCache::Fill(uint64_t token, uint64_t ino, uint64_t first,
                           uint64_t count,
                           const std::vector<StripeVersion>& found) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (token != epoch_ || count == 0) return;
+  if (token < voided_ || count == 0) return;
   if (stripes_ + found.size() > max_stripes_) {
     inodes_.clear();  // over the bound: start again
     stripes_ = 0;
   }
   InodeMap& m = inodes_[ino];
+  if (m.distrusted) {
+    // What was kept may be stale for readers: start again, but with the
+    // commits newer than this fill.
+    InodeMap kept;
+    for (const auto& [stripe, e] : m.versions) {
+      if (e.committed <= token) continue;
+      kept.versions.emplace(stripe, e);
+      AddKnown(kept, stripe, stripe + 1);
+    }
+    stripes_ -= m.versions.size() - kept.versions.size();
+    m = std::move(kept);
+  }
   const uint64_t end = first + count;
   for (auto s = m.versions.lower_bound(first);
        s != m.versions.end() && s->first < end;) {
+    if (s->second.committed > token) {
+      ++s;  // committed after the fill began: newer than what it read
+      continue;
+    }
     s = m.versions.erase(s);
     --stripes_;
   }
   for (const StripeVersion& sv : found) {
     if (sv.stripe < first || sv.stripe >= end) continue;
-    if (m.versions.insert_or_assign(sv.stripe, sv).second) ++stripes_;
+    SetRead(m, token, sv);
   }
   AddKnown(m, first, end);
 }
@@ -74,27 +101,36 @@ void StripeMapCache::Fill(uint64_t token, uint64_t ino, uint64_t first,
 void StripeMapCache::Put(uint64_t token, uint64_t ino,
                          const StripeVersion& sv) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (token != epoch_) return;
+  if (token < voided_) return;
   auto it = inodes_.find(ino);
   if (it == inodes_.end()) return;  // only refresh what is cached
-  if (it->second.versions.insert_or_assign(sv.stripe, sv).second) ++stripes_;
+  SetRead(it->second, token, sv);
 }
 
 void StripeMapCache::Committed(uint64_t ino, const StripeVersion& sv) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++epoch_;
+  ++seq_;
   if (stripes_ + 1 > max_stripes_) {
     inodes_.clear();  // over the bound: start again
     stripes_ = 0;
   }
   InodeMap& m = inodes_[ino];
-  if (m.versions.insert_or_assign(sv.stripe, sv).second) ++stripes_;
+  auto [it, added] = m.versions.insert_or_assign(sv.stripe, Entry{sv, seq_});
+  (void)it;
+  if (added) ++stripes_;
   AddKnown(m, sv.stripe, sv.stripe + 1);
+}
+
+void StripeMapCache::Distrust(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(mu_);
+  voided_ = ++seq_;
+  auto it = inodes_.find(ino);
+  if (it != inodes_.end()) it->second.distrusted = true;
 }
 
 void StripeMapCache::Forget(uint64_t ino) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++epoch_;
+  voided_ = ++seq_;
   auto it = inodes_.find(ino);
   if (it == inodes_.end()) return;
   stripes_ -= it->second.versions.size();

@@ -167,7 +167,8 @@ Result<std::optional<StripeVersion>> StripeWriteExecutor::CommittedBase(
     const StripeWriteRequest& req) {
   std::vector<StripeVersion> found;
   const bool truncating = req.zero_from != kNoTruncate;
-  if (truncating || !p_.maps->Lookup(req.ino, req.stripe, 1, &found)) {
+  if (truncating || !p_.maps->Lookup(req.ino, req.stripe, 1, &found,
+                                     StripeMapCache::Use::kWriteBase)) {
     const uint64_t count = truncating ? 1 : kStripeMapWindow;
     const uint64_t token = p_.maps->BeginFill();
     STRIPEFS_ASSIGN_OR_RETURN(found,
@@ -182,7 +183,9 @@ Result<std::optional<StripeVersion>> StripeWriteExecutor::CommittedBase(
 void StripeWriteExecutor::WarmMap(uint64_t ino, uint64_t first, uint64_t last) {
   const uint64_t count = last - first + 1;
   std::vector<StripeVersion> found;
-  if (count > kStripeMapWindow || p_.maps->Lookup(ino, first, count, &found))
+  if (count > kStripeMapWindow ||
+      p_.maps->Lookup(ino, first, count, &found,
+                      StripeMapCache::Use::kWriteBase))
     return;
   const uint64_t token = p_.maps->BeginFill();
   auto got = p_.meta->GetStripes(ino, first, count);

@@ -1281,6 +1281,16 @@ TEST_F(StripeClientTest,
   EXPECT_EQ(counting_->getstripes_calls.load(), maps + 1);
   EXPECT_EQ(client().counters().parity_delta_updates, 1u);
   EXPECT_EQ(ReadAll(ino), model);
+  // Distrusted (the file system saw the change marker move, here by this
+  // client's own commits): writes keep their bases, a read reads the map
+  // again.
+  client().DistrustStripeMap(ino);
+  patch = RandomBytes(100, 38);
+  ASSERT_TRUE(client().Write(ino, 2 * S() + 10, patch).ok());
+  std::copy(patch.begin(), patch.end(), model.begin() + 2 * S() + 10);
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps + 1);
+  EXPECT_EQ(ReadAll(ino), model);
+  EXPECT_EQ(counting_->getstripes_calls.load(), maps + 2);
 }
 
 TEST_F(StripeClientTest, AWriterWithAStaleCachedBaseStartsOverOnTheNewOne) {
