@@ -826,105 +826,63 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
   return ReadVerifiedRange(id, version, v, 0, *out);
 }
 
-Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
-                                     const ChunkIndexValue& v, uint32_t offset,
-                                     std::span<uint8_t> out) {
-  // The chunk's name, for messages only (not built on the success path).
-  auto name = [&] { return DescribeChunk(id, version); };
+// One file read of a RangeRead.
+struct ChunkStore::RangeReadIo {
+  UringFileIo::BatchRead read;
+  std::shared_ptr<SegmentFile> seg;  // keeps the file open
+  uint64_t at = 0;                   // chunk offset of the first byte
+  bool direct = false;               // through the O_DIRECT fd
+};
+
+// One ReadVerifiedRange in steps: PlanRange works out the file reads,
+// they run (RunRangeReads, several RangeReads' together), FinishRange
+// checks them and the CRCs.
+struct ChunkStore::RangeRead {
+  ChunkId id;
+  uint64_t version = 0;
+  const ChunkIndexValue* v = nullptr;  // the caller's, outlives this
+  uint32_t offset = 0;
+  std::span<uint8_t> out;
+  // What is read and verified: the whole chunk against its CRC, or (with
+  // block CRCs and a partial range) just the blocks [lo, hi) it covers,
+  // into `out` or, when that is not the asked range, `bounce`.
+  bool by_blocks = false;
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  AlignedBytes bounce;  // page aligned, so it can take O_DIRECT reads too
+  std::span<uint8_t> buf;
+  std::vector<RangeReadIo> ios;
+};
+
+Status ChunkStore::PlanRange(const ChunkId& id, uint64_t version,
+                             const ChunkIndexValue& v, uint32_t offset,
+                             std::span<uint8_t> out, RangeRead* rr) {
+  rr->id = id;
+  rr->version = version;
+  rr->v = &v;
+  rr->offset = offset;
+  rr->out = out;
   const auto length = static_cast<uint32_t>(out.size());
-  // What to read and verify: the whole chunk against its CRC, or (with block
-  // CRCs and a partial range) just the blocks the range covers.
-  const bool by_blocks =
-      v.block_shift != 0 && !(offset == 0 && length == v.length);
-  uint64_t lo = 0, hi = v.length;
-  if (by_blocks) {
+  rr->by_blocks = v.block_shift != 0 && !(offset == 0 && length == v.length);
+  rr->lo = 0;
+  rr->hi = v.length;
+  if (rr->by_blocks) {
     const uint64_t block = uint64_t{1} << v.block_shift;
-    lo = offset / block * block;
-    hi = std::min<uint64_t>(
+    rr->lo = offset / block * block;
+    rr->hi = std::min<uint64_t>(
         v.length, (uint64_t{offset} + length + block - 1) / block * block);
   }
   // Read straight into the caller's buffer when the verified range is the
   // asked one (the whole chunk, or whole CRC blocks); else the covered
   // blocks go to a bounce buffer and the asked bytes are copied out.
-  AlignedBytes bounce;  // page aligned, so it can take O_DIRECT reads too
-  std::span<uint8_t> buf = out;
-  if (lo != offset || hi != uint64_t{offset} + length) {
-    bounce.resize(hi - lo);
-    buf = bounce;
+  rr->buf = out;
+  if (rr->lo != offset || rr->hi != uint64_t{offset} + length) {
+    rr->bounce.resize(rr->hi - rr->lo);
+    rr->buf = rr->bounce;
   }
-  // Where chunk byte `at` is, for messages.
-  auto where = [&](uint64_t at) -> std::string {
-    if (!v.in_segment) {
-      return "file " + chunk_paths::LegacyChunkPath(data_dir_, id, version) +
-             " at " + std::to_string(at);
-    }
-    for (const ChunkPiece& p : v.pieces) {
-      if (at >= p.chunk_offset && at - p.chunk_offset < p.length) {
-        return "file " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-               chunk_paths::SegmentFileName(p.segment) + " at " +
-               std::to_string(p.segment_offset + (at - p.chunk_offset));
-      }
-    }
-    return "no piece";
-  };
-  // Reads `n` bytes at `pos` of `fd` into `dst` (chunk bytes from `at`).
-  auto read_at = [&](int fd, const auto& path, uint8_t* dst, size_t n,
-                     uint64_t pos, uint64_t at) -> Status {
-    auto got = io_->Read(fd, dst, n, pos);
-    if (!got.ok()) {
-      Status e = got.status().Annotate("reading " + path());
-      // ENOENT here cannot mean "data missing" to the caller.
-      return e.code() == ENOENT ? Status::IoError(e.message()) : e;
-    }
-    if (*got != n) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Corruption(name() + " in " + dir_ + ": " + path() +
-                                " ended after " + std::to_string(at + *got) +
-                                " of its " + std::to_string(v.length) +
-                                " bytes; treat the chunk as lost and repair "
-                                "it");
-    }
-    return Status::Ok();
-  };
-  if (v.in_segment) {
-    // One read per piece the range covers (two when it ends in a short
-    // block that goes through the page cache, see kDirectReadMinBytes).
-    for (const ChunkPiece& p : v.pieces) {
-      const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
-      const uint64_t e =
-          std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
-      if (s >= e) continue;
-      auto path = [&] {
-        return dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-               chunk_paths::SegmentFileName(p.segment);
-      };
-      std::shared_ptr<SegmentFile> seg = segments_->Get(p.segment);
-      if (!seg) return Status::NotFound("segment " + path() + " is missing");
-      uint8_t* dst = buf.data() + (s - lo);
-      const uint64_t pos = p.segment_offset + (s - p.chunk_offset);
-      const uint64_t n = e - s;
-      // The aligned body of a large range: O_DIRECT through the segment's
-      // write fd (the disk's DMA lands in `dst`; no page-cache copy, and
-      // io_uring runs it without punting to a worker thread).
-      uint64_t direct = 0;
-      if (seg->direct && n >= kDirectReadMinBytes && pos % kSegmentAlign == 0 &&
-          reinterpret_cast<uintptr_t>(dst) % kSegmentAlign == 0) {
-        direct = n / kSegmentAlign * kSegmentAlign;
-        Status ds = read_at(seg->write_fd.get(), path, dst, direct, pos, s);
-        if (ds.code() == EINVAL) {
-          direct = 0;  // alignment the device refuses: the page cache
-        } else {
-          STRIPEFS_RETURN_IF_ERROR(ds);
-          direct_read_bytes_.fetch_add(direct, std::memory_order_relaxed);
-        }
-      }
-      if (direct < n) {
-        STRIPEFS_RETURN_IF_ERROR(read_at(seg->read_fd.get(), path, dst + direct,
-                                         n - direct, pos + direct, s + direct));
-      }
-    }
-  } else {
-    // A legacy file of exactly `length` bytes.
+  const uint64_t lo = rr->lo, hi = rr->hi;
+  if (!v.in_segment) {
+    // A legacy file of exactly `length` bytes: read here, at once.
     const std::string path =
         chunk_paths::LegacyChunkPath(data_dir_, id, version);
     UniqueFd legacy_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -940,16 +898,128 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     if (static_cast<uint64_t>(st.st_size) != v.length) {
       crc_errors_.fetch_add(1, std::memory_order_relaxed);
       return Status::Corruption(
-          name() + " in " + dir_ + ": data file " + path + " has " +
-          std::to_string(st.st_size) + " bytes, the index says " +
+          DescribeChunk(id, version) + " in " + dir_ + ": data file " + path +
+          " has " + std::to_string(st.st_size) + " bytes, the index says " +
           std::to_string(v.length) + "; treat the chunk as lost and repair it");
     }
-    if (!buf.empty()) {
-      STRIPEFS_RETURN_IF_ERROR(read_at(
-          legacy_fd.get(), [&] { return path; }, buf.data(), buf.size(), lo,
-          lo));
+    if (rr->buf.empty()) return Status::Ok();
+    RangeReadIo io;
+    io.read.len = rr->buf.size();
+    io.read.got = io_->Read(legacy_fd.get(), rr->buf.data(), io.read.len, lo);
+    io.at = lo;
+    return CheckRangeRead(*rr, io, path);
+  }
+  // One read per piece the range covers (two when it ends in a short
+  // block that goes through the page cache, see kDirectReadMinBytes).
+  for (const ChunkPiece& p : v.pieces) {
+    const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
+    const uint64_t e =
+        std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
+    if (s >= e) continue;
+    std::shared_ptr<SegmentFile> seg = segments_->Get(p.segment);
+    if (!seg) {
+      return Status::NotFound(
+          "segment " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+          chunk_paths::SegmentFileName(p.segment) + " is missing");
+    }
+    uint8_t* dst = rr->buf.data() + (s - lo);
+    const uint64_t pos = p.segment_offset + (s - p.chunk_offset);
+    const uint64_t n = e - s;
+    // The aligned body of a large range: O_DIRECT through the segment's
+    // write fd (the disk's DMA lands in `dst`; no page-cache copy, and
+    // io_uring runs it without punting to a worker thread).
+    uint64_t direct = 0;
+    if (seg->direct && n >= kDirectReadMinBytes && pos % kSegmentAlign == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % kSegmentAlign == 0) {
+      direct = n / kSegmentAlign * kSegmentAlign;
+      RangeReadIo io;
+      io.read.fd = seg->write_fd.get();
+      io.read.buf = dst;
+      io.read.len = direct;
+      io.read.offset = pos;
+      io.seg = seg;
+      io.at = s;
+      io.direct = true;
+      rr->ios.push_back(std::move(io));
+    }
+    if (direct < n) {
+      RangeReadIo io;
+      io.read.fd = seg->read_fd.get();
+      io.read.buf = dst + direct;
+      io.read.len = n - direct;
+      io.read.offset = pos + direct;
+      io.seg = std::move(seg);
+      io.at = s + direct;
+      rr->ios.push_back(std::move(io));
     }
   }
+  return Status::Ok();
+}
+
+void ChunkStore::RunRangeReads(std::span<RangeRead* const> rrs) {
+  std::vector<UringFileIo::BatchRead> batch;
+  for (const RangeRead* rr : rrs) {
+    for (const RangeReadIo& io : rr->ios) batch.push_back(io.read);
+  }
+  io_->ReadBatch(batch);
+  size_t at = 0;
+  for (RangeRead* rr : rrs) {
+    for (RangeReadIo& io : rr->ios) io.read.got = std::move(batch[at++].got);
+  }
+}
+
+Status ChunkStore::CheckRangeRead(const RangeRead& rr, const RangeReadIo& io,
+                                  const std::string& path) {
+  if (!io.read.got.ok()) {
+    Status e = io.read.got.status().Annotate("reading " + path);
+    // ENOENT here cannot mean "data missing" to the caller.
+    return e.code() == ENOENT ? Status::IoError(e.message()) : e;
+  }
+  if (*io.read.got != io.read.len) {
+    crc_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(DescribeChunk(rr.id, rr.version) + " in " + dir_ +
+                              ": " + path + " ended after " +
+                              std::to_string(io.at + *io.read.got) +
+                              " of its " + std::to_string(rr.v->length) +
+                              " bytes; treat the chunk as lost and "
+                              "repair it");
+  }
+  return Status::Ok();
+}
+
+Status ChunkStore::FinishRange(RangeRead* rr) {
+  const ChunkIndexValue& v = *rr->v;
+  for (RangeReadIo& io : rr->ios) {
+    if (io.direct) {
+      if (io.read.got.ok() || io.read.got.status().code() != EINVAL) {
+        if (io.read.got.ok() && *io.read.got == io.read.len) {
+          direct_read_bytes_.fetch_add(io.read.len, std::memory_order_relaxed);
+        }
+      } else {
+        // Alignment the device refuses: the page cache.
+        io.read.fd = io.seg->read_fd.get();
+        io.read.got =
+            io_->Read(io.read.fd, io.read.buf, io.read.len, io.read.offset);
+      }
+    }
+    STRIPEFS_RETURN_IF_ERROR(CheckRangeRead(*rr, io, io.seg->path));
+  }
+  // Where chunk byte `at` is, for messages.
+  auto where = [&](uint64_t at) -> std::string {
+    if (!v.in_segment) {
+      return "file " +
+             chunk_paths::LegacyChunkPath(data_dir_, rr->id, rr->version) +
+             " at " + std::to_string(at);
+    }
+    for (const ChunkPiece& p : v.pieces) {
+      if (at >= p.chunk_offset && at - p.chunk_offset < p.length) {
+        return "file " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+               chunk_paths::SegmentFileName(p.segment) + " at " +
+               std::to_string(p.segment_offset + (at - p.chunk_offset));
+      }
+    }
+    return "no piece";
+  };
   auto mismatch = [&](uint32_t stored, uint32_t computed,
                       const std::string& what, uint64_t at) {
     crc_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -957,15 +1027,17 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     std::snprintf(detail, sizeof(detail),
                   " (stored CRC32C 0x%08x, computed 0x%08x), ", stored,
                   computed);
-    return Status::Corruption(name() + " in " + dir_ + " failed CRC32C " +
-                              "verification of " + what + detail + where(at) +
+    return Status::Corruption(DescribeChunk(rr->id, rr->version) + " in " +
+                              dir_ + " failed CRC32C " + "verification of " +
+                              what + detail + where(at) +
                               "; treat the chunk as lost and repair it");
   };
-  if (by_blocks) {
+  const std::span<uint8_t> buf = rr->buf;
+  if (rr->by_blocks) {
     const uint64_t block = uint64_t{1} << v.block_shift;
-    for (uint64_t b = lo / block; b * block < hi; ++b) {
-      const uint64_t start = b * block - lo;
-      const uint64_t n = std::min<uint64_t>(block, hi - b * block);
+    for (uint64_t b = rr->lo / block; b * block < rr->hi; ++b) {
+      const uint64_t start = b * block - rr->lo;
+      const uint64_t n = std::min<uint64_t>(block, rr->hi - b * block);
       const uint32_t crc = ec::Crc32c(buf.data() + start, n);
       if (crc != v.block_crcs[b]) {
         return mismatch(v.block_crcs[b], crc, "block " + std::to_string(b),
@@ -976,10 +1048,21 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     const uint32_t crc = ec::Crc32c(buf.data(), buf.size());
     if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk", 0);
   }
-  if (!bounce.empty() && length != 0) {
-    std::memcpy(out.data(), bounce.data() + (offset - lo), length);
+  if (!rr->bounce.empty() && !rr->out.empty()) {
+    std::memcpy(rr->out.data(), rr->bounce.data() + (rr->offset - rr->lo),
+                rr->out.size());
   }
   return Status::Ok();
+}
+
+Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
+                                     const ChunkIndexValue& v, uint32_t offset,
+                                     std::span<uint8_t> out) {
+  RangeRead rr;
+  STRIPEFS_RETURN_IF_ERROR(PlanRange(id, version, v, offset, out, &rr));
+  RangeRead* one = &rr;
+  RunRangeReads({&one, 1});
+  return FinishRange(&rr);
 }
 
 Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
@@ -1005,6 +1088,25 @@ Status ChunkStore::ReadChunkInto(const ChunkId& id, uint64_t version,
                    [out] { return out; });
 }
 
+Status ChunkStore::LookUpRange(const ChunkId& id, uint64_t version,
+                               uint32_t offset, uint32_t length,
+                               ChunkIndexValue* v) {
+  bool found = false;
+  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, v));
+  if (!found) {
+    return Status::NotFound(DescribeChunk(id, version) + " is not stored in " +
+                            dir_);
+  }
+  if (static_cast<uint64_t>(offset) + length > v->length) {
+    return Status::InvalidArgument(
+        "read of [" + std::to_string(offset) + ", " +
+        std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
+        DescribeChunk(id, version) + " is past its end (" +
+        std::to_string(v->length) + " bytes)");
+  }
+  return Status::Ok();
+}
+
 Status ChunkStore::ReadRange(const ChunkId& id, uint64_t version,
                              uint32_t offset, uint32_t length,
                              const std::function<std::span<uint8_t>()>& dest) {
@@ -1013,14 +1115,7 @@ Status ChunkStore::ReadRange(const ChunkId& id, uint64_t version,
   std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id));
   bool found = false;
   ChunkIndexValue v;
-  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, &v));
-  if (!found) return Status::NotFound(name() + " is not stored in " + dir_);
-  if (static_cast<uint64_t>(offset) + length > v.length) {
-    return Status::InvalidArgument(
-        "read of [" + std::to_string(offset) + ", " +
-        std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
-        name() + " is past its end (" + std::to_string(v.length) + " bytes)");
-  }
+  STRIPEFS_RETURN_IF_ERROR(LookUpRange(id, version, offset, length, &v));
   Status vs = ReadVerifiedRange(id, version, v, offset, dest());
   if (vs.code() == ENOENT) {
     // Indexed but gone: drop the entry (exclusively; no other mutation of
@@ -1389,6 +1484,71 @@ Status ChunkStore::ReadChunkIntoBy(
   return ReadChunkInto(id, version, offset, out);
 }
 
+std::vector<Status> ChunkStore::ReadChunkRanges(
+    std::span<const ChunkRangeRead> reads,
+    std::chrono::steady_clock::time_point deadline) {
+  std::vector<Status> out(reads.size());
+  if (std::chrono::steady_clock::now() >= deadline) {
+    for (Status& st : out) {
+      st = Status(ETIMEDOUT, "reading chunks in " + dir_ +
+                                 ": the deadline passed before they started");
+    }
+    return out;
+  }
+  // Every read's chunk lock, shared, each stripe once and in address order
+  // (writers hold one chunk lock, or several in this order).
+  std::vector<std::shared_mutex*> mutexes;
+  mutexes.reserve(reads.size());
+  for (const ChunkRangeRead& r : reads) mutexes.push_back(&LockFor(r.id));
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<std::shared_lock<std::shared_mutex>> locks;
+  locks.reserve(mutexes.size());
+  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+
+  // Look every read up and plan it, then all their file reads at once.
+  std::vector<ChunkIndexValue> values(reads.size());
+  std::vector<RangeRead> rrs(reads.size());
+  std::vector<RangeRead*> planned;
+  planned.reserve(reads.size());
+  std::vector<bool> data_missing(reads.size(), false);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const ChunkRangeRead& r = reads[i];
+    if (r.out.size() > UINT32_MAX) {
+      out[i] = Status::InvalidArgument("chunk read of " +
+                                       std::to_string(r.out.size()) +
+                                       " bytes is larger than any chunk");
+      continue;
+    }
+    out[i] = LookUpRange(r.id, r.version, r.offset,
+                         static_cast<uint32_t>(r.out.size()), &values[i]);
+    if (!out[i].ok()) continue;
+    out[i] = PlanRange(r.id, r.version, values[i], r.offset, r.out, &rrs[i]);
+    if (out[i].ok()) {
+      planned.push_back(&rrs[i]);
+    } else {
+      data_missing[i] = out[i].code() == ENOENT;
+    }
+  }
+  RunRangeReads(planned);
+  read_batches_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (!out[i].ok()) continue;
+    out[i] = FinishRange(&rrs[i]);
+    if (out[i].ok()) reads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  locks.clear();
+  // Indexed but gone: the one-read path drops the entry (under the chunk
+  // lock held exclusively) and says so.
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (data_missing[i]) {
+      out[i] = ReadChunkInto(reads[i].id, reads[i].version, reads[i].offset,
+                             reads[i].out);
+    }
+  }
+  return out;
+}
+
 Status ChunkStore::GatherVersions(
     const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out) {
   out->clear();
@@ -1495,6 +1655,8 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.segments_from_spares = segments_ ? segments_->rolled_onto_spares() : 0;
   c.spares_filled = segments_ ? segments_->spares_filled() : 0;
   c.direct_read_bytes = direct_read_bytes_.load();
+  c.read_batches = read_batches_.load();
+  c.read_submissions = io_ ? io_->read_submissions() : 0;
   return c;
 }
 

@@ -186,6 +186,11 @@ struct ChunkStoreCounters {
   uint64_t segments_from_spares = 0;  // started as a zero-filled spare
   uint64_t spares_filled = 0;
   uint64_t direct_read_bytes = 0;  // chunk bytes read with O_DIRECT
+  // ReadChunkRanges calls, and io_uring submissions of segment reads (one
+  // per file read outside a batch, one per batch of up to
+  // UringFileIo::kBatchDepth inside one).
+  uint64_t read_batches = 0;
+  uint64_t read_submissions = 0;
 };
 
 // What one Sweep() found and did.
@@ -254,6 +259,15 @@ class ChunkStore final : public ChunkService {
       const ChunkId& id, uint64_t version, uint32_t offset,
       std::span<uint8_t> out,
       std::chrono::steady_clock::time_point deadline) override;
+  // Holds every read's chunk lock (shared, address order), looks each up,
+  // then submits the file reads of all of them together (one io_uring
+  // submission and one wait per UringFileIo::kBatchDepth file reads, not
+  // one per read), then verifies each as ReadChunkInto does (same paths,
+  // O_DIRECT rule and errors, per read). The deadline is checked once
+  // before starting (ETIMEDOUT for every read), as ReadChunkIntoBy does.
+  std::vector<Status> ReadChunkRanges(
+      std::span<const ChunkRangeRead> reads,
+      std::chrono::steady_clock::time_point deadline) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
@@ -314,6 +328,8 @@ class ChunkStore final : public ChunkService {
   struct CommitOp;
   struct Freed;
   struct Hole;
+  struct RangeRead;
+  struct RangeReadIo;
 
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
 
@@ -353,6 +369,24 @@ class ChunkStore final : public ChunkService {
   Status ReadVerifiedRange(const ChunkId& id, uint64_t version,
                            const ChunkIndexValue& v, uint32_t offset,
                            std::span<uint8_t> out);
+  // ReadVerifiedRange in steps, so that a batch shares one submission:
+  // PlanRange fills *rr (a legacy file is read there and then) or fails
+  // (ENOENT: data missing); RunRangeReads runs the file reads of all of
+  // `rrs` together; FinishRange checks them and the CRCs and copies out.
+  // `v` and `out` must outlive *rr.
+  Status PlanRange(const ChunkId& id, uint64_t version,
+                   const ChunkIndexValue& v, uint32_t offset,
+                   std::span<uint8_t> out, RangeRead* rr);
+  void RunRangeReads(std::span<RangeRead* const> rrs);
+  Status FinishRange(RangeRead* rr);
+  // One file read's result: an error (annotated with `path`) or a short
+  // read (EBADMSG, counted).
+  Status CheckRangeRead(const RangeRead& rr, const RangeReadIo& io,
+                        const std::string& path);
+  // The entry of (id, version) when it holds [offset, offset + length):
+  // ENOENT when absent, EINVAL past its end.
+  Status LookUpRange(const ChunkId& id, uint64_t version, uint32_t offset,
+                     uint32_t length, ChunkIndexValue* v);
   // ReadChunk(Into): looks (id, version) up, checks the range, then reads
   // into `dest()` (called once the range is known to be valid, so nothing
   // is allocated for an impossible length).
@@ -484,6 +518,7 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> crc_errors_{0};
   std::atomic<uint64_t> reads_{0};
   std::atomic<uint64_t> direct_read_bytes_{0};
+  std::atomic<uint64_t> read_batches_{0};
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> missing_{0};
   std::atomic<uint64_t> malformed_{0};
