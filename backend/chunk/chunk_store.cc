@@ -671,6 +671,19 @@ Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
   return Status::Ok();
 }
 
+void ChunkStore::InitWriteOp(const ChunkId& id, uint64_t version,
+                             std::span<const uint8_t> data, CommitOp* op) {
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, version)};
+  op->has_data = true;
+  op->data = data;
+  op->value.length = static_cast<uint32_t>(data.size());
+  op->value.block_shift = kChunkCrcBlockShift;
+  op->value.block_crcs = ComputeBlockCrcs(
+      data.data(), data.size(), kChunkCrcBlockShift, &op->value.crc32c);
+  op->value.in_segment = true;
+}
+
 Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
                               std::span<const uint8_t> data) {
   const std::string name = DescribeChunk(id, version);
@@ -692,15 +705,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     STRIPEFS_RETURN_IF_ERROR(CheckSpace(data.size()));
   }
   CommitOp op;
-  op.id = id;
-  op.keys = {EncodeChunkKey(id, version)};
-  op.has_data = true;
-  op.data = data;
-  op.value.length = static_cast<uint32_t>(data.size());
-  op.value.block_shift = kChunkCrcBlockShift;
-  op.value.block_crcs = ComputeBlockCrcs(data.data(), data.size(),
-                                         kChunkCrcBlockShift, &op.value.crc32c);
-  op.value.in_segment = true;
+  InitWriteOp(id, version, data, &op);
 
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
@@ -828,7 +833,7 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
 
 // One file read of a RangeRead.
 struct ChunkStore::RangeReadIo {
-  UringFileIo::BatchRead read;
+  UringFileIo::BatchIo read;
   std::shared_ptr<SegmentFile> seg;  // keeps the file open
   uint64_t at = 0;                   // chunk offset of the first byte
   bool direct = false;               // through the O_DIRECT fd
@@ -957,11 +962,11 @@ Status ChunkStore::PlanRange(const ChunkId& id, uint64_t version,
 }
 
 void ChunkStore::RunRangeReads(std::span<RangeRead* const> rrs) {
-  std::vector<UringFileIo::BatchRead> batch;
+  std::vector<UringFileIo::BatchIo> batch;
   for (const RangeRead* rr : rrs) {
     for (const RangeReadIo& io : rr->ios) batch.push_back(io.read);
   }
-  io_->ReadBatch(batch);
+  io_->RunBatch(batch);
   size_t at = 0;
   for (RangeRead* rr : rrs) {
     for (RangeReadIo& io : rr->ios) io.read.got = std::move(batch[at++].got);
@@ -1293,33 +1298,38 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
   }
   {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(
-        GetSourceEntry(id, from_version, length, "clone", &v));
-    if (length == v.length && v.in_segment) {
-      STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
-      // Shares the source's pieces without reading them: versions are
-      // immutable, and a corrupt piece is found by whoever reads either
-      // version (and by scrub), never hidden.
-      CommitOp op;
-      op.id = id;
-      op.keys = {EncodeChunkKey(id, to_version)};
-      op.value = v;
-      bool existed = false;
-      STRIPEFS_RETURN_IF_ERROR(
-          GatherForTarget(to_version, v.length, "clone", &op, &existed));
+    CommitOp op;
+    bool existed = false;
+    Prep prep = Prep::kReady;
+    STRIPEFS_RETURN_IF_ERROR(PrepareClone(id, from_version, to_version, length,
+                                          &op, &existed, &prep));
+    if (prep == Prep::kReady) {
       STRIPEFS_RETURN_IF_ERROR(Submit(&op).Annotate("cloning to " + to_name));
-      if (!existed) {
-        chunks_.fetch_add(1, std::memory_order_relaxed);
-        bytes_.fetch_add(v.length, std::memory_order_relaxed);
-      }
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      clones_.fetch_add(1, std::memory_order_relaxed);
+      CountStored(ChunkWriteOp::Kind::kClone, length, existed);
       return Status::Ok();
     }
   }
   // A prefix, or a legacy source file: copy.
   return ChunkService::CloneChunk(id, from_version, to_version, length);
+}
+
+Status ChunkStore::PrepareClone(const ChunkId& id, uint64_t from_version,
+                                uint64_t to_version, uint32_t length,
+                                CommitOp* op, bool* existed, Prep* prep) {
+  *prep = Prep::kDefault;
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(
+      GetSourceEntry(id, from_version, length, "clone", &v));
+  if (length != v.length || !v.in_segment) return Status::Ok();
+  STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
+  // Shares the source's pieces without reading them: versions are
+  // immutable, and a corrupt piece is found by whoever reads either
+  // version (and by scrub), never hidden.
+  *prep = Prep::kReady;
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, to_version)};
+  op->value = std::move(v);
+  return GatherForTarget(to_version, length, "clone", op, existed);
 }
 
 Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
@@ -1344,99 +1354,30 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   if (bytes.empty()) return CloneChunk(id, from_version, to_version, length);
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(
-        GetSourceEntry(id, from_version, length, "patch", &v));
-    // The window rounded out to CRC blocks (a block is at least a segment
-    // unit here, so the new piece starts aligned).
-    const uint64_t block = uint64_t{1} << v.block_shift;
-    const uint64_t wlo = offset / block * block;
-    const uint64_t whi = std::min<uint64_t>(
-        length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
-    // The source's pieces without [wlo, whi).
-    std::vector<ChunkPiece> kept;
-    for (const ChunkPiece& p : v.pieces) {
-      const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
-      if (p.chunk_offset < wlo) {
-        ChunkPiece head = p;
-        head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
-        kept.push_back(head);
-      }
-      if (pe > whi) {
-        ChunkPiece tail = p;
-        const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
-        tail.chunk_offset = static_cast<uint32_t>(from);
-        tail.length = static_cast<uint32_t>(pe - from);
-        tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
-        kept.push_back(tail);
-      }
-    }
-    const bool whole = length != v.length || !v.in_segment ||
-                       block < kSegmentAlign || (whi - wlo) * 2 > length ||
-                       kept.size() + 1 > kMaxChunkPieces;
-    if (whole) {
+    CommitOp op;
+    AlignedBytes data;
+    bool existed = false;
+    Prep prep = Prep::kReady;
+    Status ps = PreparePatch(id, from_version, to_version, length, offset,
+                             bytes, &op, &data, &existed, &prep);
+    if (prep == Prep::kDefault) {
       // Read it all, write it all (one piece).
       chunk_lock.unlock();
       patches_whole_.fetch_add(1, std::memory_order_relaxed);
       return ChunkService::PatchChunk(id, from_version, to_version, length,
                                       offset, bytes);
     }
-    if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
-      if (attempt > 0) return sp;
+    if (prep == Prep::kNoSpace) {
+      if (attempt > 0) return ps;
       chunk_lock.unlock();
       auto rep = Compact(true);
-      if (!rep.ok() || rep->segments_compacted == 0) return sp;
+      if (!rep.ok() || rep->segments_compacted == 0) return ps;
       continue;
     }
-    // The new blocks: the source's boundary blocks the window covers only
-    // in part (read and verified), with the window's bytes over them.
-    std::vector<uint8_t> data(whi - wlo);
-    auto boundary = [&](uint64_t b_lo) -> Status {
-      const uint64_t n = std::min<uint64_t>(block, length - b_lo);
-      Status rs =
-          ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
-                            std::span<uint8_t>(data.data() + (b_lo - wlo), n));
-      return rs.Annotate("patching " + to_name + " from " + from_name);
-    };
-    const uint64_t end = uint64_t{offset} + bytes.size();
-    if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
-    if (end < whi) {
-      const uint64_t last = end / block * block;
-      if (last != wlo || offset == wlo) {
-        STRIPEFS_RETURN_IF_ERROR(boundary(last));
-      }
-    }
-    std::memcpy(data.data() + (offset - wlo), bytes.data(), bytes.size());
-
-    CommitOp op;
-    op.id = id;
-    op.keys = {EncodeChunkKey(id, to_version)};
-    op.has_data = true;
-    op.data = data;
-    op.data_offset = static_cast<uint32_t>(wlo);
-    op.kept_pieces = std::move(kept);
-    op.value.length = length;
-    op.value.block_shift = v.block_shift;
-    op.value.block_crcs = v.block_crcs;
-    const std::vector<uint32_t> fresh =
-        ComputeBlockCrcs(data.data(), data.size(), v.block_shift);
-    std::copy(
-        fresh.begin(), fresh.end(),
-        op.value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
-    op.value.crc32c =
-        CombineBlockCrcs(op.value.block_crcs, length, v.block_shift);
-    op.value.in_segment = true;
-    bool existed = false;
-    STRIPEFS_RETURN_IF_ERROR(
-        GatherForTarget(to_version, length, "patch", &op, &existed));
+    STRIPEFS_RETURN_IF_ERROR(ps);
     Status st = Submit(&op);
     if (st.ok()) {
-      if (!existed) {
-        chunks_.fetch_add(1, std::memory_order_relaxed);
-        bytes_.fetch_add(length, std::memory_order_relaxed);
-      }
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      patches_in_place_.fetch_add(1, std::memory_order_relaxed);
+      CountStored(ChunkWriteOp::Kind::kPatch, length, existed);
       return Status::Ok();
     }
     if (st.code() != ENOSPC) return st.Annotate("patching " + to_name);
@@ -1445,6 +1386,106 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
     }
     chunk_lock.unlock();
     (void)Compact(true);
+  }
+}
+
+Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
+                                uint64_t to_version, uint32_t length,
+                                uint32_t offset, std::span<const uint8_t> bytes,
+                                CommitOp* op, AlignedBytes* data, bool* existed,
+                                Prep* prep) {
+  *prep = Prep::kReady;
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(
+      GetSourceEntry(id, from_version, length, "patch", &v));
+  // The window rounded out to CRC blocks (a block is at least a segment
+  // unit here, so the new piece starts aligned).
+  const uint64_t block = uint64_t{1} << v.block_shift;
+  const uint64_t wlo = offset / block * block;
+  const uint64_t whi = std::min<uint64_t>(
+      length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
+  // The source's pieces without [wlo, whi).
+  std::vector<ChunkPiece> kept;
+  for (const ChunkPiece& p : v.pieces) {
+    const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
+    if (p.chunk_offset < wlo) {
+      ChunkPiece head = p;
+      head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
+      kept.push_back(head);
+    }
+    if (pe > whi) {
+      ChunkPiece tail = p;
+      const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
+      tail.chunk_offset = static_cast<uint32_t>(from);
+      tail.length = static_cast<uint32_t>(pe - from);
+      tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
+      kept.push_back(tail);
+    }
+  }
+  const bool whole = length != v.length || !v.in_segment ||
+                     block < kSegmentAlign || (whi - wlo) * 2 > length ||
+                     kept.size() + 1 > kMaxChunkPieces;
+  if (whole) {
+    *prep = Prep::kDefault;
+    return Status::Ok();
+  }
+  if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
+    *prep = Prep::kNoSpace;
+    return sp;
+  }
+  const std::string to_name = DescribeChunk(id, to_version);
+  // The new blocks: the source's boundary blocks the window covers only
+  // in part (read and verified), with the window's bytes over them.
+  // Page aligned, so the segment write needs no staging copy.
+  data->resize(whi - wlo);
+  auto boundary = [&](uint64_t b_lo) -> Status {
+    const uint64_t n = std::min<uint64_t>(block, length - b_lo);
+    Status rs =
+        ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
+                          std::span<uint8_t>(data->data() + (b_lo - wlo), n));
+    return rs.Annotate("patching " + to_name + " from " +
+                       DescribeChunk(id, from_version));
+  };
+  const uint64_t end = uint64_t{offset} + bytes.size();
+  if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
+  if (end < whi) {
+    const uint64_t last = end / block * block;
+    if (last != wlo || offset == wlo) {
+      STRIPEFS_RETURN_IF_ERROR(boundary(last));
+    }
+  }
+  std::memcpy(data->data() + (offset - wlo), bytes.data(), bytes.size());
+
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, to_version)};
+  op->has_data = true;
+  op->data = *data;
+  op->data_offset = static_cast<uint32_t>(wlo);
+  op->kept_pieces = std::move(kept);
+  op->value.length = length;
+  op->value.block_shift = v.block_shift;
+  op->value.block_crcs = v.block_crcs;
+  const std::vector<uint32_t> fresh =
+      ComputeBlockCrcs(data->data(), data->size(), v.block_shift);
+  std::copy(fresh.begin(), fresh.end(),
+            op->value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
+  op->value.crc32c =
+      CombineBlockCrcs(op->value.block_crcs, length, v.block_shift);
+  op->value.in_segment = true;
+  return GatherForTarget(to_version, length, "patch", op, existed);
+}
+
+void ChunkStore::CountStored(ChunkWriteOp::Kind kind, uint64_t length,
+                             bool existed) {
+  if (!existed) {
+    chunks_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(length, std::memory_order_relaxed);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  if (kind == ChunkWriteOp::Kind::kClone) {
+    clones_.fetch_add(1, std::memory_order_relaxed);
+  } else if (kind == ChunkWriteOp::Kind::kPatch) {
+    patches_in_place_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -1471,6 +1512,144 @@ Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
   if (!span.ok()) return span.status();
   ScatterPatchRanges(ranges, bytes, lo, *span);
   return PatchChunk(id, from_version, to_version, length, lo, *span);
+}
+
+// One op of an ApplyChunkOps batch.
+struct ChunkStore::BatchOp {
+  CommitOp op;
+  AlignedBytes data;  // a patch's new blocks (op.data)
+  bool existed = false;
+  bool queued = false;
+};
+
+Status ChunkStore::PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b,
+                                  Prep* prep) {
+  *prep = Prep::kDefault;
+  switch (w.kind) {
+    case ChunkWriteOp::Kind::kWrite:
+      if (w.to_version == 0 || w.bytes.size() > options_.max_chunk_bytes ||
+          !CheckSpace(w.bytes.size()).ok()) {
+        return Status::Ok();  // WriteChunk's errors, or it compacts first
+      }
+      *prep = Prep::kReady;
+      InitWriteOp(w.id, w.to_version, w.bytes, &b->op);
+      return GatherForTarget(w.to_version,
+                             static_cast<uint32_t>(w.bytes.size()), "write",
+                             &b->op, &b->existed);
+    case ChunkWriteOp::Kind::kClone:
+      if (w.to_version == 0 || w.to_version == w.from_version) {
+        return Status::Ok();
+      }
+      return PrepareClone(w.id, w.from_version, w.to_version, w.length, &b->op,
+                          &b->existed, prep);
+    case ChunkWriteOp::Kind::kPatch:
+      break;
+  }
+  if (w.to_version == 0 || w.to_version == w.from_version || w.bytes.empty() ||
+      (!w.ranges.empty() &&
+       !CheckPatchRanges(w.ranges, w.length, w.bytes.size()).ok())) {
+    return Status::Ok();
+  }
+  if (w.ranges.size() <= 1) {
+    if (uint64_t{w.offset} + w.bytes.size() > w.length) return Status::Ok();
+    return PreparePatch(w.id, w.from_version, w.to_version, w.length,
+                        w.ranges.empty() ? w.offset : w.ranges[0].offset,
+                        w.bytes, &b->op, &b->data, &b->existed, prep);
+  }
+  // Several ranges: the span between them with the source's bytes (as
+  // PatchChunkRanges does), then one patch of the span.
+  const uint32_t lo = w.ranges.front().offset;
+  const uint32_t hi = w.ranges.back().offset + w.ranges.back().length;
+  if (uint64_t{hi - lo} * 2 > w.length) return Status::Ok();
+  ChunkIndexValue v;
+  Status ls = LookUpRange(w.id, w.from_version, lo, hi - lo, &v);
+  if (ls.code() == ENOENT) return Status::Ok();  // PatchChunkRanges says so
+  STRIPEFS_RETURN_IF_ERROR(ls);
+  std::vector<uint8_t> span(hi - lo);
+  Status rs = ReadVerifiedRange(w.id, w.from_version, v, lo, span);
+  if (rs.code() == ENOENT) return Status::Ok();  // data missing: dropped there
+  STRIPEFS_RETURN_IF_ERROR(rs);
+  ScatterPatchRanges(w.ranges, w.bytes, lo, span);
+  // The new blocks are copied to b->data: `span` may go.
+  return PreparePatch(w.id, w.from_version, w.to_version, w.length, lo, span,
+                      &b->op, &b->data, &b->existed, prep);
+}
+
+std::vector<Status> ChunkStore::ApplyChunkOps(
+    std::span<const ChunkWriteOp> ops) {
+  if (ops.size() <= 1) return ChunkService::ApplyChunkOps(ops);
+  std::vector<Status> out(ops.size());
+  // Ops of a chunk id named twice take the one-op path (their versions'
+  // live-byte accounting assumes one op per chunk and batch).
+  std::map<ChunkId, size_t> per_id;
+  for (const ChunkWriteOp& w : ops) ++per_id[w.id];
+  std::vector<size_t> one_by_one;
+  std::vector<std::shared_mutex*> mutexes;
+  for (const auto& [id, n] : per_id) {
+    if (n == 1) mutexes.push_back(&LockFor(id));
+  }
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<BatchOp> batch(ops.size());
+  std::vector<CommitOp*> queued;
+  {
+    // Every chunk lock, exclusively and in address order, until the batch
+    // is committed (as DeleteChunkVersions).
+    std::vector<std::unique_lock<std::shared_mutex>> locks;
+    locks.reserve(mutexes.size());
+    for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (per_id[ops[i].id] != 1) {
+        one_by_one.push_back(i);
+        continue;
+      }
+      Prep prep = Prep::kReady;
+      Status st = PrepareBatchOp(ops[i], &batch[i], &prep);
+      if (prep != Prep::kReady) {
+        one_by_one.push_back(i);
+      } else if (!st.ok()) {
+        out[i] = st;
+      } else {
+        batch[i].op.punch_later = true;
+        queued.push_back(&batch[i].op);
+      }
+    }
+    // The bytes of all, then one queueing and one wait for all.
+    WriteDataBatch(queued);
+    std::vector<CommitOp*> written;
+    for (CommitOp* op : queued) {
+      if (op->status.ok()) written.push_back(op);
+    }
+    (void)SubmitAll(written);
+    batched_ops_.fetch_add(written.size(), std::memory_order_relaxed);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    BatchOp& b = batch[i];
+    PunchHoles(&b.op.holes);
+    if (b.op.keys.empty() || !out[i].ok()) continue;
+    if (std::find(one_by_one.begin(), one_by_one.end(), i) != one_by_one.end())
+      continue;
+    if (b.op.status.ok()) {
+      CountStored(ops[i].kind,
+                  ops[i].kind == ChunkWriteOp::Kind::kWrite
+                      ? ops[i].bytes.size()
+                      : ops[i].length,
+                  b.existed);
+    } else if (b.op.status.code() == ENOSPC) {
+      one_by_one.push_back(i);  // the one-op path compacts and retries
+    } else {
+      out[i] = b.op.status.Annotate(
+          "storing " + DescribeChunk(ops[i].id, ops[i].to_version));
+    }
+  }
+  if (!one_by_one.empty()) {
+    std::sort(one_by_one.begin(), one_by_one.end());
+    std::vector<ChunkWriteOp> rest;
+    for (size_t i : one_by_one) rest.push_back(ops[i]);
+    const std::vector<Status> got = ChunkService::ApplyChunkOps(rest);
+    for (size_t j = 0; j < one_by_one.size(); ++j) out[one_by_one[j]] = got[j];
+  }
+  return out;
 }
 
 Status ChunkStore::ReadChunkIntoBy(
@@ -1656,7 +1835,8 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.spares_filled = segments_ ? segments_->spares_filled() : 0;
   c.direct_read_bytes = direct_read_bytes_.load();
   c.read_batches = read_batches_.load();
-  c.read_submissions = io_ ? io_->read_submissions() : 0;
+  c.batched_ops = batched_ops_.load();
+  c.data_submissions = io_ ? io_->submissions() : 0;
   return c;
 }
 

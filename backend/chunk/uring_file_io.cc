@@ -11,7 +11,7 @@
 namespace stripefs {
 namespace {
 
-// Deep enough for ReadBatch's waves; a ring costs a few KiB.
+// Deep enough for RunBatch's waves; a ring costs a few KiB.
 constexpr unsigned kQueueDepth = UringFileIo::kBatchDepth;
 // Per-operation cap: io_uring read/write take an unsigned length, and a
 // kernel may transfer at most MAX_RW_COUNT (~2 GiB) at once anyway.
@@ -115,7 +115,7 @@ Result<size_t> UringFileIo::Transfer(Direction dir, int fd, uint8_t* buf,
         io_uring_prep_read(sqe, fd, buf + done, static_cast<unsigned>(n),
                            offset + done);
       }
-      if (!writing) read_submissions_.fetch_add(1, std::memory_order_relaxed);
+      submissions_.fetch_add(1, std::memory_order_relaxed);
       moved = SubmitOne(ring.get(), &broken);
       if (moved == -EINTR || moved == -EAGAIN) continue;
       if (moved < 0) {
@@ -160,32 +160,53 @@ Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,
   return Status::Ok();
 }
 
-void UringFileIo::ReadBatch(std::span<BatchRead> reads) {
-  RingPtr ring = reads.size() > 1 ? Acquire() : nullptr;
+namespace {
+
+// Runs `b` one at a time (Read or Write), from `done` bytes on.
+void FinishOne(UringFileIo* io, UringFileIo::BatchIo& b, size_t done) {
+  if (b.write) {
+    Status st = io->Write(b.fd, b.buf + done, b.len - done, b.offset + done);
+    b.got = st.ok() ? Result<size_t>(b.len) : Result<size_t>(st);
+    return;
+  }
+  Result<size_t> more =
+      io->Read(b.fd, b.buf + done, b.len - done, b.offset + done);
+  b.got = more.ok() ? Result<size_t>(done + *more) : more;
+}
+
+}  // namespace
+
+void UringFileIo::RunBatch(std::span<BatchIo> ios) {
+  RingPtr ring = ios.size() > 1 ? Acquire() : nullptr;
   size_t at = 0;
-  while (ring && at < reads.size()) {
+  while (ring && at < ios.size()) {
     io_uring* r = ring.get();
-    const size_t wave = std::min(reads.size() - at, size_t{kBatchDepth});
+    const size_t wave = std::min(ios.size() - at, size_t{kBatchDepth});
     size_t queued = 0;
     for (size_t i = at; i < at + wave; ++i) {
-      BatchRead& b = reads[i];
-      if (b.len == 0 || b.len > kMaxOp) continue;  // Read does those
+      BatchIo& b = ios[i];
+      if (b.len == 0 || b.len > kMaxOp) continue;  // FinishOne does those
       io_uring_sqe* sqe = io_uring_get_sqe(r);
-      io_uring_prep_read(sqe, b.fd, b.buf, static_cast<unsigned>(b.len),
-                         b.offset);
+      if (b.write) {
+        io_uring_prep_write(sqe, b.fd, b.buf, static_cast<unsigned>(b.len),
+                            b.offset);
+      } else {
+        io_uring_prep_read(sqe, b.fd, b.buf, static_cast<unsigned>(b.len),
+                           b.offset);
+      }
       io_uring_sqe_set_data64(sqe, i);
       ++queued;
     }
     int rc = 0;
     if (queued > 0) {
-      read_submissions_.fetch_add(1, std::memory_order_relaxed);
+      submissions_.fetch_add(1, std::memory_order_relaxed);
       do {
         rc = io_uring_submit_and_wait(r, static_cast<unsigned>(queued));
       } while (rc == -EINTR);
     }
     if (rc < 0 || static_cast<size_t>(rc) != queued) {
-      // Ring state unknown (completions may still be owed): drop it, and
-      // read this wave and the rest the plain way.
+      // Ring state unknown: drop it; this wave and the rest go one by one
+      // (transfers are idempotent).
       ring.reset();
       break;
     }
@@ -198,38 +219,30 @@ void UringFileIo::ReadBatch(std::span<BatchRead> reads) {
         ring.reset();  // completions still owed: never reuse this ring
         break;
       }
-      BatchRead& b = reads[io_uring_cqe_get_data64(cqe)];
+      BatchIo& b = ios[io_uring_cqe_get_data64(cqe)];
       const int res = cqe->res;
       io_uring_cqe_seen(r, cqe);
       if (res < 0 && res != -EINTR && res != -EAGAIN) {
-        b.got = Status::FromErrno(-res, "read");
-      } else if (res >= 0 && (res == 0 || static_cast<size_t>(res) == b.len)) {
-        b.got = static_cast<size_t>(res);  // complete, or end of file
+        b.got = Status::FromErrno(-res, b.write ? "write" : "read");
+      } else if (res >= 0 && static_cast<size_t>(res) == b.len) {
+        b.got = b.len;
+      } else if (res == 0 && !b.write) {
+        b.got = size_t{0};  // end of file
       } else {
         // Short or interrupted: the rest the one-at-a-time way.
-        const size_t done = res > 0 ? static_cast<size_t>(res) : 0;
-        Result<size_t> more =
-            Read(b.fd, b.buf + done, b.len - done, b.offset + done);
-        b.got = more.ok() ? Result<size_t>(done + *more) : more;
+        FinishOne(this, b, res > 0 ? static_cast<size_t>(res) : 0);
       }
     }
     if (!ring) break;
-    // Reads the wave skipped.
     for (size_t i = at; i < at + wave; ++i) {
-      if (reads[i].len == 0 || reads[i].len > kMaxOp) {
-        reads[i].got =
-            Read(reads[i].fd, reads[i].buf, reads[i].len, reads[i].offset);
-      }
+      if (ios[i].len == 0 || ios[i].len > kMaxOp) FinishOne(this, ios[i], 0);
     }
     at += wave;
   }
   if (ring) Release(std::move(ring));
-  // Without a ring (one read, no io_uring, or a broken ring): one by one
-  // from where the rings stopped.
-  for (size_t i = at; i < reads.size(); ++i) {
-    reads[i].got =
-        Read(reads[i].fd, reads[i].buf, reads[i].len, reads[i].offset);
-  }
+  // Without a ring (one transfer, no io_uring, or a broken ring): one by
+  // one from where the rings stopped.
+  for (size_t i = at; i < ios.size(); ++i) FinishOne(this, ios[i], 0);
 }
 
 Status UringFileIo::DataSync(int fd) {

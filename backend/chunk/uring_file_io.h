@@ -2,7 +2,7 @@
 // (liburing), used by ChunkStore for chunk data files.
 //
 // Keeps a small pool of rings: a call borrows a ring, submits one operation at
-// a time (looping on short transfers), and returns the ring; ReadBatch
+// a time (looping on short transfers), and returns the ring; RunBatch
 // submits many reads at once (one submission and one wait per ring's worth).
 // The pool grows to the number of concurrent callers. If ring setup fails
 // (kernel without io_uring, io_uring_disabled sysctl, seccomp), the object
@@ -43,28 +43,30 @@ class UringFileIo {
   Result<size_t> Read(int fd, uint8_t* buf, size_t len, uint64_t offset);
   // Writes all `len` bytes at `offset`. Errors carry the errno (ENOSPC...).
   Status Write(int fd, const uint8_t* buf, size_t len, uint64_t offset);
-  // One read of ReadBatch: up to `len` bytes at `offset` of `fd` into `buf`
-  // (all borrowed by the call); `got` gets what Read returns.
-  struct BatchRead {
+  // One transfer of RunBatch: up to `len` bytes at `offset` of `fd` into
+  // `buf` (a read), or all of them from it (`write`); all borrowed by the
+  // call. `got` gets what Read returns (for a write: `len`, or the error).
+  struct BatchIo {
     int fd = -1;
     uint8_t* buf = nullptr;
     size_t len = 0;
     uint64_t offset = 0;
-    Result<size_t> got = Status::Unavailable("not read");
+    bool write = false;
+    Result<size_t> got = Status::Unavailable("not run");
   };
-  // Runs every read of `reads` with one io_uring submission and one wait
-  // per kBatchDepth of them, so a batch of small reads costs one wake-up
-  // instead of one per read. Each read has Read's semantics (a short
-  // transfer is finished with Read; pread each without io_uring).
-  // Reads are independent and may complete in any order.
+  // Runs every transfer of `ios` with one io_uring submission and one wait
+  // per kBatchDepth of them, so a batch of small transfers costs one
+  // wake-up instead of one each. Each has Read's or Write's semantics (a
+  // short transfer is finished with them; pread/pwrite each without
+  // io_uring). Transfers are independent and may complete in any order.
   static constexpr size_t kBatchDepth = 64;
-  void ReadBatch(std::span<BatchRead> reads);
+  void RunBatch(std::span<BatchIo> ios);
   // fdatasync(fd).
   Status DataSync(int fd);
-  // io_uring submissions made by Read and ReadBatch (counters and tests:
-  // a ReadBatch of up to kBatchDepth reads makes one).
-  uint64_t read_submissions() const {
-    return read_submissions_.load(std::memory_order_relaxed);
+  // io_uring submissions made by Read, Write and RunBatch (counters and
+  // tests: a RunBatch of 2 to kBatchDepth transfers makes one).
+  uint64_t submissions() const {
+    return submissions_.load(std::memory_order_relaxed);
   }
   // Write(fd, buf, len, 0) then DataSync(fd); with io_uring both go in one
   // submission (the fdatasync linked behind the write).
@@ -96,7 +98,7 @@ class UringFileIo {
   std::mutex mu_;
   std::vector<RingPtr> pool_;
   bool warned_ = false;
-  std::atomic<uint64_t> read_submissions_{0};
+  std::atomic<uint64_t> submissions_{0};
 };
 
 }  // namespace stripefs
