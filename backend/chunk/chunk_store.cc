@@ -671,6 +671,19 @@ Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
   return Status::Ok();
 }
 
+void ChunkStore::InitWriteOp(const ChunkId& id, uint64_t version,
+                             std::span<const uint8_t> data, CommitOp* op) {
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, version)};
+  op->has_data = true;
+  op->data = data;
+  op->value.length = static_cast<uint32_t>(data.size());
+  op->value.block_shift = kChunkCrcBlockShift;
+  op->value.block_crcs = ComputeBlockCrcs(
+      data.data(), data.size(), kChunkCrcBlockShift, &op->value.crc32c);
+  op->value.in_segment = true;
+}
+
 Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
                               std::span<const uint8_t> data) {
   const std::string name = DescribeChunk(id, version);
@@ -692,15 +705,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
     STRIPEFS_RETURN_IF_ERROR(CheckSpace(data.size()));
   }
   CommitOp op;
-  op.id = id;
-  op.keys = {EncodeChunkKey(id, version)};
-  op.has_data = true;
-  op.data = data;
-  op.value.length = static_cast<uint32_t>(data.size());
-  op.value.block_shift = kChunkCrcBlockShift;
-  op.value.block_crcs = ComputeBlockCrcs(data.data(), data.size(),
-                                         kChunkCrcBlockShift, &op.value.crc32c);
-  op.value.in_segment = true;
+  InitWriteOp(id, version, data, &op);
 
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
@@ -826,105 +831,63 @@ Status ChunkStore::ReadVerified(const ChunkId& id, uint64_t version,
   return ReadVerifiedRange(id, version, v, 0, *out);
 }
 
-Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
-                                     const ChunkIndexValue& v, uint32_t offset,
-                                     std::span<uint8_t> out) {
-  // The chunk's name, for messages only (not built on the success path).
-  auto name = [&] { return DescribeChunk(id, version); };
+// One file read of a RangeRead.
+struct ChunkStore::RangeReadIo {
+  UringFileIo::BatchIo read;
+  std::shared_ptr<SegmentFile> seg;  // keeps the file open
+  uint64_t at = 0;                   // chunk offset of the first byte
+  bool direct = false;               // through the O_DIRECT fd
+};
+
+// One ReadVerifiedRange in steps: PlanRange works out the file reads,
+// they run (RunRangeReads, several RangeReads' together), FinishRange
+// checks them and the CRCs.
+struct ChunkStore::RangeRead {
+  ChunkId id;
+  uint64_t version = 0;
+  const ChunkIndexValue* v = nullptr;  // the caller's, outlives this
+  uint32_t offset = 0;
+  std::span<uint8_t> out;
+  // What is read and verified: the whole chunk against its CRC, or (with
+  // block CRCs and a partial range) just the blocks [lo, hi) it covers,
+  // into `out` or, when that is not the asked range, `bounce`.
+  bool by_blocks = false;
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  AlignedBytes bounce;  // page aligned, so it can take O_DIRECT reads too
+  std::span<uint8_t> buf;
+  std::vector<RangeReadIo> ios;
+};
+
+Status ChunkStore::PlanRange(const ChunkId& id, uint64_t version,
+                             const ChunkIndexValue& v, uint32_t offset,
+                             std::span<uint8_t> out, RangeRead* rr) {
+  rr->id = id;
+  rr->version = version;
+  rr->v = &v;
+  rr->offset = offset;
+  rr->out = out;
   const auto length = static_cast<uint32_t>(out.size());
-  // What to read and verify: the whole chunk against its CRC, or (with block
-  // CRCs and a partial range) just the blocks the range covers.
-  const bool by_blocks =
-      v.block_shift != 0 && !(offset == 0 && length == v.length);
-  uint64_t lo = 0, hi = v.length;
-  if (by_blocks) {
+  rr->by_blocks = v.block_shift != 0 && !(offset == 0 && length == v.length);
+  rr->lo = 0;
+  rr->hi = v.length;
+  if (rr->by_blocks) {
     const uint64_t block = uint64_t{1} << v.block_shift;
-    lo = offset / block * block;
-    hi = std::min<uint64_t>(
+    rr->lo = offset / block * block;
+    rr->hi = std::min<uint64_t>(
         v.length, (uint64_t{offset} + length + block - 1) / block * block);
   }
   // Read straight into the caller's buffer when the verified range is the
   // asked one (the whole chunk, or whole CRC blocks); else the covered
   // blocks go to a bounce buffer and the asked bytes are copied out.
-  AlignedBytes bounce;  // page aligned, so it can take O_DIRECT reads too
-  std::span<uint8_t> buf = out;
-  if (lo != offset || hi != uint64_t{offset} + length) {
-    bounce.resize(hi - lo);
-    buf = bounce;
+  rr->buf = out;
+  if (rr->lo != offset || rr->hi != uint64_t{offset} + length) {
+    rr->bounce.resize(rr->hi - rr->lo);
+    rr->buf = rr->bounce;
   }
-  // Where chunk byte `at` is, for messages.
-  auto where = [&](uint64_t at) -> std::string {
-    if (!v.in_segment) {
-      return "file " + chunk_paths::LegacyChunkPath(data_dir_, id, version) +
-             " at " + std::to_string(at);
-    }
-    for (const ChunkPiece& p : v.pieces) {
-      if (at >= p.chunk_offset && at - p.chunk_offset < p.length) {
-        return "file " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-               chunk_paths::SegmentFileName(p.segment) + " at " +
-               std::to_string(p.segment_offset + (at - p.chunk_offset));
-      }
-    }
-    return "no piece";
-  };
-  // Reads `n` bytes at `pos` of `fd` into `dst` (chunk bytes from `at`).
-  auto read_at = [&](int fd, const auto& path, uint8_t* dst, size_t n,
-                     uint64_t pos, uint64_t at) -> Status {
-    auto got = io_->Read(fd, dst, n, pos);
-    if (!got.ok()) {
-      Status e = got.status().Annotate("reading " + path());
-      // ENOENT here cannot mean "data missing" to the caller.
-      return e.code() == ENOENT ? Status::IoError(e.message()) : e;
-    }
-    if (*got != n) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Corruption(name() + " in " + dir_ + ": " + path() +
-                                " ended after " + std::to_string(at + *got) +
-                                " of its " + std::to_string(v.length) +
-                                " bytes; treat the chunk as lost and repair "
-                                "it");
-    }
-    return Status::Ok();
-  };
-  if (v.in_segment) {
-    // One read per piece the range covers (two when it ends in a short
-    // block that goes through the page cache, see kDirectReadMinBytes).
-    for (const ChunkPiece& p : v.pieces) {
-      const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
-      const uint64_t e =
-          std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
-      if (s >= e) continue;
-      auto path = [&] {
-        return dir_ + "/" + chunk_paths::kSegmentsName + "/" +
-               chunk_paths::SegmentFileName(p.segment);
-      };
-      std::shared_ptr<SegmentFile> seg = segments_->Get(p.segment);
-      if (!seg) return Status::NotFound("segment " + path() + " is missing");
-      uint8_t* dst = buf.data() + (s - lo);
-      const uint64_t pos = p.segment_offset + (s - p.chunk_offset);
-      const uint64_t n = e - s;
-      // The aligned body of a large range: O_DIRECT through the segment's
-      // write fd (the disk's DMA lands in `dst`; no page-cache copy, and
-      // io_uring runs it without punting to a worker thread).
-      uint64_t direct = 0;
-      if (seg->direct && n >= kDirectReadMinBytes && pos % kSegmentAlign == 0 &&
-          reinterpret_cast<uintptr_t>(dst) % kSegmentAlign == 0) {
-        direct = n / kSegmentAlign * kSegmentAlign;
-        Status ds = read_at(seg->write_fd.get(), path, dst, direct, pos, s);
-        if (ds.code() == EINVAL) {
-          direct = 0;  // alignment the device refuses: the page cache
-        } else {
-          STRIPEFS_RETURN_IF_ERROR(ds);
-          direct_read_bytes_.fetch_add(direct, std::memory_order_relaxed);
-        }
-      }
-      if (direct < n) {
-        STRIPEFS_RETURN_IF_ERROR(read_at(seg->read_fd.get(), path, dst + direct,
-                                         n - direct, pos + direct, s + direct));
-      }
-    }
-  } else {
-    // A legacy file of exactly `length` bytes.
+  const uint64_t lo = rr->lo, hi = rr->hi;
+  if (!v.in_segment) {
+    // A legacy file of exactly `length` bytes: read here, at once.
     const std::string path =
         chunk_paths::LegacyChunkPath(data_dir_, id, version);
     UniqueFd legacy_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -940,16 +903,128 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     if (static_cast<uint64_t>(st.st_size) != v.length) {
       crc_errors_.fetch_add(1, std::memory_order_relaxed);
       return Status::Corruption(
-          name() + " in " + dir_ + ": data file " + path + " has " +
-          std::to_string(st.st_size) + " bytes, the index says " +
+          DescribeChunk(id, version) + " in " + dir_ + ": data file " + path +
+          " has " + std::to_string(st.st_size) + " bytes, the index says " +
           std::to_string(v.length) + "; treat the chunk as lost and repair it");
     }
-    if (!buf.empty()) {
-      STRIPEFS_RETURN_IF_ERROR(read_at(
-          legacy_fd.get(), [&] { return path; }, buf.data(), buf.size(), lo,
-          lo));
+    if (rr->buf.empty()) return Status::Ok();
+    RangeReadIo io;
+    io.read.len = rr->buf.size();
+    io.read.got = io_->Read(legacy_fd.get(), rr->buf.data(), io.read.len, lo);
+    io.at = lo;
+    return CheckRangeRead(*rr, io, path);
+  }
+  // One read per piece the range covers (two when it ends in a short
+  // block that goes through the page cache, see kDirectReadMinBytes).
+  for (const ChunkPiece& p : v.pieces) {
+    const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
+    const uint64_t e =
+        std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
+    if (s >= e) continue;
+    std::shared_ptr<SegmentFile> seg = segments_->Get(p.segment);
+    if (!seg) {
+      return Status::NotFound(
+          "segment " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+          chunk_paths::SegmentFileName(p.segment) + " is missing");
+    }
+    uint8_t* dst = rr->buf.data() + (s - lo);
+    const uint64_t pos = p.segment_offset + (s - p.chunk_offset);
+    const uint64_t n = e - s;
+    // The aligned body of a large range: O_DIRECT through the segment's
+    // write fd (the disk's DMA lands in `dst`; no page-cache copy, and
+    // io_uring runs it without punting to a worker thread).
+    uint64_t direct = 0;
+    if (seg->direct && n >= kDirectReadMinBytes && pos % kSegmentAlign == 0 &&
+        reinterpret_cast<uintptr_t>(dst) % kSegmentAlign == 0) {
+      direct = n / kSegmentAlign * kSegmentAlign;
+      RangeReadIo io;
+      io.read.fd = seg->write_fd.get();
+      io.read.buf = dst;
+      io.read.len = direct;
+      io.read.offset = pos;
+      io.seg = seg;
+      io.at = s;
+      io.direct = true;
+      rr->ios.push_back(std::move(io));
+    }
+    if (direct < n) {
+      RangeReadIo io;
+      io.read.fd = seg->read_fd.get();
+      io.read.buf = dst + direct;
+      io.read.len = n - direct;
+      io.read.offset = pos + direct;
+      io.seg = std::move(seg);
+      io.at = s + direct;
+      rr->ios.push_back(std::move(io));
     }
   }
+  return Status::Ok();
+}
+
+void ChunkStore::RunRangeReads(std::span<RangeRead* const> rrs) {
+  std::vector<UringFileIo::BatchIo> batch;
+  for (const RangeRead* rr : rrs) {
+    for (const RangeReadIo& io : rr->ios) batch.push_back(io.read);
+  }
+  io_->RunBatch(batch);
+  size_t at = 0;
+  for (RangeRead* rr : rrs) {
+    for (RangeReadIo& io : rr->ios) io.read.got = std::move(batch[at++].got);
+  }
+}
+
+Status ChunkStore::CheckRangeRead(const RangeRead& rr, const RangeReadIo& io,
+                                  const std::string& path) {
+  if (!io.read.got.ok()) {
+    Status e = io.read.got.status().Annotate("reading " + path);
+    // ENOENT here cannot mean "data missing" to the caller.
+    return e.code() == ENOENT ? Status::IoError(e.message()) : e;
+  }
+  if (*io.read.got != io.read.len) {
+    crc_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(DescribeChunk(rr.id, rr.version) + " in " + dir_ +
+                              ": " + path + " ended after " +
+                              std::to_string(io.at + *io.read.got) +
+                              " of its " + std::to_string(rr.v->length) +
+                              " bytes; treat the chunk as lost and "
+                              "repair it");
+  }
+  return Status::Ok();
+}
+
+Status ChunkStore::FinishRange(RangeRead* rr) {
+  const ChunkIndexValue& v = *rr->v;
+  for (RangeReadIo& io : rr->ios) {
+    if (io.direct) {
+      if (io.read.got.ok() || io.read.got.status().code() != EINVAL) {
+        if (io.read.got.ok() && *io.read.got == io.read.len) {
+          direct_read_bytes_.fetch_add(io.read.len, std::memory_order_relaxed);
+        }
+      } else {
+        // Alignment the device refuses: the page cache.
+        io.read.fd = io.seg->read_fd.get();
+        io.read.got =
+            io_->Read(io.read.fd, io.read.buf, io.read.len, io.read.offset);
+      }
+    }
+    STRIPEFS_RETURN_IF_ERROR(CheckRangeRead(*rr, io, io.seg->path));
+  }
+  // Where chunk byte `at` is, for messages.
+  auto where = [&](uint64_t at) -> std::string {
+    if (!v.in_segment) {
+      return "file " +
+             chunk_paths::LegacyChunkPath(data_dir_, rr->id, rr->version) +
+             " at " + std::to_string(at);
+    }
+    for (const ChunkPiece& p : v.pieces) {
+      if (at >= p.chunk_offset && at - p.chunk_offset < p.length) {
+        return "file " + dir_ + "/" + chunk_paths::kSegmentsName + "/" +
+               chunk_paths::SegmentFileName(p.segment) + " at " +
+               std::to_string(p.segment_offset + (at - p.chunk_offset));
+      }
+    }
+    return "no piece";
+  };
   auto mismatch = [&](uint32_t stored, uint32_t computed,
                       const std::string& what, uint64_t at) {
     crc_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -957,15 +1032,17 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     std::snprintf(detail, sizeof(detail),
                   " (stored CRC32C 0x%08x, computed 0x%08x), ", stored,
                   computed);
-    return Status::Corruption(name() + " in " + dir_ + " failed CRC32C " +
-                              "verification of " + what + detail + where(at) +
+    return Status::Corruption(DescribeChunk(rr->id, rr->version) + " in " +
+                              dir_ + " failed CRC32C " + "verification of " +
+                              what + detail + where(at) +
                               "; treat the chunk as lost and repair it");
   };
-  if (by_blocks) {
+  const std::span<uint8_t> buf = rr->buf;
+  if (rr->by_blocks) {
     const uint64_t block = uint64_t{1} << v.block_shift;
-    for (uint64_t b = lo / block; b * block < hi; ++b) {
-      const uint64_t start = b * block - lo;
-      const uint64_t n = std::min<uint64_t>(block, hi - b * block);
+    for (uint64_t b = rr->lo / block; b * block < rr->hi; ++b) {
+      const uint64_t start = b * block - rr->lo;
+      const uint64_t n = std::min<uint64_t>(block, rr->hi - b * block);
       const uint32_t crc = ec::Crc32c(buf.data() + start, n);
       if (crc != v.block_crcs[b]) {
         return mismatch(v.block_crcs[b], crc, "block " + std::to_string(b),
@@ -976,10 +1053,21 @@ Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
     const uint32_t crc = ec::Crc32c(buf.data(), buf.size());
     if (crc != v.crc32c) return mismatch(v.crc32c, crc, "the whole chunk", 0);
   }
-  if (!bounce.empty() && length != 0) {
-    std::memcpy(out.data(), bounce.data() + (offset - lo), length);
+  if (!rr->bounce.empty() && !rr->out.empty()) {
+    std::memcpy(rr->out.data(), rr->bounce.data() + (rr->offset - rr->lo),
+                rr->out.size());
   }
   return Status::Ok();
+}
+
+Status ChunkStore::ReadVerifiedRange(const ChunkId& id, uint64_t version,
+                                     const ChunkIndexValue& v, uint32_t offset,
+                                     std::span<uint8_t> out) {
+  RangeRead rr;
+  STRIPEFS_RETURN_IF_ERROR(PlanRange(id, version, v, offset, out, &rr));
+  RangeRead* one = &rr;
+  RunRangeReads({&one, 1});
+  return FinishRange(&rr);
 }
 
 Result<std::vector<uint8_t>> ChunkStore::ReadChunk(const ChunkId& id,
@@ -1005,6 +1093,25 @@ Status ChunkStore::ReadChunkInto(const ChunkId& id, uint64_t version,
                    [out] { return out; });
 }
 
+Status ChunkStore::LookUpRange(const ChunkId& id, uint64_t version,
+                               uint32_t offset, uint32_t length,
+                               ChunkIndexValue* v) {
+  bool found = false;
+  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, v));
+  if (!found) {
+    return Status::NotFound(DescribeChunk(id, version) + " is not stored in " +
+                            dir_);
+  }
+  if (static_cast<uint64_t>(offset) + length > v->length) {
+    return Status::InvalidArgument(
+        "read of [" + std::to_string(offset) + ", " +
+        std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
+        DescribeChunk(id, version) + " is past its end (" +
+        std::to_string(v->length) + " bytes)");
+  }
+  return Status::Ok();
+}
+
 Status ChunkStore::ReadRange(const ChunkId& id, uint64_t version,
                              uint32_t offset, uint32_t length,
                              const std::function<std::span<uint8_t>()>& dest) {
@@ -1013,14 +1120,7 @@ Status ChunkStore::ReadRange(const ChunkId& id, uint64_t version,
   std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id));
   bool found = false;
   ChunkIndexValue v;
-  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, &v));
-  if (!found) return Status::NotFound(name() + " is not stored in " + dir_);
-  if (static_cast<uint64_t>(offset) + length > v.length) {
-    return Status::InvalidArgument(
-        "read of [" + std::to_string(offset) + ", " +
-        std::to_string(static_cast<uint64_t>(offset) + length) + ") of " +
-        name() + " is past its end (" + std::to_string(v.length) + " bytes)");
-  }
+  STRIPEFS_RETURN_IF_ERROR(LookUpRange(id, version, offset, length, &v));
   Status vs = ReadVerifiedRange(id, version, v, offset, dest());
   if (vs.code() == ENOENT) {
     // Indexed but gone: drop the entry (exclusively; no other mutation of
@@ -1198,33 +1298,38 @@ Status ChunkStore::CloneChunk(const ChunkId& id, uint64_t from_version,
   }
   {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(
-        GetSourceEntry(id, from_version, length, "clone", &v));
-    if (length == v.length && v.in_segment) {
-      STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
-      // Shares the source's pieces without reading them: versions are
-      // immutable, and a corrupt piece is found by whoever reads either
-      // version (and by scrub), never hidden.
-      CommitOp op;
-      op.id = id;
-      op.keys = {EncodeChunkKey(id, to_version)};
-      op.value = v;
-      bool existed = false;
-      STRIPEFS_RETURN_IF_ERROR(
-          GatherForTarget(to_version, v.length, "clone", &op, &existed));
+    CommitOp op;
+    bool existed = false;
+    Prep prep = Prep::kReady;
+    STRIPEFS_RETURN_IF_ERROR(PrepareClone(id, from_version, to_version, length,
+                                          &op, &existed, &prep));
+    if (prep == Prep::kReady) {
       STRIPEFS_RETURN_IF_ERROR(Submit(&op).Annotate("cloning to " + to_name));
-      if (!existed) {
-        chunks_.fetch_add(1, std::memory_order_relaxed);
-        bytes_.fetch_add(v.length, std::memory_order_relaxed);
-      }
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      clones_.fetch_add(1, std::memory_order_relaxed);
+      CountStored(ChunkWriteOp::Kind::kClone, length, existed);
       return Status::Ok();
     }
   }
   // A prefix, or a legacy source file: copy.
   return ChunkService::CloneChunk(id, from_version, to_version, length);
+}
+
+Status ChunkStore::PrepareClone(const ChunkId& id, uint64_t from_version,
+                                uint64_t to_version, uint32_t length,
+                                CommitOp* op, bool* existed, Prep* prep) {
+  *prep = Prep::kDefault;
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(
+      GetSourceEntry(id, from_version, length, "clone", &v));
+  if (length != v.length || !v.in_segment) return Status::Ok();
+  STRIPEFS_RETURN_IF_ERROR(CheckSpace(0));
+  // Shares the source's pieces without reading them: versions are
+  // immutable, and a corrupt piece is found by whoever reads either
+  // version (and by scrub), never hidden.
+  *prep = Prep::kReady;
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, to_version)};
+  op->value = std::move(v);
+  return GatherForTarget(to_version, length, "clone", op, existed);
 }
 
 Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
@@ -1249,99 +1354,30 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   if (bytes.empty()) return CloneChunk(id, from_version, to_version, length);
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-    ChunkIndexValue v;
-    STRIPEFS_RETURN_IF_ERROR(
-        GetSourceEntry(id, from_version, length, "patch", &v));
-    // The window rounded out to CRC blocks (a block is at least a segment
-    // unit here, so the new piece starts aligned).
-    const uint64_t block = uint64_t{1} << v.block_shift;
-    const uint64_t wlo = offset / block * block;
-    const uint64_t whi = std::min<uint64_t>(
-        length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
-    // The source's pieces without [wlo, whi).
-    std::vector<ChunkPiece> kept;
-    for (const ChunkPiece& p : v.pieces) {
-      const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
-      if (p.chunk_offset < wlo) {
-        ChunkPiece head = p;
-        head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
-        kept.push_back(head);
-      }
-      if (pe > whi) {
-        ChunkPiece tail = p;
-        const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
-        tail.chunk_offset = static_cast<uint32_t>(from);
-        tail.length = static_cast<uint32_t>(pe - from);
-        tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
-        kept.push_back(tail);
-      }
-    }
-    const bool whole = length != v.length || !v.in_segment ||
-                       block < kSegmentAlign || (whi - wlo) * 2 > length ||
-                       kept.size() + 1 > kMaxChunkPieces;
-    if (whole) {
+    CommitOp op;
+    AlignedBytes data;
+    bool existed = false;
+    Prep prep = Prep::kReady;
+    Status ps = PreparePatch(id, from_version, to_version, length, offset,
+                             bytes, &op, &data, &existed, &prep);
+    if (prep == Prep::kDefault) {
       // Read it all, write it all (one piece).
       chunk_lock.unlock();
       patches_whole_.fetch_add(1, std::memory_order_relaxed);
       return ChunkService::PatchChunk(id, from_version, to_version, length,
                                       offset, bytes);
     }
-    if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
-      if (attempt > 0) return sp;
+    if (prep == Prep::kNoSpace) {
+      if (attempt > 0) return ps;
       chunk_lock.unlock();
       auto rep = Compact(true);
-      if (!rep.ok() || rep->segments_compacted == 0) return sp;
+      if (!rep.ok() || rep->segments_compacted == 0) return ps;
       continue;
     }
-    // The new blocks: the source's boundary blocks the window covers only
-    // in part (read and verified), with the window's bytes over them.
-    std::vector<uint8_t> data(whi - wlo);
-    auto boundary = [&](uint64_t b_lo) -> Status {
-      const uint64_t n = std::min<uint64_t>(block, length - b_lo);
-      Status rs =
-          ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
-                            std::span<uint8_t>(data.data() + (b_lo - wlo), n));
-      return rs.Annotate("patching " + to_name + " from " + from_name);
-    };
-    const uint64_t end = uint64_t{offset} + bytes.size();
-    if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
-    if (end < whi) {
-      const uint64_t last = end / block * block;
-      if (last != wlo || offset == wlo) {
-        STRIPEFS_RETURN_IF_ERROR(boundary(last));
-      }
-    }
-    std::memcpy(data.data() + (offset - wlo), bytes.data(), bytes.size());
-
-    CommitOp op;
-    op.id = id;
-    op.keys = {EncodeChunkKey(id, to_version)};
-    op.has_data = true;
-    op.data = data;
-    op.data_offset = static_cast<uint32_t>(wlo);
-    op.kept_pieces = std::move(kept);
-    op.value.length = length;
-    op.value.block_shift = v.block_shift;
-    op.value.block_crcs = v.block_crcs;
-    const std::vector<uint32_t> fresh =
-        ComputeBlockCrcs(data.data(), data.size(), v.block_shift);
-    std::copy(
-        fresh.begin(), fresh.end(),
-        op.value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
-    op.value.crc32c =
-        CombineBlockCrcs(op.value.block_crcs, length, v.block_shift);
-    op.value.in_segment = true;
-    bool existed = false;
-    STRIPEFS_RETURN_IF_ERROR(
-        GatherForTarget(to_version, length, "patch", &op, &existed));
+    STRIPEFS_RETURN_IF_ERROR(ps);
     Status st = Submit(&op);
     if (st.ok()) {
-      if (!existed) {
-        chunks_.fetch_add(1, std::memory_order_relaxed);
-        bytes_.fetch_add(length, std::memory_order_relaxed);
-      }
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      patches_in_place_.fetch_add(1, std::memory_order_relaxed);
+      CountStored(ChunkWriteOp::Kind::kPatch, length, existed);
       return Status::Ok();
     }
     if (st.code() != ENOSPC) return st.Annotate("patching " + to_name);
@@ -1350,6 +1386,106 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
     }
     chunk_lock.unlock();
     (void)Compact(true);
+  }
+}
+
+Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
+                                uint64_t to_version, uint32_t length,
+                                uint32_t offset, std::span<const uint8_t> bytes,
+                                CommitOp* op, AlignedBytes* data, bool* existed,
+                                Prep* prep) {
+  *prep = Prep::kReady;
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(
+      GetSourceEntry(id, from_version, length, "patch", &v));
+  // The window rounded out to CRC blocks (a block is at least a segment
+  // unit here, so the new piece starts aligned).
+  const uint64_t block = uint64_t{1} << v.block_shift;
+  const uint64_t wlo = offset / block * block;
+  const uint64_t whi = std::min<uint64_t>(
+      length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
+  // The source's pieces without [wlo, whi).
+  std::vector<ChunkPiece> kept;
+  for (const ChunkPiece& p : v.pieces) {
+    const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
+    if (p.chunk_offset < wlo) {
+      ChunkPiece head = p;
+      head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
+      kept.push_back(head);
+    }
+    if (pe > whi) {
+      ChunkPiece tail = p;
+      const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
+      tail.chunk_offset = static_cast<uint32_t>(from);
+      tail.length = static_cast<uint32_t>(pe - from);
+      tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
+      kept.push_back(tail);
+    }
+  }
+  const bool whole = length != v.length || !v.in_segment ||
+                     block < kSegmentAlign || (whi - wlo) * 2 > length ||
+                     kept.size() + 1 > kMaxChunkPieces;
+  if (whole) {
+    *prep = Prep::kDefault;
+    return Status::Ok();
+  }
+  if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
+    *prep = Prep::kNoSpace;
+    return sp;
+  }
+  const std::string to_name = DescribeChunk(id, to_version);
+  // The new blocks: the source's boundary blocks the window covers only
+  // in part (read and verified), with the window's bytes over them.
+  // Page aligned, so the segment write needs no staging copy.
+  data->resize(whi - wlo);
+  auto boundary = [&](uint64_t b_lo) -> Status {
+    const uint64_t n = std::min<uint64_t>(block, length - b_lo);
+    Status rs =
+        ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
+                          std::span<uint8_t>(data->data() + (b_lo - wlo), n));
+    return rs.Annotate("patching " + to_name + " from " +
+                       DescribeChunk(id, from_version));
+  };
+  const uint64_t end = uint64_t{offset} + bytes.size();
+  if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
+  if (end < whi) {
+    const uint64_t last = end / block * block;
+    if (last != wlo || offset == wlo) {
+      STRIPEFS_RETURN_IF_ERROR(boundary(last));
+    }
+  }
+  std::memcpy(data->data() + (offset - wlo), bytes.data(), bytes.size());
+
+  op->id = id;
+  op->keys = {EncodeChunkKey(id, to_version)};
+  op->has_data = true;
+  op->data = *data;
+  op->data_offset = static_cast<uint32_t>(wlo);
+  op->kept_pieces = std::move(kept);
+  op->value.length = length;
+  op->value.block_shift = v.block_shift;
+  op->value.block_crcs = v.block_crcs;
+  const std::vector<uint32_t> fresh =
+      ComputeBlockCrcs(data->data(), data->size(), v.block_shift);
+  std::copy(fresh.begin(), fresh.end(),
+            op->value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
+  op->value.crc32c =
+      CombineBlockCrcs(op->value.block_crcs, length, v.block_shift);
+  op->value.in_segment = true;
+  return GatherForTarget(to_version, length, "patch", op, existed);
+}
+
+void ChunkStore::CountStored(ChunkWriteOp::Kind kind, uint64_t length,
+                             bool existed) {
+  if (!existed) {
+    chunks_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(length, std::memory_order_relaxed);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  if (kind == ChunkWriteOp::Kind::kClone) {
+    clones_.fetch_add(1, std::memory_order_relaxed);
+  } else if (kind == ChunkWriteOp::Kind::kPatch) {
+    patches_in_place_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -1378,6 +1514,144 @@ Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
   return PatchChunk(id, from_version, to_version, length, lo, *span);
 }
 
+// One op of an ApplyChunkOps batch.
+struct ChunkStore::BatchOp {
+  CommitOp op;
+  AlignedBytes data;  // a patch's new blocks (op.data)
+  bool existed = false;
+  bool queued = false;
+};
+
+Status ChunkStore::PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b,
+                                  Prep* prep) {
+  *prep = Prep::kDefault;
+  switch (w.kind) {
+    case ChunkWriteOp::Kind::kWrite:
+      if (w.to_version == 0 || w.bytes.size() > options_.max_chunk_bytes ||
+          !CheckSpace(w.bytes.size()).ok()) {
+        return Status::Ok();  // WriteChunk's errors, or it compacts first
+      }
+      *prep = Prep::kReady;
+      InitWriteOp(w.id, w.to_version, w.bytes, &b->op);
+      return GatherForTarget(w.to_version,
+                             static_cast<uint32_t>(w.bytes.size()), "write",
+                             &b->op, &b->existed);
+    case ChunkWriteOp::Kind::kClone:
+      if (w.to_version == 0 || w.to_version == w.from_version) {
+        return Status::Ok();
+      }
+      return PrepareClone(w.id, w.from_version, w.to_version, w.length, &b->op,
+                          &b->existed, prep);
+    case ChunkWriteOp::Kind::kPatch:
+      break;
+  }
+  if (w.to_version == 0 || w.to_version == w.from_version || w.bytes.empty() ||
+      (!w.ranges.empty() &&
+       !CheckPatchRanges(w.ranges, w.length, w.bytes.size()).ok())) {
+    return Status::Ok();
+  }
+  if (w.ranges.size() <= 1) {
+    if (uint64_t{w.offset} + w.bytes.size() > w.length) return Status::Ok();
+    return PreparePatch(w.id, w.from_version, w.to_version, w.length,
+                        w.ranges.empty() ? w.offset : w.ranges[0].offset,
+                        w.bytes, &b->op, &b->data, &b->existed, prep);
+  }
+  // Several ranges: the span between them with the source's bytes (as
+  // PatchChunkRanges does), then one patch of the span.
+  const uint32_t lo = w.ranges.front().offset;
+  const uint32_t hi = w.ranges.back().offset + w.ranges.back().length;
+  if (uint64_t{hi - lo} * 2 > w.length) return Status::Ok();
+  ChunkIndexValue v;
+  Status ls = LookUpRange(w.id, w.from_version, lo, hi - lo, &v);
+  if (ls.code() == ENOENT) return Status::Ok();  // PatchChunkRanges says so
+  STRIPEFS_RETURN_IF_ERROR(ls);
+  std::vector<uint8_t> span(hi - lo);
+  Status rs = ReadVerifiedRange(w.id, w.from_version, v, lo, span);
+  if (rs.code() == ENOENT) return Status::Ok();  // data missing: dropped there
+  STRIPEFS_RETURN_IF_ERROR(rs);
+  ScatterPatchRanges(w.ranges, w.bytes, lo, span);
+  // The new blocks are copied to b->data: `span` may go.
+  return PreparePatch(w.id, w.from_version, w.to_version, w.length, lo, span,
+                      &b->op, &b->data, &b->existed, prep);
+}
+
+std::vector<Status> ChunkStore::ApplyChunkOps(
+    std::span<const ChunkWriteOp> ops) {
+  if (ops.size() <= 1) return ChunkService::ApplyChunkOps(ops);
+  std::vector<Status> out(ops.size());
+  // Ops of a chunk id named twice take the one-op path (their versions'
+  // live-byte accounting assumes one op per chunk and batch).
+  std::map<ChunkId, size_t> per_id;
+  for (const ChunkWriteOp& w : ops) ++per_id[w.id];
+  std::vector<size_t> one_by_one;
+  std::vector<std::shared_mutex*> mutexes;
+  for (const auto& [id, n] : per_id) {
+    if (n == 1) mutexes.push_back(&LockFor(id));
+  }
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<BatchOp> batch(ops.size());
+  std::vector<CommitOp*> queued;
+  {
+    // Every chunk lock, exclusively and in address order, until the batch
+    // is committed (as DeleteChunkVersions).
+    std::vector<std::unique_lock<std::shared_mutex>> locks;
+    locks.reserve(mutexes.size());
+    for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (per_id[ops[i].id] != 1) {
+        one_by_one.push_back(i);
+        continue;
+      }
+      Prep prep = Prep::kReady;
+      Status st = PrepareBatchOp(ops[i], &batch[i], &prep);
+      if (prep != Prep::kReady) {
+        one_by_one.push_back(i);
+      } else if (!st.ok()) {
+        out[i] = st;
+      } else {
+        batch[i].op.punch_later = true;
+        queued.push_back(&batch[i].op);
+      }
+    }
+    // The bytes of all, then one queueing and one wait for all.
+    WriteDataBatch(queued);
+    std::vector<CommitOp*> written;
+    for (CommitOp* op : queued) {
+      if (op->status.ok()) written.push_back(op);
+    }
+    (void)SubmitAll(written);
+    batched_ops_.fetch_add(written.size(), std::memory_order_relaxed);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    BatchOp& b = batch[i];
+    PunchHoles(&b.op.holes);
+    if (b.op.keys.empty() || !out[i].ok()) continue;
+    if (std::find(one_by_one.begin(), one_by_one.end(), i) != one_by_one.end())
+      continue;
+    if (b.op.status.ok()) {
+      CountStored(ops[i].kind,
+                  ops[i].kind == ChunkWriteOp::Kind::kWrite
+                      ? ops[i].bytes.size()
+                      : ops[i].length,
+                  b.existed);
+    } else if (b.op.status.code() == ENOSPC) {
+      one_by_one.push_back(i);  // the one-op path compacts and retries
+    } else {
+      out[i] = b.op.status.Annotate(
+          "storing " + DescribeChunk(ops[i].id, ops[i].to_version));
+    }
+  }
+  if (!one_by_one.empty()) {
+    std::sort(one_by_one.begin(), one_by_one.end());
+    std::vector<ChunkWriteOp> rest;
+    for (size_t i : one_by_one) rest.push_back(ops[i]);
+    const std::vector<Status> got = ChunkService::ApplyChunkOps(rest);
+    for (size_t j = 0; j < one_by_one.size(); ++j) out[one_by_one[j]] = got[j];
+  }
+  return out;
+}
+
 Status ChunkStore::ReadChunkIntoBy(
     const ChunkId& id, uint64_t version, uint32_t offset,
     std::span<uint8_t> out, std::chrono::steady_clock::time_point deadline) {
@@ -1387,6 +1661,71 @@ Status ChunkStore::ReadChunkIntoBy(
                                  ": the deadline passed before it started");
   }
   return ReadChunkInto(id, version, offset, out);
+}
+
+std::vector<Status> ChunkStore::ReadChunkRanges(
+    std::span<const ChunkRangeRead> reads,
+    std::chrono::steady_clock::time_point deadline) {
+  std::vector<Status> out(reads.size());
+  if (std::chrono::steady_clock::now() >= deadline) {
+    for (Status& st : out) {
+      st = Status(ETIMEDOUT, "reading chunks in " + dir_ +
+                                 ": the deadline passed before they started");
+    }
+    return out;
+  }
+  // Every read's chunk lock, shared, each stripe once and in address order
+  // (writers hold one chunk lock, or several in this order).
+  std::vector<std::shared_mutex*> mutexes;
+  mutexes.reserve(reads.size());
+  for (const ChunkRangeRead& r : reads) mutexes.push_back(&LockFor(r.id));
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<std::shared_lock<std::shared_mutex>> locks;
+  locks.reserve(mutexes.size());
+  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+
+  // Look every read up and plan it, then all their file reads at once.
+  std::vector<ChunkIndexValue> values(reads.size());
+  std::vector<RangeRead> rrs(reads.size());
+  std::vector<RangeRead*> planned;
+  planned.reserve(reads.size());
+  std::vector<bool> data_missing(reads.size(), false);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const ChunkRangeRead& r = reads[i];
+    if (r.out.size() > UINT32_MAX) {
+      out[i] = Status::InvalidArgument("chunk read of " +
+                                       std::to_string(r.out.size()) +
+                                       " bytes is larger than any chunk");
+      continue;
+    }
+    out[i] = LookUpRange(r.id, r.version, r.offset,
+                         static_cast<uint32_t>(r.out.size()), &values[i]);
+    if (!out[i].ok()) continue;
+    out[i] = PlanRange(r.id, r.version, values[i], r.offset, r.out, &rrs[i]);
+    if (out[i].ok()) {
+      planned.push_back(&rrs[i]);
+    } else {
+      data_missing[i] = out[i].code() == ENOENT;
+    }
+  }
+  RunRangeReads(planned);
+  read_batches_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (!out[i].ok()) continue;
+    out[i] = FinishRange(&rrs[i]);
+    if (out[i].ok()) reads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  locks.clear();
+  // Indexed but gone: the one-read path drops the entry (under the chunk
+  // lock held exclusively) and says so.
+  for (size_t i = 0; i < reads.size(); ++i) {
+    if (data_missing[i]) {
+      out[i] = ReadChunkInto(reads[i].id, reads[i].version, reads[i].offset,
+                             reads[i].out);
+    }
+  }
+  return out;
 }
 
 Status ChunkStore::GatherVersions(
@@ -1495,6 +1834,9 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.segments_from_spares = segments_ ? segments_->rolled_onto_spares() : 0;
   c.spares_filled = segments_ ? segments_->spares_filled() : 0;
   c.direct_read_bytes = direct_read_bytes_.load();
+  c.read_batches = read_batches_.load();
+  c.batched_ops = batched_ops_.load();
+  c.data_submissions = io_ ? io_->submissions() : 0;
   return c;
 }
 

@@ -77,6 +77,7 @@
 
 #include "backend/chunk/chunk_service.h"
 #include "backend/chunk/segment_set.h"
+#include "common/buffer_pool.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 
@@ -186,6 +187,12 @@ struct ChunkStoreCounters {
   uint64_t segments_from_spares = 0;  // started as a zero-filled spare
   uint64_t spares_filled = 0;
   uint64_t direct_read_bytes = 0;  // chunk bytes read with O_DIRECT
+  // ReadChunkRanges calls; ApplyChunkOps ops committed together (one
+  // queueing, one wait); io_uring submissions of segment reads and writes
+  // (one per transfer, one per UringFileIo::kBatchDepth of a batch's).
+  uint64_t read_batches = 0;
+  uint64_t batched_ops = 0;
+  uint64_t data_submissions = 0;
 };
 
 // What one Sweep() found and did.
@@ -254,6 +261,15 @@ class ChunkStore final : public ChunkService {
       const ChunkId& id, uint64_t version, uint32_t offset,
       std::span<uint8_t> out,
       std::chrono::steady_clock::time_point deadline) override;
+  // Holds every read's chunk lock (shared, address order), looks each up,
+  // then submits the file reads of all of them together (one io_uring
+  // submission and one wait per UringFileIo::kBatchDepth file reads, not
+  // one per read), then verifies each as ReadChunkInto does (same paths,
+  // O_DIRECT rule and errors, per read). The deadline is checked once
+  // before starting (ETIMEDOUT for every read), as ReadChunkIntoBy does.
+  std::vector<Status> ReadChunkRanges(
+      std::span<const ChunkRangeRead> reads,
+      std::chrono::steady_clock::time_point deadline) override;
   Status DeleteChunk(const ChunkId& id, uint64_t keep_version) override;
   Result<std::vector<ChunkInfo>> ListChunks(const ChunkInfo& after,
                                             uint32_t limit) override;
@@ -278,6 +294,16 @@ class ChunkStore final : public ChunkService {
   Status PatchChunk(const ChunkId& id, uint64_t from_version,
                     uint64_t to_version, uint32_t length, uint32_t offset,
                     std::span<const uint8_t> bytes) override;
+  // Every op that can be batched (see below) is prepared under its chunk
+  // lock (all held exclusively, in address order), their bytes written in
+  // one io_uring submission, and all queued to the group commit together
+  // with ONE wait; durability and per-op errors are those of the one-op
+  // calls (each op durable when its Status is OK, independent of the
+  // others). To the one-op path (ChunkService's default, a thread each)
+  // go: ops of a chunk id named twice, whole-chunk patches, prefix or
+  // legacy clones and patches, invalid ops, ops that found the disk full
+  // (it compacts and retries).
+  std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) override;
   // Several ranges spanning at most half the chunk: reads the source's
   // bytes between them (CRC-verified) and patches the span in place as
   // PatchChunk does; a wider span reads and writes the whole chunk
@@ -314,6 +340,9 @@ class ChunkStore final : public ChunkService {
   struct CommitOp;
   struct Freed;
   struct Hole;
+  struct RangeRead;
+  struct RangeReadIo;
+  struct BatchOp;
 
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
 
@@ -353,12 +382,54 @@ class ChunkStore final : public ChunkService {
   Status ReadVerifiedRange(const ChunkId& id, uint64_t version,
                            const ChunkIndexValue& v, uint32_t offset,
                            std::span<uint8_t> out);
+  // ReadVerifiedRange in steps, so that a batch shares one submission:
+  // PlanRange fills *rr (a legacy file is read there and then) or fails
+  // (ENOENT: data missing); RunRangeReads runs the file reads of all of
+  // `rrs` together; FinishRange checks them and the CRCs and copies out.
+  // `v` and `out` must outlive *rr.
+  Status PlanRange(const ChunkId& id, uint64_t version,
+                   const ChunkIndexValue& v, uint32_t offset,
+                   std::span<uint8_t> out, RangeRead* rr);
+  void RunRangeReads(std::span<RangeRead* const> rrs);
+  Status FinishRange(RangeRead* rr);
+  // One file read's result: an error (annotated with `path`) or a short
+  // read (EBADMSG, counted).
+  Status CheckRangeRead(const RangeRead& rr, const RangeReadIo& io,
+                        const std::string& path);
+  // The entry of (id, version) when it holds [offset, offset + length):
+  // ENOENT when absent, EINVAL past its end.
+  Status LookUpRange(const ChunkId& id, uint64_t version, uint32_t offset,
+                     uint32_t length, ChunkIndexValue* v);
   // ReadChunk(Into): looks (id, version) up, checks the range, then reads
   // into `dest()` (called once the range is known to be valid, so nothing
   // is allocated for an impossible length).
   Status ReadRange(const ChunkId& id, uint64_t version, uint32_t offset,
                    uint32_t length,
                    const std::function<std::span<uint8_t>()>& dest);
+  // Where a prepared op goes: committed as prepared (kReady), through the
+  // one-op read+write default (kDefault: e.g. a patch of most of the
+  // chunk), or nowhere yet: the space check failed (kNoSpace; the one-op
+  // path compacts and retries).
+  enum class Prep { kReady, kDefault, kNoSpace };
+  // A chunk write's op (CRCs computed), committed as prepared.
+  void InitWriteOp(const ChunkId& id, uint64_t version,
+                   std::span<const uint8_t> data, CommitOp* op);
+  // CloneChunk's and PatchChunk's work up to the commit (caller holds the
+  // chunk lock exclusively): *op is ready to submit when *prep is kReady
+  // and the status OK. A patch's new blocks go to *data (op->data).
+  Status PrepareClone(const ChunkId& id, uint64_t from_version,
+                      uint64_t to_version, uint32_t length, CommitOp* op,
+                      bool* existed, Prep* prep);
+  Status PreparePatch(const ChunkId& id, uint64_t from_version,
+                      uint64_t to_version, uint32_t length, uint32_t offset,
+                      std::span<const uint8_t> bytes, CommitOp* op,
+                      AlignedBytes* data, bool* existed, Prep* prep);
+  // One ApplyChunkOps op prepared as above; kDefault also for whatever the
+  // batch leaves to the one-op path (its errors, legacy sources, ...).
+  Status PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b, Prep* prep);
+  // A committed write, clone or patch of a `length`-byte version in the
+  // counters (a new chunk unless it `existed`).
+  void CountStored(ChunkWriteOp::Kind kind, uint64_t length, bool existed);
   Status DeleteMatching(const ChunkId& id,
                         const std::function<bool(uint64_t)>& doomed);
   // The delete op of the versions of `id` that `doomed` picks (op->keys
@@ -400,8 +471,9 @@ class ChunkStore final : public ChunkService {
   // unless op->punch_later: then the caller calls PunchHoles, after letting
   // go of its chunk locks.
   Status Submit(CommitOp* op);
-  // Queues ops without data together (so they share one batch) and waits
-  // for all; returns the first error. Holes as for Submit.
+  // Queues ops together (so they share one batch) and waits for all;
+  // returns the first error, each op's is in op->status. Ops with data
+  // must have been through WriteDataBatch. Holes as for Submit.
   Status SubmitAll(const std::vector<CommitOp*>& ops);
   // Punches `holes` (segment ranges no version references any more) and
   // empties it; any thread, no lock needed (nothing ever references those
@@ -419,10 +491,18 @@ class ChunkStore final : public ChunkService {
   // After the batch's data sync failed for some ops whose entries were
   // written: puts back what they replaced (or deletes them), synced.
   Status RollBack(const std::vector<const CommitOp*>& failed);
-  // Stages and writes the bytes of every op that has some; fails the ops
-  // whose bytes did not reach the disk.
   // Appends op's bytes to a fresh extent (submitting thread).
   Status WriteData(CommitOp* op);
+  // WriteData for every op of `ops` with bytes, all writes in one io_uring
+  // submission; each op's status says whether its bytes are down (ENOSPC:
+  // no extent). Ops without bytes get an OK status.
+  void WriteDataBatch(const std::vector<CommitOp*>& ops);
+  // WriteData's steps: the extent and the op's pieces; the counters (and
+  // on error, giving the extent back) once the write `st` is done, which
+  // took `write_ns`.
+  Status PlaceData(CommitOp* op);
+  Status DataWritten(CommitOp* op, const SegmentFile& f, Status st,
+                     uint64_t write_ns);
   // fdatasyncs every segment the batch wrote to, once; fails the ops whose
   // segment did not sync.
   void SyncBatchData(const std::vector<CommitOp*>& batch);
@@ -484,6 +564,8 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> crc_errors_{0};
   std::atomic<uint64_t> reads_{0};
   std::atomic<uint64_t> direct_read_bytes_{0};
+  std::atomic<uint64_t> read_batches_{0};
+  std::atomic<uint64_t> batched_ops_{0};
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> missing_{0};
   std::atomic<uint64_t> malformed_{0};

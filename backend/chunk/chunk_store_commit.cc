@@ -36,8 +36,9 @@ constexpr uint64_t kKeptStagingBytes = uint64_t{4} << 20;
 // that (aligned, `bytes` long: a pooled or page-aligned request cell) is
 // returned as is, without a copy; else the copy is valid until the calling
 // thread stages again.
+// `own` true: the copy always goes to *oversize (valid while it lives).
 const uint8_t* Stage(std::span<const uint8_t> data, uint64_t bytes,
-                     AlignedBuf* oversize) {
+                     AlignedBuf* oversize, bool own = false) {
   if (data.size() == bytes &&
       reinterpret_cast<uintptr_t>(data.data()) % kSegmentAlign == 0) {
     return data.data();
@@ -45,7 +46,7 @@ const uint8_t* Stage(std::span<const uint8_t> data, uint64_t bytes,
   thread_local AlignedBuf kept;
   thread_local uint64_t kept_bytes = 0;
   uint8_t* p;
-  if (bytes > kKeptStagingBytes) {
+  if (own || bytes > kKeptStagingBytes) {
     oversize->reset(
         static_cast<uint8_t*>(std::aligned_alloc(kSegmentAlign, bytes)));
     p = oversize->get();
@@ -98,11 +99,18 @@ Status ChunkStore::Submit(CommitOp* op) {
 
 Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
   std::unique_lock<std::mutex> lock(queue_mu_);
-  if (stop_) return Status::Unavailable("chunk store " + dir_ + " is closing");
+  if (stop_) {
+    Status closing = Status::Unavailable("chunk store " + dir_ + " is closing");
+    for (CommitOp* op : ops) {
+      if (op->extent.segment != 0) segments_->Settle(op->extent);
+      op->status = closing;
+    }
+    return closing;
+  }
   for (CommitOp* op : ops) {
     op->done = false;
     op->status = Status::Ok();
-    op->extent = {};
+    if (!op->has_data) op->extent = {};  // else WriteDataBatch placed it
     op->queued_at = std::chrono::steady_clock::now();
     queue_.push_back(op);
   }
@@ -183,7 +191,7 @@ Status ChunkStore::WriteIndexBatch(rocksdb::WriteBatch* wb) {
   return st;
 }
 
-Status ChunkStore::WriteData(CommitOp* op) {
+Status ChunkStore::PlaceData(CommitOp* op) {
   const uint64_t bytes = SegmentExtentBytes(op->data.size());
   STRIPEFS_ASSIGN_OR_RETURN(op->extent, segments_->Allocate(bytes));
   op->value.in_segment = true;
@@ -198,20 +206,70 @@ Status ChunkStore::WriteData(CommitOp* op) {
       op->value.pieces.begin(), op->value.pieces.end(), piece.chunk_offset,
       [](const ChunkPiece& p, uint32_t off) { return p.chunk_offset < off; });
   op->value.pieces.insert(at, piece);
-  std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
-  AlignedBuf oversize;
-  const auto start = std::chrono::steady_clock::now();
-  const uint8_t* buf = Stage(op->data, bytes, &oversize);
-  Status st = io_->Write(f->write_fd.get(), buf, bytes, op->extent.offset);
-  data_write_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ChunkStore::DataWritten(CommitOp* op, const SegmentFile& f, Status st,
+                               uint64_t write_ns) {
+  data_write_ns_.fetch_add(write_ns, std::memory_order_relaxed);
   data_writes_.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     segments_->Settle(op->extent);
     op->extent = {};
-    return st.Annotate("writing segment " + f->path);
+    return st.Annotate("writing segment " + f.path);
   }
-  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  bytes_written_.fetch_add(op->extent.bytes, std::memory_order_relaxed);
   return Status::Ok();
+}
+
+Status ChunkStore::WriteData(CommitOp* op) {
+  STRIPEFS_RETURN_IF_ERROR(PlaceData(op));
+  if (op->extent.bytes == 0) return Status::Ok();
+  std::shared_ptr<SegmentFile> f = segments_->Get(op->extent.segment);
+  AlignedBuf oversize;
+  const auto start = std::chrono::steady_clock::now();
+  const uint8_t* buf = Stage(op->data, op->extent.bytes, &oversize);
+  Status st =
+      io_->Write(f->write_fd.get(), buf, op->extent.bytes, op->extent.offset);
+  return DataWritten(op, *f, st, NanosSince(start));
+}
+
+void ChunkStore::WriteDataBatch(const std::vector<CommitOp*>& ops) {
+  struct Placed {
+    CommitOp* op;
+    std::shared_ptr<SegmentFile> f;
+    AlignedBuf own;  // the staged copy, when the op's bytes need one
+  };
+  std::vector<Placed> placed;
+  std::vector<UringFileIo::BatchIo> ios;
+  const auto start = std::chrono::steady_clock::now();
+  for (CommitOp* op : ops) {
+    op->status = Status::Ok();
+    op->extent = {};
+    if (!op->has_data) continue;
+    op->status = PlaceData(op);
+    if (!op->status.ok() || op->extent.bytes == 0) continue;
+    Placed p{op, segments_->Get(op->extent.segment), nullptr};
+    // Each op its own staging buffer (Stage's per-thread one is reused).
+    const uint8_t* buf = Stage(op->data, op->extent.bytes, &p.own, true);
+    UringFileIo::BatchIo io;
+    io.fd = p.f->write_fd.get();
+    io.buf = const_cast<uint8_t*>(buf);  // only read: a write
+    io.len = op->extent.bytes;
+    io.offset = op->extent.offset;
+    io.write = true;
+    ios.push_back(std::move(io));
+    placed.push_back(std::move(p));
+  }
+  io_->RunBatch(ios);
+  // The batch's time, shared out over its writes.
+  const uint64_t each = placed.empty() ? 0 : NanosSince(start) / placed.size();
+  for (size_t i = 0; i < placed.size(); ++i) {
+    CommitOp* op = placed[i].op;
+    op->status =
+        DataWritten(op, *placed[i].f,
+                    ios[i].got.ok() ? Status::Ok() : ios[i].got.status(), each);
+  }
 }
 
 void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {

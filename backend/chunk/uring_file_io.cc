@@ -3,6 +3,7 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,8 @@
 namespace stripefs {
 namespace {
 
-constexpr unsigned kQueueDepth = 4;
+// Deep enough for RunBatch's waves; a ring costs a few KiB.
+constexpr unsigned kQueueDepth = UringFileIo::kBatchDepth;
 // Per-operation cap: io_uring read/write take an unsigned length, and a
 // kernel may transfer at most MAX_RW_COUNT (~2 GiB) at once anyway.
 constexpr size_t kMaxOp = size_t{1} << 30;
@@ -113,6 +115,7 @@ Result<size_t> UringFileIo::Transfer(Direction dir, int fd, uint8_t* buf,
         io_uring_prep_read(sqe, fd, buf + done, static_cast<unsigned>(n),
                            offset + done);
       }
+      submissions_.fetch_add(1, std::memory_order_relaxed);
       moved = SubmitOne(ring.get(), &broken);
       if (moved == -EINTR || moved == -EAGAIN) continue;
       if (moved < 0) {
@@ -155,6 +158,91 @@ Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,
       Transfer(Direction::kWrite, fd, const_cast<uint8_t*>(buf), len, offset);
   if (!r.ok()) return r.status();
   return Status::Ok();
+}
+
+namespace {
+
+// Runs `b` one at a time (Read or Write), from `done` bytes on.
+void FinishOne(UringFileIo* io, UringFileIo::BatchIo& b, size_t done) {
+  if (b.write) {
+    Status st = io->Write(b.fd, b.buf + done, b.len - done, b.offset + done);
+    b.got = st.ok() ? Result<size_t>(b.len) : Result<size_t>(st);
+    return;
+  }
+  Result<size_t> more =
+      io->Read(b.fd, b.buf + done, b.len - done, b.offset + done);
+  b.got = more.ok() ? Result<size_t>(done + *more) : more;
+}
+
+}  // namespace
+
+void UringFileIo::RunBatch(std::span<BatchIo> ios) {
+  RingPtr ring = ios.size() > 1 ? Acquire() : nullptr;
+  size_t at = 0;
+  while (ring && at < ios.size()) {
+    io_uring* r = ring.get();
+    const size_t wave = std::min(ios.size() - at, size_t{kBatchDepth});
+    size_t queued = 0;
+    for (size_t i = at; i < at + wave; ++i) {
+      BatchIo& b = ios[i];
+      if (b.len == 0 || b.len > kMaxOp) continue;  // FinishOne does those
+      io_uring_sqe* sqe = io_uring_get_sqe(r);
+      if (b.write) {
+        io_uring_prep_write(sqe, b.fd, b.buf, static_cast<unsigned>(b.len),
+                            b.offset);
+      } else {
+        io_uring_prep_read(sqe, b.fd, b.buf, static_cast<unsigned>(b.len),
+                           b.offset);
+      }
+      io_uring_sqe_set_data64(sqe, i);
+      ++queued;
+    }
+    int rc = 0;
+    if (queued > 0) {
+      submissions_.fetch_add(1, std::memory_order_relaxed);
+      do {
+        rc = io_uring_submit_and_wait(r, static_cast<unsigned>(queued));
+      } while (rc == -EINTR);
+    }
+    if (rc < 0 || static_cast<size_t>(rc) != queued) {
+      // Ring state unknown: drop it; this wave and the rest go one by one
+      // (transfers are idempotent).
+      ring.reset();
+      break;
+    }
+    for (size_t seen = 0; seen < queued; ++seen) {
+      io_uring_cqe* cqe = nullptr;
+      do {
+        rc = io_uring_wait_cqe(r, &cqe);
+      } while (rc == -EINTR);
+      if (rc < 0) {
+        ring.reset();  // completions still owed: never reuse this ring
+        break;
+      }
+      BatchIo& b = ios[io_uring_cqe_get_data64(cqe)];
+      const int res = cqe->res;
+      io_uring_cqe_seen(r, cqe);
+      if (res < 0 && res != -EINTR && res != -EAGAIN) {
+        b.got = Status::FromErrno(-res, b.write ? "write" : "read");
+      } else if (res >= 0 && static_cast<size_t>(res) == b.len) {
+        b.got = b.len;
+      } else if (res == 0 && !b.write) {
+        b.got = size_t{0};  // end of file
+      } else {
+        // Short or interrupted: the rest the one-at-a-time way.
+        FinishOne(this, b, res > 0 ? static_cast<size_t>(res) : 0);
+      }
+    }
+    if (!ring) break;
+    for (size_t i = at; i < at + wave; ++i) {
+      if (ios[i].len == 0 || ios[i].len > kMaxOp) FinishOne(this, ios[i], 0);
+    }
+    at += wave;
+  }
+  if (ring) Release(std::move(ring));
+  // Without a ring (one transfer, no io_uring, or a broken ring): one by
+  // one from where the rings stopped.
+  for (size_t i = at; i < ios.size(); ++i) FinishOne(this, ios[i], 0);
 }
 
 Status UringFileIo::DataSync(int fd) {

@@ -2,10 +2,11 @@
 // (liburing), used by ChunkStore for chunk data files.
 //
 // Keeps a small pool of rings: a call borrows a ring, submits one operation at
-// a time (looping on short transfers), and returns the ring. The pool grows to
-// the number of concurrent callers. If ring setup fails (kernel without
-// io_uring, io_uring_disabled sysctl, seccomp), the object falls back to
-// pread/pwrite/fdatasync and says so once on stderr.
+// a time (looping on short transfers), and returns the ring; RunBatch
+// submits many reads at once (one submission and one wait per ring's worth).
+// The pool grows to the number of concurrent callers. If ring setup fails
+// (kernel without io_uring, io_uring_disabled sysctl, seccomp), the object
+// falls back to pread/pwrite/fdatasync and says so once on stderr.
 //
 // Thread-safety: every method may be called from many threads at once.
 // Owns its rings; file descriptors stay owned by the caller.
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,8 +43,31 @@ class UringFileIo {
   Result<size_t> Read(int fd, uint8_t* buf, size_t len, uint64_t offset);
   // Writes all `len` bytes at `offset`. Errors carry the errno (ENOSPC...).
   Status Write(int fd, const uint8_t* buf, size_t len, uint64_t offset);
+  // One transfer of RunBatch: up to `len` bytes at `offset` of `fd` into
+  // `buf` (a read), or all of them from it (`write`); all borrowed by the
+  // call. `got` gets what Read returns (for a write: `len`, or the error).
+  struct BatchIo {
+    int fd = -1;
+    uint8_t* buf = nullptr;
+    size_t len = 0;
+    uint64_t offset = 0;
+    bool write = false;
+    Result<size_t> got = Status::Unavailable("not run");
+  };
+  // Runs every transfer of `ios` with one io_uring submission and one wait
+  // per kBatchDepth of them, so a batch of small transfers costs one
+  // wake-up instead of one each. Each has Read's or Write's semantics (a
+  // short transfer is finished with them; pread/pwrite each without
+  // io_uring). Transfers are independent and may complete in any order.
+  static constexpr size_t kBatchDepth = 64;
+  void RunBatch(std::span<BatchIo> ios);
   // fdatasync(fd).
   Status DataSync(int fd);
+  // io_uring submissions made by Read, Write and RunBatch (counters and
+  // tests: a RunBatch of 2 to kBatchDepth transfers makes one).
+  uint64_t submissions() const {
+    return submissions_.load(std::memory_order_relaxed);
+  }
   // Write(fd, buf, len, 0) then DataSync(fd); with io_uring both go in one
   // submission (the fdatasync linked behind the write).
   Status WriteAndSync(int fd, const uint8_t* buf, size_t len);
@@ -73,6 +98,7 @@ class UringFileIo {
   std::mutex mu_;
   std::vector<RingPtr> pool_;
   bool warned_ = false;
+  std::atomic<uint64_t> submissions_{0};
 };
 
 }  // namespace stripefs

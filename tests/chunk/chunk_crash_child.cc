@@ -6,7 +6,7 @@
 // deletes), so that group commits carry many writes. Records are smaller
 // than PIPE_BUF, so concurrent reports never interleave. With THREADS = 0,
 // the patch workload of chunk_crash_workload.h (records 'W', '2', '3', '4',
-// 'D' per n).
+// 'D' per n); with THREADS = -1, that workload in ApplyChunkOps batches.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -61,6 +61,64 @@ int main(int argc, char** argv) {
       }
       if (!store->DeleteChunkVersion(id, 1).ok()) return 6;
       report('D', n);
+    }
+    return 0;
+  }
+  if (threads == -1) {
+    constexpr uint64_t kBatch = crash::kPatchBatch;
+    for (uint64_t n0 = first; n0 < first + 100000; n0 += kBatch) {
+      // The bytes of every op, alive until its batch returns.
+      std::vector<std::vector<uint8_t>> keep;
+      // Runs one op per n (made by `make`), then reports `rec` for each.
+      auto step = [&](uint8_t rec, auto make) {
+        std::vector<ChunkWriteOp> ops;
+        for (uint64_t n = n0; n < n0 + kBatch; ++n) ops.push_back(make(n));
+        for (const Status& st : store->ApplyChunkOps(ops)) {
+          if (!st.ok()) std::_Exit(8);
+        }
+        for (uint64_t n = n0; n < n0 + kBatch; ++n) report(rec, n);
+      };
+      auto len = [](uint64_t n) {
+        return static_cast<uint32_t>(crash::PatchSizeOf(n));
+      };
+      step('W', [&](uint64_t n) {
+        keep.push_back(crash::PatchedContent(n, 1));
+        return ChunkWriteOp{ChunkWriteOp::Kind::kWrite,
+                            crash::PatchIdOf(n),
+                            0,
+                            1,
+                            0,
+                            0,
+                            keep.back()};
+      });
+      auto patch = [&](uint64_t n, uint64_t v) {
+        uint32_t offset = 0, size = 0;
+        crash::PatchWindow(n, v, &offset, &size);
+        keep.push_back(crash::PatchBytes(n, v));
+        return ChunkWriteOp{ChunkWriteOp::Kind::kPatch,
+                            crash::PatchIdOf(n),
+                            v - 1,
+                            v,
+                            len(n),
+                            offset,
+                            keep.back()};
+      };
+      step('2', [&](uint64_t n) { return patch(n, 2); });
+      step('3', [&](uint64_t n) {
+        return ChunkWriteOp{ChunkWriteOp::Kind::kClone,
+                            crash::PatchIdOf(n),
+                            2,
+                            3,
+                            len(n),
+                            0,
+                            {}};
+      });
+      step('4', [&](uint64_t n) { return patch(n, 4); });
+      std::vector<ChunkVersion> doomed;
+      for (uint64_t n = n0; n < n0 + kBatch; ++n)
+        doomed.push_back({crash::PatchIdOf(n), 1});
+      if (!store->DeleteChunkVersions(doomed).ok()) return 6;
+      for (uint64_t n = n0; n < n0 + kBatch; ++n) report('D', n);
     }
     return 0;
   }

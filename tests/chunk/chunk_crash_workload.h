@@ -21,7 +21,11 @@ inline size_t SizeOf(uint64_t n) { return 1 + (n * 7919) % (300 << 10); }
 // version 1 of PatchIdOf(n), patches it to 2, clones 2 to 3, patches 3 to 4
 // and deletes 1 (records 'W', '2', '3', '4', 'D'), so versions share pieces
 // when the kill lands.
+// With THREADS = -1 the same steps go through ApplyChunkOps (and
+// DeleteChunkVersions) for kPatchBatch consecutive n at once, each step's
+// records after its batch.
 inline ChunkId PatchIdOf(uint64_t n) { return {7, n, 1}; }
+inline constexpr uint64_t kPatchBatch = 4;
 inline size_t PatchSizeOf(uint64_t n) {
   return (64 << 10) + (n * 7919) % (200 << 10);
 }

@@ -302,9 +302,11 @@ TEST(ChunkStoreCrashTest, KillNineMidGroupCommitIsAllOrNothingPerChunk) {
 
 // Patches and clones (versions sharing pieces) killed at random moments:
 // after the reopen every acknowledged version reads back its exact bytes,
-// the deleted ones are gone, the operation in flight is all or nothing, and
-// the segments' accounting matches what is left.
-TEST(ChunkStoreCrashTest, KillNineMidPatchesAndClonesKeepsAckedVersions) {
+// the deleted ones are gone, the operations in flight are all or nothing
+// each, and the segments' accounting matches what is left. `threads` is
+// chunk_crash_child's (0: one op at a time; -1: ApplyChunkOps batches of
+// `batch` n).
+void KillNineMidPatchesAndClones(int threads, uint64_t batch) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/store";
   const uint64_t seed = std::random_device{}();
@@ -315,7 +317,7 @@ TEST(ChunkStoreCrashTest, KillNineMidPatchesAndClonesKeepsAckedVersions) {
   uint64_t next = 0;
   for (int round = 0; round < 8; ++round) {
     int fd = -1;
-    pid_t pid = Spawn(dir, next, 0, &fd);
+    pid_t pid = Spawn(dir, next, threads, &fd);
     ASSERT_GT(pid, 0);
     const size_t want = 3 + rng() % 30;
     uint64_t top = next;
@@ -351,13 +353,15 @@ TEST(ChunkStoreCrashTest, KillNineMidPatchesAndClonesKeepsAckedVersions) {
     auto& store = *s;
     EXPECT_EQ(PendingRecordsOnDisk(dir), 0u) << "round " << round;
     size_t present = 0;
-    for (uint64_t n = 0; n <= top + 1; ++n) {
+    // Up to the last n the batch in flight may have written.
+    for (uint64_t n = 0; n <= top + batch; ++n) {
       const auto len = static_cast<uint32_t>(crash::PatchSizeOf(n));
       for (uint64_t v = 1; v <= 4; ++v) {
         auto r = store->ReadChunk(crash::PatchIdOf(n), v, 0, len);
         auto it = acked.find({n, v});
-        // The delete of version 1 after the last patch may be in flight.
-        const bool maybe_deleted = n == top && v == 1 && last_op == '4';
+        // The delete of version 1 after the last patch (of the last
+        // batch) may be in flight.
+        const bool maybe_deleted = n + batch > top && v == 1 && last_op == '4';
         if (it != acked.end() && it->second && !maybe_deleted) {
           ASSERT_TRUE(r.ok()) << "round " << round << " n " << n << " v " << v
                               << ": " << r.status().ToString();
@@ -383,9 +387,18 @@ TEST(ChunkStoreCrashTest, KillNineMidPatchesAndClonesKeepsAckedVersions) {
     }
     EXPECT_EQ(CountFiles(dir + "/segments", ".seg"), store->Segments().size());
     EXPECT_EQ(CountFiles(dir + "/tmp"), 0u);
-    next = top + 2;
+    next = top + batch + 1;  // past what was in flight
   }
   EXPECT_GE(acked.size(), 20u);
+}
+
+TEST(ChunkStoreCrashTest, KillNineMidPatchesAndClonesKeepsAckedVersions) {
+  KillNineMidPatchesAndClones(0, 1);
+}
+
+// The same through ApplyChunkOps: a batch's ops share one group commit.
+TEST(ChunkStoreCrashTest, KillNineMidBatchedPatchesKeepsAckedVersions) {
+  KillNineMidPatchesAndClones(-1, crash::kPatchBatch);
 }
 
 // An entry durable before its bytes (a crash between the index sync and the

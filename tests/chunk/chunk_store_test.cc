@@ -975,6 +975,195 @@ TEST_P(ChunkStoreTest, ReadChunkIntoByHonoursAPassedDeadline) {
   EXPECT_EQ(store_->ReadChunkIntoBy(id, 2, 0, out, later).code(), ENOENT);
 }
 
+// ReadChunkRanges answers each read as ReadChunkInto would (bytes, or
+// ENOENT / EINVAL / EBADMSG for that read alone), and with io_uring reads
+// every segment range of the batch with one submission.
+TEST_P(ChunkStoreTest, ReadChunkRangesAnswersEachReadInOneSubmission) {
+  constexpr uint32_t kLen = 5 * 4096 + 77;
+  std::vector<std::vector<uint8_t>> data;
+  for (uint32_t i = 0; i < 6; ++i) {
+    data.push_back(Payload(kLen, 20 + i));
+    ASSERT_TRUE(store_->WriteChunk({14, i, 1}, 7, data.back()).ok());
+  }
+  FlipChunkBits(*store_, {14, 5, 1}, 7, 4096 + 9, 0x08);
+  Reopen();  // the reads come from the segment files
+  struct Want {
+    ChunkId id;
+    uint64_t version;
+    uint32_t offset, length;
+    int code;
+  };
+  const std::vector<Want> wants = {
+      {{14, 0, 1}, 7, 0, 4096, 0},        // aligned: in place
+      {{14, 1, 1}, 7, 4096 + 5, 100, 0},  // bounce buffer
+      {{14, 2, 1}, 8, 0, 10, ENOENT},     // no such version
+      {{14, 3, 1}, 7, kLen - 10, 11, EINVAL},
+      {{14, 5, 1}, 7, 4096, 4096, EBADMSG},  // the flipped block
+      {{14, 5, 1}, 7, 8192, 4096, 0},        // its neighbour is fine
+      {{14, 4, 1}, 7, 0, kLen, 0},           // whole chunk, short last block
+      {{14, 2, 1}, 7, kLen - 77, 77, 0},     // just the short block
+  };
+  std::vector<std::vector<uint8_t>> outs;
+  for (const Want& w : wants) outs.emplace_back(w.length, 0xEE);
+  std::vector<ChunkRangeRead> reads;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    reads.push_back({wants[i].id, wants[i].version, wants[i].offset, outs[i]});
+  }
+  const ChunkStoreCounters before = store_->Counters();
+  const uint64_t crc_before = store_->Stats()->crc_errors;
+  const std::vector<Status> got = store_->ReadChunkRanges(
+      reads, std::chrono::steady_clock::time_point::max());
+  const ChunkStoreCounters after = store_->Counters();
+  ASSERT_EQ(got.size(), wants.size());
+  for (size_t i = 0; i < wants.size(); ++i) {
+    EXPECT_EQ(got[i].code(), wants[i].code) << i << " " << got[i].ToString();
+    if (wants[i].code != 0) continue;
+    const auto& d = data[wants[i].id.stripe];
+    EXPECT_EQ(outs[i], std::vector<uint8_t>(
+                           d.begin() + wants[i].offset,
+                           d.begin() + wants[i].offset + wants[i].length))
+        << i;
+  }
+  EXPECT_EQ(after.read_batches - before.read_batches, 1u);
+  EXPECT_EQ(store_->Stats()->crc_errors - crc_before, 1u);
+  EXPECT_EQ(after.missing_chunks, 0u);
+  // Six segment reads (the failed lookups read nothing): one submission
+  // with io_uring, none without.
+  EXPECT_EQ(after.data_submissions - before.data_submissions,
+            store_->using_io_uring() ? 1u : 0u);
+
+  // A deadline already passed: every read ETIMEDOUT, nothing touched.
+  std::vector<uint8_t> late(10, 0xEE);
+  const std::vector<ChunkRangeRead> one = {{{14, 0, 1}, 7, 0, late}};
+  const auto past = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  EXPECT_EQ(store_->ReadChunkRanges(one, past)[0].code(), ETIMEDOUT);
+  EXPECT_EQ(late, std::vector<uint8_t>(10, 0xEE));
+}
+
+// A read whose segment file is gone is ENOENT in a batch too, counted and
+// its entry dropped, as by ReadChunkInto; the batch's other reads are
+// served.
+TEST_P(ChunkStoreTest, ReadChunkRangesDropsAnEntryWhoseSegmentIsGone) {
+  ChunkId id{15, 1, 0};
+  auto old_data = Payload(5000, 4), new_data = Payload(5000, 5);
+  ASSERT_TRUE(store_->WriteChunk(id, 3, old_data).ok());
+  Reopen();  // seals the segment: v4 goes to a new one
+  ASSERT_TRUE(store_->WriteChunk(id, 4, new_data).ok());
+  const std::string seg = store_->Locate(id, 3)->path;
+  store_.reset();
+  ASSERT_EQ(::unlink(seg.c_str()), 0);
+  Reopen();
+  std::vector<uint8_t> a(100), b(100);
+  const std::vector<ChunkRangeRead> reads = {{id, 3, 0, a}, {id, 4, 10, b}};
+  const std::vector<Status> got = store_->ReadChunkRanges(
+      reads, std::chrono::steady_clock::time_point::max());
+  EXPECT_EQ(got[0].code(), ENOENT) << got[0].ToString();
+  ASSERT_TRUE(got[1].ok()) << got[1].ToString();
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), new_data.begin() + 10));
+  EXPECT_EQ(store_->Counters().missing_chunks, 1u);
+  EXPECT_EQ(store_->Stats()->chunks, 1u);
+}
+
+// ApplyChunkOps of batchable ops: every op's bytes in one io_uring
+// submission, all ops in one group commit, each version durable and exact
+// (also after reopening).
+TEST_P(ChunkStoreTest, ApplyChunkOpsCommitsABatchOnce) {
+  constexpr uint32_t kLen = 16 * 4096;
+  std::vector<std::vector<uint8_t>> want;
+  for (uint32_t i = 0; i < 5; ++i) {
+    want.push_back(Payload(kLen, 30 + i));
+    ASSERT_TRUE(store_->WriteChunk({16, i, 4}, 1, want.back()).ok());
+  }
+  const auto block = Payload(4096, 40), fresh = Payload(kLen, 41);
+  const auto two = Payload(4096 + 4096, 42);
+  const std::vector<PatchRange> ranges = {{4096, 4096}, {3 * 4096, 4096}};
+  std::vector<ChunkWriteOp> ops(6);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, {16, 0, 4}, 1, 2, kLen, 0, block};
+  ops[1] = {ChunkWriteOp::Kind::kPatch, {16, 1, 4}, 1, 2, kLen, 8192, block};
+  ops[2] = {ChunkWriteOp::Kind::kPatch, {16, 2, 4}, 1, 2, kLen, 0, two, ranges};
+  ops[3] = {ChunkWriteOp::Kind::kClone, {16, 3, 4}, 1, 2, kLen, 0, {}};
+  ops[4] = {
+      ChunkWriteOp::Kind::kPatch, {16, 4, 4}, 1, 2, kLen, kLen - 4096, block};
+  ops[5] = {ChunkWriteOp::Kind::kWrite, {16, 5, 4}, 0, 2, 0, 0, fresh};
+  // What each version 2 holds.
+  std::copy(block.begin(), block.end(), want[0].begin());
+  std::copy(block.begin(), block.end(), want[1].begin() + 8192);
+  std::copy(two.begin(), two.begin() + 4096, want[2].begin() + 4096);
+  std::copy(two.begin() + 4096, two.end(), want[2].begin() + 3 * 4096);
+  std::copy(block.begin(), block.end(), want[4].begin() + (kLen - 4096));
+  want.push_back(fresh);
+
+  const ChunkStoreCounters before = store_->Counters();
+  const std::vector<Status> got = store_->ApplyChunkOps(ops);
+  const ChunkStoreCounters after = store_->Counters();
+  ASSERT_EQ(got.size(), ops.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].ok()) << i << " " << got[i].ToString();
+  }
+  EXPECT_EQ(after.batched_ops - before.batched_ops, 6u);
+  EXPECT_EQ(after.commit_batches - before.commit_batches, 1u);
+  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 4u);
+  EXPECT_EQ(after.clones_shared - before.clones_shared, 1u);
+  // Aligned windows: no boundary block read, only the five writes (the
+  // multi-range patch reads the block between its ranges first).
+  EXPECT_EQ(after.data_submissions - before.data_submissions,
+            store_->using_io_uring() ? 2u : 0u);
+  EXPECT_EQ(store_->Stats()->chunks, 11u);
+  Reopen();
+  for (uint32_t i = 0; i < 6; ++i) {
+    auto v2 = store_->ReadChunk({16, i, 4}, 2, 0, kLen);
+    ASSERT_TRUE(v2.ok()) << i << " " << v2.status().ToString();
+    EXPECT_EQ(*v2, want[i]) << i;
+  }
+  EXPECT_EQ(*store_->ReadChunk({16, 0, 4}, 1, 0, kLen), Payload(kLen, 30));
+}
+
+// Failing ops among good ones: each gets its own error, the others are
+// applied; what the batch leaves to the one-op path (a whole-chunk patch,
+// invalid ops, a chunk id named twice) answers as it does there.
+TEST_P(ChunkStoreTest, ApplyChunkOpsAnswersEachOp) {
+  constexpr uint32_t kLen = 8 * 4096;
+  const ChunkId a{17, 1, 0}, b{17, 2, 0}, c{17, 3, 0}, d{17, 4, 0};
+  for (const ChunkId& id : {a, b, c, d}) {
+    ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(kLen, id.stripe)).ok());
+  }
+  FlipChunkBits(*store_, c, 1, 4096 + 3, 0x20);  // block 1 of c
+  const auto small = Payload(100, 50), most = Payload(6 * 4096, 51);
+  std::vector<ChunkWriteOp> ops(8);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, a, 1, 2, kLen, 10, small};
+  ops[1] = {ChunkWriteOp::Kind::kPatch, b, 9, 2, kLen, 0, small};  // no v9
+  ops[2] = {ChunkWriteOp::Kind::kPatch, c, 1, 2, kLen, 4096 + 100, small};
+  ops[3] = {ChunkWriteOp::Kind::kPatch, b, 1, 3, kLen, 4096, most};  // whole
+  ops[4] = {ChunkWriteOp::Kind::kWrite, {17, 5, 0}, 0, 0, 0, 0, small};
+  ops[5] = {ChunkWriteOp::Kind::kClone, d, 1, 2, kLen + 1, 0, {}};  // too long
+  ops[6] = {ChunkWriteOp::Kind::kPatch, d, 1, 3, kLen, 0, small};
+  ops[7] = {ChunkWriteOp::Kind::kPatch, a, 1, 4, kLen, kLen - 50, small};
+  const std::vector<Status> got = store_->ApplyChunkOps(ops);
+  ASSERT_EQ(got.size(), ops.size());
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), ENOENT) << got[1].ToString();
+  EXPECT_EQ(got[2].code(), EBADMSG) << got[2].ToString();  // boundary block
+  EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+  EXPECT_EQ(got[4].code(), EINVAL) << got[4].ToString();  // version 0
+  EXPECT_EQ(got[5].code(), EINVAL) << got[5].ToString();
+  EXPECT_TRUE(got[6].ok()) << got[6].ToString();          // d named twice
+  EXPECT_EQ(got[7].code(), EINVAL) << got[7].ToString();  // past the end
+  auto want_a = Payload(kLen, a.stripe);
+  std::copy(small.begin(), small.end(), want_a.begin() + 10);
+  EXPECT_EQ(*store_->ReadChunk(a, 2, 0, kLen), want_a);
+  auto want_b = Payload(kLen, b.stripe);
+  std::copy(most.begin(), most.end(), want_b.begin() + 4096);
+  EXPECT_EQ(*store_->ReadChunk(b, 3, 0, kLen), want_b);
+  auto want_d = Payload(kLen, d.stripe);
+  std::copy(small.begin(), small.end(), want_d.begin());
+  EXPECT_EQ(*store_->ReadChunk(d, 3, 0, kLen), want_d);
+  for (auto [id, v] :
+       {std::pair{b, 2}, {c, 2}, {{17, 5, 0}, 0}, {d, 2}, {a, 4}})
+    EXPECT_EQ(store_->ReadChunk(id, v, 0, 1).status().code(), ENOENT)
+        << id.stripe << " v" << v;
+  EXPECT_EQ(store_->Counters().patches_whole, 1u);
+}
+
 TEST_P(ChunkStoreTest, ListCursorVisitsEverythingInOrder) {
   std::vector<ChunkInfo> written;
   uint64_t seed = 0;
