@@ -17,6 +17,16 @@ constexpr unsigned kQueueDepth = UringFileIo::kBatchDepth;
 // kernel may transfer at most MAX_RW_COUNT (~2 GiB) at once anyway.
 constexpr size_t kMaxOp = size_t{1} << 30;
 
+// io_uring_wait_cqe, again after a signal: < 0 means the ring still owes
+// completions and must not be reused.
+int WaitCqe(io_uring* ring, io_uring_cqe** cqe) {
+  int rc;
+  do {
+    rc = io_uring_wait_cqe(ring, cqe);
+  } while (rc == -EINTR);
+  return rc;
+}
+
 }  // namespace
 
 void UringFileIo::RingDeleter::operator()(io_uring* r) const {
@@ -81,9 +91,7 @@ int UringFileIo::SubmitOne(io_uring* ring, bool* ring_broken) {
     return rc < 0 ? rc : -EIO;
   }
   io_uring_cqe* cqe = nullptr;
-  do {
-    rc = io_uring_wait_cqe(ring, &cqe);
-  } while (rc == -EINTR);
+  rc = WaitCqe(ring, &cqe);
   if (rc < 0) {
     *ring_broken = true;
     return rc;
@@ -212,9 +220,7 @@ void UringFileIo::RunBatch(std::span<BatchIo> ios) {
     }
     for (size_t seen = 0; seen < queued; ++seen) {
       io_uring_cqe* cqe = nullptr;
-      do {
-        rc = io_uring_wait_cqe(r, &cqe);
-      } while (rc == -EINTR);
+      rc = WaitCqe(r, &cqe);
       if (rc < 0) {
         ring.reset();  // completions still owed: never reuse this ring
         break;
@@ -290,9 +296,7 @@ Status UringFileIo::WriteAndSync(int fd, const uint8_t* buf, size_t len) {
   int write_res = -EIO, sync_res = -EIO;
   for (int i = 0; i < 2; ++i) {
     io_uring_cqe* cqe = nullptr;
-    do {
-      rc = io_uring_wait_cqe(r, &cqe);
-    } while (rc == -EINTR);
+    rc = WaitCqe(r, &cqe);
     if (rc < 0) {
       ring.reset();  // completions still owed: never reuse this ring
       return Status::FromErrno(-rc, "io_uring wait");
