@@ -567,6 +567,19 @@ std::shared_mutex& ChunkStore::LockFor(const ChunkId& id) {
   return chunk_locks_[h % kLockStripes];
 }
 
+template <typename Lock>
+std::vector<Lock> ChunkStore::LockInOrder(const std::vector<ChunkId>& ids) {
+  std::vector<std::shared_mutex*> mutexes;
+  mutexes.reserve(ids.size());
+  for (const ChunkId& id : ids) mutexes.push_back(&LockFor(id));
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<Lock> locks;
+  locks.reserve(mutexes.size());
+  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+  return locks;
+}
+
 uint64_t ScaledSegmentBytes(uint64_t wanted, uint64_t capacity_bytes) {
   // Every store of a volume may share one small file system, each with an
   // active, preallocated segment: keep that to 1/64 of the capacity.
@@ -1242,13 +1255,9 @@ Status ChunkStore::DeleteChunkVersions(std::span<const ChunkVersion> chunks) {
   // order (every other path holds one chunk lock at a time).
   std::map<ChunkId, std::vector<uint64_t>> by_id;
   for (const ChunkVersion& c : chunks) by_id[c.id].push_back(c.version);
-  std::vector<std::shared_mutex*> mutexes;
-  for (const auto& [id, versions] : by_id) mutexes.push_back(&LockFor(id));
-  std::sort(mutexes.begin(), mutexes.end());
-  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
-  std::vector<std::unique_lock<std::shared_mutex>> locks;
-  locks.reserve(mutexes.size());
-  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+  std::vector<ChunkId> ids;
+  for (const auto& [id, versions] : by_id) ids.push_back(id);
+  auto locks = LockInOrder<std::unique_lock<std::shared_mutex>>(ids);
 
   std::vector<CommitOp> ops(by_id.size());
   std::vector<CommitOp*> queued;
@@ -1584,20 +1593,16 @@ std::vector<Status> ChunkStore::ApplyChunkOps(
   std::map<ChunkId, size_t> per_id;
   for (const ChunkWriteOp& w : ops) ++per_id[w.id];
   std::vector<size_t> one_by_one;
-  std::vector<std::shared_mutex*> mutexes;
+  std::vector<ChunkId> batched_ids;
   for (const auto& [id, n] : per_id) {
-    if (n == 1) mutexes.push_back(&LockFor(id));
+    if (n == 1) batched_ids.push_back(id);
   }
-  std::sort(mutexes.begin(), mutexes.end());
-  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
   std::vector<BatchOp> batch(ops.size());
   std::vector<CommitOp*> queued;
   {
     // Every chunk lock, exclusively and in address order, until the batch
     // is committed (as DeleteChunkVersions).
-    std::vector<std::unique_lock<std::shared_mutex>> locks;
-    locks.reserve(mutexes.size());
-    for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+    auto locks = LockInOrder<std::unique_lock<std::shared_mutex>>(batched_ids);
     for (size_t i = 0; i < ops.size(); ++i) {
       if (per_id[ops[i].id] != 1) {
         one_by_one.push_back(i);
@@ -1676,14 +1681,10 @@ std::vector<Status> ChunkStore::ReadChunkRanges(
   }
   // Every read's chunk lock, shared, each stripe once and in address order
   // (writers hold one chunk lock, or several in this order).
-  std::vector<std::shared_mutex*> mutexes;
-  mutexes.reserve(reads.size());
-  for (const ChunkRangeRead& r : reads) mutexes.push_back(&LockFor(r.id));
-  std::sort(mutexes.begin(), mutexes.end());
-  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
-  std::vector<std::shared_lock<std::shared_mutex>> locks;
-  locks.reserve(mutexes.size());
-  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+  std::vector<ChunkId> ids;
+  ids.reserve(reads.size());
+  for (const ChunkRangeRead& r : reads) ids.push_back(r.id);
+  auto locks = LockInOrder<std::shared_lock<std::shared_mutex>>(ids);
 
   // Look every read up and plan it, then all their file reads at once.
   std::vector<ChunkIndexValue> values(reads.size());

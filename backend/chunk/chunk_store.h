@@ -365,6 +365,11 @@ class ChunkStore final : public ChunkService {
                         const std::vector<std::string>& keys,
                         const std::map<uint64_t, SegmentUsage>& held);
   std::shared_mutex& LockFor(const ChunkId& id);
+  // Takes the chunk locks of `ids` (repeats allowed) as `Lock`
+  // (std::unique_lock or std::shared_lock), each lock stripe once and in
+  // address order: the order every path that holds several takes them in.
+  template <typename Lock>
+  std::vector<Lock> LockInOrder(const std::vector<ChunkId>& ids);
   Status CheckSpace(size_t len);
   void NoteMissing(const ChunkId& id, uint64_t version);
   Status NoSpaceStatus(const std::string& what);
