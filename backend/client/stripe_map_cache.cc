@@ -30,6 +30,21 @@ bool StripeMapCache::Lookup(uint64_t ino, uint64_t first, uint64_t count,
   return true;
 }
 
+Result<std::vector<StripeVersion>> StripeMapCache::ReadThrough(
+    uint64_t ino, uint64_t first, uint64_t count, uint64_t window, Use use,
+    const MapReader& read) {
+  std::vector<StripeVersion> found;
+  if (Lookup(ino, first, count, &found, use)) return found;
+  window = std::max(window, count);
+  const uint64_t token = BeginFill();
+  STRIPEFS_ASSIGN_OR_RETURN(found, read(first, window));
+  Fill(token, ino, first, window, found);
+  std::erase_if(found, [end = first + count](const StripeVersion& sv) {
+    return sv.stripe >= end;
+  });
+  return found;
+}
+
 uint64_t StripeMapCache::BeginFill() {
   std::lock_guard<std::mutex> lock(mu_);
   return seq_;

@@ -28,12 +28,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/meta/meta_types.h"
+#include "common/status.h"
 
 namespace stripefs {
 
@@ -54,6 +56,18 @@ class StripeMapCache {
   // range is known (sorted by stripe, holes omitted); false on a miss.
   bool Lookup(uint64_t ino, uint64_t first, uint64_t count,
               std::vector<StripeVersion>* out, Use use = Use::kRead);
+
+  // Reads the map of stripes [first, first + count) (sorted, holes omitted):
+  // from the cache when Lookup(use) knows it, else `read(first, window)`
+  // (window >= count stripes from metadata, i.e. GetStripes), which is
+  // recorded as Fill does. The one read-through of readers' maps and
+  // writers' bases; a read error is returned and nothing is cached.
+  using MapReader = std::function<Result<std::vector<StripeVersion>>(
+      uint64_t first, uint64_t count)>;
+  Result<std::vector<StripeVersion>> ReadThrough(uint64_t ino, uint64_t first,
+                                                 uint64_t count,
+                                                 uint64_t window, Use use,
+                                                 const MapReader& read);
 
   // Token to pass to Fill: take it BEFORE reading the map from metadata.
   uint64_t BeginFill();

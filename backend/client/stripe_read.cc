@@ -495,21 +495,14 @@ Result<std::vector<StripeVersion>> StripeReader::StripeMap(uint64_t ino,
                                                            uint64_t first,
                                                            uint64_t last,
                                                            uint64_t file_size) {
-  std::vector<StripeVersion> found;
-  if (p_.maps->Lookup(ino, first, last - first + 1, &found)) return found;
   const uint64_t file_last = (file_size - 1) / geo_.stripe_size();
-  const uint64_t count =
-      std::max(last - first + 1,
-               std::min(kStripeMapWindow,
-                        file_last >= first ? file_last - first + 1 : 0));
-  const uint64_t token = p_.maps->BeginFill();
-  auto got = p_.meta->GetStripes(ino, first, count);
-  if (!got.ok()) return got.status();
-  p_.maps->Fill(token, ino, first, count, *got);
-  found = std::move(got).value();
-  std::erase_if(found,
-                [&](const StripeVersion& sv) { return sv.stripe > last; });
-  return found;
+  const uint64_t window = std::min(
+      kStripeMapWindow, file_last >= first ? file_last - first + 1 : 0);
+  return p_.maps->ReadThrough(ino, first, last - first + 1, window,
+                              StripeMapCache::Use::kRead,
+                              [&](uint64_t from, uint64_t n) {
+                                return p_.meta->GetStripes(ino, from, n);
+                              });
 }
 
 Status StripeReader::ReadStripe(uint64_t ino, StripeVersion sv, uint64_t a,

@@ -165,15 +165,17 @@ void StripeWriteExecutor::Stale(uint64_t ino) { p_.maps->Forget(ino); }
 
 Result<std::optional<StripeVersion>> StripeWriteExecutor::CommittedBase(
     const StripeWriteRequest& req) {
+  auto read = [&](uint64_t first, uint64_t count) {
+    return p_.meta->GetStripes(req.ino, first, count);
+  };
   std::vector<StripeVersion> found;
-  const bool truncating = req.zero_from != kNoTruncate;
-  if (truncating || !p_.maps->Lookup(req.ino, req.stripe, 1, &found,
-                                     StripeMapCache::Use::kWriteBase)) {
-    const uint64_t count = truncating ? 1 : kStripeMapWindow;
-    const uint64_t token = p_.maps->BeginFill();
-    STRIPEFS_ASSIGN_OR_RETURN(found,
-                              p_.meta->GetStripes(req.ino, req.stripe, count));
-    if (!truncating) p_.maps->Fill(token, req.ino, req.stripe, count, found);
+  if (req.zero_from != kNoTruncate) {
+    // Leaving a hole as it is must not rest on a cache: ask metadata.
+    STRIPEFS_ASSIGN_OR_RETURN(found, read(req.stripe, 1));
+  } else {
+    STRIPEFS_ASSIGN_OR_RETURN(
+        found, p_.maps->ReadThrough(req.ino, req.stripe, 1, kStripeMapWindow,
+                                    StripeMapCache::Use::kWriteBase, read));
   }
   if (found.empty() || found.front().stripe != req.stripe)
     return std::optional<StripeVersion>();
@@ -182,14 +184,13 @@ Result<std::optional<StripeVersion>> StripeWriteExecutor::CommittedBase(
 
 void StripeWriteExecutor::WarmMap(uint64_t ino, uint64_t first, uint64_t last) {
   const uint64_t count = last - first + 1;
-  std::vector<StripeVersion> found;
-  if (count > kStripeMapWindow ||
-      p_.maps->Lookup(ino, first, count, &found,
-                      StripeMapCache::Use::kWriteBase))
-    return;
-  const uint64_t token = p_.maps->BeginFill();
-  auto got = p_.meta->GetStripes(ino, first, count);
-  if (got.ok()) p_.maps->Fill(token, ino, first, count, *got);
+  if (count > kStripeMapWindow) return;
+  // Best effort: a failed read leaves each stripe to its CommittedBase.
+  (void)p_.maps->ReadThrough(ino, first, count, count,
+                             StripeMapCache::Use::kWriteBase,
+                             [&](uint64_t from, uint64_t n) {
+                               return p_.meta->GetStripes(ino, from, n);
+                             });
 }
 
 // Where the members of a wave (one stripe each, on its own thread) meet:

@@ -74,5 +74,46 @@ TEST(StripeMapCacheTest, ADistrustedMapServesWritersUntilAFillReadsItAgain) {
   EXPECT_EQ(Named(c, 2), -1);  // dropped with the distrusted map
 }
 
+TEST(StripeMapCacheTest, ReadThroughReadsAWindowOnceAndServesFromIt) {
+  StripeMapCache c;
+  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  auto read = [&](uint64_t first,
+                  uint64_t count) -> Result<std::vector<StripeVersion>> {
+    reads.emplace_back(first, count);
+    return std::vector<StripeVersion>{V(4, 40), V(5, 50), V(9, 90)};
+  };
+  auto got = c.ReadThrough(7, 4, 2, 8, Use::kRead, read);
+  ASSERT_TRUE(got.ok());
+  // The caller gets its own range; the whole window is cached.
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[1].version, 50u);
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0], std::make_pair(uint64_t{4}, uint64_t{8}));
+  got = c.ReadThrough(7, 9, 1, 8, Use::kRead, read);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().version, 90u);
+  EXPECT_EQ(reads.size(), 1u);  // a hit: no second read
+  // A window smaller than the range asked for still covers the range.
+  got = c.ReadThrough(7, 20, 3, 1, Use::kWriteBase, read);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_EQ(reads[1], std::make_pair(uint64_t{20}, uint64_t{3}));
+}
+
+TEST(StripeMapCacheTest, ReadThroughCachesNothingWhenTheReadFails) {
+  StripeMapCache c;
+  int calls = 0;
+  auto fail = [&](uint64_t, uint64_t) -> Result<std::vector<StripeVersion>> {
+    ++calls;
+    return Status::Unavailable("metad down");
+  };
+  EXPECT_EQ(c.ReadThrough(7, 0, 1, 4, Use::kRead, fail).status().code(),
+            Status::Unavailable("").code());
+  EXPECT_EQ(Named(c, 0), -1);
+  EXPECT_FALSE(c.ReadThrough(7, 0, 1, 4, Use::kRead, fail).ok());
+  EXPECT_EQ(calls, 2);
+}
+
 }  // namespace
 }  // namespace stripefs
