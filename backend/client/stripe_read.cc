@@ -423,7 +423,9 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
     cells.push_back(
         {CellSpan{i, 0, sv.chunk_len}, c->bytes() + size_t{i} * sv.chunk_len});
   std::vector<Status> known;
-  const CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, &known);
+  CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, &known);
+  if (got == CellsOutcome::kNotTried)
+    got = ReadDataAround(ino, sv, layout, c->bytes(), &known);
   if (got == CellsOutcome::kRead) return c;
   std::vector<int> want;
   for (uint32_t i = 0; i < geo_.k(); ++i) want.push_back(static_cast<int>(i));
@@ -435,6 +437,47 @@ CachedStripePtr StripeReader::LoadStripe(uint64_t ino,
     std::memcpy(c->bytes() + size_t{i} * sv.chunk_len, cols[i].data(),
                 sv.chunk_len);
   return c;
+}
+
+StripeReader::CellsOutcome StripeReader::ReadDataAround(
+    uint64_t ino, const StripeVersion& sv, const ChunkLayout& layout,
+    uint8_t* data, std::vector<Status>* known) {
+  const uint32_t k = geo_.k(), n = geo_.width(), len = sv.chunk_len;
+  std::vector<CellRead> cells;
+  std::vector<int> lost, unavailable;
+  for (uint32_t i = 0; i < k; ++i) {
+    if (DirectSource(sv, layout, i) != nullptr) {
+      cells.push_back({CellSpan{i, 0, len}, data + size_t{i} * len});
+    } else {
+      lost.push_back(static_cast<int>(i));
+    }
+  }
+  if (lost.empty() || lost.size() > n - k) return CellsOutcome::kNotTried;
+  // Written whole by the reads before it is read: no zero-fill.
+  std::unique_ptr<uint8_t[]> scratch(new uint8_t[lost.size() * len]);
+  size_t parity = 0;
+  for (uint32_t i = k; i < n; ++i) {
+    if (parity < lost.size() && DirectSource(sv, layout, i) != nullptr) {
+      cells.push_back(
+          {CellSpan{i, 0, len}, scratch.get() + parity * size_t{len}});
+      ++parity;
+    } else {
+      unavailable.push_back(static_cast<int>(i));
+    }
+  }
+  if (parity < lost.size()) return CellsOutcome::kNotTried;
+  const CellsOutcome got = ReadCellsInto(ino, sv, layout, cells, known);
+  if (got != CellsOutcome::kRead) return got;
+  std::array<uint8_t*, kMaxCells> ptrs{};
+  for (const CellRead& c : cells) ptrs[c.span.cell] = c.dst;
+  for (int i : lost) ptrs[static_cast<size_t>(i)] = data + size_t(i) * len;
+  Status st = p_.codec->Reconstruct(std::span<uint8_t* const>(ptrs.data(), n),
+                                    lost, len, unavailable);
+  // Cannot fail with k columns read: a failure is a bug; the general
+  // path then reads the stripe again and reports it.
+  if (!st.ok()) return CellsOutcome::kNotTried;
+  ClientCounters::Add(p_.counters->degraded_reads);
+  return CellsOutcome::kRead;
 }
 
 void StripeReader::CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,

@@ -138,6 +138,14 @@ class StripeReader {
                              const ChunkLayout& layout,
                              std::span<const CellRead> cells,
                              std::vector<Status>* known);
+  // The fast path of a degraded stripe's data: each data column whose chunk
+  // is a DirectSource straight into data + i * chunk_len, one parity column
+  // per other data column into a scratch buffer (ReadCellsInto), then those
+  // data columns reconstructed in place. No vector per chunk, no zero-fill,
+  // no copy. kNotTried when too few chunks are direct sources.
+  CellsOutcome ReadDataAround(uint64_t ino, const StripeVersion& sv,
+                              const ChunkLayout& layout, uint8_t* data,
+                              std::vector<Status>* known);
   // ReadColumns around chunks that failed already (`known`, per chunk
   // index; empty: none): they are not asked again.
   Status ReadColumnsAround(uint64_t ino, const StripeVersion& sv,

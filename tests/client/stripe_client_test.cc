@@ -1442,6 +1442,55 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   EXPECT_GT(c.stripe_cache_hits, 0u);
 }
 
+// With bounded reads (as over RPC) a degraded stripe's data columns are read
+// in place and the lost ones rebuilt in place: no per-chunk vector read.
+TEST_F(StripeClientTest, DegradedStripesLoadInPlaceWithOneOrTwoServersDown) {
+  Open(6, Geometry{4, 2, 4096});
+  const uint64_t ino = NewFile("degraded-in-place");
+  const uint64_t stripes = 8;
+  auto data = RandomBytes(stripes * S(), 43);
+  ASSERT_TRUE(client().Write(ino, 0, data).ok());
+  StripeClientOptions o;
+  o.read_ahead_stripes = 0;
+  o.read_cache_bytes = 64 * S();
+  for (size_t down_count : {size_t{1}, size_t{2}}) {
+    SCOPED_TRACE(down_count);
+    SideClient side = MakeSideClient(meta(), *vol_, o);
+    ASSERT_TRUE(side.client);
+    for (auto* f : side.faults) f->bounded = true;
+    // The servers of stripe 0's first data chunks: each down one holds a
+    // data chunk of stripe 0 at least.
+    const auto first = ServersOf(ino, 0);
+    std::vector<uint32_t> down(first.begin(),
+                               first.begin() + static_cast<long>(down_count));
+    uint64_t degraded = 0;
+    for (uint64_t s = 0; s < stripes; ++s) {
+      auto servers = ServersOf(ino, s);
+      bool any = false;
+      for (uint32_t i = 0; i < 4; ++i)
+        any |= std::find(down.begin(), down.end(), servers[i]) != down.end();
+      degraded += any;
+    }
+    for (uint32_t d : down) {
+      side.faults[d]->down = true;
+      SetDown(d, true);
+    }
+    ASSERT_TRUE(side.client->RefreshClusterMap().ok());
+    EXPECT_EQ(ReadSequentially(*side.client, ino, data.size(), 4096), data);
+    const auto c = side.client->counters();
+    EXPECT_EQ(c.degraded_stripe_loads, degraded);
+    EXPECT_EQ(c.degraded_reads, degraded);
+    int vector_reads = 0, bounded_reads = 0;
+    for (auto* f : side.faults) {
+      vector_reads += f->reads.load();
+      bounded_reads += f->bounded_reads.load();
+    }
+    EXPECT_EQ(vector_reads, 0);
+    EXPECT_GT(bounded_reads, 0);
+    for (uint32_t d : down) SetDown(d, false);
+  }
+}
+
 TEST_F(StripeClientTest, OrphanPurgerRemovesGroupsWithPurgeInodes) {
   constexpr int kFiles = 20;
   std::vector<uint64_t> inos;
