@@ -57,6 +57,13 @@ class StripeClientTest : public ::testing::Test {
   MetaService& meta() { return vol_->volume().meta(); }
   StripeClient& client() { return vol_->volume().client(); }
   uint64_t S() { return client().stripe_size(); }
+  // A side client's options that cache degraded stripes only.
+  StripeClientOptions DegradedCacheOnly() {
+    StripeClientOptions o;
+    o.read_ahead_stripes = 0;
+    o.read_cache_bytes = 64 * S();
+    return o;
+  }
 
   uint64_t NewFile(const std::string& name) {
     auto a = meta().MkNode(kRootInode, name, 0100644, 0, 0, 0);
@@ -1407,9 +1414,7 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
   const uint64_t stripes = 6;
   auto data = RandomBytes(stripes * S(), 41);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
-  StripeClientOptions o;
-  o.read_ahead_stripes = 0;  // only the degraded-stripe cache
-  o.read_cache_bytes = 64 * S();
+  const StripeClientOptions o = DegradedCacheOnly();
   SideClient side = MakeSideClient(meta(), *vol_, o);
   ASSERT_TRUE(side.client);
   // One server down: it holds a data chunk of some stripes (placement
@@ -1446,13 +1451,11 @@ TEST_F(StripeClientTest, DegradedStripeIsReconstructedOnceForAllReaders) {
 // in place and the lost ones rebuilt in place: no per-chunk vector read.
 TEST_F(StripeClientTest, DegradedStripesLoadInPlaceWithOneOrTwoServersDown) {
   Open(6, Geometry{4, 2, 4096});
-  const uint64_t ino = NewFile("degraded-in-place");
+  const StripeClientOptions o = DegradedCacheOnly();
   const uint64_t stripes = 8;
+  const uint64_t ino = NewFile("degraded-in-place");
   auto data = RandomBytes(stripes * S(), 43);
   ASSERT_TRUE(client().Write(ino, 0, data).ok());
-  StripeClientOptions o;
-  o.read_ahead_stripes = 0;
-  o.read_cache_bytes = 64 * S();
   for (size_t down_count : {size_t{1}, size_t{2}}) {
     SCOPED_TRACE(down_count);
     SideClient side = MakeSideClient(meta(), *vol_, o);
