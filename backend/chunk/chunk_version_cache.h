@@ -20,6 +20,10 @@
 // bigger than a shard's share is not cached. Nothing is persisted: a new
 // cache (a newly opened store) is empty.
 //
+// Ownership: one per ChunkStore (ChunkStoreOptions::version_cache_bytes >
+// 0), which alone decides when entries change; the cache knows nothing of
+// RocksDB and never reads the index itself.
+//
 // Thread-safety: all methods may be called concurrently; each shard (picked
 // by ChunkIdHash, the hash the store's chunk locks use) has its own mutex.
 // Entries are immutable once installed (shared_ptr<const>): Lookup hands
