@@ -21,6 +21,7 @@
 #include "backend/chunk/chunk_commit_op.h"
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
+#include "backend/chunk/chunk_version_cache.h"
 #include "backend/chunk/uring_file_io.h"
 #include "common/buffer_pool.h"
 #include "common/coding.h"
@@ -58,6 +59,51 @@ class PrefixScan {
   const std::string end_;
   const rocksdb::Slice upper_;
   std::unique_ptr<rocksdb::Iterator> it_;
+};
+
+// The chunk ids whose keys a WriteBatch puts or deletes; `unknown` when it
+// holds anything else that could touch chunk keys (a range delete, a chunk
+// key that does not decode). Other operations fail the iteration.
+class TouchedChunkIds : public rocksdb::WriteBatch::Handler {
+ public:
+  rocksdb::Status PutCF(uint32_t, const rocksdb::Slice& key,
+                        const rocksdb::Slice&) override {
+    return Note(key);
+  }
+  rocksdb::Status DeleteCF(uint32_t, const rocksdb::Slice& key) override {
+    return Note(key);
+  }
+  rocksdb::Status SingleDeleteCF(uint32_t, const rocksdb::Slice& key) override {
+    return Note(key);
+  }
+  rocksdb::Status MergeCF(uint32_t, const rocksdb::Slice& key,
+                          const rocksdb::Slice&) override {
+    return Note(key);
+  }
+  rocksdb::Status DeleteRangeCF(uint32_t, const rocksdb::Slice&,
+                                const rocksdb::Slice&) override {
+    unknown = true;
+    return rocksdb::Status::OK();
+  }
+
+  std::vector<ChunkId> ids;
+  bool unknown = false;
+
+ private:
+  rocksdb::Status Note(const rocksdb::Slice& key) {
+    if (key.size() == 0 || key[0] != kChunkKeyPrefix) {
+      return rocksdb::Status::OK();
+    }
+    ChunkId id;
+    uint64_t version = 0;
+    if (DecodeChunkKey(std::string_view(key.data(), key.size()), &id, &version)
+            .ok()) {
+      ids.push_back(id);
+    } else {
+      unknown = true;
+    }
+    return rocksdb::Status::OK();
+  }
 };
 
 // mkdir -p.
@@ -162,7 +208,12 @@ ChunkStore::ChunkStore(std::string dir, const ChunkStoreOptions& options)
     : dir_(std::move(dir)),
       data_dir_(dir_ + "/" + chunk_paths::kDataName),
       tmp_dir_(dir_ + "/" + chunk_paths::kTmpName),
-      options_(options) {}
+      options_(options) {
+  if (options.version_cache_bytes > 0) {
+    version_cache_ =
+        std::make_unique<ChunkVersionCache>(options.version_cache_bytes);
+  }
+}
 
 ChunkStore::~ChunkStore() {
   {
@@ -560,11 +611,7 @@ Status ChunkStore::ScanIndex(const IndexVisitor& fn) {
 }
 
 std::shared_mutex& ChunkStore::LockFor(const ChunkId& id) {
-  uint64_t h = id.inode * 0x9E3779B97F4A7C15ull;
-  h ^= id.stripe * 0xC2B2AE3D27D4EB4Full;
-  h ^= (static_cast<uint64_t>(id.index) + 1) * 0x165667B19E3779F9ull;
-  h ^= h >> 31;
-  return chunk_locks_[h % kLockStripes];
+  return chunk_locks_[ChunkIdHash()(id) % kLockStripes];
 }
 
 template <typename Lock>
@@ -802,6 +849,16 @@ Status ChunkStore::IndexWrite(
   Status st = RocksWriteSynced(db_.get(), &batch, "chunk index of " + dir_);
   index_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
   index_syncs_.fetch_add(1, std::memory_order_relaxed);
+  if (version_cache_) {
+    // After the write (a failed one may have been applied in part): a fill
+    // that scanned before it is refused, one that scans after it is right.
+    TouchedChunkIds touched;
+    if (!batch.Iterate(&touched).ok() || touched.unknown) {
+      version_cache_->Clear();
+    } else {
+      for (const ChunkId& id : touched.ids) version_cache_->Drop(id);
+    }
+  }
   return st;
 }
 
@@ -1177,37 +1234,24 @@ Status ChunkStore::PrepareDelete(const ChunkId& id,
                                  const std::function<bool(uint64_t)>& doomed,
                                  CommitOp* op, uint64_t* counted,
                                  uint64_t* counted_bytes) {
-  const std::string prefix = EncodeChunkIdPrefix(id);
   op->kind = CommitOp::Kind::kDelete;
   op->id = id;
-  {
-    PrefixScan it(db_.get(), prefix);
-    for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      ChunkId kid;
-      uint64_t ver;
-      rocksdb::Slice k = it->key();
-      if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &kid, &ver)
-               .ok()) {
-        continue;
-      }
-      if (!doomed(ver)) {
-        auto kept = DecodeChunkValue(
-            std::string_view(it->value().data(), it->value().size()));
-        if (kept.ok()) op->others.push_back(std::move(*kept));
-        continue;
-      }
-      op->keys.push_back(k.ToString());
-      auto v = DecodeChunkValue(
-          std::string_view(it->value().data(), it->value().size()));
-      if (!v.ok()) continue;  // malformed: uncounted, just removed
-      ++*counted;
-      *counted_bytes += v->length;
-      op->freed.push_back({ver, std::move(*v)});
+  std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
+  std::vector<uint64_t> bad;
+  STRIPEFS_RETURN_IF_ERROR(GatherVersions(id, &all, &bad));
+  for (auto& [ver, val] : all) {
+    if (!doomed(ver)) {
+      op->others.push_back(std::move(val));
+      continue;
     }
-    if (!it->status().ok()) {
-      return Status::IoError("scanning chunk index of " + dir_ + ": " +
-                             RocksMessage(it->status()));
-    }
+    op->keys.push_back(EncodeChunkKey(id, ver));
+    ++*counted;
+    *counted_bytes += val.length;
+    op->freed.push_back({ver, std::move(val)});
+  }
+  // Malformed: uncounted, just removed.
+  for (uint64_t ver : bad) {
+    if (doomed(ver)) op->keys.push_back(EncodeChunkKey(id, ver));
   }
   // Legacy files first, then the index entries: this frees space before the
   // index is written, so deleting works on a full disk. A crash in between
@@ -1730,8 +1774,32 @@ std::vector<Status> ChunkStore::ReadChunkRanges(
 }
 
 Status ChunkStore::GatherVersions(
-    const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out) {
+    const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
+    std::vector<uint64_t>* bad) {
   out->clear();
+  if (bad != nullptr) bad->clear();
+  uint64_t token = 0;
+  if (version_cache_) {
+    if (auto hit = version_cache_->Lookup(id)) {
+      *out = *hit;  // a cached id has no malformed entries
+      return Status::Ok();
+    }
+    token = version_cache_->Token(id);
+  }
+  std::vector<uint64_t> malformed;
+  bool clean = true;
+  STRIPEFS_RETURN_IF_ERROR(ScanVersions(id, out, &malformed, &clean));
+  if (version_cache_ && clean) version_cache_->Fill(id, token, *out);
+  if (bad != nullptr) *bad = std::move(malformed);
+  return Status::Ok();
+}
+
+Status ChunkStore::ScanVersions(
+    const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
+    std::vector<uint64_t>* bad, bool* clean) {
+  out->clear();
+  bad->clear();
+  *clean = true;
   const std::string prefix = EncodeChunkIdPrefix(id);
   PrefixScan it(db_.get(), prefix);
   for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
@@ -1740,15 +1808,58 @@ Status ChunkStore::GatherVersions(
     rocksdb::Slice k = it->key();
     if (!DecodeChunkKey(std::string_view(k.data(), k.size()), &kid, &ver)
              .ok()) {
+      *clean = false;
       continue;
     }
     auto v = DecodeChunkValue(
         std::string_view(it->value().data(), it->value().size()));
-    if (v.ok()) out->emplace_back(ver, std::move(*v));
+    if (v.ok()) {
+      out->emplace_back(ver, std::move(*v));
+    } else {
+      *clean = false;
+      bad->push_back(ver);
+    }
   }
   if (!it->status().ok()) {
     return Status::IoError("scanning chunk index of " + dir_ + ": " +
                            RocksMessage(it->status()));
+  }
+  return Status::Ok();
+}
+
+Status ChunkStore::VerifyVersionCache() {
+  if (!version_cache_) return Status::Ok();
+  for (const auto& [id, snapped] : version_cache_->Snapshot()) {
+    std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id));
+    // The entry now: no change of this id can be under way (they hold the
+    // chunk lock exclusively until their cache update is done).
+    std::shared_ptr<const ChunkVersions> cached = version_cache_->Peek(id);
+    if (!cached) continue;  // dropped or evicted since the snapshot
+    ChunkVersions scanned;
+    std::vector<uint64_t> bad;
+    bool clean = true;
+    STRIPEFS_RETURN_IF_ERROR(ScanVersions(id, &scanned, &bad, &clean));
+    auto describe = [](const ChunkVersions& vs) {
+      std::string d;
+      for (const auto& [ver, val] : vs) {
+        d += " " + std::to_string(ver) + "(" + std::to_string(val.length) +
+             " bytes, " + std::to_string(val.pieces.size()) + " pieces)";
+      }
+      return d.empty() ? std::string(" none") : d;
+    };
+    bool same = clean && scanned.size() == cached->size();
+    for (size_t i = 0; same && i < scanned.size(); ++i) {
+      same = scanned[i].first == (*cached)[i].first &&
+             EncodeChunkValue(scanned[i].second) ==
+                 EncodeChunkValue((*cached)[i].second);
+    }
+    if (!same) {
+      return Status::Corruption(
+          "version cache of " + dir_ + " disagrees with the index for " +
+          DescribeChunk(id, 0) + ": cached" + describe(*cached) + "; index" +
+          describe(scanned) +
+          (clean ? "" : " (and entries that do not decode)"));
+    }
   }
   return Status::Ok();
 }
@@ -1838,6 +1949,14 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.read_batches = read_batches_.load();
   c.batched_ops = batched_ops_.load();
   c.data_submissions = io_ ? io_->submissions() : 0;
+  if (version_cache_) {
+    const ChunkVersionCacheCounters vc = version_cache_->Counters();
+    c.version_cache_hits = vc.hits;
+    c.version_cache_misses = vc.misses;
+    c.version_cache_evictions = vc.evictions;
+    c.version_cache_bytes = vc.bytes;
+    c.version_cache_entries = vc.entries;
+  }
   return c;
 }
 

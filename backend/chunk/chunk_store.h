@@ -55,10 +55,20 @@
 // as they are: their chunks are read, deleted and swept where they are
 // (chunk_sweep.cc); new versions go to segments.
 //
+// Version cache (chunk_version_cache.h): the versions the index holds for
+// recently used chunk ids, so that writes, clones, patches and deletes do
+// not scan the index for them (GatherVersions, PrepareDelete). It is exact:
+// a commit updates the entry under the chunk lock once the index write is
+// done (CommitBatch), every other index write drops the ids it touches
+// (IndexWrite, or clears it all when it cannot tell), and a miss fills it
+// only when nothing changed the cache's shard during the scan. Bounded by
+// ChunkStoreOptions::version_cache_bytes; empty at open.
+//
 // Thread-safety: all methods may be called concurrently from many threads.
 // Operations on the same ChunkId are serialized by a striped lock (reads
 // share it). Owns the RocksDB handle, the lock file, the segment files, the
-// io_uring pool, the commit thread and the compactor thread.
+// io_uring pool, the commit thread, the compactor thread and the version
+// cache.
 #pragma once
 
 #include <array>
@@ -88,6 +98,7 @@ class WriteBatch;
 
 namespace stripefs {
 
+class ChunkVersionCache;
 class UringFileIo;
 struct ChunkIndexValue;
 struct PendingEntry;
@@ -146,6 +157,9 @@ struct ChunkStoreOptions {
   // compactor; Compact() still works).
   double compact_live_fraction = 0.5;
   uint64_t compact_bytes_per_sec = uint64_t{32} << 20;
+  // Memory for the version cache (approximate bytes; see "Version cache").
+  // 0: no cache, every write and delete scans the index.
+  uint64_t version_cache_bytes = uint64_t{32} << 20;
 };
 
 // Counters beyond ChunkStoreStats (since Open unless said otherwise).
@@ -193,6 +207,14 @@ struct ChunkStoreCounters {
   uint64_t read_batches = 0;
   uint64_t batched_ops = 0;
   uint64_t data_submissions = 0;
+  // Version cache: lookups served from it and those that scanned the
+  // index, entries evicted to stay under its bound; the bytes and entries
+  // it holds now. All 0 without a cache.
+  uint64_t version_cache_hits = 0;
+  uint64_t version_cache_misses = 0;
+  uint64_t version_cache_evictions = 0;
+  uint64_t version_cache_bytes = 0;
+  uint64_t version_cache_entries = 0;
 };
 
 // What one Sweep() found and did.
@@ -325,6 +347,11 @@ class ChunkStore final : public ChunkService {
 
   ChunkStoreCounters Counters() const;
   std::vector<SegmentInfo> Segments();
+  // Compares every version cache entry with a fresh scan of the index
+  // (under the entry's chunk lock, shared): Corruption naming the first
+  // chunk id whose entry differs. For tests and debugging; OK without a
+  // cache.
+  Status VerifyVersionCache();
 
   // Where byte `at` of chunk (id, version) is stored (EINVAL past its
   // end, except `at` 0). For tests and tools (e.g. to flip bits in a
@@ -459,17 +486,33 @@ class ChunkStore final : public ChunkService {
   Status GatherForTarget(uint64_t to_version, uint32_t length, const char* verb,
                          CommitOp* op, bool* existed);
   // Every version of `id` that decodes, in version order (caller holds the
-  // chunk lock).
+  // chunk lock): from the version cache, or scanned (ScanVersions) and put
+  // in the cache when every entry of `id` decoded. `bad`, if not null, gets
+  // the versions whose value does not decode (an id with any is never
+  // cached).
   Status GatherVersions(const ChunkId& id,
-                        std::vector<std::pair<uint64_t, ChunkIndexValue>>* out);
+                        std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
+                        std::vector<uint64_t>* bad = nullptr);
+  // The index scan behind it (no cache): *clean false when a key or value
+  // of `id` did not decode.
+  Status ScanVersions(const ChunkId& id,
+                      std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
+                      std::vector<uint64_t>* bad, bool* clean);
   // The segment bytes `values` reference together (overlaps once), and per
   // segment (bytes, end of the last range) added to *per_segment.
   static uint64_t UniqueSegmentBytes(
       const std::vector<const ChunkIndexValue*>& values,
       std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment);
   // A synced write of one batch outside the commit thread (dropping entries
-  // of missing chunks).
+  // of missing chunks). Afterwards (whether it worked or not) the version
+  // cache forgets every chunk id the batch touches (everything, when the
+  // batch holds something other than puts and deletes of chunk keys).
   Status IndexWrite(const std::function<void(rocksdb::WriteBatch*)>& fill);
+  // The version cache after a commit of `batch` (commit thread, each op's
+  // chunk lock held by its submitter): ops that committed update their
+  // entry (`encoded`: each op's value as written), the others drop it.
+  void UpdateVersionCache(const std::vector<CommitOp*>& batch,
+                          const std::vector<std::string>& encoded);
 
   // The group commit (chunk_store_commit.cc). Once the op is done, Submit
   // punches the holes its commit left (op->holes) on the calling thread,
@@ -544,6 +587,8 @@ class ChunkStore final : public ChunkService {
 
   static constexpr size_t kLockStripes = 256;
   std::array<std::shared_mutex, kLockStripes> chunk_locks_;
+  // Null when options_.version_cache_bytes is 0.
+  std::unique_ptr<ChunkVersionCache> version_cache_;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;  // work for the commit thread

@@ -16,6 +16,7 @@
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
 #include "backend/chunk/chunk_store.h"
+#include "backend/chunk/chunk_version_cache.h"
 #include "backend/chunk/uring_file_io.h"
 #include "common/rocks_glue.h"
 
@@ -297,11 +298,14 @@ void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
 void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   rocksdb::WriteBatch wb;
   std::vector<PendingEntry> pending;
+  // Each put's value as written (the version cache decodes it).
+  std::vector<std::string> encoded(batch.size());
   bool has_data = false;
-  for (CommitOp* op : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    CommitOp* op = batch[i];
     if (op->kind == CommitOp::Kind::kPut) {
-      const std::string value = EncodeChunkValue(op->value);
-      for (const auto& k : op->keys) wb.Put(k, value);
+      encoded[i] = EncodeChunkValue(op->value);
+      for (const auto& k : op->keys) wb.Put(k, encoded[i]);
     } else {
       for (const auto& k : op->keys) wb.Delete(k);
     }
@@ -376,6 +380,7 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   if (record_done && !pending_key.empty()) {
     confirmed_pending_.push_back(pending_key);
   }
+  UpdateVersionCache(batch, encoded);
   for (size_t i = 0; i < batch.size(); ++i) {
     CommitOp& op = *batch[i];
     if (!op.status.ok()) continue;
@@ -391,6 +396,37 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   if (!reserve_held_ && freed) RestoreIndexReserve();
   batches_.fetch_add(1, std::memory_order_relaxed);
   ops_.fetch_add(batch.size(), std::memory_order_relaxed);
+}
+
+void ChunkStore::UpdateVersionCache(const std::vector<CommitOp*>& batch,
+                                    const std::vector<std::string>& encoded) {
+  if (!version_cache_) return;
+  std::vector<uint64_t> versions;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const CommitOp& op = *batch[i];
+    // Not committed, or committed and rolled back (or not): the index
+    // decides, at the next scan.
+    bool known = op.status.ok();
+    versions.clear();
+    for (const auto& k : op.keys) {
+      ChunkId id;
+      uint64_t version = 0;
+      if (!DecodeChunkKey(k, &id, &version).ok()) {
+        version_cache_->Clear();  // cannot happen: ops name chunk keys
+      } else if (id != op.id) {
+        version_cache_->Drop(id);  // nor this
+        known = false;
+      }
+      versions.push_back(version);
+    }
+    if (!known) {
+      version_cache_->Drop(op.id);
+    } else if (op.kind == CommitOp::Kind::kPut) {
+      version_cache_->ApplyPut(op.id, versions, encoded[i]);
+    } else {
+      version_cache_->ApplyDelete(op.id, versions);
+    }
+  }
 }
 
 Status ChunkStore::RollBack(const std::vector<const CommitOp*>& failed) {

@@ -3,6 +3,7 @@
 //
 //   chunk_store_bench DIR [--mib N] [--writers W] [--chunk-kib K]
 //                         [--io-uring 0|1] [--patch-kib P]
+//                         [--version-cache-kib C]
 //
 // With --patch-kib P: instead, parity-delta style updates. W threads write
 // N MiB of K KiB chunks, then for a fixed time patch P KiB windows at random
@@ -10,7 +11,11 @@
 // collector would), once with ChunkStore::PatchChunk (only the window is
 // written) and once with the ChunkService default it replaced (read the
 // whole chunk, write it whole), side by side on the same store, and prints
-// patches/s, the chunk bytes written per patch and the ratio.
+// patches/s, the chunk bytes written per patch and the ratio, and the CPU
+// time (user + system, all threads) per PatchChunk + DeleteChunkVersion of
+// the last PatchChunk run with the version cache's hits and misses in it
+// (--version-cache-kib: ChunkStoreOptions::version_cache_bytes in KiB, 0
+// for none; default the store's default).
 //
 // Runs fio (O_DIRECT, libaio, QD = W, K KiB blocks, N MiB, end_fsync) in
 // DIR/fio, then W threads writing N MiB of K KiB chunks into a fresh store in
@@ -243,7 +248,7 @@ bool RunPatches(ChunkStore* store, std::vector<uint64_t>* versions, int writers,
 }
 
 int PatchBench(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
-               int patch_kib, bool io_uring) {
+               int patch_kib, bool io_uring, uint64_t version_cache_bytes) {
   if (patch_kib >= chunk_kib) {
     std::fprintf(stderr,
                  "chunk_store_bench: --patch-kib must be below "
@@ -254,6 +259,7 @@ int PatchBench(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   std::filesystem::remove_all(dir + "/store");
   stripefs::ChunkStoreOptions o;
   o.use_io_uring = io_uring;
+  o.version_cache_bytes = version_cache_bytes;
   auto s = ChunkStore::Open(dir + "/store", o);
   if (!s.ok()) {
     std::fprintf(stderr, "chunk_store_bench: %s\n",
@@ -274,13 +280,18 @@ int PatchBench(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
   std::vector<uint64_t> versions(total, 1);
   constexpr double kSecs = 5;
   double window_rate = 0, window_bytes = 0, whole_rate = 0, whole_bytes = 0;
-  const bool ok =
-      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, false,
-                 kSecs, &window_rate, &window_bytes) &&
-      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, true,
-                 kSecs, &whole_rate, &whole_bytes) &&
-      RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib, false,
-                 kSecs, &window_rate, &window_bytes);
+  bool ok = RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib,
+                       false, kSecs, &window_rate, &window_bytes) &&
+            RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib,
+                       true, kSecs, &whole_rate, &whole_bytes);
+  // The last run alone: its CPU per patch (+ delete) and cache lookups.
+  const stripefs::ChunkStoreCounters c0 = store->Counters();
+  const double cpu0 = ProcessCpuSeconds();
+  ok = ok && RunPatches(store.get(), &versions, writers, chunk_kib, patch_kib,
+                        false, kSecs, &window_rate, &window_bytes);
+  const double cpu_s = ProcessCpuSeconds() - cpu0;
+  const stripefs::ChunkStoreCounters c1 = store->Counters();
+  const double patches = std::max(window_rate * kSecs, 1.0);
   store.reset();
   std::filesystem::remove_all(dir + "/store");
   if (!ok) return 1;
@@ -289,10 +300,15 @@ int PatchBench(const std::string& dir, uint64_t mib, int writers, int chunk_kib,
       "%" PRIu64
       " chunks: PatchChunk=%.0f/s (%.0f bytes written per "
       "patch) read+write default=%.0f/s (%.0f bytes per patch) "
-      "ratio=%.2f load_before=%s load_after=%s\n",
+      "ratio=%.2f cpu_us_per_patch=%.1f (version cache %" PRIu64
+      " KiB: %" PRIu64 " hits, %" PRIu64
+      " misses) load_before=%s load_after=%s\n",
       patch_kib, chunk_kib, writers, total, window_rate, window_bytes,
       whole_rate, whole_bytes, window_rate / std::max(whole_rate, 1e-9),
-      load_before.c_str(), LoadAverage().c_str());
+      cpu_s * 1e6 / patches, version_cache_bytes >> 10,
+      c1.version_cache_hits - c0.version_cache_hits,
+      c1.version_cache_misses - c0.version_cache_misses, load_before.c_str(),
+      LoadAverage().c_str());
   return 0;
 }
 
@@ -302,18 +318,25 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: chunk_store_bench DIR [--mib N] [--writers W] "
-                 "[--chunk-kib K] [--io-uring 0|1] [--patch-kib P]\n");
+                 "[--chunk-kib K] [--io-uring 0|1] [--patch-kib P] "
+                 "[--version-cache-kib C]\n");
     return 2;
   }
   const std::string dir = argv[1];
   uint64_t mib = 1024;
   int writers = 8, chunk_kib = 1024, patch_kib = 0;
   bool io_uring = stripefs::ChunkStoreOptions{}.use_io_uring;
+  uint64_t version_cache_bytes =
+      stripefs::ChunkStoreOptions{}.version_cache_bytes;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long v = std::atol(argv[i + 1]);
     if (flag == "--io-uring") {
       io_uring = v != 0;
+      continue;
+    }
+    if (flag == "--version-cache-kib" && v >= 0) {
+      version_cache_bytes = static_cast<uint64_t>(v) << 10;
       continue;
     }
     if (v <= 0) {
@@ -336,7 +359,8 @@ int main(int argc, char** argv) {
     }
   }
   if (patch_kib > 0) {
-    return PatchBench(dir, mib, writers, chunk_kib, patch_kib, io_uring);
+    return PatchBench(dir, mib, writers, chunk_kib, patch_kib, io_uring,
+                      version_cache_bytes);
   }
   const std::string load_before = LoadAverage();
   const double fio1 = RunFioRef(dir + "/fio", mib, writers, chunk_kib);
