@@ -1570,10 +1570,41 @@ Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
 // One op of an ApplyChunkOps batch.
 struct ChunkStore::BatchOp {
   CommitOp op;
-  AlignedBytes data;  // a patch's new blocks (op.data)
+  AlignedBytes data;  // a patch's new blocks, or a whole patch's chunk
   bool existed = false;
   bool queued = false;
+  bool whole = false;  // a patch stored as a whole new version
 };
+
+Status ChunkStore::PrepareWholePatch(const ChunkWriteOp& w, BatchOp* b,
+                                     Prep* prep) {
+  *prep = Prep::kDefault;
+  ChunkIndexValue v;
+  bool found = false;
+  STRIPEFS_RETURN_IF_ERROR(GetEntry(w.id, w.from_version, &found, &v));
+  // A resize, a legacy source, a missing one or a full store: the one-op
+  // path, which reports or compacts. `length` comes from a peer: nothing
+  // is allocated until the source is found to be that long.
+  if (!found || !v.in_segment || v.length != w.length ||
+      w.length > options_.max_chunk_bytes || !CheckSpace(w.length).ok()) {
+    return Status::Ok();
+  }
+  b->data.resize(w.length);
+  const std::span<uint8_t> chunk(b->data.data(), w.length);
+  if (!ReadVerifiedRange(w.id, w.from_version, v, 0, chunk).ok()) {
+    return Status::Ok();  // the one-op path reads it again and says why
+  }
+  if (w.ranges.empty()) {
+    std::memcpy(chunk.data() + w.offset, w.bytes.data(), w.bytes.size());
+  } else {
+    ScatterPatchRanges(w.ranges, w.bytes, 0, chunk);
+  }
+  *prep = Prep::kReady;
+  b->whole = true;
+  patches_whole_.fetch_add(1, std::memory_order_relaxed);
+  InitWriteOp(w.id, w.to_version, chunk, &b->op);
+  return GatherForTarget(w.to_version, w.length, "patch", &b->op, &b->existed);
+}
 
 Status ChunkStore::PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b,
                                   Prep* prep) {
@@ -1605,15 +1636,25 @@ Status ChunkStore::PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b,
   }
   if (w.ranges.size() <= 1) {
     if (uint64_t{w.offset} + w.bytes.size() > w.length) return Status::Ok();
-    return PreparePatch(w.id, w.from_version, w.to_version, w.length,
-                        w.ranges.empty() ? w.offset : w.ranges[0].offset,
-                        w.bytes, &b->op, &b->data, &b->existed, prep);
+    Status ps = PreparePatch(w.id, w.from_version, w.to_version, w.length,
+                             w.ranges.empty() ? w.offset : w.ranges[0].offset,
+                             w.bytes, &b->op, &b->data, &b->existed, prep);
+    if (ps.ok() && *prep == Prep::kDefault) {
+      ChunkWriteOp one = w;
+      if (!w.ranges.empty()) {
+        one.offset = w.ranges[0].offset;
+        one.ranges = {};
+      }
+      return PrepareWholePatch(one, b, prep);
+    }
+    return ps;
   }
   // Several ranges: the span between them with the source's bytes (as
-  // PatchChunkRanges does), then one patch of the span.
+  // PatchChunkRanges does), then one patch of the span; a span over more
+  // than half the chunk makes a whole new version (in this batch too).
   const uint32_t lo = w.ranges.front().offset;
   const uint32_t hi = w.ranges.back().offset + w.ranges.back().length;
-  if (uint64_t{hi - lo} * 2 > w.length) return Status::Ok();
+  if (uint64_t{hi - lo} * 2 > w.length) return PrepareWholePatch(w, b, prep);
   ChunkIndexValue v;
   Status ls = LookUpRange(w.id, w.from_version, lo, hi - lo, &v);
   if (ls.code() == ENOENT) return Status::Ok();  // PatchChunkRanges says so
@@ -1679,7 +1720,8 @@ std::vector<Status> ChunkStore::ApplyChunkOps(
     if (std::find(one_by_one.begin(), one_by_one.end(), i) != one_by_one.end())
       continue;
     if (b.op.status.ok()) {
-      CountStored(ops[i].kind,
+      // A whole patch counts as the one-op path counts it: a write.
+      CountStored(b.whole ? ChunkWriteOp::Kind::kWrite : ops[i].kind,
                   ops[i].kind == ChunkWriteOp::Kind::kWrite
                       ? ops[i].bytes.size()
                       : ops[i].length,

@@ -459,6 +459,13 @@ class ChunkStore final : public ChunkService {
   // One ApplyChunkOps op prepared as above; kDefault also for whatever the
   // batch leaves to the one-op path (its errors, legacy sources, ...).
   Status PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b, Prep* prep);
+  // A patch that PreparePatch would store whole (its window, or the span of
+  // its ranges, covers more than half the chunk): the source read whole
+  // (CRC-verified) with the new bytes over it, prepared as a whole new
+  // version in the batch, so it shares the batch's one sync round instead
+  // of taking its own afterwards. kDefault for what the one-op path must
+  // do (a resize, a legacy or missing source, a full store).
+  Status PrepareWholePatch(const ChunkWriteOp& w, BatchOp* b, Prep* prep);
   // A committed write, clone or patch of a `length`-byte version in the
   // counters (a new chunk unless it `existed`).
   void CountStored(ChunkWriteOp::Kind kind, uint64_t length, bool existed);

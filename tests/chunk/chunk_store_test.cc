@@ -1118,6 +1118,50 @@ TEST_P(ChunkStoreTest, ApplyChunkOpsCommitsABatchOnce) {
   EXPECT_EQ(*store_->ReadChunk({16, 0, 4}, 1, 0, kLen), Payload(kLen, 30));
 }
 
+// Patches that cover more than half their chunk (one wide window, or
+// ranges far apart, as a parity delta of scattered small writes makes) are
+// stored whole, yet inside the batch: one group commit for every op, where
+// the one-op path would take another sync round after it.
+TEST_P(ChunkStoreTest, ApplyChunkOpsStoresWidePatchesWholeInTheSameCommit) {
+  constexpr uint32_t kLen = 8 * 4096;
+  std::vector<std::vector<uint8_t>> want;
+  for (uint32_t i = 0; i < 3; ++i) {
+    want.push_back(Payload(kLen, 60 + i));
+    ASSERT_TRUE(store_->WriteChunk({18, i, 1}, 1, want.back()).ok());
+  }
+  const auto narrow = Payload(4096, 63), wide = Payload(5 * 4096, 64);
+  const auto ends = Payload(2 * 100, 65);
+  const std::vector<PatchRange> apart = {{10, 100}, {kLen - 100, 100}};
+  std::vector<ChunkWriteOp> ops(3);
+  ops[0] = {ChunkWriteOp::Kind::kPatch, {18, 0, 1}, 1, 2, kLen, 4096, narrow};
+  ops[1] = {ChunkWriteOp::Kind::kPatch, {18, 1, 1}, 1, 2, kLen, 100, wide};
+  ops[2] = {ChunkWriteOp::Kind::kPatch, {18, 2, 1}, 1, 2, kLen, 0, ends, apart};
+  std::copy(narrow.begin(), narrow.end(), want[0].begin() + 4096);
+  std::copy(wide.begin(), wide.end(), want[1].begin() + 100);
+  std::copy(ends.begin(), ends.begin() + 100, want[2].begin() + 10);
+  std::copy(ends.begin() + 100, ends.end(), want[2].begin() + (kLen - 100));
+
+  const ChunkStoreCounters before = store_->Counters();
+  const std::vector<Status> got = store_->ApplyChunkOps(ops);
+  const ChunkStoreCounters after = store_->Counters();
+  ASSERT_EQ(got.size(), ops.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(got[i].ok()) << i << " " << got[i].ToString();
+  }
+  EXPECT_EQ(after.commit_batches - before.commit_batches, 1u);
+  EXPECT_EQ(after.batched_ops - before.batched_ops, 3u);
+  EXPECT_EQ(after.patches_whole - before.patches_whole, 2u);
+  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 1u);
+  Reopen();
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto v2 = store_->ReadChunk({18, i, 1}, 2, 0, kLen);
+    ASSERT_TRUE(v2.ok()) << i << " " << v2.status().ToString();
+    EXPECT_EQ(*v2, want[i]) << i;
+    EXPECT_EQ(*store_->ReadChunk({18, i, 1}, 1, 0, kLen), Payload(kLen, 60 + i))
+        << i;
+  }
+}
+
 // Failing ops among good ones: each gets its own error, the others are
 // applied; what the batch leaves to the one-op path (a whole-chunk patch,
 // invalid ops, a chunk id named twice) answers as it does there.
