@@ -38,11 +38,16 @@ class [[nodiscard]] Status {
   static Status NotSupported(std::string m) {
     return {EOPNOTSUPP, std::move(m)};
   }
+  // The operation would have to wait (for I/O, a lock, the network) and
+  // was asked not to: nothing was done, try again where waiting is fine.
+  static Status WouldBlock(std::string m) { return {EAGAIN, std::move(m)}; }
   static Status FromErrno(int err, std::string_view what);
 
   bool ok() const { return code_ == 0; }
   // errno value (EIO, ENOENT, ...); 0 when OK.
   int code() const { return code_; }
+  // EAGAIN (== EWOULDBLOCK on Linux): see WouldBlock().
+  bool IsWouldBlock() const { return code_ == EAGAIN; }
   const std::string& message() const { return msg_; }
   // "OK" or "<strerror(code)>: <message>".
   std::string ToString() const;

@@ -83,11 +83,14 @@ nlohmann::json StatsJson(const StatsInputs& in) {
       ops[std::string(fuse::OpcodeName(op))] = in.engine.per_opcode[op];
     }
     j["requests_by_opcode"] = ops;
-    j["engine"] = {{"unknown_opcode", in.engine.unknown_opcode},
-                   {"malformed", in.engine.malformed},
-                   {"interrupts", in.engine.interrupts},
-                   {"uring_reads_inline", in.engine.uring_reads_inline},
-                   {"uring_reads_handed", in.engine.uring_reads_handed}};
+    j["engine"] = {
+        {"unknown_opcode", in.engine.unknown_opcode},
+        {"malformed", in.engine.malformed},
+        {"interrupts", in.engine.interrupts},
+        {"uring_reads_inline", in.engine.uring_reads_inline},
+        {"uring_reads_handed", in.engine.uring_reads_handed},
+        {"uring_read_tries", in.engine.uring_read_tries},
+        {"uring_read_would_block", in.engine.uring_read_would_block}};
   }
 
   if (in.fs) {

@@ -412,6 +412,7 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
   so->dev_poll = o_.dev_poll;
   so->uring_read_workers = o_.uring_read_workers;
   so->uring_inline_lone_reads = o_.uring_inline_lone_reads;
+  so->uring_try_reads = o_.uring_try_reads;
   so->init.max_pages = pages;
   so->init.max_write = pages * kPageBytes;
   so->init.max_readahead =

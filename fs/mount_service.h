@@ -104,6 +104,9 @@ struct MountServiceOptions {
   bool dev_poll = false;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_inline_lone_reads = true;  // a lone READ on an idle queue inline
+  // A READ for the workers is first tried on the queue thread without
+  // blocking (fuse::SessionOptions::uring_try_reads).
+  bool uring_try_reads = true;
   bool writeback_cache = true;
   bool align = true;          // request opt-alignment to the stripe size
   bool enable_uring = false;  // set the fuse module's enable_uring (root)

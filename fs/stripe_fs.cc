@@ -799,10 +799,24 @@ void StripeFs::TmpFile(Replier r, uint64_t parent, const fuse_create_in& in) {
 }
 
 void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
-  counters_.read_requests.fetch_add(1, std::memory_order_relaxed);
+  // A given-back READ (below) was counted when it was tried.
+  if (!r.ctx().retried)
+    counters_.read_requests.fetch_add(1, std::memory_order_relaxed);
   auto w = WriterFor(nodeid, false);
   std::vector<uint8_t> own;
   std::span<uint8_t> buf = ReplyBufferOr(r, in.size, &own);
+  if (r.ctx().must_not_block) {
+    // On an io-uring queue thread: served from memory (cached size, cached
+    // map, stripe cache, page cache of in-process chunk stores), or given
+    // back to a worker thread, which reads as below. A file with a writer
+    // (buffered bytes, flushes) always goes to the worker.
+    auto cached = w ? std::nullopt : attr_cache_.Get(nodeid);
+    auto n = cached ? client_.TryRead(nodeid, in.offset, buf, cached->size)
+                    : Result<size_t>(Status::WouldBlock("not cached"));
+    if (!n.ok()) return r.WouldBlock();
+    counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
+    return r.Data(std::span<const uint8_t>(buf.data(), *n));
+  }
   auto n = w ? w->Read(in.offset, buf) : ReadCommitted(nodeid, in.offset, buf);
   if (!n.ok()) return Fail(r, n.status());
   counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);

@@ -37,6 +37,8 @@ nlohmann::json EngineStatsToJson(const EngineStats& s) {
   j["uring_depth"] = s.uring_depth;
   j["uring_reads_inline"] = s.uring_reads_inline;
   j["uring_reads_handed"] = s.uring_reads_handed;
+  j["uring_read_tries"] = s.uring_read_tries;
+  j["uring_read_would_block"] = s.uring_read_would_block;
   nlohmann::json ops = nlohmann::json::object();
   for (uint32_t i = 0; i < s.per_opcode.size(); ++i) {
     if (s.per_opcode[i]) ops[std::string(OpcodeName(i))] = s.per_opcode[i];
@@ -71,7 +73,9 @@ std::string EngineStatsToText(const EngineStats& s) {
   if (s.transport == "uring")
     o << " (" << s.uring_queues << " queues x " << s.uring_depth
       << " entries; READs on queue threads / handed to workers: "
-      << s.uring_reads_inline << " / " << s.uring_reads_handed << ")";
+      << s.uring_reads_inline << " / " << s.uring_reads_handed
+      << "; tried without blocking / given back: " << s.uring_read_tries
+      << " / " << s.uring_read_would_block << ")";
   o << (n.uring_offered ? ", kernel offers io-uring"
                         : ", kernel does not offer io-uring")
     << "\n";

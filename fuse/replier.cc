@@ -43,6 +43,32 @@ bool Replier::interrupted() const {
   return inflight_ && inflight_->interrupted.load(std::memory_order_relaxed);
 }
 
+void InFlight::GiveBack() {
+  std::fprintf(stderr,
+               "stripefs-fuse: request unique=%llu opcode=%u given back by a "
+               "transport that cannot re-dispatch it; answering EIO\n",
+               static_cast<unsigned long long>(ctx.unique), ctx.opcode);
+  Complete(EIO, {});
+}
+
+void Replier::WouldBlock() {
+  InFlight* f = inflight_;
+  if (!f) return;
+  if (!f->ctx.must_not_block) {
+    std::fprintf(stderr,
+                 "stripefs-fuse: request unique=%llu opcode=%u answered "
+                 "WouldBlock though it may block; answering EIO\n",
+                 static_cast<unsigned long long>(f->ctx.unique), f->ctx.opcode);
+    Error(EIO);
+    return;
+  }
+  // Still in flight: the observer (the Session's INTERRUPT tracking) keeps
+  // it until the retried request replies.
+  inflight_ = nullptr;
+  observer_ = nullptr;
+  f->GiveBack();
+}
+
 void Replier::Send(int error, std::span<const iovec> iov) {
   InFlight* f = inflight_;
   if (!f) return;

@@ -47,6 +47,12 @@ struct RequestContext {
   int cpu = -1;        // CPU the request was dispatched on (sched_getcpu)
   bool uring = false;  // arrived through io-uring
   bool background = false;  // writeback WRITE (FUSE_WRITE_CACHE)
+  // Run inline on an io-uring queue thread: the file system must not wait
+  // (disk, network, locks held by others) while serving it. If it cannot
+  // answer from memory, it calls Replier::WouldBlock() and the request is
+  // served again on a worker thread, with `retried` set and this cleared.
+  bool must_not_block = false;
+  bool retried = false;  // given back once (Replier::WouldBlock)
 };
 
 // Transport side of one in-flight request (implemented by transports; file
@@ -68,6 +74,12 @@ class InFlight {
   // for the next request once the reply is committed) or will not (its
   // bound of kept buffers is reached). Call before Complete(), at most once.
   virtual BufferPool::Lease KeepRequestBuffer() { return {}; }
+  // Replier::WouldBlock of a request with ctx.must_not_block: the transport
+  // dispatches it again on a thread that may block (ctx.retried set,
+  // must_not_block cleared); nothing is sent to the kernel. Transports
+  // that never set must_not_block keep this default, which logs and
+  // answers EIO (a file system's bug, never EAGAIN to the kernel).
+  virtual void GiveBack();
 
   RequestContext ctx;
   std::atomic<bool> interrupted{false};
@@ -143,6 +155,13 @@ class Replier {
   // lives, after the reply too. Empty lease = not possible, copy instead.
   // Before the reply only; at most once.
   BufferPool::Lease KeepRequestBuffer();
+
+  // Not a reply: "this request cannot be served without blocking". Only
+  // for a request with ctx().must_not_block (after one, the request is
+  // dispatched again on a worker thread that may block, with
+  // ctx().retried set); for any other request it logs and answers EIO.
+  // The Replier is spent either way. Never sends EAGAIN to the kernel.
+  void WouldBlock();
 
  private:
   void Send(int error, std::span<const iovec> iov);

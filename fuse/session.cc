@@ -120,7 +120,9 @@ Replier Session::Impl::Track(InFlight* f) {
     std::lock_guard<std::mutex> lock(sh.mu);
     sh.map[f->ctx.unique] = f;
   }
-  if (opts.request_observer) f->tracked_at = std::chrono::steady_clock::now();
+  // A retried request keeps the time of its first dispatch.
+  if (opts.request_observer && !f->ctx.retried)
+    f->tracked_at = std::chrono::steady_clock::now();
   return Replier(f, this);
 }
 
@@ -262,6 +264,8 @@ EngineStats Session::Stats() const {
     if (m.uring) {
       s.uring_reads_inline = m.uring->reads_inline();
       s.uring_reads_handed = m.uring->reads_handed();
+      s.uring_read_tries = m.uring->read_tries();
+      s.uring_read_would_block = m.uring->read_would_block();
     }
   }
   for (uint32_t i = 0; i < kOpcodeLimit; ++i)
@@ -388,6 +392,9 @@ void Session::Dispatch(InFlight* f, const fuse_in_header& h,
   QueueCounter* qc = (qidx >= 0 && qidx < static_cast<int>(m.queues.size()))
                          ? m.queues[qidx].get()
                          : nullptr;
+  // A request given back (Replier::WouldBlock) and dispatched again is
+  // counted once.
+  if (c.retried) qc = nullptr;
   if (qc) {
     qc->requests.fetch_add(1, std::memory_order_relaxed);
     if (c.cpu >= 0 && c.cpu < m.ncpu)
@@ -408,7 +415,8 @@ void Session::Dispatch(InFlight* f, const fuse_in_header& h,
     return;
   }
   const ParsedRequest& q = pr.req;
-  m.per_opcode[h.opcode].fetch_add(1, std::memory_order_relaxed);
+  if (!c.retried)
+    m.per_opcode[h.opcode].fetch_add(1, std::memory_order_relaxed);
   if (h.opcode == FUSE_WRITE &&
       (q.In<fuse_write_in>().write_flags & FUSE_WRITE_CACHE)) {
     c.background = true;
@@ -496,6 +504,7 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
     uo.depth = m.opts.uring_queue_depth;
     uo.read_workers = std::max(0, m.opts.uring_read_workers);
     uo.inline_lone_reads = m.opts.uring_inline_lone_reads;
+    uo.try_reads = m.opts.uring_try_reads;
     uo.payload_size = std::max<size_t>(
         {kMinReadBuffer, static_cast<size_t>(n.max_write),
          static_cast<size_t>(RequestedMaxPages(m.opts.init)) * 4096});

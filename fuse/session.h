@@ -71,6 +71,9 @@ struct SessionOptions {
   int uring_queue_depth = 8;   // entries per io-uring queue
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_inline_lone_reads = true;  // UringTransportOptions'
+  // UringTransportOptions::try_reads: READs tried on the queue thread
+  // (ctx.must_not_block). Only for a file system that honours it.
+  bool uring_try_reads = false;
   bool uring_pin_threads = true;
   bool log_requests = false;  // one stderr line per request (debug)
   RequestObserver* request_observer = nullptr;  // not owned; may be null

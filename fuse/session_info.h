@@ -121,6 +121,11 @@ struct EngineStats {
   // handed to the READ workers.
   uint64_t uring_reads_inline = 0;
   uint64_t uring_reads_handed = 0;
+  // READs tried on their queue thread without blocking (try_reads), and of
+  // those the ones the file system gave back (Replier::WouldBlock) to the
+  // READ workers; tries - would_block were served inline from memory.
+  uint64_t uring_read_tries = 0;
+  uint64_t uring_read_would_block = 0;
   std::array<uint64_t, fuse_abi::kOpcodeLimit> per_opcode{};
   uint64_t unknown_opcode = 0;  // answered ENOSYS by the parser
   uint64_t malformed = 0;       // answered EINVAL

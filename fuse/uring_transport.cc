@@ -69,6 +69,9 @@ class UringEntry final : public InFlight {
 
   void Complete(int error, std::span<const iovec> payload) override;
   std::span<uint8_t> ScratchBuffer(size_t n) override;
+  // A tried READ (must_not_block) the file system gave back: to the READ
+  // workers, retried.
+  void GiveBack() override;
 
   void PrepRegister(io_uring_sqe* sqe, uint16_t qid);
   void PrepCommit(io_uring_sqe* sqe, uint16_t qid);
@@ -78,6 +81,10 @@ class UringEntry final : public InFlight {
   size_t payload_size_;
   iovec iov_[2];
   uint64_t commit_id_ = 0;
+  // The request as dispatched (for GiveBack's second dispatch).
+  fuse_in_header h_{};
+  size_t fixed_ = 0;
+  size_t psz_ = 0;
   bool payload_in_use_ = false;  // request args live in the payload
   std::unique_ptr<uint8_t[]> scratch_;
   size_t scratch_size_ = 0;
@@ -123,6 +130,8 @@ struct UringTransport::Queue {
   void CommitHandedOverLocked();
   void Serve(UringEntry* e, const fuse_in_header& h, size_t fixed,
              size_t payload);
+  // A tried READ given back (UringEntry::GiveBack): to the READ workers.
+  void HandOverTried(UringEntry* e);
   void SubmitLocked() {
     int r = io_uring_submit(&ring);
     if (r < 0 && r != -EBUSY && r != -EAGAIN) {
@@ -290,6 +299,21 @@ void UringEntry::Complete(int error, std::span<const iovec> payload) {
   PrepCommit(sqe, static_cast<uint16_t>(q->qid));
   q->busy.fetch_sub(1);
   if (!q->on_queue_thread()) q->SubmitLocked();
+}
+
+void UringEntry::GiveBack() {
+  if (!q_->read_workers || ctx.retried) {
+    InFlight::GiveBack();  // not tried by this transport: a bug, EIO
+    return;
+  }
+  q_->HandOverTried(this);
+}
+
+void UringTransport::Queue::HandOverTried(UringEntry* e) {
+  t->read_would_block_.fetch_add(1, std::memory_order_relaxed);
+  e->ctx.must_not_block = false;
+  e->ctx.retried = true;
+  read_workers->Push({this, e, e->h_, e->fixed_, e->psz_});
 }
 
 void UringTransport::ReadWorkers::Run() {
@@ -483,7 +507,17 @@ void UringTransport::Queue::Loop() {
       // at QD1 the hand-over's wake-up costs more CPU than the read itself.
       const bool lone =
           t->opts_.inline_lone_reads && ready == 1 && busy.load() == 1;
-      if (read_workers && h.opcode == FUSE_READ && !lone) {
+      if (read_workers && h.opcode == FUSE_READ && !lone &&
+          t->opts_.try_reads) {
+        // Tried here first: served from memory, or given back (GiveBack
+        // hands it to the workers).
+        t->read_tries_.fetch_add(1, std::memory_order_relaxed);
+        e->h_ = h;
+        e->fixed_ = f;
+        e->psz_ = psz;
+        e->ctx.must_not_block = true;
+        Serve(e, h, f, psz);
+      } else if (read_workers && h.opcode == FUSE_READ && !lone) {
         t->reads_handed_.fetch_add(1, std::memory_order_relaxed);
         read_workers->Push({this, e, h, f, psz});
       } else {

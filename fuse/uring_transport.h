@@ -9,6 +9,11 @@
 // request; the reply goes back with COMMIT_AND_FETCH (commit_id from the
 // entry), which also fetches the next request.
 //
+// With try_reads, such a READ is first run on the queue thread with
+// ctx.must_not_block: served from memory there (no hand-over, no wake-up),
+// or given back by the file system (Replier::WouldBlock) and then handed
+// to the workers with ctx.retried (counted: read_tries, read_would_block).
+//
 // READs are handed to `read_workers` threads (shared by all queues), so a
 // queue serves several at once; other requests, and a READ that arrives
 // alone on an otherwise idle queue (QD1: no hand-over wake-up), are answered
@@ -46,6 +51,12 @@ struct UringTransportOptions {
   // With read workers: a READ that arrives alone on an idle queue is served
   // on the queue thread (saves a wake-up); false hands every READ over.
   bool inline_lone_reads = true;
+  // With read workers: a READ that would be handed over is first tried on
+  // the queue thread with ctx.must_not_block set; the file system answers
+  // it from memory or gives it back (Replier::WouldBlock), and then it is
+  // handed to the workers (ctx.retried). Only for a file system that
+  // honours must_not_block.
+  bool try_reads = false;
   size_t payload_size = 1u << 20;  // >= max(8 KiB, max_write, max_pages*4K)
   bool pin_threads = true;
   int first_queue = 0;  // index of qid 0 in the session's counters
@@ -74,6 +85,9 @@ class UringTransport : public Transport {
   // READs served on a queue thread / handed to the READ workers.
   uint64_t reads_inline() const { return reads_inline_.load(); }
   uint64_t reads_handed() const { return reads_handed_.load(); }
+  // READs tried on a queue thread (try_reads) / of those, given back.
+  uint64_t read_tries() const { return read_tries_.load(); }
+  uint64_t read_would_block() const { return read_would_block_.load(); }
 
   struct Queue;
   class ReadWorkers;
@@ -86,6 +100,8 @@ class UringTransport : public Transport {
   std::unique_ptr<ReadWorkers> read_workers_;
   std::atomic<uint64_t> reads_inline_{0};
   std::atomic<uint64_t> reads_handed_{0};
+  std::atomic<uint64_t> read_tries_{0};
+  std::atomic<uint64_t> read_would_block_{0};
 };
 
 }  // namespace stripefs::fuse

@@ -149,6 +149,7 @@ struct MountArgs {
   int dev_threads = 4;
   int uring_read_workers = 4;
   std::string uring_lone_reads = "inline";
+  std::string uring_try_reads = "on";
   bool no_align = false;
   bool enable_uring = false;
   int meta_hold_s = 60;
@@ -216,6 +217,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.dev_poll = a.dev_wait == "poll";
   o.uring_read_workers = a.uring_read_workers;
   o.uring_inline_lone_reads = a.uring_lone_reads == "inline";
+  o.uring_try_reads = a.uring_try_reads != "off";
   o.writeback_cache = a.writeback_cache != "off";
   o.align = !a.no_align;
   o.enable_uring = a.enable_uring;
@@ -600,6 +602,12 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "wake-up less per QD1 read; other requests of that CPU "
                   "wait for it) | workers (every READ handed over)")
         ->check(CLI::IsMember({"inline", "workers"}));
+    c->add_option("--uring-try-reads", a.uring_try_reads,
+                  "io-uring transport: a READ for the workers is first tried "
+                  "on the queue thread and served there when it needs no "
+                  "waiting (cached map and stripes, page cache): on "
+                  "(default) | off (every such READ handed over)")
+        ->check(on_off);
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
     c->add_option("--meta-hold-s", a.meta_hold_s,
                   "cluster mode: seconds metadata calls wait for an "

@@ -115,6 +115,11 @@ void PrintTable(const json& j) {
       const json& e = j["engine"];
       Row("uring READs inline/workers",
           Num(e["uring_reads_inline"]) + " / " + Num(e["uring_reads_handed"]));
+      if (e.contains("uring_read_tries")) {
+        Row("uring READs tried/given back",
+            Num(e["uring_read_tries"]) + " / " +
+                Num(e["uring_read_would_block"]));
+      }
     }
     for (const auto& q : j["queues"]) {
       Row((Num(q["transport"]) + " " + Num(q["queue"])).c_str(),

@@ -197,6 +197,23 @@ class ChunkService {
     return Status::NotSupported("bounded ReadChunkInto");
   }
 
+  // ReadChunkInto only if it can be done without blocking: no lock wait, no
+  // disk I/O (index and bytes already in memory), no network call. Either
+  // the bytes are in `out` (OK, checked as ReadChunkInto does), or
+  // WouldBlock (EAGAIN) and the caller reads some other way (`out` then
+  // holds unspecified bytes), or a definite error (e.g. ENOENT, EINVAL).
+  // For callers on threads that must not wait (a FUSE io-uring queue
+  // thread). The default (a remote service, or one that cannot tell)
+  // returns WouldBlock.
+  virtual Status TryReadChunkInto(const ChunkId& id, uint64_t version,
+                                  uint32_t offset, std::span<uint8_t> out) {
+    (void)id;
+    (void)version;
+    (void)offset;
+    (void)out;
+    return Status::WouldBlock("non-blocking chunk read");
+  }
+
   // Several reads at once (e.g. every old window one fsync's parity deltas
   // need from this server) and one Status per read, in order, each with
   // ReadChunkInto's checks and errors; on error that read's `out` holds

@@ -711,11 +711,16 @@ Status ChunkStore::GetSourceEntry(const ChunkId& id, uint64_t version,
 }
 
 Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
-                            ChunkIndexValue* v) {
+                            ChunkIndexValue* v, bool cache_only) {
   std::string raw;
-  rocksdb::Status s = db_->Get({}, EncodeChunkKey(id, version), &raw);
+  rocksdb::ReadOptions ro;
+  if (cache_only) ro.read_tier = rocksdb::kBlockCacheTier;
+  rocksdb::Status s = db_->Get(ro, EncodeChunkKey(id, version), &raw);
   *found = false;
   if (s.IsNotFound()) return Status::Ok();
+  if (cache_only && s.IsIncomplete()) {
+    return Status::WouldBlock("chunk index entry is not in memory");
+  }
   const std::string name = DescribeChunk(id, version);
   if (!s.ok()) {
     return Status::IoError("chunk index lookup for " + name + " in " + dir_ +
@@ -1163,11 +1168,48 @@ Status ChunkStore::ReadChunkInto(const ChunkId& id, uint64_t version,
                    [out] { return out; });
 }
 
+Status ChunkStore::TryReadChunkInto(const ChunkId& id, uint64_t version,
+                                    uint32_t offset, std::span<uint8_t> out) {
+  if (out.size() > UINT32_MAX) {
+    return Status::InvalidArgument("chunk read of " +
+                                   std::to_string(out.size()) +
+                                   " bytes is larger than any chunk");
+  }
+  std::shared_lock<std::shared_mutex> chunk_lock(LockFor(id), std::try_to_lock);
+  if (!chunk_lock.owns_lock()) {
+    return Status::WouldBlock("chunk is being changed");
+  }
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(LookUpRange(id, version, offset,
+                                       static_cast<uint32_t>(out.size()), &v,
+                                       /*cache_only=*/true));
+  if (!v.in_segment) return Status::WouldBlock("legacy chunk file");
+  RangeRead rr;
+  Status ps = PlanRange(id, version, v, offset, out, &rr);
+  // A missing segment: ReadChunkInto counts it and drops the entry.
+  if (ps.code() == ENOENT) return Status::WouldBlock("segment missing");
+  STRIPEFS_RETURN_IF_ERROR(ps);
+  for (RangeReadIo& io : rr.ios) {
+    // The page cache only, so the buffered fd also for what ReadChunkInto
+    // would read O_DIRECT.
+    io.direct = false;
+    io.read.fd = io.seg->read_fd.get();
+    io.read.got = UringFileIo::ReadIfCached(io.read.fd, io.read.buf,
+                                            io.read.len, io.read.offset);
+    if (!io.read.got.ok() && io.read.got.status().IsWouldBlock()) {
+      return io.read.got.status();
+    }
+  }
+  STRIPEFS_RETURN_IF_ERROR(FinishRange(&rr));
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
 Status ChunkStore::LookUpRange(const ChunkId& id, uint64_t version,
                                uint32_t offset, uint32_t length,
-                               ChunkIndexValue* v) {
+                               ChunkIndexValue* v, bool cache_only) {
   bool found = false;
-  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, v));
+  STRIPEFS_RETURN_IF_ERROR(GetEntry(id, version, &found, v, cache_only));
   if (!found) {
     return Status::NotFound(DescribeChunk(id, version) + " is not stored in " +
                             dir_);

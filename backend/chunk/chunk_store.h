@@ -275,6 +275,17 @@ class ChunkStore final : public ChunkService {
   // are verified the same way on both paths.
   Status ReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
                        std::span<uint8_t> out) override;
+  // ReadChunkInto only when nothing has to wait: the chunk lock is taken
+  // with try_lock (held exclusively: WouldBlock), the index entry must be
+  // in RocksDB's memtable or block cache (read_tier kBlockCacheTier:
+  // Incomplete is WouldBlock), and every byte comes from the page cache
+  // through the segment's buffered fd (UringFileIo::ReadIfCached, also for
+  // ranges ReadChunkInto would read O_DIRECT). CRCs are verified as in
+  // ReadChunkInto. Legacy chunk files and data found missing are
+  // WouldBlock too (ReadChunkInto deals with them). Absent: ENOENT; past
+  // the end: EINVAL.
+  Status TryReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
+                          std::span<uint8_t> out) override;
   // ReadChunkInto, ETIMEDOUT when `deadline` has passed before it starts.
   // A local read is bounded by the disk and is not interrupted once
   // started (it may end after the deadline); when it returns it has
@@ -430,8 +441,10 @@ class ChunkStore final : public ChunkService {
                         const std::string& path);
   // The entry of (id, version) when it holds [offset, offset + length):
   // ENOENT when absent, EINVAL past its end.
+  // `cache_only`: as GetEntry.
   Status LookUpRange(const ChunkId& id, uint64_t version, uint32_t offset,
-                     uint32_t length, ChunkIndexValue* v);
+                     uint32_t length, ChunkIndexValue* v,
+                     bool cache_only = false);
   // ReadChunk(Into): looks (id, version) up, checks the range, then reads
   // into `dest()` (called once the range is known to be valid, so nothing
   // is allocated for an impossible length).
@@ -479,9 +492,10 @@ class ChunkStore final : public ChunkService {
                        CommitOp* op, uint64_t* counted,
                        uint64_t* counted_bytes);
   // Looks up (id, version): *found false when absent; Corruption (counted)
-  // when malformed.
+  // when malformed. `cache_only`: from memory only (memtable, block
+  // cache); WouldBlock when that would need disk I/O.
   Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
-                  ChunkIndexValue* v);
+                  ChunkIndexValue* v, bool cache_only = false);
   // The source of a clone or patch (`verb`) of `length` bytes: NotFound
   // when absent, EINVAL when it is shorter than `length`.
   Status GetSourceEntry(const ChunkId& id, uint64_t version, uint32_t length,

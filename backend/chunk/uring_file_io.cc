@@ -1,6 +1,7 @@
 #include "backend/chunk/uring_file_io.h"
 
 #include <liburing.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -157,6 +158,31 @@ Result<size_t> UringFileIo::Transfer(Direction dir, int fd, uint8_t* buf,
 Result<size_t> UringFileIo::Read(int fd, uint8_t* buf, size_t len,
                                  uint64_t offset) {
   return Transfer(Direction::kRead, fd, buf, len, offset);
+}
+
+Result<size_t> UringFileIo::ReadIfCached(int fd, uint8_t* buf, size_t len,
+                                         uint64_t offset) {
+  size_t done = 0;
+  while (done < len) {
+    iovec iov{buf + done, std::min(len - done, kMaxOp)};
+    const ssize_t n =
+        ::preadv2(fd, &iov, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      // EAGAIN: not (all) in the page cache. EOPNOTSUPP: the file system
+      // or kernel cannot do RWF_NOWAIT; the caller reads the usual way.
+      if (err == EAGAIN || err == EOPNOTSUPP) {
+        return Status::WouldBlock("read of " + std::to_string(len - done) +
+                                  " bytes is not in the page cache");
+      }
+      return Status::FromErrno(err, "preadv2(RWF_NOWAIT)");
+    }
+    if (n == 0) break;  // end of file
+    // A short read: the rest may not be cached; the next call says so.
+    done += static_cast<size_t>(n);
+  }
+  return done;
 }
 
 Status UringFileIo::Write(int fd, const uint8_t* buf, size_t len,

@@ -41,6 +41,14 @@ class UringFileIo {
   // Reads up to `len` bytes at `offset`, stopping early only at end of file.
   // Returns the number of bytes read. Errors carry the errno.
   Result<size_t> Read(int fd, uint8_t* buf, size_t len, uint64_t offset);
+  // Read, but only from the page cache: preadv2(RWF_NOWAIT) on `fd` (a
+  // buffered fd; no ring, nothing that waits for the disk). Returns the
+  // bytes read (fewer than `len` only at end of file); WouldBlock (EAGAIN)
+  // when some of them are not cached, or the kernel cannot tell without
+  // waiting (then `buf` holds unspecified bytes). Other errors carry the
+  // errno.
+  static Result<size_t> ReadIfCached(int fd, uint8_t* buf, size_t len,
+                                     uint64_t offset);
   // Writes all `len` bytes at `offset`. Errors carry the errno (ENOSPC...).
   Status Write(int fd, const uint8_t* buf, size_t len, uint64_t offset);
   // One transfer of RunBatch: up to `len` bytes at `offset` of `fd` into

@@ -140,6 +140,12 @@ Result<size_t> StripeClient::Read(uint64_t ino, uint64_t offset,
   return reader_->Read(ino, offset, out, file_size);
 }
 
+Result<size_t> StripeClient::TryRead(uint64_t ino, uint64_t offset,
+                                     std::span<uint8_t> out,
+                                     uint64_t file_size) {
+  return reader_->TryRead(ino, offset, out, file_size);
+}
+
 Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,
                                          uint64_t new_size) {
   const uint64_t S = stripe_size();

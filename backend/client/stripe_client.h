@@ -121,6 +121,12 @@ class StripeClient {
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
                       uint64_t file_size);
 
+  // Read without blocking (StripeReader::TryRead): served from the caches
+  // and in-process chunk stores' memory, or WouldBlock with nothing
+  // visible changed (then call Read).
+  Result<size_t> TryRead(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
+                         uint64_t file_size);
+
   // Sets the size of `ino` (currently `old_size`) to `new_size`. Shrinking
   // first rewrites the new last stripe with the bytes past new_size zeroed,
   // so growing later reads zeros there; dropped stripes are deleted.

@@ -382,6 +382,84 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
   return static_cast<size_t>(total);
 }
 
+Result<size_t> StripeReader::TryRead(uint64_t ino, uint64_t offset,
+                                     std::span<uint8_t> out,
+                                     uint64_t file_size) {
+  if (offset >= file_size || out.empty()) return size_t{0};
+  const uint64_t total = std::min<uint64_t>(out.size(), file_size - offset);
+  const uint64_t S = geo_.stripe_size();
+  const uint64_t first = offset / S, last = (offset + total - 1) / S;
+  std::vector<StripeVersion> stripes;
+  if (!p_.maps->Lookup(ino, first, last - first + 1, &stripes,
+                       StripeMapCache::Use::kRead)) {
+    return Status::WouldBlock("stripe map not cached");
+  }
+  size_t next = 0;  // index into stripes
+  Status st;
+  geo_.ForEachStripe(
+      offset, total, [&](uint64_t s, uint32_t off, uint64_t pos, uint64_t n) {
+        if (!st.ok()) return;
+        while (next < stripes.size() && stripes[next].stripe < s) ++next;
+        uint8_t* dst = out.data() + pos;
+        if (next == stripes.size() || stripes[next].stripe != s) {
+          std::memset(dst, 0, n);  // a hole
+          return;
+        }
+        const StripeVersion& sv = stripes[next];
+        if (sv.chunk_len < geo_.cell_size()) std::memset(dst, 0, n);
+        st = TryReadStripe(ino, sv, off, off + n, dst);
+      });
+  if (!st.ok()) return st;
+  // Served: from here on as Read does (stream state, read-ahead queued).
+  if (read_ahead_stripes_ > 0 && Sequential(ino, offset, offset + total)) {
+    const uint64_t file_last = (file_size - 1) / S;
+    const uint64_t from = (offset + total) % S ? last : last + 1;
+    const uint64_t to = std::min(file_last, last + read_ahead_stripes_);
+    if (from <= to) ReadAhead(ino, from, to);
+  }
+  ClientCounters::Add(p_.counters->bytes_read, total);
+  return static_cast<size_t>(total);
+}
+
+Status StripeReader::TryReadStripe(uint64_t ino, const StripeVersion& sv,
+                                   uint64_t a, uint64_t b, uint8_t* dst) {
+  if (p_.stripes) {
+    const StripeDataCache::Key key{ino, sv.stripe, sv.version};
+    if (auto load = p_.stripes->Find(key)) {
+      if (load->wait_for(std::chrono::seconds(0)) !=
+          std::future_status::ready) {
+        return Status::WouldBlock("stripe is being loaded");
+      }
+      if (const CachedStripePtr& c = load->get()) {
+        ClientCounters::Add(p_.counters->stripe_cache_hits);
+        CopyOut(*c, a, b, dst);
+        return Status::Ok();
+      }
+      // A load that failed: the chunks, as Read does.
+    }
+  }
+  // Degraded stripes are reconstructed (and cached) by Read.
+  if (Degraded(ino, sv)) return Status::WouldBlock("degraded stripe");
+  const auto shared_layout = p_.view->SharedLayoutFor(ino, sv.stripe);
+  const ChunkLayout& layout = *shared_layout;
+  Status st;
+  geo_.ForEachCell(a, b, sv.chunk_len, [&](const CellSpan& span) {
+    if (!st.ok()) return;
+    ChunkService* svc = DirectSource(sv, layout, span.cell);
+    if (svc == nullptr) {
+      st = Status::WouldBlock("chunk not directly readable");
+      return;
+    }
+    Status r = svc->TryReadChunkInto(
+        ChunkId{ino, sv.stripe, span.cell}, sv.version, span.lo,
+        std::span<uint8_t>(dst + (geo_.StripeOffset(span.cell, span.lo) - a),
+                           span.hi - span.lo));
+    // Any error too: Read asks again, reads around it and counts it.
+    if (!r.ok()) st = Status::WouldBlock("chunk read would block");
+  });
+  return st;
+}
+
 bool StripeReader::Sequential(uint64_t ino, uint64_t offset, uint64_t end) {
   constexpr size_t kMaxStreams = 4096;
   std::lock_guard<std::mutex> lock(streams_mu_);

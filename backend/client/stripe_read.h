@@ -78,6 +78,22 @@ class StripeReader {
   Result<size_t> Read(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
                       uint64_t file_size);
 
+  // Read without any blocking call, for a thread that must not wait (a
+  // FUSE io-uring queue thread): the stripe map only from the cache, each
+  // stripe from the whole-stripe cache (a load still in flight is not
+  // waited for) or its cells with ChunkService::TryReadChunkInto (in
+  // process: page cache and index in memory; a remote service says
+  // WouldBlock). No metadata call, no RPC, no pool hand-off for the read,
+  // no lock wait. Anything else (map not cached, degraded stripe, a chunk
+  // that is not in memory or fails) is WouldBlock, with nothing visible
+  // changed: no counter, no stream state, no read-ahead, no suspect mark
+  // (`out` holds unspecified bytes); the caller then calls Read, which
+  // deals with it (and counts errors once). Served: the same bytes as
+  // Read, counted the same way, and it starts the same read-ahead (queued
+  // on the read-ahead pool, not waited for).
+  Result<size_t> TryRead(uint64_t ino, uint64_t offset, std::span<uint8_t> out,
+                         uint64_t file_size);
+
   // Reads columns [lo, hi) of the chunk indices `want` of version `sv`
   // (out[j] for want[j]), reconstructing the ones that cannot be read from
   // k survivors. Used by the write path for read-modify-write.
@@ -164,6 +180,9 @@ class StripeReader {
   // loaded, or is degraded (then loaded whole here); else ReadStripe.
   Status ReadStripeCached(uint64_t ino, const StripeVersion& sv, uint64_t a,
                           uint64_t b, uint8_t* dst);
+  // TryRead of stripe bytes [a, b) of `sv` into dst: OK or WouldBlock.
+  Status TryReadStripe(uint64_t ino, const StripeVersion& sv, uint64_t a,
+                       uint64_t b, uint8_t* dst);
   // Every data column of `sv`, reconstructed if need be; null on failure.
   CachedStripePtr LoadStripe(uint64_t ino, const StripeVersion& sv);
   // A data chunk of `sv` is known missing or its server is not up.

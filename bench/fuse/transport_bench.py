@@ -107,9 +107,11 @@ class TransportBench:
         if transport == "uring" and not self.uring.set("Y"):
             raise RuntimeError("this kernel has no " + knobs.URING)
         for attempt in range(2):
+            extra = ([f"--uring-try-reads={self.args.uring_try_reads}"]
+                     if transport == "uring" else [])
             self.daemon_pid, banner = self.stripefs.mount(
                 self.vol, self.mnt, f"--transport={transport}",
-                f"--dev-threads={self.args.dev_threads}")
+                f"--dev-threads={self.args.dev_threads}", *extra)
             self.sf_mounted = True
             st = self.stat()
             got = st.get("negotiated", {}).get("transport")
@@ -441,6 +443,10 @@ def main():
     p.add_argument("--cell-size", default="256K")
     p.add_argument("--dev-threads", type=int, default=4,
                    help="stripefs mount --dev-threads (default 4)")
+    p.add_argument("--uring-try-reads", choices=["on", "off"], default="on",
+                   help="stripefs mount --uring-try-reads for the uring "
+                        "target (default on: READs tried on the queue "
+                        "thread first)")
     p.add_argument("--targets", default=",".join(TARGETS),
                    help="comma list of " + ",".join(TARGETS))
     p.add_argument("--quick", action="store_true",
@@ -487,7 +493,8 @@ def main():
     meta.update({"k": a.k, "m": a.m, "cell_size": a.cell_size,
                  "size_mib": a.size, "runtime_s": a.runtime,
                  "ramp_s": a.ramp, "reps": a.reps, "ioengine": a.ioengine,
-                 "dev_threads": a.dev_threads, "quick": a.quick,
+                 "dev_threads": a.dev_threads,
+                 "uring_try_reads": a.uring_try_reads, "quick": a.quick,
                  "enable_uring_before": knobs.read(knobs.URING)})
     rc = run.guarded(b.run, b.teardown, b.log)
     meta["loadavg_end"] = sampling.loadavg()

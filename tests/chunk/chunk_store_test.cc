@@ -298,6 +298,69 @@ TEST_P(ChunkStoreTest, ReadChunkIntoFillsTheCallersBuffer) {
             std::vector<uint8_t>(data.begin() + 8192, data.begin() + 12288));
 }
 
+// A try-read (must not block) of a just-written chunk gives the right
+// bytes or WouldBlock, never wrong bytes or another error; once a normal
+// read has brought the index entry and the bytes into memory, it is served.
+// Missing chunks are NotFound (or WouldBlock), ranges past the end EINVAL
+// (or WouldBlock); a flipped bit is never served.
+TEST_P(ChunkStoreTest, TryReadServesFromMemoryOrWouldBlock) {
+  ChunkId id{5, 9, 2};
+  auto data = Payload(3 * 4096 + 123, 11);
+  ASSERT_TRUE(store_->WriteChunk(id, 3, data).ok());
+  const uint32_t offs[] = {0u, 1u, 4095u, 4096u, 8192u, 12300u};
+  const uint32_t lens[] = {1u, 100u, 4096u, 4097u};
+  auto expect_right_or_would_block = [&](const char* when) {
+    for (uint32_t off : offs) {
+      for (uint32_t len : lens) {
+        if (off + len > data.size()) continue;
+        std::vector<uint8_t> out(len, 0xEE);
+        Status st = store_->TryReadChunkInto(id, 3, off, out);
+        if (st.IsWouldBlock()) continue;
+        ASSERT_TRUE(st.ok())
+            << when << " " << off << "+" << len << " " << st.ToString();
+        EXPECT_EQ(out, std::vector<uint8_t>(data.begin() + off,
+                                            data.begin() + off + len))
+            << when << " " << off << "+" << len;
+      }
+    }
+  };
+  expect_right_or_would_block("just written");
+  // A normal (buffered: small) read of the whole chunk warms the index
+  // entry and the page cache; then the try-reads are served.
+  std::vector<uint8_t> whole(data.size());
+  ASSERT_TRUE(store_->ReadChunkInto(id, 3, 0, whole).ok());
+  uint64_t served = 0;
+  for (uint32_t off : offs) {
+    for (uint32_t len : lens) {
+      if (off + len > data.size()) continue;
+      std::vector<uint8_t> out(len, 0xEE);
+      Status st = store_->TryReadChunkInto(id, 3, off, out);
+      if (st.IsWouldBlock()) continue;
+      ASSERT_TRUE(st.ok()) << off << "+" << len << " " << st.ToString();
+      EXPECT_EQ(out, std::vector<uint8_t>(data.begin() + off,
+                                          data.begin() + off + len));
+      ++served;
+    }
+  }
+  EXPECT_GT(served, 0u) << "no try-read was served from memory";
+  std::vector<uint8_t> past(2), some(10);
+  Status st = store_->TryReadChunkInto(
+      id, 3, static_cast<uint32_t>(data.size()) - 1, past);
+  EXPECT_TRUE(st.code() == EINVAL || st.IsWouldBlock()) << st.ToString();
+  st = store_->TryReadChunkInto(id, 4, 0, some);
+  EXPECT_TRUE(st.code() == ENOENT || st.IsWouldBlock()) << st.ToString();
+  st = store_->TryReadChunkInto(ChunkId{99, 1, 0}, 1, 0, some);
+  EXPECT_TRUE(st.code() == ENOENT || st.IsWouldBlock()) << st.ToString();
+  // A flipped bit: EBADMSG or WouldBlock, never the bytes.
+  FlipChunkBits(*store_, id, 3, 4096 + 10, 0x02);
+  std::vector<uint8_t> block(4096);
+  st = store_->TryReadChunkInto(id, 3, 4096, block);
+  EXPECT_TRUE(st.code() == EBADMSG || st.IsWouldBlock()) << st.ToString();
+  // The default (a service that cannot tell): WouldBlock.
+  testing::HangingChunkService by_vector(store_.get());
+  EXPECT_TRUE(by_vector.TryReadChunkInto(id, 3, 0, some).IsWouldBlock());
+}
+
 // Large page-aligned reads go O_DIRECT (the aligned body; the short last
 // block through the page cache) and return exactly the written bytes, also
 // for unaligned ranges (bounce buffer) and unaligned destinations (buffered

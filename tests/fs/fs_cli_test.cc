@@ -206,6 +206,7 @@ TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
       {"--dev-threads 0", "1 to 64"},
       {"--uring-read-workers 65", "0 to 64"},
       {"--uring-read-workers -1", "0 to 64"},
+      {"--uring-try-reads maybe", "not in {on,off}"},
       {"--memory-cap-mib -5", "1 to 1048576"},
       {"--idle-flush-ms -1", "1 to 3600000"},
       {"--frontier-hold-ms -1", "0 to 3600000"},

@@ -121,6 +121,8 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
   o.fs = fs;
   o.transport = opts_.transport;
   o.enable_uring = opts_.transport == fuse::TransportChoice::kUring;
+  o.uring_try_reads = opts_.uring_try_reads;
+  o.uring_inline_lone_reads = opts_.uring_inline_lone_reads;
   o.mount_options = opts_.mount_options;
   o.publish_runtime_files = false;  // no `stripefs stat` socket in tests
   return o;

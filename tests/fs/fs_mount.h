@@ -64,6 +64,10 @@ struct FsMountOptions {
   // per test); N > 0 gives the cluster N etcd members of its own (failure
   // tests: kill the leader, lose the quorum).
   int etcd_members = 0;
+  // MountServiceOptions::uring_try_reads (the default: on) and
+  // uring_inline_lone_reads.
+  bool uring_try_reads = true;
+  bool uring_inline_lone_reads = true;
 };
 
 class FsMount {

@@ -10,6 +10,7 @@
 #include <linux/falloc.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -921,6 +923,88 @@ TEST_P(FsPosixNoCoalesceTest, SmallWritesGoStraightToTheBackend) {
   EXPECT_EQ(s["coalescing"]["write_through"].get<uint64_t>(),
             J(s, "writes", "requests"));
   EXPECT_EQ(ReadAll(P("c")), d);
+}
+
+// StripeFs over io-uring (embedded volume), every READ for the workers
+// (`--uring-lone-reads workers`): reads from threads on one CPU, O_DIRECT
+// so that each is a READ. Returns the engine's stats after two passes
+// over every 4 KiB block of a fresh file, all bytes checked.
+fuse::EngineStats ReadTwiceOverUring(bool try_reads) {
+  FsMountOptions o;
+  o.transport = fuse::TransportChoice::kUring;
+  o.uring_try_reads = try_reads;
+  o.uring_inline_lone_reads = false;
+  auto m = FsMount::Start(o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  constexpr size_t kBlock = 4096, kBlocks = 256;
+  const auto data = stripefs::testing::RandomBytes(kBlock * kBlocks, 21);
+  const std::string path = (*m)->Path("f");
+  {
+    int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
+    EXPECT_EQ(::pwrite(fd, data.data(), data.size(), 0),
+              static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  constexpr int kThreads = 4;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::thread> readers;
+    std::vector<int> wrong(kThreads, 0);
+    for (int t = 0; t < kThreads; ++t) {
+      readers.emplace_back([&, t] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(0, &set);
+        ::sched_setaffinity(0, sizeof(set), &set);
+        int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+        void* buf = std::aligned_alloc(kBlock, kBlock);
+        for (size_t i = 0; i < kBlocks; ++i) {
+          const size_t b = (i * 7 + static_cast<size_t>(t) * 64) % kBlocks;
+          const ssize_t n = ::pread(fd, buf, kBlock, b * kBlock);
+          if (n != static_cast<ssize_t>(kBlock) ||
+              std::memcmp(buf, data.data() + b * kBlock, kBlock) != 0)
+            ++wrong[t];
+        }
+        std::free(buf);
+        if (fd >= 0) ::close(fd);
+      });
+    }
+    for (auto& r : readers) r.join();
+    for (int t = 0; t < kThreads; ++t)
+      EXPECT_EQ(wrong[t], 0) << "reader " << t << " pass " << pass;
+  }
+  return (*m)->session().Stats();
+}
+
+// A READ tried on its io-uring queue thread is served there from memory
+// (the second pass: map, attributes, chunk index and page cache warm) or
+// given back to the READ workers (the first pass, cold); the bytes are
+// right either way.
+TEST(UringStripeFsRead, TriedReadsAreServedInlineOrGivenBackToTheWorkers) {
+  const std::string skip =
+      BackendSkipMessage(FsBackend::kEmbedded, fuse::TransportChoice::kUring);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  const fuse::EngineStats s = ReadTwiceOverUring(/*try_reads=*/true);
+  RecordProperty("uring_read_tries", std::to_string(s.uring_read_tries));
+  RecordProperty("uring_read_would_block",
+                 std::to_string(s.uring_read_would_block));
+  EXPECT_GE(s.uring_read_tries, 2u * 256);
+  EXPECT_GT(s.uring_read_would_block, 0u) << "even cold reads were served";
+  EXPECT_LT(s.uring_read_would_block, s.uring_read_tries)
+      << "no tried READ was served on the queue thread";
+}
+
+// --uring-try-reads off: no READ is tried; all go to the workers.
+TEST(UringStripeFsRead, ReadsAreNotTriedUnlessAsked) {
+  const std::string skip =
+      BackendSkipMessage(FsBackend::kEmbedded, fuse::TransportChoice::kUring);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  const fuse::EngineStats s = ReadTwiceOverUring(/*try_reads=*/false);
+  EXPECT_EQ(s.uring_read_tries, 0u);
+  EXPECT_EQ(s.uring_read_would_block, 0u);
+  EXPECT_GE(s.uring_reads_handed, 2u * 256);
 }
 
 // /dev/fuse on every backend; io-uring on the embedded one (the transport

@@ -242,6 +242,71 @@ TEST_F(ReadPathTest, ReadOfAnUnchangedFileMakesNoMetadataCall) {
   Release(ino);
 }
 
+// A READ tried without blocking (ctx.must_not_block, as on an io-uring
+// queue thread) is answered with the right bytes from memory, or given back
+// (Replier::WouldBlock: no reply, nothing counted) to be served again on a
+// worker (ctx.retried), which reads as usual. Chunk services that cannot
+// try (remote ones) make every tried READ a give-back; once the map,
+// attributes, index entries and page cache are warm, tried READs of the
+// in-process stores are served, with no metadata call.
+TEST_F(ReadPathTest, TriedReadIsServedFromMemoryOrGivenBack) {
+  const uint64_t ino = NewFile("f");
+  auto data = RandomBytes(3 * S() + 500, 9);
+  Open(ino);
+  Write(ino, 0, data);
+  Release(ino);  // flushed; no writer left
+  Open(ino);
+  // Tries `size` bytes at `off`: true when served (bytes checked), false
+  // when given back, after which the retried READ is served as usual.
+  auto tried = [&](uint64_t off, uint32_t size) {
+    RecordedReply rec;
+    FakeInFlight f(&rec);
+    f.ctx.must_not_block = true;
+    fuse_read_in in{};
+    in.offset = off;
+    in.size = size;
+    fs_->Read(fuse::Replier(&f, nullptr), ino, in);
+    const std::string want = Str(data, off, size);
+    if (rec.given_back == 0) {
+      EXPECT_TRUE(rec.done) << off;
+      EXPECT_EQ(rec.error, 0) << off;
+      EXPECT_EQ(rec.body, want) << off;
+      return true;
+    }
+    EXPECT_EQ(rec.given_back, 1) << off;
+    EXPECT_FALSE(rec.done) << "given back and answered at " << off;
+    f.ctx.must_not_block = false;
+    f.ctx.retried = true;
+    fs_->Read(fuse::Replier(&f, nullptr), ino, in);
+    EXPECT_TRUE(rec.done) << off;
+    EXPECT_EQ(rec.error, 0) << off;
+    EXPECT_EQ(rec.body, want) << off;
+    return false;
+  };
+  // Services that cannot try (the default, as over the network): every
+  // tried READ is given back, and answered right by its retry.
+  const uint64_t reads_before = fs_->counters().read_requests.load();
+  for (uint64_t off = 0; off < data.size(); off += 7000)
+    EXPECT_FALSE(tried(off, 4096)) << off;
+  const uint64_t tries = (data.size() + 6999) / 7000;
+  // Each READ counted once, however often it was dispatched.
+  EXPECT_EQ(fs_->counters().read_requests.load() - reads_before, tries);
+  // In-process stores that try: cold or warm, the bytes are right; warm
+  // (read once as usual just above), they are served from memory, with
+  // no metadata call.
+  for (size_t i = 0; i < vol_->servers(); ++i)
+    vol_->service<FaultInjectingChunkService>(i)->try_reads = true;
+  const int meta = MetaReads();
+  int served = 0;
+  for (uint64_t off = 0; off < data.size(); off += 7000)
+    served += tried(off, 4096) ? 1 : 0;
+  EXPECT_GT(served, 0) << "no tried READ was served from memory";
+  EXPECT_EQ(MetaReads(), meta);
+  // At EOF: empty, either way.
+  tried(data.size(), 4096);
+  Release(ino);
+}
+
 TEST_F(ReadPathTest, OpenSeesAnotherClientsWriteSizeChangeAndOverwrite) {
   const uint64_t ino = NewFile("shared");
   auto data = RandomBytes(2 * S(), 2);

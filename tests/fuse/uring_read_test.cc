@@ -18,7 +18,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +113,50 @@ class HeldReadFs : public MemFs {
   bool open_ = false;
 };
 
+// HeldReadFs (open: no holding) that honours ctx.must_not_block: a tried
+// READ of an even block is served at once (from memory), one of an odd
+// block is given back (Replier::WouldBlock); retried READs are served. It
+// records which threads tried and which served the retries.
+class TryingFs : public HeldReadFs {
+ public:
+  TryingFs() : HeldReadFs(ReadMode::kGate) { Open(); }
+
+  void Read(Replier r, uint64_t nodeid,
+            const fuse_abi::fuse_read_in& in) override {
+    const RequestContext c = r.ctx();
+    const bool give_back = c.must_not_block && (in.offset / kBlock) % 2 == 1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (c.must_not_block) ++tried_;
+      if (c.retried) ++retried_;
+      if (c.must_not_block && c.retried) ++tried_twice_;
+      if (give_back) {
+        ++given_back_;
+        try_thread_[c.unique] = std::this_thread::get_id();
+      }
+      if (c.retried && try_thread_.count(c.unique) &&
+          try_thread_[c.unique] == std::this_thread::get_id())
+        ++retried_on_trying_thread_;
+    }
+    if (give_back) return r.WouldBlock();
+    HeldReadFs::Read(std::move(r), nodeid, in);
+  }
+  struct Counts {
+    int tried, retried, tried_twice, given_back, retried_on_trying_thread;
+  };
+  Counts counts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {tried_, retried_, tried_twice_, given_back_,
+            retried_on_trying_thread_};
+  }
+
+ private:
+  std::mutex mu_;
+  int tried_ = 0, retried_ = 0, tried_twice_ = 0, given_back_ = 0;
+  int retried_on_trying_thread_ = 0;
+  std::map<uint64_t, std::thread::id> try_thread_;  // unique -> thread
+};
+
 void PinToCpu0() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -157,16 +203,24 @@ class UringRead : public ::testing::Test {
   // interruptibly (with FUSE_ASYNC_DIO it waits uninterruptibly).
   // `inline_lone`: a READ alone on an idle queue is served on the queue
   // thread (the default); false hands every READ to the workers.
-  void Mount(ReadMode mode, bool async_dio = true, bool inline_lone = true) {
+  // `try_reads`: SessionOptions::uring_try_reads, and a TryingFs instead
+  // of a HeldReadFs in `mode`.
+  void Mount(ReadMode mode, bool async_dio = true, bool inline_lone = true,
+             std::optional<bool> try_reads = std::nullopt) {
     const std::string why = testing::UringSkipReason();
     if (!why.empty()) GTEST_SKIP() << "SKIPPED (loudly): " << why;
     tasks_before_ = stripefs::testing::CountThreads();
     fds_before_ = stripefs::testing::CountFds();
-    fs_ = std::make_unique<HeldReadFs>(mode);
+    if (try_reads) {
+      fs_ = std::make_unique<TryingFs>();
+    } else {
+      fs_ = std::make_unique<HeldReadFs>(mode);
+    }
     SessionOptions o;
     o.transport = TransportChoice::kUring;
     o.uring_read_workers = kWorkers;
     o.uring_inline_lone_reads = inline_lone;
+    o.uring_try_reads = try_reads.value_or(false);
     o.init.async_dio = async_dio;
     auto m = MountedSession::Start(fs_.get(), o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -250,6 +304,71 @@ TEST_F(UringRead, LoneReadsAreServedOnTheQueueThread) {
   const uint64_t handed = after.uring_reads_handed - before.uring_reads_handed;
   EXPECT_GE(in_line + handed, kBlocks);
   EXPECT_GE(in_line, kBlocks / 2) << handed << " READs were handed over";
+}
+
+// With try_reads, a READ for the workers is first run on its queue thread
+// with ctx.must_not_block: the file system serves it there (even blocks)
+// or gives it back (odd blocks), and a given-back READ is dispatched once
+// more, retried, on a worker thread, and answered with its own bytes. No
+// READ is tried twice or handed over untried; the engine's counters match
+// the file system's.
+TEST_F(UringRead, TriedReadsAreServedInlineOrGivenBackToTheWorkers) {
+  Mount(ReadMode::kGate, /*async_dio=*/true, /*inline_lone=*/false,
+        /*try_reads=*/true);
+  if (IsSkipped()) return;
+  auto& fs = static_cast<TryingFs&>(*fs_);
+  constexpr size_t kBlocks = 32;
+  const auto data = PutFile("f", kBlocks);
+  const EngineStats before = m_->session().Stats();
+  const TryingFs::Counts fs_before = fs.counts();
+  DirectReader r(m_->Path("f"));
+  ASSERT_TRUE(r.ok()) << std::strerror(errno);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
+    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
+  }
+  const EngineStats after = m_->session().Stats();
+  const TryingFs::Counts c = fs.counts();
+  const uint64_t tries = after.uring_read_tries - before.uring_read_tries;
+  const uint64_t back =
+      after.uring_read_would_block - before.uring_read_would_block;
+  EXPECT_GE(tries, kBlocks);
+  EXPECT_EQ(tries, static_cast<uint64_t>(c.tried - fs_before.tried));
+  EXPECT_GE(back, kBlocks / 2);
+  EXPECT_EQ(back, static_cast<uint64_t>(c.given_back - fs_before.given_back));
+  EXPECT_EQ(c.retried - fs_before.retried, c.given_back - fs_before.given_back);
+  EXPECT_EQ(c.tried_twice, 0);
+  EXPECT_EQ(c.retried_on_trying_thread, 0)
+      << "given-back READs were served again on the thread that tried them";
+  EXPECT_EQ(after.uring_reads_handed, before.uring_reads_handed)
+      << "READs were handed over without a try";
+  // Each READ counted once per opcode, however often it was dispatched.
+  EXPECT_EQ(after.per_opcode[fuse_abi::FUSE_READ] -
+                before.per_opcode[fuse_abi::FUSE_READ],
+            tries);
+}
+
+// Without try_reads (the engine's default: only a file system that honours
+// must_not_block asks for it) no READ is tried: they are handed over.
+TEST_F(UringRead, ReadsAreNotTriedUnlessAsked) {
+  Mount(ReadMode::kGate, /*async_dio=*/true, /*inline_lone=*/false,
+        /*try_reads=*/false);
+  if (IsSkipped()) return;
+  auto& fs = static_cast<TryingFs&>(*fs_);
+  constexpr size_t kBlocks = 16;
+  const auto data = PutFile("f", kBlocks);
+  const EngineStats before = m_->session().Stats();
+  DirectReader r(m_->Path("f"));
+  ASSERT_TRUE(r.ok()) << std::strerror(errno);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
+    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
+  }
+  const EngineStats after = m_->session().Stats();
+  EXPECT_EQ(after.uring_read_tries, 0u);
+  EXPECT_EQ(after.uring_read_would_block, 0u);
+  EXPECT_EQ(fs.counts().tried, 0);
+  EXPECT_GE(after.uring_reads_handed - before.uring_reads_handed, kBlocks);
 }
 
 // Many more READs than entries and workers, from both CPUs: all correct.

@@ -17,6 +17,7 @@ struct RecordedReply {
   int error = 0;
   std::string body;
   const void* first_base = nullptr;  // iov_base of the first piece
+  int given_back = 0;  // Replier::WouldBlock calls (GiveBack), not replies
 };
 
 class FakeInFlight : public fuse::InFlight {
@@ -32,6 +33,9 @@ class FakeInFlight : public fuse::InFlight {
       out_->body.append(static_cast<const char*>(v.iov_base), v.iov_len);
     if (del_) delete this;
   }
+  // Recorded; the request stays unanswered (the test dispatches it again,
+  // as a transport would on a worker thread).
+  void GiveBack() override { ++out_->given_back; }
   // Poisoned, like a transport buffer that held an earlier request: a
   // handler must write every byte it replies with.
   std::span<uint8_t> ScratchBuffer(size_t n) override {

@@ -25,6 +25,10 @@ class FaultInjectingChunkService : public ChunkService {
   // their general path. On: it is forwarded (counted in bounded_reads).
   std::atomic<bool> bounded{false};
   std::atomic<int> bounded_reads{0};  // ReadChunkIntoBy calls forwarded
+  // Off (the default): TryReadChunkInto says WouldBlock (as a remote
+  // service does). On: it is forwarded (counted in tried_reads).
+  std::atomic<bool> try_reads{false};
+  std::atomic<int> tried_reads{0};
   std::atomic<int> reads{0};          // ReadChunk calls
   std::atomic<int> range_batches{0};  // ReadChunkRanges calls
   std::atomic<int> batched_reads{0};  // reads in them
@@ -75,6 +79,13 @@ class FaultInjectingChunkService : public ChunkService {
     if (down) return Status::Unavailable("injected: server down");
     ++bounded_reads;
     return inner_->ReadChunkIntoBy(id, version, offset, out, deadline);
+  }
+  Status TryReadChunkInto(const ChunkId& id, uint64_t version, uint32_t offset,
+                          std::span<uint8_t> out) override {
+    if (!try_reads) return Status::WouldBlock("try-reads off");
+    if (down) return Status::Unavailable("injected: server down");
+    ++tried_reads;
+    return inner_->TryReadChunkInto(id, version, offset, out);
   }
   Status DeleteChunk(const ChunkId& id, uint64_t keep) override {
     if (down) return Status::Unavailable("injected: server down");
