@@ -16,6 +16,7 @@
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_store.h"
 #include "ec/crc32c.h"
+#include "tests/chunk/chunk_store_files.h"
 #include "tests/chunk/chunk_store_test_util.h"
 
 namespace stripefs {
@@ -24,6 +25,7 @@ namespace {
 using testing::CountFiles;
 using testing::Payload;
 using testing::TempDir;
+using testing::WriteLegacyStore;
 
 ChunkStoreOptions EngineOptions() {
   ChunkStoreOptions o;
@@ -235,40 +237,6 @@ TEST(ChunkEngine, CompactionMovesLiveChunksWhileReadsRun) {
   }
   EXPECT_EQ(*store->ReadChunk({2, 0, 1}, 6, 0, kSize), Payload(kSize, 0));
   EXPECT_EQ(store->Stats()->chunks, live.size() + 1);
-}
-
-// Writes a store the way the one-file-per-version release did: marker 1, a
-// RocksDB index of format-2 values, and one file per chunk version under
-// data/ (names spelled here, independently of the engine's code).
-void WriteLegacyStore(const std::string& dir,
-                      const std::vector<std::pair<ChunkId, size_t>>& chunks) {
-  std::filesystem::create_directories(dir + "/data");
-  std::filesystem::create_directories(dir + "/tmp");
-  std::ofstream(dir + "/CHUNKSTORE") << "stripefs chunk store 1\n";
-  rocksdb::Options opts;
-  opts.create_if_missing = true;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(opts, dir + "/index", &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
-  for (const auto& [id, size] : chunks) {
-    auto data = Payload(size, id.stripe);
-    char sub[128], name[128];
-    std::snprintf(sub, sizeof(sub), "/data/%016" PRIx64 "/%" PRIx64, id.inode,
-                  id.stripe >> 12);
-    std::snprintf(name, sizeof(name), "/%016" PRIx64 ".%u.%016" PRIx64,
-                  id.stripe, id.index, uint64_t{1});
-    std::filesystem::create_directories(dir + sub);
-    std::ofstream(dir + sub + name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()),
-               static_cast<std::streamsize>(data.size()));
-    ChunkIndexValue v;
-    v.length = static_cast<uint32_t>(size);
-    v.crc32c = ec::Crc32c(data.data(), size);
-    v.block_shift = kChunkCrcBlockShift;
-    v.block_crcs = ComputeBlockCrcs(data.data(), size, kChunkCrcBlockShift);
-    ASSERT_TRUE(db->Put({}, EncodeChunkKey(id, 1), EncodeChunkValue(v)).ok());
-  }
-  ASSERT_TRUE(db->Close().ok());
 }
 
 TEST(ChunkEngine, LegacyStoreOpensAndServesItsChunks) {

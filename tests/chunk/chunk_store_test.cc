@@ -21,6 +21,7 @@
 #include "common/buffer_pool.h"
 #include "common/unique_fd.h"
 #include "ec/crc32c.h"
+#include "tests/chunk/chunk_store_files.h"
 #include "tests/chunk/chunk_store_test_util.h"
 #include "tests/support/hanging_chunk_service.h"
 
@@ -30,6 +31,7 @@ namespace {
 using testing::CountFiles;
 using testing::FlipChunkBits;
 using testing::Payload;
+using testing::PutRawIndexValue;
 using testing::TempDir;
 
 ChunkStoreOptions TestOptions(bool io_uring = true) {
@@ -1388,15 +1390,8 @@ TEST_P(ChunkStoreTest, MalformedIndexValueIsCorruptionNotData) {
   ASSERT_TRUE(store_->WriteChunk(a, 1, Payload(100, 1)).ok());
   ASSERT_TRUE(store_->WriteChunk(b, 1, Payload(100, 2)).ok());
   store_.reset();
-  {
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(
-        rocksdb::DB::Open(rocksdb::Options(), StorePath() + "/index", &raw)
-            .ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put({}, EncodeChunkKey(a, 1), "\x01short").ok());
-    ASSERT_TRUE(db->Close().ok());
-  }
+  PutRawIndexValue(StorePath(), a, 1, "\x01short");
+  ASSERT_FALSE(HasFatalFailure());
   Reopen();
   EXPECT_EQ(store_->Counters().malformed_entries, 1u);
   EXPECT_EQ(store_->Stats()->chunks, 1u);

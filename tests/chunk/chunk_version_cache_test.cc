@@ -24,48 +24,19 @@
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_store.h"
 #include "ec/crc32c.h"
+#include "tests/chunk/chunk_store_files.h"
 #include "tests/chunk/chunk_store_test_util.h"
 
 namespace stripefs {
 namespace {
 
 using testing::Payload;
+using testing::PutRawIndexValue;
 using testing::TempDir;
+using testing::WriteLegacyStore;
 
 constexpr uint32_t kLen = 16 * 4096;
 
-// Writes a store the way the one-file-per-version release did (marker 1,
-// format-2 index values, a file per version under data/): version 1 of
-// each of `ids`, kLen bytes of Payload(kLen, id.stripe).
-void WriteLegacyStore(const std::string& dir, const std::vector<ChunkId>& ids) {
-  std::filesystem::create_directories(dir + "/data");
-  std::filesystem::create_directories(dir + "/tmp");
-  std::ofstream(dir + "/CHUNKSTORE") << "stripefs chunk store 1\n";
-  rocksdb::Options opts;
-  opts.create_if_missing = true;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(opts, dir + "/index", &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
-  for (const ChunkId& id : ids) {
-    auto data = Payload(kLen, id.stripe);
-    char sub[128], name[128];
-    std::snprintf(sub, sizeof(sub), "/data/%016" PRIx64 "/%" PRIx64, id.inode,
-                  id.stripe >> 12);
-    std::snprintf(name, sizeof(name), "/%016" PRIx64 ".%u.%016" PRIx64,
-                  id.stripe, id.index, uint64_t{1});
-    std::filesystem::create_directories(dir + sub);
-    std::ofstream(dir + sub + name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()),
-               static_cast<std::streamsize>(data.size()));
-    ChunkIndexValue v;
-    v.length = kLen;
-    v.crc32c = ec::Crc32c(data.data(), kLen);
-    v.block_shift = kChunkCrcBlockShift;
-    v.block_crcs = ComputeBlockCrcs(data.data(), kLen, kChunkCrcBlockShift);
-    ASSERT_TRUE(db->Put({}, EncodeChunkKey(id, 1), EncodeChunkValue(v)).ok());
-  }
-  ASSERT_TRUE(db->Close().ok());
-}
 // A bound of a few entries (one shard): nearly every fill evicts.
 constexpr uint64_t kTinyCache = 2048;
 
@@ -265,15 +236,8 @@ TEST_P(ChunkVersionCacheTest, VersionCacheStaysExactThroughEveryPath) {
   // A value that does not decode: its id is never cached, and deletes
   // still remove it.
   store_.reset();
-  {
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(
-        rocksdb::DB::Open(rocksdb::Options(), StorePath() + "/index", &raw)
-            .ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Put({}, EncodeChunkKey(d, 7), "\x01short").ok());
-    ASSERT_TRUE(db->Close().ok());
-  }
+  PutRawIndexValue(StorePath(), d, 7, "\x01short");
+  ASSERT_FALSE(HasFatalFailure());
   Reopen();
   Write(d, 8, Payload(kLen, 15));
   Check("malformed neighbour");
@@ -290,7 +254,7 @@ TEST_P(ChunkVersionCacheTest, VersionCacheStaysExactThroughEveryPath) {
   model_.clear();
   path_ = dir_.path() + "/legacy";
   const ChunkId g{4, 1, 0}, h{4, 2, 0};
-  WriteLegacyStore(path_, {g, h});
+  WriteLegacyStore(path_, {{g, kLen}, {h, kLen}});
   Reopen();
   Write(g, 2, Payload(kLen, 17));
   Write(h, 2, Payload(kLen, 18));
