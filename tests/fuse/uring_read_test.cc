@@ -242,6 +242,16 @@ class UringRead : public ::testing::Test {
     ::close(fd);
     return d;
   }
+  // Blocks [0, blocks) of `name` read in order with O_DIRECT, each byte-exact.
+  void ReadInOrder(const std::string& name, size_t blocks,
+                   const std::vector<uint8_t>& data) {
+    DirectReader r(m_->Path(name));
+    ASSERT_TRUE(r.ok()) << std::strerror(errno);
+    for (size_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
+      EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
+    }
+  }
 
   int tasks_before_ = 0, fds_before_ = 0;
   std::unique_ptr<HeldReadFs> fs_;
@@ -293,12 +303,8 @@ TEST_F(UringRead, LoneReadsAreServedOnTheQueueThread) {
   constexpr size_t kBlocks = 32;
   const auto data = PutFile("f", kBlocks);
   const EngineStats before = m_->session().Stats();
-  DirectReader r(m_->Path("f"));
-  ASSERT_TRUE(r.ok()) << std::strerror(errno);
-  for (size_t b = 0; b < kBlocks; ++b) {
-    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
-    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
-  }
+  ReadInOrder("f", kBlocks, data);
+  if (HasFatalFailure()) return;
   const EngineStats after = m_->session().Stats();
   const uint64_t in_line = after.uring_reads_inline - before.uring_reads_inline;
   const uint64_t handed = after.uring_reads_handed - before.uring_reads_handed;
@@ -321,12 +327,8 @@ TEST_F(UringRead, TriedReadsAreServedInlineOrGivenBackToTheWorkers) {
   const auto data = PutFile("f", kBlocks);
   const EngineStats before = m_->session().Stats();
   const TryingFs::Counts fs_before = fs.counts();
-  DirectReader r(m_->Path("f"));
-  ASSERT_TRUE(r.ok()) << std::strerror(errno);
-  for (size_t b = 0; b < kBlocks; ++b) {
-    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
-    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
-  }
+  ReadInOrder("f", kBlocks, data);
+  if (HasFatalFailure()) return;
   const EngineStats after = m_->session().Stats();
   const TryingFs::Counts c = fs.counts();
   const uint64_t tries = after.uring_read_tries - before.uring_read_tries;
@@ -358,12 +360,8 @@ TEST_F(UringRead, ReadsAreNotTriedUnlessAsked) {
   constexpr size_t kBlocks = 16;
   const auto data = PutFile("f", kBlocks);
   const EngineStats before = m_->session().Stats();
-  DirectReader r(m_->Path("f"));
-  ASSERT_TRUE(r.ok()) << std::strerror(errno);
-  for (size_t b = 0; b < kBlocks; ++b) {
-    ASSERT_EQ(r.Read(b), static_cast<ssize_t>(kBlock)) << "block " << b;
-    EXPECT_TRUE(r.Holds(data, b)) << "block " << b;
-  }
+  ReadInOrder("f", kBlocks, data);
+  if (HasFatalFailure()) return;
   const EngineStats after = m_->session().Stats();
   EXPECT_EQ(after.uring_read_tries, 0u);
   EXPECT_EQ(after.uring_read_would_block, 0u);
