@@ -55,6 +55,47 @@ Collector ChunkStoreCollector(ChunkService* store, uint32_t server_id) {
   };
 }
 
+Collector ChunkEngineCollector(const ChunkStore* store, uint32_t server_id) {
+  return [store, server_id](Families* out) {
+    const ChunkStoreCounters c = store->Counters();
+    const Labels l = {{"server", std::to_string(server_id)}};
+    auto family = [&](prometheus::MetricFamily f, uint64_t v) {
+      Sample(&f, static_cast<double>(v), l);
+      out->push_back(std::move(f));
+    };
+    family(CounterFamily("stripefs_chunk_engine_commit_batches_total",
+                         "group commits (one data and one index sync round)"),
+           c.commit_batches);
+    family(CounterFamily("stripefs_chunk_engine_committed_ops_total",
+                         "ops acknowledged by group commits"),
+           c.committed_ops);
+    family(CounterFamily("stripefs_chunk_engine_batched_ops_total",
+                         "ops committed through an ApplyChunkOps batch"),
+           c.batched_ops);
+    family(CounterFamily("stripefs_chunk_engine_data_syncs_total",
+                         "segment fdatasyncs"),
+           c.data_syncs);
+    family(CounterFamily("stripefs_chunk_engine_index_syncs_total",
+                         "synced index (RocksDB WAL) writes"),
+           c.index_syncs);
+    family(CounterFamily("stripefs_chunk_engine_patches_in_place_total",
+                         "patches that wrote only their window"),
+           c.patches_in_place);
+    family(CounterFamily("stripefs_chunk_engine_patches_whole_total",
+                         "patches that rewrote the whole chunk"),
+           c.patches_whole);
+    family(CounterFamily("stripefs_chunk_engine_version_cache_hits_total",
+                         "version lookups served from the version cache"),
+           c.version_cache_hits);
+    family(CounterFamily("stripefs_chunk_engine_version_cache_misses_total",
+                         "version lookups that scanned the index"),
+           c.version_cache_misses);
+    family(GaugeFamily("stripefs_chunk_engine_version_cache_bytes",
+                       "bytes held by the version cache"),
+           c.version_cache_bytes);
+  };
+}
+
 Collector ClusterMapCollector(MetaService* meta) {
   auto errors = std::make_shared<std::atomic<uint64_t>>(0);
   return [meta, errors](Families* out) {

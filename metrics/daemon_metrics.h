@@ -2,6 +2,11 @@
 //   ChunkStoreCollector  chunkd: stripefs_chunk_store_* (chunks, bytes
 //                        stored/free/capacity/reserved, reads, writes, CRC
 //                        errors) from ChunkService::Stats().
+//   ChunkEngineCollector chunkd: stripefs_chunk_engine_* (group commits,
+//                        committed and batched ops, data and index syncs,
+//                        patches in place and whole, version cache hits,
+//                        misses and bytes) from ChunkStore::Counters(): how
+//                        many syncs a write costs, without a profiler.
 //   ClusterMapCollector  metad: stripefs_server_state{server, address,
 //                        domain, state} (1 for the server's state, 0 for the
 //                        others), stripefs_cluster_servers{state},
@@ -18,6 +23,7 @@
 #pragma once
 
 #include "backend/chunk/chunk_service.h"
+#include "backend/chunk/chunk_store.h"
 #include "backend/meta/meta_service.h"
 #include "backend/rpc/client_table.h"
 #include "metrics/metrics_server.h"
@@ -25,6 +31,7 @@
 namespace stripefs::metrics {
 
 Collector ChunkStoreCollector(ChunkService* store, uint32_t server_id);
+Collector ChunkEngineCollector(const ChunkStore* store, uint32_t server_id);
 Collector ClusterMapCollector(MetaService* meta);
 Collector ClientTableCollector(rpc::ClientTable* clients);
 

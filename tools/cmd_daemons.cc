@@ -374,6 +374,8 @@ int RunChunkd(const ChunkdFlags& f) {
         metrics::RpcServerCollector(server->get(), "chunkd"));
     (*metrics)->server().AddCollector(
         metrics::ChunkStoreCollector(store->get(), f.id));
+    (*metrics)->server().AddCollector(
+        metrics::ChunkEngineCollector(store->get(), f.id));
     std::fprintf(stderr, "%s: metrics on http://%s/metrics\n", who.c_str(),
                  (*metrics)->server().address().c_str());
   }

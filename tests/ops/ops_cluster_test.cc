@@ -172,7 +172,10 @@ TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
     Exposition c = ScrapeOk(addrs[static_cast<size_t>(id)]);
     for (const char* name :
          {"stripefs_chunk_store_bytes_capacity", "stripefs_chunk_store_chunks",
-          "stripefs_chunk_store_writes_total", "stripefs_rpc_requests_total"})
+          "stripefs_chunk_store_writes_total", "stripefs_rpc_requests_total",
+          "stripefs_chunk_engine_commit_batches_total",
+          "stripefs_chunk_engine_index_syncs_total",
+          "stripefs_chunk_engine_version_cache_bytes"})
       EXPECT_TRUE(c.Has(name)) << "chunkd " << id << " lacks " << name;
     EXPECT_GT(SumWhere(c, "stripefs_chunk_store_bytes_capacity",
                        "server=\"" + std::to_string(id) + "\""),
@@ -196,6 +199,8 @@ TEST_F(OpsClusterTest, CountersMoveAfterIo) {
   Exposition m0 = ScrapeOk(mount_metrics_);
   Exposition meta0 = ScrapeOk(addrs[0]);
   double chunk_writes0 = ChunkdSum("stripefs_chunk_store_writes_total", "");
+  double commits0 = ChunkdSum("stripefs_chunk_engine_commit_batches_total", "");
+  double syncs0 = ChunkdSum("stripefs_chunk_engine_index_syncs_total", "");
   double chunk_rpcs0 = ChunkdSum("stripefs_rpc_request_duration_seconds_count",
                                  "op=\"WriteChunk\"");
   {
@@ -222,6 +227,9 @@ TEST_F(OpsClusterTest, CountersMoveAfterIo) {
             SumWhere(meta0, "stripefs_rpc_request_duration_seconds_count",
                      "op=\"Commit"));
   EXPECT_GT(ChunkdSum("stripefs_chunk_store_writes_total", ""), chunk_writes0);
+  EXPECT_GT(ChunkdSum("stripefs_chunk_engine_commit_batches_total", ""),
+            commits0);
+  EXPECT_GT(ChunkdSum("stripefs_chunk_engine_index_syncs_total", ""), syncs0);
   EXPECT_GT(ChunkdSum("stripefs_rpc_request_duration_seconds_count",
                       "op=\"WriteChunk\""),
             chunk_rpcs0);
