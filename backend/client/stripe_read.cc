@@ -353,33 +353,50 @@ Result<size_t> StripeReader::Read(uint64_t ino, uint64_t offset,
   const uint64_t first = offset / S, last = (offset + total - 1) / S;
   auto stripes = StripeMap(ino, first, last, file_size);
   if (!stripes.ok()) return stripes.status().Annotate("reading stripe map");
-  if (read_ahead_stripes_ > 0 && Sequential(ino, offset, offset + total)) {
-    const uint64_t file_last = (file_size - 1) / S;
-    const uint64_t from = (offset + total) % S ? last : last + 1;
-    const uint64_t to = std::min(file_last, last + read_ahead_stripes_);
-    if (from <= to) ReadAhead(ino, from, to);
-  }
-  size_t next = 0;  // index into *stripes
+  ReadAheadAfter(ino, offset, total, file_size);
+  STRIPEFS_RETURN_IF_ERROR(ForEachStripeRead(
+      offset, total, *stripes, out,
+      [&](const StripeVersion& sv, uint64_t a, uint64_t b, uint8_t* dst) {
+        return ReadStripeCached(ino, sv, a, b, dst);
+      }));
+  ClientCounters::Add(p_.counters->bytes_read, total);
+  return static_cast<size_t>(total);
+}
+
+void StripeReader::ReadAheadAfter(uint64_t ino, uint64_t offset, uint64_t total,
+                                  uint64_t file_size) {
+  if (read_ahead_stripes_ == 0 || !Sequential(ino, offset, offset + total))
+    return;
+  const uint64_t S = geo_.stripe_size();
+  const uint64_t last = (offset + total - 1) / S;
+  const uint64_t file_last = (file_size - 1) / S;
+  const uint64_t from = (offset + total) % S ? last : last + 1;
+  const uint64_t to = std::min(file_last, last + read_ahead_stripes_);
+  if (from <= to) ReadAhead(ino, from, to);
+}
+
+Status StripeReader::ForEachStripeRead(
+    uint64_t offset, uint64_t total, const std::vector<StripeVersion>& stripes,
+    std::span<uint8_t> out, const StripeRead& read) {
+  size_t next = 0;  // index into stripes
   Status st;
   geo_.ForEachStripe(
       offset, total, [&](uint64_t s, uint32_t off, uint64_t pos, uint64_t n) {
         if (!st.ok()) return;
-        while (next < stripes->size() && (*stripes)[next].stripe < s) ++next;
+        while (next < stripes.size() && stripes[next].stripe < s) ++next;
         uint8_t* dst = out.data() + pos;
-        if (next == stripes->size() || (*stripes)[next].stripe != s) {
+        if (next == stripes.size() || stripes[next].stripe != s) {
           std::memset(dst, 0, n);  // a hole
           return;
         }
-        const StripeVersion& sv = (*stripes)[next];
+        const StripeVersion& sv = stripes[next];
         // Every byte of a full stripe is read; a short one (chunk_len below
         // the cell size) reads as zeros past its stored columns. Zeroing
         // only then spares a 1 MiB READ a 1 MiB memset.
         if (sv.chunk_len < geo_.cell_size()) std::memset(dst, 0, n);
-        st = ReadStripeCached(ino, sv, off, off + n, dst);
+        st = read(sv, off, off + n, dst);
       });
-  if (!st.ok()) return st;
-  ClientCounters::Add(p_.counters->bytes_read, total);
-  return static_cast<size_t>(total);
+  return st;
 }
 
 Result<size_t> StripeReader::TryRead(uint64_t ino, uint64_t offset,
@@ -394,29 +411,13 @@ Result<size_t> StripeReader::TryRead(uint64_t ino, uint64_t offset,
                        StripeMapCache::Use::kRead)) {
     return Status::WouldBlock("stripe map not cached");
   }
-  size_t next = 0;  // index into stripes
-  Status st;
-  geo_.ForEachStripe(
-      offset, total, [&](uint64_t s, uint32_t off, uint64_t pos, uint64_t n) {
-        if (!st.ok()) return;
-        while (next < stripes.size() && stripes[next].stripe < s) ++next;
-        uint8_t* dst = out.data() + pos;
-        if (next == stripes.size() || stripes[next].stripe != s) {
-          std::memset(dst, 0, n);  // a hole
-          return;
-        }
-        const StripeVersion& sv = stripes[next];
-        if (sv.chunk_len < geo_.cell_size()) std::memset(dst, 0, n);
-        st = TryReadStripe(ino, sv, off, off + n, dst);
-      });
-  if (!st.ok()) return st;
+  STRIPEFS_RETURN_IF_ERROR(ForEachStripeRead(
+      offset, total, stripes, out,
+      [&](const StripeVersion& sv, uint64_t a, uint64_t b, uint8_t* dst) {
+        return TryReadStripe(ino, sv, a, b, dst);
+      }));
   // Served: from here on as Read does (stream state, read-ahead queued).
-  if (read_ahead_stripes_ > 0 && Sequential(ino, offset, offset + total)) {
-    const uint64_t file_last = (file_size - 1) / S;
-    const uint64_t from = (offset + total) % S ? last : last + 1;
-    const uint64_t to = std::min(file_last, last + read_ahead_stripes_);
-    if (from <= to) ReadAhead(ino, from, to);
-  }
+  ReadAheadAfter(ino, offset, total, file_size);
   ClientCounters::Add(p_.counters->bytes_read, total);
   return static_cast<size_t>(total);
 }

@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <unordered_map>
@@ -192,6 +193,18 @@ class StripeReader {
   bool Sequential(uint64_t ino, uint64_t offset, uint64_t end);
   // Starts background loads of stripes [from, to] whose map is cached.
   void ReadAhead(uint64_t ino, uint64_t from, uint64_t to);
+  // Read and TryRead: a sequential READ [offset, offset + total) of a
+  // file of `file_size` bytes queues the read-ahead window behind it.
+  void ReadAheadAfter(uint64_t ino, uint64_t offset, uint64_t total,
+                      uint64_t file_size);
+  // Read and TryRead: walks the stripes of [offset, offset + total),
+  // zeroing holes (absent from `stripes`, sorted) and short stripes, and
+  // calls read(sv, a, b, dst) for each stored one; stops at its first error.
+  using StripeRead = std::function<Status(const StripeVersion& sv, uint64_t a,
+                                          uint64_t b, uint8_t* dst)>;
+  Status ForEachStripeRead(uint64_t offset, uint64_t total,
+                           const std::vector<StripeVersion>& stripes,
+                           std::span<uint8_t> out, const StripeRead& read);
   void CopyOut(const CachedStripe& c, uint64_t a, uint64_t b,
                uint8_t* dst) const;
 
