@@ -50,6 +50,9 @@ struct ChunkStore::CommitOp {
   bool has_data = false;
   std::span<const uint8_t> data;
   uint32_t data_offset = 0;
+  // A patch's several pieces in one extent: (chunk offset, length) of each,
+  // back to back in `data`, sorted. Empty: one piece at `data_offset`.
+  std::vector<PatchRange> windows;
   std::vector<ChunkPiece> kept_pieces;
   ChunkIndexValue value;
   // The values the op replaces or deletes, and those of every other version

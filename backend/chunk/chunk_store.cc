@@ -1430,22 +1430,49 @@ Status ChunkStore::PrepareClone(const ChunkId& id, uint64_t from_version,
 Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
                               uint64_t to_version, uint32_t length,
                               uint32_t offset, std::span<const uint8_t> bytes) {
-  const std::string from_name = DescribeChunk(id, from_version);
-  const std::string to_name = DescribeChunk(id, to_version);
   if (uint64_t{offset} + bytes.size() > length) {
     return Status::InvalidArgument(
         "patch of [" + std::to_string(offset) + ", " +
         std::to_string(uint64_t{offset} + bytes.size()) +
         ") is past the chunk's " + std::to_string(length) + " bytes");
   }
+  const PatchRange one{offset, static_cast<uint32_t>(bytes.size())};
+  return PatchOne(id, from_version, to_version, length,
+                  bytes.empty() ? std::span<const PatchRange>()
+                                : std::span<const PatchRange>(&one, 1),
+                  bytes);
+}
+
+Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
+                                    uint64_t to_version, uint32_t length,
+                                    std::span<const PatchRange> ranges,
+                                    std::span<const uint8_t> bytes) {
+  STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
+  return PatchOne(id, from_version, to_version, length, ranges, bytes);
+}
+
+Status ChunkStore::PatchOne(const ChunkId& id, uint64_t from_version,
+                            uint64_t to_version, uint32_t length,
+                            std::span<const PatchRange> ranges,
+                            std::span<const uint8_t> bytes) {
+  const std::string to_name = DescribeChunk(id, to_version);
   if (to_version == 0) {
-    return Status::InvalidArgument("cannot patch " + from_name +
+    return Status::InvalidArgument("cannot patch " +
+                                   DescribeChunk(id, from_version) +
                                    " to version 0 (not a valid version)");
   }
-  if (to_version == from_version) {
-    return ChunkService::PatchChunk(id, from_version, to_version, length,
-                                    offset, bytes);
-  }
+  // Read it all, write it all (one piece). ChunkService's one-range
+  // default calls PatchChunk, so it is called here by name.
+  auto whole = [&] {
+    if (ranges.size() <= 1) {
+      return ChunkService::PatchChunk(id, from_version, to_version, length,
+                                      ranges.empty() ? 0 : ranges[0].offset,
+                                      bytes);
+    }
+    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
+                                          ranges, bytes);
+  };
+  if (to_version == from_version) return whole();
   if (bytes.empty()) return CloneChunk(id, from_version, to_version, length);
   for (int attempt = 0;; ++attempt) {
     std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
@@ -1453,14 +1480,12 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
     AlignedBytes data;
     bool existed = false;
     Prep prep = Prep::kReady;
-    Status ps = PreparePatch(id, from_version, to_version, length, offset,
+    Status ps = PreparePatch(id, from_version, to_version, length, ranges,
                              bytes, &op, &data, &existed, &prep);
     if (prep == Prep::kDefault) {
-      // Read it all, write it all (one piece).
       chunk_lock.unlock();
       patches_whole_.fetch_add(1, std::memory_order_relaxed);
-      return ChunkService::PatchChunk(id, from_version, to_version, length,
-                                      offset, bytes);
+      return whole();
     }
     if (prep == Prep::kNoSpace) {
       if (attempt > 0) return ps;
@@ -1484,86 +1509,169 @@ Status ChunkStore::PatchChunk(const ChunkId& id, uint64_t from_version,
   }
 }
 
-Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
-                                uint64_t to_version, uint32_t length,
-                                uint32_t offset, std::span<const uint8_t> bytes,
-                                CommitOp* op, AlignedBytes* data, bool* existed,
-                                Prep* prep) {
-  *prep = Prep::kReady;
-  ChunkIndexValue v;
-  STRIPEFS_RETURN_IF_ERROR(
-      GetSourceEntry(id, from_version, length, "patch", &v));
-  // The window rounded out to CRC blocks (a block is at least a segment
-  // unit here, so the new piece starts aligned).
-  const uint64_t block = uint64_t{1} << v.block_shift;
-  const uint64_t wlo = offset / block * block;
-  const uint64_t whi = std::min<uint64_t>(
-      length, (uint64_t{offset} + bytes.size() + block - 1) / block * block);
-  // The source's pieces without [wlo, whi).
-  std::vector<ChunkPiece> kept;
-  for (const ChunkPiece& p : v.pieces) {
-    const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
-    if (p.chunk_offset < wlo) {
-      ChunkPiece head = p;
-      head.length = static_cast<uint32_t>(std::min(pe, wlo) - p.chunk_offset);
-      kept.push_back(head);
+namespace {
+
+// A patch's windows: each range rounded out to `block`s (at most to the
+// chunk's end), windows that touch merged. Ranges are sorted and disjoint.
+std::vector<PatchRange> PatchWindows(std::span<const PatchRange> ranges,
+                                     uint64_t block, uint32_t length) {
+  std::vector<PatchRange> windows;
+  for (const PatchRange& r : ranges) {
+    const uint64_t lo = r.offset / block * block;
+    const uint64_t hi = std::min<uint64_t>(
+        length, (uint64_t{r.offset} + r.length + block - 1) / block * block);
+    if (!windows.empty() &&
+        lo <= uint64_t{windows.back().offset} + windows.back().length) {
+      windows.back().length = static_cast<uint32_t>(hi - windows.back().offset);
+    } else {
+      windows.push_back(
+          {static_cast<uint32_t>(lo), static_cast<uint32_t>(hi - lo)});
     }
-    if (pe > whi) {
+  }
+  return windows;
+}
+
+// `pieces` without the chunk bytes `windows` cover (both sorted).
+std::vector<ChunkPiece> PiecesOutside(const std::vector<ChunkPiece>& pieces,
+                                      const std::vector<PatchRange>& windows) {
+  std::vector<ChunkPiece> kept;
+  for (const ChunkPiece& p : pieces) {
+    uint64_t from = p.chunk_offset;
+    const uint64_t pe = uint64_t{p.chunk_offset} + p.length;
+    for (const PatchRange& w : windows) {
+      const uint64_t we = uint64_t{w.offset} + w.length;
+      if (we <= from) continue;
+      if (w.offset >= pe) break;
+      if (w.offset > from) {
+        ChunkPiece part = p;
+        part.chunk_offset = static_cast<uint32_t>(from);
+        part.length = static_cast<uint32_t>(w.offset - from);
+        part.segment_offset = p.segment_offset + (from - p.chunk_offset);
+        kept.push_back(part);
+      }
+      from = std::min(pe, we);
+    }
+    if (from < pe) {
       ChunkPiece tail = p;
-      const uint64_t from = std::max<uint64_t>(whi, p.chunk_offset);
       tail.chunk_offset = static_cast<uint32_t>(from);
       tail.length = static_cast<uint32_t>(pe - from);
       tail.segment_offset = p.segment_offset + (from - p.chunk_offset);
       kept.push_back(tail);
     }
   }
+  return kept;
+}
+
+}  // namespace
+
+Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
+                                uint64_t to_version, uint32_t length,
+                                std::span<const PatchRange> ranges,
+                                std::span<const uint8_t> bytes, CommitOp* op,
+                                AlignedBytes* data, bool* existed, Prep* prep) {
+  *prep = Prep::kReady;
+  ChunkIndexValue v;
+  STRIPEFS_RETURN_IF_ERROR(
+      GetSourceEntry(id, from_version, length, "patch", &v));
+  // The windows (a block is at least a segment unit here, so each new
+  // piece starts aligned), and the source's pieces without them.
+  const uint64_t block = uint64_t{1} << v.block_shift;
+  const std::vector<PatchRange> windows = PatchWindows(ranges, block, length);
+  uint64_t total = 0;
+  for (const PatchRange& w : windows) total += w.length;
+  std::vector<ChunkPiece> kept;
+  if (v.in_segment) kept = PiecesOutside(v.pieces, windows);
   const bool whole = length != v.length || !v.in_segment ||
-                     block < kSegmentAlign || (whi - wlo) * 2 > length ||
-                     kept.size() + 1 > kMaxChunkPieces;
+                     block < kSegmentAlign || total * 2 > length ||
+                     kept.size() + windows.size() > kMaxChunkPieces;
   if (whole) {
     *prep = Prep::kDefault;
     return Status::Ok();
   }
-  if (Status sp = CheckSpace(whi - wlo); !sp.ok()) {
+  if (Status sp = CheckSpace(total); !sp.ok()) {
     *prep = Prep::kNoSpace;
     return sp;
   }
-  const std::string to_name = DescribeChunk(id, to_version);
-  // The new blocks: the source's boundary blocks the window covers only
-  // in part (read and verified), with the window's bytes over them.
-  // Page aligned, so the segment write needs no staging copy.
-  data->resize(whi - wlo);
-  auto boundary = [&](uint64_t b_lo) -> Status {
-    const uint64_t n = std::min<uint64_t>(block, length - b_lo);
-    Status rs =
-        ReadVerifiedRange(id, from_version, v, static_cast<uint32_t>(b_lo),
-                          std::span<uint8_t>(data->data() + (b_lo - wlo), n));
-    return rs.Annotate("patching " + to_name + " from " +
-                       DescribeChunk(id, from_version));
-  };
-  const uint64_t end = uint64_t{offset} + bytes.size();
-  if (offset > wlo) STRIPEFS_RETURN_IF_ERROR(boundary(wlo));
-  if (end < whi) {
-    const uint64_t last = end / block * block;
-    if (last != wlo || offset == wlo) {
-      STRIPEFS_RETURN_IF_ERROR(boundary(last));
+  // The windows' blocks back to back (page aligned, so the segment write
+  // needs no staging copy): first the source's bytes of every block the
+  // ranges cover only in part (read and verified), then the ranges' bytes.
+  data->resize(total);
+  std::vector<uint32_t> covered;  // per block of the windows: bytes patched
+  {
+    size_t wi = 0, base = 0;  // blocks before window wi
+    size_t n = 0;
+    for (const PatchRange& w : windows) n += (w.length + block - 1) / block;
+    covered.assign(n, 0);
+    for (const PatchRange& r : ranges) {
+      while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
+        base += (windows[wi].length + block - 1) / block;
+        ++wi;
+      }
+      for (uint64_t b = r.offset / block * block;
+           b < uint64_t{r.offset} + r.length; b += block) {
+        const uint64_t lo = std::max<uint64_t>(b, r.offset);
+        const uint64_t hi =
+            std::min<uint64_t>(b + block, uint64_t{r.offset} + r.length);
+        covered[base + (b - windows[wi].offset) / block] +=
+            static_cast<uint32_t>(hi - lo);
+      }
     }
   }
-  std::memcpy(data->data() + (offset - wlo), bytes.data(), bytes.size());
+  size_t at = 0, bi = 0;
+  for (const PatchRange& w : windows) {
+    // Runs of blocks that need the source's bytes, one read each.
+    const uint64_t we = uint64_t{w.offset} + w.length;
+    auto read_run = [&](uint64_t lo, uint64_t hi) -> Status {
+      Status rs = ReadVerifiedRange(
+          id, from_version, v, static_cast<uint32_t>(lo),
+          std::span<uint8_t>(data->data() + at + (lo - w.offset), hi - lo));
+      return rs.Annotate("patching " + DescribeChunk(id, to_version) +
+                         " from " + DescribeChunk(id, from_version));
+    };
+    uint64_t run = we;  // first block of the current run; `we`: none
+    for (uint64_t b = w.offset; b < we; b += block, ++bi) {
+      if (covered[bi] != std::min<uint64_t>(block, we - b)) {
+        if (run == we) run = b;
+      } else if (run != we) {
+        STRIPEFS_RETURN_IF_ERROR(read_run(run, b));
+        run = we;
+      }
+    }
+    if (run != we) STRIPEFS_RETURN_IF_ERROR(read_run(run, we));
+    at += w.length;
+  }
+  {
+    size_t wi = 0, wat = 0, from = 0;
+    for (const PatchRange& r : ranges) {
+      while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
+        wat += windows[wi].length;
+        ++wi;
+      }
+      std::memcpy(data->data() + wat + (r.offset - windows[wi].offset),
+                  bytes.data() + from, r.length);
+      from += r.length;
+    }
+  }
 
   op->id = id;
   op->keys = {EncodeChunkKey(id, to_version)};
   op->has_data = true;
   op->data = *data;
-  op->data_offset = static_cast<uint32_t>(wlo);
+  op->data_offset = windows.front().offset;
+  op->windows = windows;
   op->kept_pieces = std::move(kept);
   op->value.length = length;
   op->value.block_shift = v.block_shift;
   op->value.block_crcs = v.block_crcs;
-  const std::vector<uint32_t> fresh =
-      ComputeBlockCrcs(data->data(), data->size(), v.block_shift);
-  std::copy(fresh.begin(), fresh.end(),
-            op->value.block_crcs.begin() + static_cast<ptrdiff_t>(wlo / block));
+  at = 0;
+  for (const PatchRange& w : windows) {
+    const std::vector<uint32_t> fresh =
+        ComputeBlockCrcs(data->data() + at, w.length, v.block_shift);
+    std::copy(fresh.begin(), fresh.end(),
+              op->value.block_crcs.begin() +
+                  static_cast<ptrdiff_t>(w.offset / block));
+    at += w.length;
+  }
   op->value.crc32c =
       CombineBlockCrcs(op->value.block_crcs, length, v.block_shift);
   op->value.in_segment = true;
@@ -1582,31 +1690,6 @@ void ChunkStore::CountStored(ChunkWriteOp::Kind kind, uint64_t length,
   } else if (kind == ChunkWriteOp::Kind::kPatch) {
     patches_in_place_.fetch_add(1, std::memory_order_relaxed);
   }
-}
-
-Status ChunkStore::PatchChunkRanges(const ChunkId& id, uint64_t from_version,
-                                    uint64_t to_version, uint32_t length,
-                                    std::span<const PatchRange> ranges,
-                                    std::span<const uint8_t> bytes) {
-  STRIPEFS_RETURN_IF_ERROR(CheckPatchRanges(ranges, length, bytes.size()));
-  if (ranges.size() <= 1) {
-    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
-                                          ranges, bytes);
-  }
-  const uint32_t lo = ranges.front().offset;
-  const uint32_t hi = ranges.back().offset + ranges.back().length;
-  if (uint64_t{hi - lo} * 2 > length) {
-    patches_whole_.fetch_add(1, std::memory_order_relaxed);
-    return ChunkService::PatchChunkRanges(id, from_version, to_version, length,
-                                          ranges, bytes);
-  }
-  // The span with the source's bytes between the ranges, then one patch.
-  // ReadChunk allocates the span only once the source is found and holds
-  // it: `length` comes from a peer and may be far past any stored chunk.
-  auto span = ReadChunk(id, from_version, lo, hi - lo);
-  if (!span.ok()) return span.status();
-  ScatterPatchRanges(ranges, bytes, lo, *span);
-  return PatchChunk(id, from_version, to_version, length, lo, *span);
 }
 
 // One op of an ApplyChunkOps batch.
@@ -1676,39 +1759,17 @@ Status ChunkStore::PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b,
        !CheckPatchRanges(w.ranges, w.length, w.bytes.size()).ok())) {
     return Status::Ok();
   }
-  if (w.ranges.size() <= 1) {
-    if (uint64_t{w.offset} + w.bytes.size() > w.length) return Status::Ok();
-    Status ps = PreparePatch(w.id, w.from_version, w.to_version, w.length,
-                             w.ranges.empty() ? w.offset : w.ranges[0].offset,
-                             w.bytes, &b->op, &b->data, &b->existed, prep);
-    if (ps.ok() && *prep == Prep::kDefault) {
-      ChunkWriteOp one = w;
-      if (!w.ranges.empty()) {
-        one.offset = w.ranges[0].offset;
-        one.ranges = {};
-      }
-      return PrepareWholePatch(one, b, prep);
-    }
-    return ps;
+  if (w.ranges.empty() && uint64_t{w.offset} + w.bytes.size() > w.length) {
+    return Status::Ok();
   }
-  // Several ranges: the span between them with the source's bytes (as
-  // PatchChunkRanges does), then one patch of the span; a span over more
-  // than half the chunk makes a whole new version (in this batch too).
-  const uint32_t lo = w.ranges.front().offset;
-  const uint32_t hi = w.ranges.back().offset + w.ranges.back().length;
-  if (uint64_t{hi - lo} * 2 > w.length) return PrepareWholePatch(w, b, prep);
-  ChunkIndexValue v;
-  Status ls = LookUpRange(w.id, w.from_version, lo, hi - lo, &v);
-  if (ls.code() == ENOENT) return Status::Ok();  // PatchChunkRanges says so
-  STRIPEFS_RETURN_IF_ERROR(ls);
-  std::vector<uint8_t> span(hi - lo);
-  Status rs = ReadVerifiedRange(w.id, w.from_version, v, lo, span);
-  if (rs.code() == ENOENT) return Status::Ok();  // data missing: dropped there
-  STRIPEFS_RETURN_IF_ERROR(rs);
-  ScatterPatchRanges(w.ranges, w.bytes, lo, span);
-  // The new blocks are copied to b->data: `span` may go.
-  return PreparePatch(w.id, w.from_version, w.to_version, w.length, lo, span,
-                      &b->op, &b->data, &b->existed, prep);
+  const PatchRange one{w.offset, static_cast<uint32_t>(w.bytes.size())};
+  Status ps = PreparePatch(
+      w.id, w.from_version, w.to_version, w.length,
+      w.ranges.empty() ? std::span<const PatchRange>(&one, 1) : w.ranges,
+      w.bytes, &b->op, &b->data, &b->existed, prep);
+  // Most of the chunk: a whole new version, in this batch too.
+  if (ps.ok() && *prep == Prep::kDefault) return PrepareWholePatch(w, b, prep);
+  return ps;
 }
 
 std::vector<Status> ChunkStore::ApplyChunkOps(

@@ -337,10 +337,10 @@ class ChunkStore final : public ChunkService {
   // legacy clones and patches, invalid ops, ops that found the disk full
   // (it compacts and retries).
   std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) override;
-  // Several ranges spanning at most half the chunk: reads the source's
-  // bytes between them (CRC-verified) and patches the span in place as
-  // PatchChunk does; a wider span reads and writes the whole chunk
-  // (counted as patches_whole). One range: PatchChunk.
+  // As PatchChunk, with one new piece per range (rounded out to CRC
+  // blocks; touching ones merged): the source's bytes between the ranges
+  // are neither read nor written again. Ranges adding up to more than half
+  // the chunk read and write the whole chunk (counted as patches_whole).
   Status PatchChunkRanges(const ChunkId& id, uint64_t from_version,
                           uint64_t to_version, uint32_t length,
                           std::span<const PatchRange> ranges,
@@ -465,15 +465,27 @@ class ChunkStore final : public ChunkService {
   Status PrepareClone(const ChunkId& id, uint64_t from_version,
                       uint64_t to_version, uint32_t length, CommitOp* op,
                       bool* existed, Prep* prep);
+  // A patch's new version: the source's pieces plus one new piece per
+  // window (each range rounded out to CRC blocks, touching windows merged),
+  // all windows written back to back in one extent. Only blocks the ranges
+  // cover in part are read from the source. kDefault when the windows add
+  // up to more than half the chunk or the version would have more than
+  // kMaxChunkPieces pieces.
   Status PreparePatch(const ChunkId& id, uint64_t from_version,
-                      uint64_t to_version, uint32_t length, uint32_t offset,
+                      uint64_t to_version, uint32_t length,
+                      std::span<const PatchRange> ranges,
                       std::span<const uint8_t> bytes, CommitOp* op,
                       AlignedBytes* data, bool* existed, Prep* prep);
+  // PatchChunk and PatchChunkRanges (ranges checked): one op under the
+  // chunk lock, compacting and retrying once on a full store.
+  Status PatchOne(const ChunkId& id, uint64_t from_version, uint64_t to_version,
+                  uint32_t length, std::span<const PatchRange> ranges,
+                  std::span<const uint8_t> bytes);
   // One ApplyChunkOps op prepared as above; kDefault also for whatever the
   // batch leaves to the one-op path (its errors, legacy sources, ...).
   Status PrepareBatchOp(const ChunkWriteOp& w, BatchOp* b, Prep* prep);
-  // A patch that PreparePatch would store whole (its window, or the span of
-  // its ranges, covers more than half the chunk): the source read whole
+  // A patch that PreparePatch would store whole (its windows cover more
+  // than half the chunk, or too many pieces): the source read whole
   // (CRC-verified) with the new bytes over it, prepared as a whole new
   // version in the batch, so it shares the batch's one sync round instead
   // of taking its own afterwards. kDefault for what the one-op path must

@@ -198,15 +198,22 @@ Status ChunkStore::PlaceData(CommitOp* op) {
   op->value.in_segment = true;
   op->value.pieces = op->kept_pieces;
   if (bytes == 0) return Status::Ok();
-  ChunkPiece piece;
-  piece.chunk_offset = op->data_offset;
-  piece.length = static_cast<uint32_t>(op->data.size());
-  piece.segment = op->extent.segment;
-  piece.segment_offset = op->extent.offset;
-  auto at = std::lower_bound(
-      op->value.pieces.begin(), op->value.pieces.end(), piece.chunk_offset,
-      [](const ChunkPiece& p, uint32_t off) { return p.chunk_offset < off; });
-  op->value.pieces.insert(at, piece);
+  const PatchRange one{op->data_offset, static_cast<uint32_t>(op->data.size())};
+  uint64_t in_extent = 0;
+  for (const PatchRange& w : op->windows.empty()
+                                 ? std::span<const PatchRange>(&one, 1)
+                                 : std::span<const PatchRange>(op->windows)) {
+    ChunkPiece piece;
+    piece.chunk_offset = w.offset;
+    piece.length = w.length;
+    piece.segment = op->extent.segment;
+    piece.segment_offset = op->extent.offset + in_extent;
+    in_extent += w.length;
+    auto at = std::lower_bound(
+        op->value.pieces.begin(), op->value.pieces.end(), piece.chunk_offset,
+        [](const ChunkPiece& p, uint32_t off) { return p.chunk_offset < off; });
+    op->value.pieces.insert(at, piece);
+  }
   return Status::Ok();
 }
 
@@ -313,24 +320,25 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
     // New bytes: the entries go down with the data sync, not after it, so
     // they are named in the batch's pending record.
     has_data = true;
-    ChunkPiece piece;
-    for (const ChunkPiece& p : op->value.pieces) {
-      if (p.segment == op->extent.segment &&
-          p.segment_offset == op->extent.offset) {
-        piece = p;
+    // Every piece in the new extent (a patch may have several).
+    for (const ChunkPiece& piece : op->value.pieces) {
+      if (piece.segment != op->extent.segment ||
+          piece.segment_offset < op->extent.offset ||
+          piece.segment_offset >= op->extent.offset + op->extent.bytes) {
+        continue;
       }
-    }
-    for (const auto& k : op->keys) {
-      PendingEntry e;
-      if (!DecodeChunkKey(k, &e.id, &e.version).ok()) continue;
-      e.piece = piece;
-      for (const Freed& f : op->freed) {
-        if (f.version == e.version) {
-          e.has_old = true;
-          e.old = f.value;
+      for (const auto& k : op->keys) {
+        PendingEntry e;
+        if (!DecodeChunkKey(k, &e.id, &e.version).ok()) continue;
+        e.piece = piece;
+        for (const Freed& f : op->freed) {
+          if (f.version == e.version) {
+            e.has_old = true;
+            e.old = f.value;
+          }
         }
+        pending.push_back(std::move(e));
       }
-      pending.push_back(std::move(e));
     }
   }
   std::string pending_key;
@@ -548,6 +556,29 @@ uint64_t ChunkStore::UniqueSegmentBytes(
 }
 
 void ChunkStore::ApplyLive(CommitOp& op) {
+  // A put that lets nothing go (a new version: write, clone, patch) adds
+  // only its new extent, which nothing else references; its other pieces
+  // are shared with versions that stay (the source). So the other
+  // versions' pieces need not be gathered (they grow with every patch).
+  if (op.kind == CommitOp::Kind::kPut && op.freed.empty() && !op.relocation) {
+    if (!op.value.in_segment) return;
+    RangeSet fresh;
+    std::map<uint64_t, bool> segs;
+    for (const ChunkPiece& p : op.value.pieces) {
+      segs[p.segment] = true;
+      if (op.extent.bytes > 0 && p.segment == op.extent.segment &&
+          p.segment_offset >= op.extent.offset &&
+          p.segment_offset < op.extent.offset + op.extent.bytes) {
+        fresh[p.segment].emplace_back(
+            p.segment_offset, p.segment_offset + SegmentExtentBytes(p.length));
+      }
+    }
+    Normalize(&fresh);
+    for (const auto& [seq, unused] : segs) {
+      segments_->AddLive(seq, Total(fresh, seq), op.keys.size());
+    }
+    return;
+  }
   // Live bytes: the segment bytes the versions of op.id reference together
   // (a piece shared by versions counts once), before and after the op.
   // Live entries: one per entry with a piece in the segment.

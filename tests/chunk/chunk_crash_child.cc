@@ -49,11 +49,9 @@ int main(int argc, char** argv) {
           if (!store->CloneChunk(id, 2, 3, len).ok()) return 7;
           report('3', n);
         }
-        uint32_t offset = 0, size = 0;
-        crash::PatchWindow(n, v, &offset, &size);
         if (!store
-                 ->PatchChunk(id, v - 1, v, len, offset,
-                              crash::PatchBytes(n, v))
+                 ->PatchChunkRanges(id, v - 1, v, len, crash::PatchRanges(n, v),
+                                    crash::PatchBytes(n, v))
                  .ok()) {
           return 8;
         }
@@ -69,6 +67,7 @@ int main(int argc, char** argv) {
     for (uint64_t n0 = first; n0 < first + 100000; n0 += kBatch) {
       // The bytes of every op, alive until its batch returns.
       std::vector<std::vector<uint8_t>> keep;
+      std::vector<std::vector<PatchRange>> keep_ranges;
       // Runs one op per n (made by `make`), then reports `rec` for each.
       auto step = [&](uint8_t rec, auto make) {
         std::vector<ChunkWriteOp> ops;
@@ -92,16 +91,16 @@ int main(int argc, char** argv) {
                             keep.back()};
       });
       auto patch = [&](uint64_t n, uint64_t v) {
-        uint32_t offset = 0, size = 0;
-        crash::PatchWindow(n, v, &offset, &size);
         keep.push_back(crash::PatchBytes(n, v));
+        keep_ranges.push_back(crash::PatchRanges(n, v));
         return ChunkWriteOp{ChunkWriteOp::Kind::kPatch,
                             crash::PatchIdOf(n),
                             v - 1,
                             v,
                             len(n),
-                            offset,
-                            keep.back()};
+                            0,
+                            keep.back(),
+                            keep_ranges.back()};
       };
       step('2', [&](uint64_t n) { return patch(n, 2); });
       step('3', [&](uint64_t n) {

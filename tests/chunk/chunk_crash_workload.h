@@ -29,17 +29,25 @@ inline constexpr uint64_t kPatchBatch = 4;
 inline size_t PatchSizeOf(uint64_t n) {
   return (64 << 10) + (n * 7919) % (200 << 10);
 }
-// The window that makes `version` (2 or 4) from the one before.
-inline void PatchWindow(uint64_t n, uint64_t version, uint32_t* offset,
-                        uint32_t* len) {
+// The ranges that make `version` (2 or 4) from the one before: one window,
+// and for version 4 a second one further on when it fits (a version of
+// several new pieces, one per range).
+inline std::vector<PatchRange> PatchRanges(uint64_t n, uint64_t version) {
   const size_t size = PatchSizeOf(n);
-  *offset = static_cast<uint32_t>((n * 131 + version * 40999) % size);
-  *len = static_cast<uint32_t>(
-      std::min<size_t>(1 + (n * 17 + version * 29) % 9000, size - *offset));
+  const auto offset = static_cast<uint32_t>((n * 131 + version * 40999) % size);
+  const auto len = static_cast<uint32_t>(
+      std::min<size_t>(1 + (n * 17 + version * 29) % 9000, size - offset));
+  std::vector<PatchRange> ranges = {{offset, len}};
+  const size_t second = size_t{offset} + len + 8192 + (n * 977) % 20000;
+  if (version == 4 && second + 3000 <= size) {
+    ranges.push_back({static_cast<uint32_t>(second),
+                      static_cast<uint32_t>(1 + (n * 31) % 3000)});
+  }
+  return ranges;
 }
 inline std::vector<uint8_t> PatchBytes(uint64_t n, uint64_t version) {
-  uint32_t offset = 0, len = 0;
-  PatchWindow(n, version, &offset, &len);
+  size_t len = 0;
+  for (const PatchRange& r : PatchRanges(n, version)) len += r.length;
   return testing::Payload(len, n * 10 + version);
 }
 // What version `version` (1 to 4) of PatchIdOf(n) holds.
@@ -47,10 +55,7 @@ inline std::vector<uint8_t> PatchedContent(uint64_t n, uint64_t version) {
   std::vector<uint8_t> data = testing::Payload(PatchSizeOf(n), n);
   for (uint64_t v : {uint64_t{2}, uint64_t{4}}) {
     if (v > version) break;
-    uint32_t offset = 0, len = 0;
-    PatchWindow(n, v, &offset, &len);
-    auto bytes = PatchBytes(n, v);
-    std::copy(bytes.begin(), bytes.end(), data.begin() + offset);
+    ScatterPatchRanges(PatchRanges(n, v), PatchBytes(n, v), 0, data);
   }
   return data;
 }

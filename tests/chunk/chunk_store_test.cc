@@ -567,9 +567,11 @@ TEST_P(ChunkStoreTest, PatchWritesANewVersionWithTheRangeReplaced) {
   EXPECT_EQ(*store_->ReadChunk(id, 13, 70000 - 4096, 4096), patch);
 }
 
-// Several ranges make one new version. A narrow span patches in place
-// (the source's bytes between the ranges carried over); a span over half
-// the chunk rewrites it whole; bad ranges are EINVAL, nothing written.
+// Several ranges make one new version. Ranges, even far apart, patch in
+// place: one new piece per range rounded out to blocks, the source's bytes
+// between them neither read nor written again; ranges adding up to more
+// than half the chunk rewrite it whole; bad ranges are EINVAL, nothing
+// written.
 TEST_P(ChunkStoreTest, MultiRangePatchMakesOneVersion) {
   ChunkId id{4, 3, 5};
   const uint32_t len = 262144;
@@ -594,13 +596,25 @@ TEST_P(ChunkStoreTest, MultiRangePatchMakesOneVersion) {
   const auto want = apply(data, narrow, bytes);
   EXPECT_EQ(*store_->ReadChunk(id, 11, 0, len), want);  // CRC verified
   EXPECT_EQ(*store_->ReadChunk(id, 10, 0, len), data);  // source intact
-  const std::vector<PatchRange> wide = {{0, 100}, {200000, 4096}};
+  // Two blocks written: [8192, 12288) and [16384, 20480).
+  EXPECT_EQ(store_->Counters().bytes_written - before.bytes_written, 8192u);
+  const std::vector<PatchRange> apart = {{0, 100}, {200000, 4096}};
   auto more = Payload(4196, 10);
-  ASSERT_TRUE(store_->PatchChunkRanges(id, 11, 12, len, wide, more).ok());
-  EXPECT_EQ(*store_->ReadChunk(id, 12, 0, len), apply(want, wide, more));
+  ASSERT_TRUE(store_->PatchChunkRanges(id, 11, 12, len, apart, more).ok());
+  const auto want12 = apply(want, apart, more);
+  EXPECT_EQ(*store_->ReadChunk(id, 12, 0, len), want12);
+  const std::vector<PatchRange> most = {{0, 100}, {4096, 140000}};
+  auto most_bytes = Payload(140100, 11);
+  ASSERT_TRUE(store_->PatchChunkRanges(id, 12, 14, len, most, most_bytes).ok());
+  EXPECT_EQ(*store_->ReadChunk(id, 14, 0, len),
+            apply(want12, most, most_bytes));
   const auto after = store_->Counters();
-  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 1u);
+  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 2u);
   EXPECT_EQ(after.patches_whole - before.patches_whole, 1u);
+  Reopen();
+  EXPECT_EQ(*store_->ReadChunk(id, 11, 0, len), want);
+  EXPECT_EQ(*store_->ReadChunk(id, 12, 0, len), want12);
+  EXPECT_EQ(*store_->ReadChunk(id, 10, 0, len), data);
   const std::vector<PatchRange> overlap = {{0, 100}, {50, 4096}};
   EXPECT_EQ(store_->PatchChunkRanges(id, 11, 13, len, overlap, more).code(),
             EINVAL);
@@ -781,7 +795,7 @@ TEST_P(ChunkStoreTest, PatchAndCloneChainsMatchAModel) {
     if (rng() % 4 == 0) {
       ASSERT_TRUE(store_->CloneChunk(id, version, next, kLen).ok());
       model[next] = model[version];
-    } else {
+    } else if (rng() % 2 == 0) {
       const uint32_t off = static_cast<uint32_t>(rng() % kLen);
       const uint32_t n = static_cast<uint32_t>(
           1 + rng() % std::min<uint64_t>(kLen - off, rng() % 2 ? 300 : 20000));
@@ -790,6 +804,26 @@ TEST_P(ChunkStoreTest, PatchAndCloneChainsMatchAModel) {
       ASSERT_TRUE(st.ok()) << st.ToString();
       model[next] = model[version];
       std::copy(bytes.begin(), bytes.end(), model[next].begin() + off);
+    } else {
+      // 2 to 4 ranges, one in each equal part of the chunk (a parity delta
+      // of scattered writes): one piece each.
+      const uint32_t parts = 2 + static_cast<uint32_t>(rng() % 3);
+      std::vector<PatchRange> ranges;
+      size_t total = 0;
+      for (uint32_t k = 0; k < parts; ++k) {
+        const uint32_t lo = kLen / parts * k, hi = kLen / parts * (k + 1);
+        const uint32_t off = lo + static_cast<uint32_t>(rng() % (hi - lo));
+        const uint32_t n = static_cast<uint32_t>(
+            1 + rng() % std::min<uint64_t>(hi - off, rng() % 2 ? 300 : 9000));
+        ranges.push_back({off, n});
+        total += n;
+      }
+      auto bytes = Payload(total, rng());
+      Status st =
+          store_->PatchChunkRanges(id, version, next, kLen, ranges, bytes);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      model[next] = model[version];
+      ScatterPatchRanges(ranges, bytes, 0, model[next]);
     }
     version = next;
     max_pieces = std::max(max_pieces, store_->Locate(id, version)->pieces);
@@ -802,7 +836,20 @@ TEST_P(ChunkStoreTest, PatchAndCloneChainsMatchAModel) {
   }
   EXPECT_LE(max_pieces, kMaxChunkPieces);
   ExpectModel(*store_, id, model, rng());
+  // The live bytes and entries counted op by op are what a recount from
+  // the index (at open) finds.
+  auto live = [&] {
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>> out;
+    for (const auto& seg : store_->Segments()) {
+      if (seg.usage.live_entries > 0 || seg.usage.live_bytes > 0) {
+        out[seg.seq] = {seg.usage.live_bytes, seg.usage.live_entries};
+      }
+    }
+    return out;
+  };
+  const auto counted = live();
   Reopen();
+  EXPECT_EQ(live(), counted);
   ExpectModel(*store_, id, model, rng());
   // Every other block of a 1 MiB chunk patched, one by one: the piece limit
   // makes a patch write the whole chunk.
@@ -1168,10 +1215,10 @@ TEST_P(ChunkStoreTest, ApplyChunkOpsCommitsABatchOnce) {
   EXPECT_EQ(after.commit_batches - before.commit_batches, 1u);
   EXPECT_EQ(after.patches_in_place - before.patches_in_place, 4u);
   EXPECT_EQ(after.clones_shared - before.clones_shared, 1u);
-  // Aligned windows: no boundary block read, only the five writes (the
-  // multi-range patch reads the block between its ranges first).
+  // Aligned windows: no block read (not even the one between the
+  // multi-range patch's ranges), one submission for the five writes.
   EXPECT_EQ(after.data_submissions - before.data_submissions,
-            store_->using_io_uring() ? 2u : 0u);
+            store_->using_io_uring() ? 1u : 0u);
   EXPECT_EQ(store_->Stats()->chunks, 11u);
   Reopen();
   for (uint32_t i = 0; i < 6; ++i) {
@@ -1183,35 +1230,41 @@ TEST_P(ChunkStoreTest, ApplyChunkOpsCommitsABatchOnce) {
 }
 
 // Patches that cover more than half their chunk (one wide window, or
-// ranges far apart, as a parity delta of scattered small writes makes) are
-// stored whole, yet inside the batch: one group commit for every op, where
-// the one-op path would take another sync round after it.
+// several ranges that add up to it) are stored whole, yet inside the
+// batch: one group commit for every op, where the one-op path would take
+// another sync round after it. Ranges far apart that add up to little (a
+// parity delta of scattered small writes) stay in place.
 TEST_P(ChunkStoreTest, ApplyChunkOpsStoresWidePatchesWholeInTheSameCommit) {
   constexpr uint32_t kLen = 8 * 4096;
   std::vector<std::vector<uint8_t>> want;
-  for (uint32_t i = 0; i < 3; ++i) {
+  for (uint32_t i = 0; i < 4; ++i) {
     want.push_back(Payload(kLen, 60 + i));
     ASSERT_TRUE(store_->WriteChunk({18, i, 1}, 1, want.back()).ok());
   }
   const auto narrow = Payload(4096, 63), wide = Payload(5 * 4096, 64);
   const auto ends = Payload(2 * 100, 65);
   const std::vector<PatchRange> apart = {{10, 100}, {kLen - 100, 100}};
-  std::vector<ChunkWriteOp> ops(3);
+  const std::vector<PatchRange> most = {{10, 100}, {3 * 4096, 4 * 4096 + 50}};
+  const auto most_bytes = Payload(100 + 4 * 4096 + 50, 66);
+  std::vector<ChunkWriteOp> ops(4);
   ops[0] = {ChunkWriteOp::Kind::kPatch, {18, 0, 1}, 1, 2, kLen, 4096, narrow};
   ops[1] = {ChunkWriteOp::Kind::kPatch, {18, 1, 1}, 1, 2, kLen, 100, wide};
   ops[2] = {ChunkWriteOp::Kind::kPatch, {18, 2, 1}, 1, 2, kLen, 0, ends, apart};
+  ops[3] = {
+      ChunkWriteOp::Kind::kPatch, {18, 3, 1}, 1, 2, kLen, 0, most_bytes, most};
   std::copy(narrow.begin(), narrow.end(), want[0].begin() + 4096);
   std::copy(wide.begin(), wide.end(), want[1].begin() + 100);
   std::copy(ends.begin(), ends.begin() + 100, want[2].begin() + 10);
   std::copy(ends.begin() + 100, ends.end(), want[2].begin() + (kLen - 100));
+  ScatterPatchRanges(most, most_bytes, 0, want[3]);
 
   const auto [before, after] = ApplyAllOk(ops);
   EXPECT_EQ(after.commit_batches - before.commit_batches, 1u);
-  EXPECT_EQ(after.batched_ops - before.batched_ops, 3u);
+  EXPECT_EQ(after.batched_ops - before.batched_ops, 4u);
   EXPECT_EQ(after.patches_whole - before.patches_whole, 2u);
-  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 1u);
+  EXPECT_EQ(after.patches_in_place - before.patches_in_place, 2u);
   Reopen();
-  for (uint32_t i = 0; i < 3; ++i) {
+  for (uint32_t i = 0; i < 4; ++i) {
     auto v2 = store_->ReadChunk({18, i, 1}, 2, 0, kLen);
     ASSERT_TRUE(v2.ok()) << i << " " << v2.status().ToString();
     EXPECT_EQ(*v2, want[i]) << i;
