@@ -712,6 +712,20 @@ Status ChunkStore::GetSourceEntry(const ChunkId& id, uint64_t version,
 
 Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
                             ChunkIndexValue* v, bool cache_only) {
+  // The version cache is exact for an id it holds (every caller holds the
+  // id's chunk lock, under which the cache changes with the index); Peek
+  // leaves its counters to the scans it saves.
+  if (version_cache_) {
+    if (auto versions = version_cache_->Peek(id)) {
+      *found = false;
+      for (const auto& [ver, val] : *versions) {
+        if (ver != version) continue;
+        *found = true;
+        *v = val;
+      }
+      return Status::Ok();
+    }
+  }
   std::string raw;
   rocksdb::ReadOptions ro;
   if (cache_only) ro.read_tier = rocksdb::kBlockCacheTier;

@@ -638,7 +638,11 @@ void ChunkStore::ApplyLive(CommitOp& op) {
     if (dead.empty()) continue;
     std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
     if (!seg) continue;
-    for (const auto& [lo, hi] : dead) op.holes.push_back({seg, seq, lo, hi});
+    for (const auto& [lo, hi] : dead) {
+      if (hi - lo >= options_.punch_min_bytes) {
+        op.holes.push_back({seg, seq, lo, hi});
+      }
+    }
   }
 }
 
