@@ -477,9 +477,15 @@ namespace {
 // Segment byte ranges [begin, end), per segment.
 using RangeSet = std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>>;
 
-void AddRanges(const ChunkIndexValue& v, RangeSet* r) {
+// `only`: the segments to take pieces from (null: all).
+void AddRanges(const ChunkIndexValue& v, RangeSet* r,
+               const std::vector<uint64_t>* only = nullptr) {
   if (!v.in_segment) return;
   for (const ChunkPiece& p : v.pieces) {
+    if (only != nullptr &&
+        std::find(only->begin(), only->end(), p.segment) == only->end()) {
+      continue;
+    }
     (*r)[p.segment].emplace_back(
         p.segment_offset, p.segment_offset + SegmentExtentBytes(p.length));
   }
@@ -582,10 +588,21 @@ void ChunkStore::ApplyLive(CommitOp& op) {
   // Live bytes: the segment bytes the versions of op.id reference together
   // (a piece shared by versions counts once), before and after the op.
   // Live entries: one per entry with a piece in the segment.
+  // Only segments the op adds or lets go of a piece in can change: the
+  // other versions' pieces elsewhere count the same before and after.
+  std::vector<uint64_t> touched;
+  auto touch = [&](const ChunkIndexValue& v) {
+    if (!v.in_segment) return;
+    for (const ChunkPiece& p : v.pieces) touched.push_back(p.segment);
+  };
+  for (const Freed& f : op.freed) touch(f.value);
+  if (op.kind == CommitOp::Kind::kPut) touch(op.value);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   RangeSet before, after;
   for (const ChunkIndexValue& v : op.others) {
-    AddRanges(v, &before);
-    AddRanges(v, &after);
+    AddRanges(v, &before, &touched);
+    AddRanges(v, &after, &touched);
   }
   std::map<uint64_t, uint64_t> added, removed;  // entries per segment
   for (const Freed& f : op.freed) {
