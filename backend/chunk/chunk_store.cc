@@ -1576,6 +1576,48 @@ std::vector<ChunkPiece> PiecesOutside(const std::vector<ChunkPiece>& pieces,
   return kept;
 }
 
+// Per block of `windows` (back to back, as PatchWindows made them from
+// `ranges`): how many of its bytes the ranges cover.
+std::vector<uint32_t> BytesPerBlock(std::span<const PatchRange> ranges,
+                                    const std::vector<PatchRange>& windows,
+                                    uint64_t block) {
+  size_t n = 0;
+  for (const PatchRange& w : windows) n += (w.length + block - 1) / block;
+  std::vector<uint32_t> covered(n, 0);
+  size_t wi = 0, base = 0;  // blocks before window wi
+  for (const PatchRange& r : ranges) {
+    const uint64_t end = uint64_t{r.offset} + r.length;
+    while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
+      base += (windows[wi].length + block - 1) / block;
+      ++wi;
+    }
+    for (uint64_t b = r.offset / block * block; b < end; b += block) {
+      const uint64_t lo = std::max<uint64_t>(b, r.offset);
+      const uint64_t hi = std::min<uint64_t>(b + block, end);
+      covered[base + (b - windows[wi].offset) / block] +=
+          static_cast<uint32_t>(hi - lo);
+    }
+  }
+  return covered;
+}
+
+// Copies each range's bytes (`bytes`, range order) to its place in `out`,
+// which holds `windows` back to back.
+void ScatterIntoWindows(std::span<const PatchRange> ranges,
+                        std::span<const uint8_t> bytes,
+                        const std::vector<PatchRange>& windows, uint8_t* out) {
+  size_t wi = 0, at = 0, from = 0;  // at: where window wi starts in out
+  for (const PatchRange& r : ranges) {
+    while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
+      at += windows[wi].length;
+      ++wi;
+    }
+    std::memcpy(out + at + (r.offset - windows[wi].offset), bytes.data() + from,
+                r.length);
+    from += r.length;
+  }
+}
+
 }  // namespace
 
 Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
@@ -1591,6 +1633,10 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
   // piece starts aligned), and the source's pieces without them.
   const uint64_t block = uint64_t{1} << v.block_shift;
   const std::vector<PatchRange> windows = PatchWindows(ranges, block, length);
+  if (windows.empty()) {
+    *prep = Prep::kDefault;  // nothing to patch: callers make it a clone
+    return Status::Ok();
+  }
   uint64_t total = 0;
   for (const PatchRange& w : windows) total += w.length;
   std::vector<ChunkPiece> kept;
@@ -1610,27 +1656,7 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
   // needs no staging copy): first the source's bytes of every block the
   // ranges cover only in part (read and verified), then the ranges' bytes.
   data->resize(total);
-  std::vector<uint32_t> covered;  // per block of the windows: bytes patched
-  {
-    size_t wi = 0, base = 0;  // blocks before window wi
-    size_t n = 0;
-    for (const PatchRange& w : windows) n += (w.length + block - 1) / block;
-    covered.assign(n, 0);
-    for (const PatchRange& r : ranges) {
-      while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
-        base += (windows[wi].length + block - 1) / block;
-        ++wi;
-      }
-      for (uint64_t b = r.offset / block * block;
-           b < uint64_t{r.offset} + r.length; b += block) {
-        const uint64_t lo = std::max<uint64_t>(b, r.offset);
-        const uint64_t hi =
-            std::min<uint64_t>(b + block, uint64_t{r.offset} + r.length);
-        covered[base + (b - windows[wi].offset) / block] +=
-            static_cast<uint32_t>(hi - lo);
-      }
-    }
-  }
+  const std::vector<uint32_t> covered = BytesPerBlock(ranges, windows, block);
   size_t at = 0, bi = 0;
   for (const PatchRange& w : windows) {
     // Runs of blocks that need the source's bytes, one read each.
@@ -1654,19 +1680,7 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
     if (run != we) STRIPEFS_RETURN_IF_ERROR(read_run(run, we));
     at += w.length;
   }
-  {
-    size_t wi = 0, wat = 0, from = 0;
-    for (const PatchRange& r : ranges) {
-      while (uint64_t{windows[wi].offset} + windows[wi].length <= r.offset) {
-        wat += windows[wi].length;
-        ++wi;
-      }
-      std::memcpy(data->data() + wat + (r.offset - windows[wi].offset),
-                  bytes.data() + from, r.length);
-      from += r.length;
-    }
-  }
-
+  ScatterIntoWindows(ranges, bytes, windows, data->data());
   op->id = id;
   op->keys = {EncodeChunkKey(id, to_version)};
   op->has_data = true;
