@@ -175,7 +175,9 @@ TEST_F(OpsClusterTest, EveryDaemonAndTheMountServeTheirMetrics) {
           "stripefs_chunk_store_writes_total", "stripefs_rpc_requests_total",
           "stripefs_chunk_engine_commit_batches_total",
           "stripefs_chunk_engine_index_syncs_total",
-          "stripefs_chunk_engine_version_cache_bytes"})
+          "stripefs_chunk_engine_version_cache_bytes",
+          "stripefs_chunk_engine_batch_seconds_total",
+          "stripefs_chunk_engine_index_sync_seconds_total"})
       EXPECT_TRUE(c.Has(name)) << "chunkd " << id << " lacks " << name;
     EXPECT_GT(SumWhere(c, "stripefs_chunk_store_bytes_capacity",
                        "server=\"" + std::to_string(id) + "\""),
@@ -201,6 +203,7 @@ TEST_F(OpsClusterTest, CountersMoveAfterIo) {
   double chunk_writes0 = ChunkdSum("stripefs_chunk_store_writes_total", "");
   double commits0 = ChunkdSum("stripefs_chunk_engine_commit_batches_total", "");
   double syncs0 = ChunkdSum("stripefs_chunk_engine_index_syncs_total", "");
+  double batch_s0 = ChunkdSum("stripefs_chunk_engine_batch_seconds_total", "");
   double chunk_rpcs0 = ChunkdSum("stripefs_rpc_request_duration_seconds_count",
                                  "op=\"WriteChunk\"");
   {
@@ -230,6 +233,9 @@ TEST_F(OpsClusterTest, CountersMoveAfterIo) {
   EXPECT_GT(ChunkdSum("stripefs_chunk_engine_commit_batches_total", ""),
             commits0);
   EXPECT_GT(ChunkdSum("stripefs_chunk_engine_index_syncs_total", ""), syncs0);
+  // The commits' time is counted too (where a write's time goes).
+  EXPECT_GT(ChunkdSum("stripefs_chunk_engine_batch_seconds_total", ""),
+            batch_s0);
   EXPECT_GT(ChunkdSum("stripefs_rpc_request_duration_seconds_count",
                       "op=\"WriteChunk\""),
             chunk_rpcs0);
