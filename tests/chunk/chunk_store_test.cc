@@ -1077,6 +1077,21 @@ TEST_P(ChunkStoreTest, PatchVerifiesBoundaryBlocksAndReadsFindTheRest) {
   EXPECT_EQ(store_->ReadChunk(id, 4, 100000, 10).status().code(), EBADMSG);
   auto fine = store_->ReadChunk(id, 4, 8192, 4096);
   ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  // Several ranges: a corrupt block the second covers in part is EBADMSG
+  // (nothing made); one between the ranges is not read.
+  ChunkId id2{11, 2, 0};
+  ASSERT_TRUE(store_->WriteChunk(id2, 1, data).ok());
+  FlipChunkBits(*store_, id2, 1, 200000, 0x01);  // block 48
+  const std::vector<PatchRange> over = {{100, 10}, {199990, 20}};
+  EXPECT_EQ(
+      store_->PatchChunkRanges(id2, 1, 2, kLen, over, Payload(30, 5)).code(),
+      EBADMSG);
+  EXPECT_EQ(store_->ReadChunk(id2, 2, 0, 1).status().code(), ENOENT);
+  const std::vector<PatchRange> around = {{100, 10}, {220000, 20}};
+  ASSERT_TRUE(
+      store_->PatchChunkRanges(id2, 1, 3, kLen, around, Payload(30, 6)).ok());
+  EXPECT_EQ(store_->ReadChunk(id2, 3, 200000, 10).status().code(), EBADMSG);
+  EXPECT_TRUE(store_->ReadChunk(id2, 3, 220000, 20).ok());
 }
 
 TEST_P(ChunkStoreTest, Format3EntriesArePatchedAndCloned) {
