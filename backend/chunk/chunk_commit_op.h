@@ -43,15 +43,13 @@ struct ChunkStore::CommitOp {
   ChunkId id;
   // kPut: every key gets `value`; kDelete: every key is removed.
   std::vector<std::string> keys;
-  // kPut with new bytes: they go to a fresh extent, which becomes the piece
-  // at chunk offset `data_offset` of `value` (whose other pieces are
-  // `kept_pieces`; Submit sets value.pieces). Without: `value` is stored as
-  // it is.
+  // kPut with new bytes: they go to a fresh extent, which becomes the pieces
+  // of `value` at `windows` (whose other pieces are `kept_pieces`; Submit
+  // sets value.pieces). Without: `value` is stored as it is.
   bool has_data = false;
   std::span<const uint8_t> data;
-  uint32_t data_offset = 0;
-  // A patch's several pieces in one extent: (chunk offset, length) of each,
-  // back to back in `data`, sorted. Empty: one piece at `data_offset`.
+  // A patch's pieces in the extent: (chunk offset, length) of each, back to
+  // back in `data`, sorted. Empty: one piece of all of `data` at offset 0.
   std::vector<PatchRange> windows;
   std::vector<ChunkPiece> kept_pieces;
   ChunkIndexValue value;

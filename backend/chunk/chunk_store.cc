@@ -1469,7 +1469,8 @@ Status ChunkStore::PatchOne(const ChunkId& id, uint64_t from_version,
                             uint64_t to_version, uint32_t length,
                             std::span<const PatchRange> ranges,
                             std::span<const uint8_t> bytes) {
-  const std::string to_name = DescribeChunk(id, to_version);
+  // For messages only: no string is built on the success path.
+  auto to_name = [&] { return DescribeChunk(id, to_version); };
   if (to_version == 0) {
     return Status::InvalidArgument("cannot patch " +
                                    DescribeChunk(id, from_version) +
@@ -1514,9 +1515,9 @@ Status ChunkStore::PatchOne(const ChunkId& id, uint64_t from_version,
       CountStored(ChunkWriteOp::Kind::kPatch, length, existed);
       return Status::Ok();
     }
-    if (st.code() != ENOSPC) return st.Annotate("patching " + to_name);
+    if (st.code() != ENOSPC) return st.Annotate("patching " + to_name());
     if (attempt > 0) {
-      return NoSpaceStatus("patching " + to_name + " (" + st.message() + ")");
+      return NoSpaceStatus("patching " + to_name() + " (" + st.message() + ")");
     }
     chunk_lock.unlock();
     (void)Compact(true);
@@ -1685,7 +1686,6 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
   op->keys = {EncodeChunkKey(id, to_version)};
   op->has_data = true;
   op->data = *data;
-  op->data_offset = windows.front().offset;
   op->windows = windows;
   op->kept_pieces = std::move(kept);
   op->value.length = length;

@@ -198,7 +198,7 @@ Status ChunkStore::PlaceData(CommitOp* op) {
   op->value.in_segment = true;
   op->value.pieces = op->kept_pieces;
   if (bytes == 0) return Status::Ok();
-  const PatchRange one{op->data_offset, static_cast<uint32_t>(op->data.size())};
+  const PatchRange one{0, static_cast<uint32_t>(op->data.size())};
   uint64_t in_extent = 0;
   for (const PatchRange& w : op->windows.empty()
                                  ? std::span<const PatchRange>(&one, 1)
@@ -568,20 +568,11 @@ void ChunkStore::ApplyLive(CommitOp& op) {
   // versions' pieces need not be gathered (they grow with every patch).
   if (op.kind == CommitOp::Kind::kPut && op.freed.empty() && !op.relocation) {
     if (!op.value.in_segment) return;
-    RangeSet fresh;
     std::map<uint64_t, bool> segs;
-    for (const ChunkPiece& p : op.value.pieces) {
-      segs[p.segment] = true;
-      if (op.extent.bytes > 0 && p.segment == op.extent.segment &&
-          p.segment_offset >= op.extent.offset &&
-          p.segment_offset < op.extent.offset + op.extent.bytes) {
-        fresh[p.segment].emplace_back(
-            p.segment_offset, p.segment_offset + SegmentExtentBytes(p.length));
-      }
-    }
-    Normalize(&fresh);
+    for (const ChunkPiece& p : op.value.pieces) segs[p.segment] = true;
     for (const auto& [seq, unused] : segs) {
-      segments_->AddLive(seq, Total(fresh, seq), op.keys.size());
+      const bool fresh = op.extent.bytes > 0 && seq == op.extent.segment;
+      segments_->AddLive(seq, fresh ? op.extent.bytes : 0, op.keys.size());
     }
     return;
   }
