@@ -59,10 +59,11 @@ Collector ChunkEngineCollector(const ChunkStore* store, uint32_t server_id) {
   return [store, server_id](Families* out) {
     const ChunkStoreCounters c = store->Counters();
     const Labels l = {{"server", std::to_string(server_id)}};
-    auto family = [&](prometheus::MetricFamily f, uint64_t v) {
-      Sample(&f, static_cast<double>(v), l);
+    auto family = [&](prometheus::MetricFamily f, double v) {
+      Sample(&f, v, l);
       out->push_back(std::move(f));
     };
+    auto seconds = [](uint64_t ns) { return static_cast<double>(ns) / 1e9; };
     family(CounterFamily("stripefs_chunk_engine_commit_batches_total",
                          "group commits (one data and one index sync round)"),
            c.commit_batches);
@@ -95,29 +96,29 @@ Collector ChunkEngineCollector(const ChunkStore* store, uint32_t server_id) {
            c.version_cache_bytes);
     // Where a write's time goes, summed over threads: divide by the count
     // the help text names.
-    auto seconds = [&](const char* name, const char* help, uint64_t ns) {
-      auto f = CounterFamily(name, help);
-      Sample(&f, static_cast<double>(ns) / 1e9, l);
-      out->push_back(std::move(f));
-    };
     family(CounterFamily("stripefs_chunk_engine_data_writes_total",
                          "segment writes by writers"),
            c.data_writes);
-    seconds("stripefs_chunk_engine_data_write_seconds_total",
-            "time in segment writes (per data_writes)", c.data_write_ns);
-    seconds("stripefs_chunk_engine_queue_seconds_total",
-            "ops' wait until a group commit took them (per committed_ops)",
-            c.queue_ns);
-    seconds("stripefs_chunk_engine_commit_wait_seconds_total",
-            "ops' wait until acknowledged (per committed_ops)",
-            c.commit_wait_ns);
-    seconds("stripefs_chunk_engine_batch_seconds_total",
-            "group commits from taken to acknowledged (per commit_batches)",
-            c.batch_ns);
-    seconds("stripefs_chunk_engine_data_sync_seconds_total",
-            "time in segment fdatasyncs (per data_syncs)", c.data_sync_ns);
-    seconds("stripefs_chunk_engine_index_sync_seconds_total",
-            "time in synced index writes (per index_syncs)", c.index_sync_ns);
+    family(CounterFamily("stripefs_chunk_engine_data_write_seconds_total",
+                         "time in segment writes (per data_writes)"),
+           seconds(c.data_write_ns));
+    family(CounterFamily(
+               "stripefs_chunk_engine_queue_seconds_total",
+               "ops' wait until a group commit took them (per committed_ops)"),
+           seconds(c.queue_ns));
+    family(CounterFamily("stripefs_chunk_engine_commit_wait_seconds_total",
+                         "ops' wait until acknowledged (per committed_ops)"),
+           seconds(c.commit_wait_ns));
+    family(CounterFamily(
+               "stripefs_chunk_engine_batch_seconds_total",
+               "group commits from taken to acknowledged (per commit_batches)"),
+           seconds(c.batch_ns));
+    family(CounterFamily("stripefs_chunk_engine_data_sync_seconds_total",
+                         "time in segment fdatasyncs (per data_syncs)"),
+           seconds(c.data_sync_ns));
+    family(CounterFamily("stripefs_chunk_engine_index_sync_seconds_total",
+                         "time in synced index writes (per index_syncs)"),
+           seconds(c.index_sync_ns));
   };
 }
 

@@ -5,8 +5,10 @@
 //   ChunkEngineCollector chunkd: stripefs_chunk_engine_* (group commits,
 //                        committed and batched ops, data and index syncs,
 //                        patches in place and whole, version cache hits,
-//                        misses and bytes) from ChunkStore::Counters(): how
-//                        many syncs a write costs, without a profiler.
+//                        misses and bytes; the time in writes, queues,
+//                        batches and syncs as *_seconds_total) from
+//                        ChunkStore::Counters(): what a write costs,
+//                        without a profiler.
 //   ClusterMapCollector  metad: stripefs_server_state{server, address,
 //                        domain, state} (1 for the server's state, 0 for the
 //                        others), stripefs_cluster_servers{state},
