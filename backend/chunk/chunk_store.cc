@@ -44,10 +44,13 @@ std::string RocksMessage(const rocksdb::Status& s) { return s.ToString(); }
 // each write of a new chunk id did, one by one.
 class PrefixScan {
  public:
-  PrefixScan(rocksdb::DB* db, std::string_view prefix)
+  // `cache_only`: from memory (memtable, block cache) only; the iterator's
+  // status is Incomplete where that would need disk I/O.
+  PrefixScan(rocksdb::DB* db, std::string_view prefix, bool cache_only = false)
       : end_(coding::PrefixEnd(prefix)), upper_(end_) {
     rocksdb::ReadOptions ro;
     if (!end_.empty()) ro.iterate_upper_bound = &upper_;
+    if (cache_only) ro.read_tier = rocksdb::kBlockCacheTier;
     it_.reset(db->NewIterator(ro));
     it_->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
   }
@@ -713,18 +716,34 @@ Status ChunkStore::GetSourceEntry(const ChunkId& id, uint64_t version,
 Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
                             ChunkIndexValue* v, bool cache_only) {
   // The version cache is exact for an id it holds (every caller holds the
-  // id's chunk lock, under which the cache changes with the index); Peek
-  // leaves its counters to the scans it saves.
+  // id's chunk lock, under which the cache changes with the index). A miss
+  // scans the id's versions and fills the cache, so that the id's next
+  // lookup (a read of another block, the next patch) is answered from
+  // memory: a read-only client would never fill it otherwise (a reopened
+  // store starts empty).
   if (version_cache_) {
-    if (auto versions = version_cache_->Peek(id)) {
+    std::shared_ptr<const ChunkVersions> versions = version_cache_->Lookup(id);
+    ChunkVersions scanned;
+    bool clean = false;
+    if (!versions) {
+      const uint64_t token = version_cache_->Token(id);
+      std::vector<uint64_t> bad;
+      STRIPEFS_RETURN_IF_ERROR(
+          ScanVersions(id, &scanned, &bad, &clean, cache_only));
+      // Exact while the chunk lock is held, whether or not Fill takes it.
+      if (clean) version_cache_->Fill(id, token, scanned);
+    }
+    if (versions || clean) {
       *found = false;
-      for (const auto& [ver, val] : *versions) {
+      for (const auto& [ver, val] : versions ? *versions : scanned) {
         if (ver != version) continue;
         *found = true;
         *v = val;
       }
       return Status::Ok();
     }
+    // An entry of the id did not decode: the point lookup says whether it
+    // is this one.
   }
   std::string raw;
   rocksdb::ReadOptions ro;
@@ -735,15 +754,16 @@ Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
   if (cache_only && s.IsIncomplete()) {
     return Status::WouldBlock("chunk index entry is not in memory");
   }
-  const std::string name = DescribeChunk(id, version);
   if (!s.ok()) {
-    return Status::IoError("chunk index lookup for " + name + " in " + dir_ +
+    return Status::IoError("chunk index lookup for " +
+                           DescribeChunk(id, version) + " in " + dir_ +
                            " failed: " + RocksMessage(s));
   }
   auto dv = DecodeChunkValue(raw);
   if (!dv.ok()) {
     malformed_.fetch_add(1, std::memory_order_relaxed);
-    return dv.status().Annotate("index entry of " + name + " in " + dir_);
+    return dv.status().Annotate("index entry of " + DescribeChunk(id, version) +
+                                " in " + dir_);
   }
   *found = true;
   *v = std::move(*dv);
@@ -1969,12 +1989,12 @@ Status ChunkStore::GatherVersions(
 
 Status ChunkStore::ScanVersions(
     const ChunkId& id, std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
-    std::vector<uint64_t>* bad, bool* clean) {
+    std::vector<uint64_t>* bad, bool* clean, bool cache_only) {
   out->clear();
   bad->clear();
   *clean = true;
   const std::string prefix = EncodeChunkIdPrefix(id);
-  PrefixScan it(db_.get(), prefix);
+  PrefixScan it(db_.get(), prefix, cache_only);
   for (; it->Valid() && it->key().starts_with(prefix); it->Next()) {
     ChunkId kid;
     uint64_t ver = 0;
@@ -1992,6 +2012,10 @@ Status ChunkStore::ScanVersions(
       *clean = false;
       bad->push_back(ver);
     }
+  }
+  if (cache_only && it->status().IsIncomplete()) {
+    *clean = false;
+    return Status::WouldBlock("chunk index entries are not in memory");
   }
   if (!it->status().ok()) {
     return Status::IoError("scanning chunk index of " + dir_ + ": " +

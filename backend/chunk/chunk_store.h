@@ -508,11 +508,11 @@ class ChunkStore final : public ChunkService {
                        const std::function<bool(uint64_t)>& doomed,
                        CommitOp* op, uint64_t* counted,
                        uint64_t* counted_bytes);
-  // Looks up (id, version), from the version cache when it holds `id`
-  // (caller holds id's chunk lock): *found false when absent; Corruption
-  // (counted) when malformed. `cache_only`: from memory only (version
-  // cache, memtable, block cache); WouldBlock when that would need disk
-  // I/O.
+  // Looks up (id, version) (caller holds id's chunk lock) in the version
+  // cache, which a miss fills from a scan of the id's versions: *found
+  // false when absent; Corruption (counted) when malformed. `cache_only`:
+  // from memory only (version cache, memtable, block cache); WouldBlock
+  // when that would need disk I/O.
   Status GetEntry(const ChunkId& id, uint64_t version, bool* found,
                   ChunkIndexValue* v, bool cache_only = false);
   // The source of a clone or patch (`verb`) of `length` bytes: NotFound
@@ -534,10 +534,12 @@ class ChunkStore final : public ChunkService {
                         std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
                         std::vector<uint64_t>* bad = nullptr);
   // The index scan behind it (no cache): *clean false when a key or value
-  // of `id` did not decode.
+  // of `id` did not decode. `cache_only`: WouldBlock (and *clean false)
+  // when the scan would need disk I/O.
   Status ScanVersions(const ChunkId& id,
                       std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
-                      std::vector<uint64_t>* bad, bool* clean);
+                      std::vector<uint64_t>* bad, bool* clean,
+                      bool cache_only = false);
   // The segment bytes `values` reference together (overlaps once), and per
   // segment (bytes, end of the last range) added to *per_segment.
   static uint64_t UniqueSegmentBytes(

@@ -9,6 +9,7 @@
 #include <rocksdb/options.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -296,19 +297,21 @@ TEST_P(ChunkVersionCacheTest, VersionCacheHitsAfterTheFirstScanAndStartsEmpty) {
   EXPECT_EQ(c.version_cache_misses, 0u);
   EXPECT_EQ(c.version_cache_entries, 0u);
   EXPECT_EQ(c.version_cache_bytes, 0u);
-  Write(a, 1, Payload(kLen, 1));  // scans: a miss, filled
+  Write(a, 1, Payload(kLen, 1));  // scans once: a miss, filled
   c = store_->Counters();
   EXPECT_EQ(c.version_cache_misses, on ? 1u : 0u);
-  EXPECT_EQ(c.version_cache_hits, 0u);
   EXPECT_EQ(c.version_cache_entries, on ? 1u : 0u);
+  const uint64_t hits_after_write = c.version_cache_hits;
   Patch(a, 1, 2, 0, Payload(4096, 2));  // served from the cache
   ASSERT_TRUE(store_->DeleteChunkVersion(a, 1).ok());
   model_.erase({a, 1});
   c = store_->Counters();
   EXPECT_EQ(c.version_cache_misses, on ? 1u : 0u);
-  EXPECT_EQ(c.version_cache_hits, on ? 2u : 0u);
   if (on) {
+    EXPECT_GT(c.version_cache_hits, hits_after_write);
     EXPECT_GT(c.version_cache_bytes, 0u);
+  } else {
+    EXPECT_EQ(c.version_cache_hits, 0u);
   }
   Check("hits");
   // Other ids (in a tiny cache's only shard) evict a's entry.
@@ -332,8 +335,36 @@ TEST_P(ChunkVersionCacheTest, VersionCacheHitsAfterTheFirstScanAndStartsEmpty) {
   EXPECT_EQ(c.version_cache_bytes, 0u);
   Patch(a, 2, 3, 0, Payload(4096, 5));  // a miss again
   EXPECT_EQ(store_->Counters().version_cache_misses, on ? 1u : 0u);
-  EXPECT_EQ(store_->Counters().version_cache_hits, 0u);
   Check("after reopen");
+}
+
+// A read fills the cache as a write's scan does (a reopened store starts
+// empty, and a read-only client would otherwise look every block up in
+// RocksDB), and what it filled serves the next patch.
+TEST_P(ChunkVersionCacheTest, ReadsFillTheCacheForTheNextLookup) {
+  const ChunkId a{4, 0, 0};
+  const bool on = GetParam().bytes > 0;
+  Write(a, 1, Payload(kLen, 7));
+  Write(a, 2, Payload(kLen, 8));
+  Reopen();
+  ASSERT_EQ(store_->Counters().version_cache_entries, 0u);
+  auto got = store_->ReadChunk(a, 2, 4096, 8192);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(std::equal(got->begin(), got->end(),
+                         model_.at({a, 2}).begin() + 4096));
+  ChunkStoreCounters c = store_->Counters();
+  EXPECT_EQ(c.version_cache_entries, on ? 1u : 0u);
+  ASSERT_TRUE(store_->VerifyVersionCache().ok());
+  // Both versions are in the entry: a version the read did not ask for is
+  // found too, and one that does not exist is absent.
+  ASSERT_TRUE(store_->ReadChunk(a, 1, 0, kLen).ok());
+  auto none = store_->ReadChunk(a, 9, 0, 4096);
+  EXPECT_EQ(none.status().code(), ENOENT) << none.status().ToString();
+  c = store_->Counters();
+  EXPECT_EQ(c.version_cache_misses, on ? 1u : 0u);  // the first read's scan
+  Patch(a, 2, 3, 0, Payload(4096, 9));  // no scan: the read's entry
+  EXPECT_EQ(store_->Counters().version_cache_misses, c.version_cache_misses);
+  Check("read, then patched");
 }
 
 // Writers of their own chunk ids and of shared ones (distinct versions),
