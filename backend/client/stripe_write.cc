@@ -636,16 +636,16 @@ void StripeWriteExecutor::PrepareWave(
     const std::vector<StripeWriteRequest>& reqs, size_t begin, size_t end,
     std::vector<Prepared>* prepared, std::vector<Status>* made,
     std::vector<char>* retry) {
-  // One thread per stripe of the wave (not a shared pool: members wait for
-  // each other, so all of them must run at once). Every stripe reads first
+  // One thread per stripe of the wave, all at once (members wait for each
+  // other; kept between waves by wave_threads_). Every stripe reads first
   // (the deltas' old windows together, one ReadChunkRanges request per
   // chunk server); then the last to be ready sends all their chunk writes, one
   // request per chunk server, so each server's group commit covers the whole
   // wave with one data and one index sync.
   Wave wave(p_.fanout, p_.reader, end - begin);
-  std::vector<std::thread> threads;
+  std::vector<std::function<void()>> members;
   for (size_t j = begin; j < end; ++j) {
-    threads.emplace_back([&, j] {
+    members.emplace_back([&, j] {
       bool again = false;
       (*made)[j] = Prepare(reqs[j], /*last_attempt=*/false, &(*prepared)[j],
                            &again, &wave, j - begin);
@@ -653,7 +653,7 @@ void StripeWriteExecutor::PrepareWave(
       wave.Leave(j - begin);  // failed, skipped or retried before sending
     });
   }
-  for (auto& t : threads) t.join();
+  wave_threads_.RunAll(std::move(members));
 }
 
 Status StripeWriteExecutor::WriteMany(

@@ -35,6 +35,7 @@
 #include "backend/client/stripe_locks.h"
 #include "backend/client/stripe_map_cache.h"
 #include "backend/client/stripe_read.h"
+#include "backend/client/thread_pool.h"
 #include "backend/client/version_collector.h"
 #include "backend/meta/meta_service.h"
 #include "common/buffer_pool.h"
@@ -133,7 +134,8 @@ struct StripeWriteOptions {
 // chunks are sent straight from the request's bytes, only the m parity
 // chunks are new buffers; other plans build k data cells. Cell buffers come
 // from a bounded pool (BufferPool: reused, not zeroed; at most ~16 MiB
-// idle). Ownership: borrows its parts (owned by StripeClient). Thread-safety:
+// idle). Ownership: borrows its parts (owned by StripeClient); owns the
+// threads of its write waves (GangRunner, kept between waves). Thread-safety:
 // all methods may be called concurrently; writes to one stripe through one
 // executor are serialised by StripeLocks, writers in different clients by the
 // commit CAS (the loser retries).
@@ -244,6 +246,7 @@ class StripeWriteExecutor {
   const StripeGeometry geo_;
   const StripeWriteOptions options_;
   BufferPool cell_pool_;  // cell_size() buffers: parity, merged data cells
+  GangRunner wave_threads_{options_.parallel_stripes};  // WriteMany's waves
 
   std::mutex version_mu_;
   uint64_t next_version_ = 0;  // guarded by version_mu_

@@ -68,4 +68,88 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+GangRunner::~GangRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;  // no thread leaves threads_ from here on
+  }
+  cv_.notify_all();
+  std::list<std::thread> all;
+  std::vector<std::thread> exited;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all.swap(threads_);
+    exited.swap(exited_);
+  }
+  for (auto& t : all) t.join();
+  for (auto& t : exited) t.join();
+}
+
+size_t GangRunner::threads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
+}
+
+void GangRunner::RunAll(std::vector<std::function<void()>> tasks) {
+  if (tasks.empty()) return;
+  if (tasks.size() == 1) {
+    tasks[0]();
+    return;
+  }
+  struct Batch {
+    std::mutex mu;
+    std::condition_variable done;
+    size_t left;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->left = tasks.size() - 1;
+  std::vector<std::thread> exited;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited.swap(exited_);
+    const size_t free = idle_ - queue_.size();
+    for (size_t i = free; i < tasks.size() - 1; ++i) {
+      auto self = threads_.emplace(threads_.end());
+      // Loop takes mu_ before it touches `self`: after this assignment.
+      *self = std::thread([this, self] { Loop(self); });
+      ++idle_;
+    }
+    for (size_t i = 1; i < tasks.size(); ++i) {
+      queue_.push_back([batch, t = std::move(tasks[i])] {
+        t();
+        std::lock_guard<std::mutex> lock(batch->mu);
+        if (--batch->left == 0) batch->done.notify_all();
+      });
+    }
+  }
+  cv_.notify_all();
+  for (auto& t : exited) t.join();
+  tasks[0]();
+  std::unique_lock<std::mutex> lock(batch->mu);
+  batch->done.wait(lock, [&] { return batch->left == 0; });
+}
+
+void GangRunner::Loop(std::list<std::thread>::iterator self) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping: the destructor joins us
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    --idle_;
+    lock.unlock();
+    task();
+    task = nullptr;  // the batch's state goes before the count says idle
+    lock.lock();
+    ++idle_;
+    if (!stopping_ && idle_ - queue_.size() > keep_idle_) {
+      // Surplus: leave, and let the next RunAll (or the destructor) join.
+      --idle_;
+      exited_.push_back(std::move(*self));
+      threads_.erase(self);
+      return;
+    }
+  }
+}
+
 }  // namespace stripefs
