@@ -73,18 +73,20 @@ T LoadBe(const char* p) {
   return LoadBe<T>(reinterpret_cast<const uint8_t*>(p));
 }
 
+// Grow, then store in place: a range insert at end() went through the
+// general insert path (~3 % of a chunkd's CPU encoding index values).
 template <std::unsigned_integral T, ByteSink Out>
 void PutLe(Out* out, T v) {
-  uint8_t b[sizeof(T)];
-  StoreLe(b, v);
-  out->insert(out->end(), b, b + sizeof(T));
+  const size_t at = out->size();
+  out->resize(at + sizeof(T));
+  StoreLe(reinterpret_cast<uint8_t*>(out->data()) + at, v);
 }
 
 template <std::unsigned_integral T, ByteSink Out>
 void PutBe(Out* out, T v) {
-  uint8_t b[sizeof(T)];
-  StoreBe(b, v);
-  out->insert(out->end(), b, b + sizeof(T));
+  const size_t at = out->size();
+  out->resize(at + sizeof(T));
+  StoreBe(reinterpret_cast<uint8_t*>(out->data()) + at, v);
 }
 
 class ByteReader {
