@@ -1058,7 +1058,7 @@ Status ChunkStore::PlanRange(const ChunkId& id, uint64_t version,
     }
     if (direct < n) {
       RangeReadIo io;
-      io.read.fd = seg->read_fd.get();
+      io.read.fd = seg->buffered_fd.get();
       io.read.buf = dst + direct;
       io.read.len = n - direct;
       io.read.offset = pos + direct;
@@ -1111,7 +1111,7 @@ Status ChunkStore::FinishRange(RangeRead* rr) {
         }
       } else {
         // Alignment the device refuses: the page cache.
-        io.read.fd = io.seg->read_fd.get();
+        io.read.fd = io.seg->buffered_fd.get();
         io.read.got =
             io_->Read(io.read.fd, io.read.buf, io.read.len, io.read.offset);
       }
@@ -1227,7 +1227,7 @@ Status ChunkStore::TryReadChunkInto(const ChunkId& id, uint64_t version,
     // The page cache only, so the buffered fd also for what ReadChunkInto
     // would read O_DIRECT.
     io.direct = false;
-    io.read.fd = io.seg->read_fd.get();
+    io.read.fd = io.seg->buffered_fd.get();
     io.read.got = UringFileIo::ReadIfCached(io.read.fd, io.read.buf,
                                             io.read.len, io.read.offset);
     if (!io.read.got.ok() && io.read.got.status().IsWouldBlock()) {
@@ -2125,6 +2125,7 @@ ChunkStoreCounters ChunkStore::Counters() const {
   c.data_syncs = data_syncs_.load();
   c.index_syncs = index_syncs_.load();
   c.data_writes = data_writes_.load();
+  c.buffered_writes = buffered_writes_.load();
   c.data_write_ns = data_write_ns_.load();
   c.queue_ns = queue_ns_.load();
   c.commit_wait_ns = commit_wait_ns_.load();

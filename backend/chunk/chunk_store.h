@@ -143,6 +143,13 @@ struct ChunkStoreOptions {
   uint64_t segment_bytes = uint64_t{64} << 20;
   // Write segments with O_DIRECT where the file system allows it.
   bool use_direct_io = true;
+  // Writes of at most this many bytes (a patch's new blocks, small chunks)
+  // go through the page cache instead of O_DIRECT, so that they stay
+  // readable from memory: the next delta of the same blocks reads the old
+  // data (client) and old parity (PatchChunk) back at once instead of from
+  // the disk. Durability is the same: the batch's fdatasync covers them.
+  // 0: every aligned write is O_DIRECT.
+  uint64_t buffered_write_max_bytes = uint64_t{64} << 10;
   // Zero-filled segment files kept ready in the background, so that data
   // syncs commit no extent conversion (segment_set.h). Only on a file
   // system of at least kMinSegmentsForSpares segments, and while 16
@@ -189,6 +196,9 @@ struct ChunkStoreCounters {
   // committed_ops); batches, from taken to acknowledged (commit_batches);
   // the fdatasyncs (data_syncs) and synced index writes (index_syncs).
   uint64_t data_writes = 0;
+  // Of those, written through the page cache as small (buffered_write_max_
+  // bytes) into a segment that takes O_DIRECT.
+  uint64_t buffered_writes = 0;
   uint64_t data_write_ns = 0;
   uint64_t queue_ns = 0;
   uint64_t commit_wait_ns = 0;
@@ -583,6 +593,9 @@ class ChunkStore final : public ChunkService {
   Status RollBack(const std::vector<const CommitOp*>& failed);
   // Appends op's bytes to a fresh extent (submitting thread).
   Status WriteData(CommitOp* op);
+  // The fd op's bytes are written through: the buffered one for a small
+  // extent (options_.buffered_write_max_bytes; counted), else write_fd.
+  int PickWriteFd(const CommitOp& op, const SegmentFile& f);
   // WriteData for every op of `ops` with bytes, all writes in one io_uring
   // submission; each op's status says whether its bytes are down (ENOSPC:
   // no extent). Ops without bytes get an OK status.
@@ -670,6 +683,7 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> data_syncs_{0};
   std::atomic<uint64_t> index_syncs_{0};
   std::atomic<uint64_t> data_writes_{0};
+  std::atomic<uint64_t> buffered_writes_{0};
   std::atomic<uint64_t> data_write_ns_{0};
   std::atomic<uint64_t> queue_ns_{0};
   std::atomic<uint64_t> commit_wait_ns_{0};

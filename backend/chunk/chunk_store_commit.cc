@@ -230,6 +230,14 @@ Status ChunkStore::DataWritten(CommitOp* op, const SegmentFile& f, Status st,
   return Status::Ok();
 }
 
+int ChunkStore::PickWriteFd(const CommitOp& op, const SegmentFile& f) {
+  if (!f.direct || op.extent.bytes > options_.buffered_write_max_bytes) {
+    return f.write_fd.get();
+  }
+  buffered_writes_.fetch_add(1, std::memory_order_relaxed);
+  return f.buffered_fd.get();
+}
+
 Status ChunkStore::WriteData(CommitOp* op) {
   STRIPEFS_RETURN_IF_ERROR(PlaceData(op));
   if (op->extent.bytes == 0) return Status::Ok();
@@ -237,8 +245,8 @@ Status ChunkStore::WriteData(CommitOp* op) {
   AlignedBuf oversize;
   const auto start = std::chrono::steady_clock::now();
   const uint8_t* buf = Stage(op->data, op->extent.bytes, &oversize);
-  Status st =
-      io_->Write(f->write_fd.get(), buf, op->extent.bytes, op->extent.offset);
+  Status st = io_->Write(PickWriteFd(*op, *f), buf, op->extent.bytes,
+                         op->extent.offset);
   return DataWritten(op, *f, st, NanosSince(start));
 }
 
@@ -261,7 +269,7 @@ void ChunkStore::WriteDataBatch(const std::vector<CommitOp*>& ops) {
     // Each op its own staging buffer (Stage's per-thread one is reused).
     const uint8_t* buf = Stage(op->data, op->extent.bytes, &p.own, true);
     UringFileIo::BatchIo io;
-    io.fd = p.f->write_fd.get();
+    io.fd = PickWriteFd(*op, *p.f);
     io.buf = const_cast<uint8_t*>(buf);  // only read: a write
     io.len = op->extent.bytes;
     io.offset = op->extent.offset;

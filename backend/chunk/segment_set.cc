@@ -49,8 +49,10 @@ Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
   if (!f->write_fd.valid()) {
     return Status::FromErrno(errno, "open segment " + f->path);
   }
-  f->read_fd.Reset(::open(f->path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!f->read_fd.valid()) {
+  // Read-write: small writes go through the page cache (ChunkStoreOptions::
+  // buffered_write_max_bytes).
+  f->buffered_fd.Reset(::open(f->path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!f->buffered_fd.valid()) {
     return Status::FromErrno(errno, "open segment " + f->path);
   }
   // No kernel read-ahead: a segment holds the chunks of many stripes, data
@@ -59,7 +61,7 @@ Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
   // through a 4+2 mount read 1.7x its bytes from the disk). Every read
   // still fetches its whole range in one request; the client reads ahead
   // whole stripes itself. Advice only: a refusal changes nothing else.
-  (void)::posix_fadvise(f->read_fd.get(), 0, 0, POSIX_FADV_RANDOM);
+  (void)::posix_fadvise(f->buffered_fd.get(), 0, 0, POSIX_FADV_RANDOM);
   return f;
 }
 
@@ -96,7 +98,7 @@ Result<std::vector<uint64_t>> SegmentSet::Load(
     STRIPEFS_ASSIGN_OR_RETURN(std::shared_ptr<SegmentFile> f,
                               OpenFile(seq, false));
     struct stat st;
-    if (::fstat(f->read_fd.get(), &st) != 0) {
+    if (::fstat(f->buffered_fd.get(), &st) != 0) {
       return Status::FromErrno(errno, "fstat " + path);
     }
     // Past the last committed entry is garbage (and preallocation).

@@ -54,7 +54,9 @@ struct SegmentFile {
   // O_DIRECT when the file system takes it (`direct`); ChunkStore also
   // reads large aligned ranges through it.
   UniqueFd write_fd;
-  UniqueFd read_fd;  // buffered
+  // Through the page cache: small reads, and writes that should stay
+  // readable from memory (ChunkStoreOptions::buffered_write_max_bytes).
+  UniqueFd buffered_fd;
   bool direct = false;
 };
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -948,6 +949,69 @@ TEST_P(ChunkStoreTest, SmallDeadRangesAreLeftToCompaction) {
     EXPECT_EQ(store_->Counters().holes_punched - holes, min == 0 ? 1u : 0u);
     auto want = Payload(kLen, 1);
     std::copy(bytes.begin(), bytes.end(), want.begin() + 8192);
+    EXPECT_EQ(*store_->ReadChunk(id, 2, 0, kLen), want);
+  }
+}
+
+// Pages of the store's segment files held in the page cache (mincore).
+size_t ResidentSegmentPages(const std::string& store) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(
+           store + "/" + chunk_paths::kSegmentsName)) {
+    UniqueFd fd(::open(e.path().c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_size == 0) continue;
+    void* m = ::mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (m == MAP_FAILED) continue;
+    const size_t pages = (st.st_size + 4095) / 4096;
+    std::vector<unsigned char> vec(pages);
+    if (::mincore(m, st.st_size, vec.data()) == 0) {
+      for (unsigned char v : vec) n += v & 1;
+    }
+    ::munmap(m, st.st_size);
+  }
+  return n;
+}
+
+// A patch's few new blocks go through the page cache (the next delta reads
+// them back from memory, not the disk); a whole chunk goes O_DIRECT; with
+// buffered_write_max_bytes 0 every aligned write is O_DIRECT. Either way
+// the bytes read back after a reopen.
+TEST_P(ChunkStoreTest, SmallWritesGoThroughThePageCache) {
+  {
+    const std::string f = dir_.path() + "/direct-probe";
+    UniqueFd d(::open(f.c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0600));
+    ::unlink(f.c_str());
+    if (!d.valid()) {
+      GTEST_SKIP() << "the test directory " << dir_.path()
+                   << " refuses O_DIRECT (" << std::strerror(errno)
+                   << "): every segment write is buffered there";
+    }
+  }
+  constexpr uint32_t kLen = 256 << 10;
+  for (uint64_t max : {ChunkStoreOptions{}.buffered_write_max_bytes,
+                       uint64_t{0}}) {
+    SCOPED_TRACE("buffered_write_max_bytes " + std::to_string(max));
+    ChunkStoreOptions o = TestOptions(GetParam());
+    o.buffered_write_max_bytes = max;
+    ReopenWith(o);
+    const ChunkId id{23, max, 1};
+    const ChunkStoreCounters c0 = store_->Counters();
+    ASSERT_TRUE(store_->WriteChunk(id, 1, Payload(kLen, 1)).ok());
+    const size_t after_whole = ResidentSegmentPages(StorePath());
+    auto bytes = Payload(2 * 4096, 2);
+    ASSERT_TRUE(store_->PatchChunk(id, 1, 2, kLen, 16384, bytes).ok());
+    const ChunkStoreCounters c1 = store_->Counters();
+    EXPECT_EQ(c1.data_writes - c0.data_writes, 2u);
+    EXPECT_EQ(c1.buffered_writes - c0.buffered_writes, max > 0 ? 1u : 0u);
+    if (max > 0) {
+      EXPECT_GE(ResidentSegmentPages(StorePath()), after_whole + 2);
+    } else {
+      EXPECT_EQ(ResidentSegmentPages(StorePath()), after_whole);
+    }
+    Reopen();
+    auto want = Payload(kLen, 1);
+    std::copy(bytes.begin(), bytes.end(), want.begin() + 16384);
     EXPECT_EQ(*store_->ReadChunk(id, 2, 0, kLen), want);
   }
 }
