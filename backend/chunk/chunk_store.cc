@@ -676,13 +676,12 @@ Status ChunkStore::GatherForTarget(uint64_t to_version, uint32_t length,
                                    const char* verb, CommitOp* op,
                                    bool* existed) {
   *existed = false;
-  std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
-  STRIPEFS_RETURN_IF_ERROR(GatherVersions(op->id, &all));
-  for (auto& [ver, val] : all) {
-    if (ver != to_version) {
-      op->others.push_back(std::move(val));
-      continue;
-    }
+  std::shared_ptr<const ChunkVersions> cached;
+  ChunkVersions scanned;
+  STRIPEFS_RETURN_IF_ERROR(VersionsOf(op->id, &cached, &scanned));
+  const ChunkVersions& all = cached ? *cached : scanned;
+  for (const auto& [ver, val] : all) {
+    if (ver != to_version) continue;
     *existed = true;
     if (val.length != length) {
       return Status::Exists(
@@ -690,7 +689,17 @@ Status ChunkStore::GatherForTarget(uint64_t to_version, uint32_t length,
           DescribeChunk(op->id, to_version) + ": it is already stored with " +
           std::to_string(val.length) + " bytes, not " + std::to_string(length));
     }
-    op->freed.push_back({to_version, std::move(val)});
+  }
+  // A new version lets nothing go, and ApplyLive counts only its fresh
+  // extent: the other versions (copies of every piece and block CRC) are
+  // needed only when it replaces one.
+  if (!*existed) return Status::Ok();
+  for (const auto& [ver, val] : all) {
+    if (ver != to_version) {
+      op->others.push_back(val);
+    } else {
+      op->freed.push_back({to_version, val});
+    }
   }
   return Status::Ok();
 }
@@ -1971,18 +1980,26 @@ Status ChunkStore::GatherVersions(
     std::vector<uint64_t>* bad) {
   out->clear();
   if (bad != nullptr) bad->clear();
+  std::shared_ptr<const ChunkVersions> shared;
+  STRIPEFS_RETURN_IF_ERROR(VersionsOf(id, &shared, out, bad));
+  if (shared) *out = *shared;  // a cached id has no malformed entries
+  return Status::Ok();
+}
+
+Status ChunkStore::VersionsOf(const ChunkId& id,
+                              std::shared_ptr<const ChunkVersions>* cached,
+                              ChunkVersions* scanned,
+                              std::vector<uint64_t>* bad) {
+  cached->reset();
   uint64_t token = 0;
   if (version_cache_) {
-    if (auto hit = version_cache_->Lookup(id)) {
-      *out = *hit;  // a cached id has no malformed entries
-      return Status::Ok();
-    }
+    if ((*cached = version_cache_->Lookup(id))) return Status::Ok();
     token = version_cache_->Token(id);
   }
   std::vector<uint64_t> malformed;
   bool clean = true;
-  STRIPEFS_RETURN_IF_ERROR(ScanVersions(id, out, &malformed, &clean));
-  if (version_cache_ && clean) version_cache_->Fill(id, token, *out);
+  STRIPEFS_RETURN_IF_ERROR(ScanVersions(id, scanned, &malformed, &clean));
+  if (version_cache_ && clean) version_cache_->Fill(id, token, *scanned);
   if (bad != nullptr) *bad = std::move(malformed);
   return Status::Ok();
 }

@@ -543,6 +543,12 @@ class ChunkStore final : public ChunkService {
   Status GatherVersions(const ChunkId& id,
                         std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
                         std::vector<uint64_t>* bad = nullptr);
+  // GatherVersions without the copy: *cached is the cache's entry (null on
+  // a miss, or without a cache), else *scanned holds the scan (which
+  // filled the cache when clean).
+  using Versions = std::vector<std::pair<uint64_t, ChunkIndexValue>>;
+  Status VersionsOf(const ChunkId& id, std::shared_ptr<const Versions>* cached,
+                    Versions* scanned, std::vector<uint64_t>* bad = nullptr);
   // The index scan behind it (no cache): *clean false when a key or value
   // of `id` did not decode. `cache_only`: WouldBlock (and *clean false)
   // when the scan would need disk I/O.
