@@ -61,7 +61,7 @@ void ChunkVersionCache::Fill(const ChunkId& id, uint64_t token,
                              ChunkVersions versions) {
   const uint64_t bytes = EntryBytes(versions);
   if (bytes > shard_bytes_) return;
-  auto shared = std::make_shared<const ChunkVersions>(std::move(versions));
+  auto shared = std::make_shared<ChunkVersions>(std::move(versions));
   Shard& s = ShardFor(id);
   std::lock_guard<std::mutex> lock(s.mu);
   // Something changed the shard (perhaps this id) since the scan began:
@@ -71,7 +71,7 @@ void ChunkVersionCache::Fill(const ChunkId& id, uint64_t token,
 }
 
 void ChunkVersionCache::InstallLocked(
-    Shard& s, const ChunkId& id, std::shared_ptr<const ChunkVersions> versions,
+    Shard& s, const ChunkId& id, std::shared_ptr<ChunkVersions> versions,
     uint64_t bytes) {
   auto it = s.map.find(id);
   if (it != s.map.end()) EraseLocked(s, it->second);
@@ -100,15 +100,21 @@ void ChunkVersionCache::ChangeLocked(Shard& s, const ChunkId& id,
   ++s.generation;
   auto it = s.map.find(id);
   if (it == s.map.end()) return;
-  ChunkVersions next = *it->second->versions;
-  const bool keep = change(&next);
-  const uint64_t bytes = EntryBytes(next);
+  // The only reference is the cache's: nobody can take one (that needs
+  // s.mu), so the change goes in place instead of into a copy of every
+  // version's pieces and block CRCs (~3 % of a chunkd's CPU in 4 KiB
+  // random writes).
+  std::shared_ptr<ChunkVersions> next =
+      it->second->versions.use_count() == 1
+          ? it->second->versions
+          : std::make_shared<ChunkVersions>(*it->second->versions);
+  const bool keep = change(next.get());
+  const uint64_t bytes = EntryBytes(*next);
   if (!keep || bytes > shard_bytes_) {
     EraseLocked(s, it->second);
     return;
   }
-  InstallLocked(s, id, std::make_shared<const ChunkVersions>(std::move(next)),
-                bytes);
+  InstallLocked(s, id, std::move(next), bytes);
 }
 
 void ChunkVersionCache::ApplyPut(const ChunkId& id,

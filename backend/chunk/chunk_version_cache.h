@@ -26,8 +26,10 @@
 //
 // Thread-safety: all methods may be called concurrently; each shard (picked
 // by ChunkIdHash, the hash the store's chunk locks use) has its own mutex.
-// Entries are immutable once installed (shared_ptr<const>): Lookup hands
-// one out without copying under the mutex.
+// Lookup hands an entry out without copying (shared_ptr<const>), and an
+// entry handed out never changes: a change copies it, unless the cache
+// holds its only reference (a new one needs the shard's mutex, held), and
+// then changes it in place.
 #pragma once
 
 #include <atomic>
@@ -115,7 +117,7 @@ class ChunkVersionCache {
  private:
   struct Entry {
     ChunkId id;
-    std::shared_ptr<const ChunkVersions> versions;
+    std::shared_ptr<ChunkVersions> versions;
     uint64_t bytes = 0;
   };
   struct Shard {
@@ -130,7 +132,7 @@ class ChunkVersionCache {
   // Under s.mu: puts (or replaces) id's entry at the front, then evicts
   // from the back while the shard is over its share.
   void InstallLocked(Shard& s, const ChunkId& id,
-                     std::shared_ptr<const ChunkVersions> versions,
+                     std::shared_ptr<ChunkVersions> versions,
                      uint64_t bytes);
   void EraseLocked(Shard& s, std::list<Entry>::iterator it);
   // Under s.mu: replaces id's entry by `change` applied to a copy of it

@@ -500,6 +500,37 @@ TEST(ChunkVersionCache, FillsAreRefusedAfterAConcurrentChange) {
   EXPECT_EQ(cache.Counters().bytes, 0u);
 }
 
+// An entry someone holds never changes under them (the change goes to a
+// copy); one only the cache holds is changed in place (same object).
+TEST(ChunkVersionCache, HandedOutEntriesNeverChange) {
+  ChunkVersionCache cache(uint64_t{1} << 20);
+  const ChunkId id{1, 2, 4};
+  ChunkVersions one = {{5, ChunkIndexValue{}}};
+  one[0].second.length = 10;
+  cache.Fill(id, cache.Token(id), one);
+  ChunkIndexValue v;
+  v.length = 20;
+  const uint64_t six = 6, seven = 7;
+  std::shared_ptr<const ChunkVersions> held = cache.Lookup(id);
+  ASSERT_NE(held, nullptr);
+  const ChunkVersions* before = held.get();
+  cache.ApplyPut(id, std::span<const uint64_t>(&six, 1), EncodeChunkValue(v));
+  ASSERT_EQ(held->size(), 1u);  // unchanged for its holder
+  EXPECT_EQ((*held)[0].first, 5u);
+  auto now = cache.Lookup(id);
+  ASSERT_EQ(now->size(), 2u);
+  EXPECT_NE(now.get(), before);
+  held.reset();
+  const ChunkVersions* latest = now.get();
+  now.reset();  // the cache's reference is the only one left
+  cache.ApplyPut(id, std::span<const uint64_t>(&seven, 1), EncodeChunkValue(v));
+  now = cache.Lookup(id);
+  ASSERT_EQ(now->size(), 3u);
+  EXPECT_EQ(now.get(), latest);  // changed in place
+  EXPECT_EQ((*now)[2].first, 7u);
+  EXPECT_EQ(cache.Counters().bytes, ChunkVersionCache::EntryBytes(*now));
+}
+
 TEST(ChunkVersionCache, EvictsTheLeastRecentlyUsedToStayBounded) {
   ChunkVersions vs = {{1, ChunkIndexValue{}}};
   const uint64_t each = ChunkVersionCache::EntryBytes(vs);
