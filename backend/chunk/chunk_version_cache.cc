@@ -70,9 +70,9 @@ void ChunkVersionCache::Fill(const ChunkId& id, uint64_t token,
   InstallLocked(s, id, std::move(shared), bytes);
 }
 
-void ChunkVersionCache::InstallLocked(
-    Shard& s, const ChunkId& id, std::shared_ptr<ChunkVersions> versions,
-    uint64_t bytes) {
+void ChunkVersionCache::InstallLocked(Shard& s, const ChunkId& id,
+                                      std::shared_ptr<ChunkVersions> versions,
+                                      uint64_t bytes) {
   auto it = s.map.find(id);
   if (it != s.map.end()) EraseLocked(s, it->second);
   s.lru.push_front(Entry{id, std::move(versions), bytes});

@@ -132,12 +132,11 @@ class ChunkVersionCache {
   // Under s.mu: puts (or replaces) id's entry at the front, then evicts
   // from the back while the shard is over its share.
   void InstallLocked(Shard& s, const ChunkId& id,
-                     std::shared_ptr<ChunkVersions> versions,
-                     uint64_t bytes);
+                     std::shared_ptr<ChunkVersions> versions, uint64_t bytes);
   void EraseLocked(Shard& s, std::list<Entry>::iterator it);
-  // Under s.mu: replaces id's entry by `change` applied to a copy of it
-  // (nothing when it is not cached; `change` returning false drops it),
-  // and moves the generation on.
+  // Under s.mu: applies `change` to id's entry (to a copy when anyone but
+  // the cache holds it; nothing when it is not cached; `change` returning
+  // false drops it), and moves the generation on.
   template <typename Change>
   void ChangeLocked(Shard& s, const ChunkId& id, const Change& change);
 

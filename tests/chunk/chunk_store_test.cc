@@ -989,8 +989,8 @@ TEST_P(ChunkStoreTest, SmallWritesGoThroughThePageCache) {
     }
   }
   constexpr uint32_t kLen = 256 << 10;
-  for (uint64_t max : {ChunkStoreOptions{}.buffered_write_max_bytes,
-                       uint64_t{0}}) {
+  for (uint64_t max :
+       {ChunkStoreOptions{}.buffered_write_max_bytes, uint64_t{0}}) {
     SCOPED_TRACE("buffered_write_max_bytes " + std::to_string(max));
     ChunkStoreOptions o = TestOptions(GetParam());
     o.buffered_write_max_bytes = max;

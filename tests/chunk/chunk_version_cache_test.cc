@@ -350,8 +350,8 @@ TEST_P(ChunkVersionCacheTest, ReadsFillTheCacheForTheNextLookup) {
   ASSERT_EQ(store_->Counters().version_cache_entries, 0u);
   auto got = store_->ReadChunk(a, 2, 4096, 8192);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_TRUE(std::equal(got->begin(), got->end(),
-                         model_.at({a, 2}).begin() + 4096));
+  EXPECT_TRUE(
+      std::equal(got->begin(), got->end(), model_.at({a, 2}).begin() + 4096));
   ChunkStoreCounters c = store_->Counters();
   EXPECT_EQ(c.version_cache_entries, on ? 1u : 0u);
   ASSERT_TRUE(store_->VerifyVersionCache().ok());
@@ -362,7 +362,7 @@ TEST_P(ChunkVersionCacheTest, ReadsFillTheCacheForTheNextLookup) {
   EXPECT_EQ(none.status().code(), ENOENT) << none.status().ToString();
   c = store_->Counters();
   EXPECT_EQ(c.version_cache_misses, on ? 1u : 0u);  // the first read's scan
-  Patch(a, 2, 3, 0, Payload(4096, 9));  // no scan: the read's entry
+  Patch(a, 2, 3, 0, Payload(4096, 9));              // no scan: the read's entry
   EXPECT_EQ(store_->Counters().version_cache_misses, c.version_cache_misses);
   Check("read, then patched");
 }

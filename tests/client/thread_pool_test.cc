@@ -18,8 +18,7 @@ namespace {
 
 // n tasks that each wait at one barrier of n: the batch finishes only if
 // all n run at the same time.
-std::vector<std::function<void()>> MeetingTasks(size_t n,
-                                                std::barrier<>* meet,
+std::vector<std::function<void()>> MeetingTasks(size_t n, std::barrier<>* meet,
                                                 std::atomic<size_t>* ran) {
   std::vector<std::function<void()>> tasks;
   for (size_t i = 0; i < n; ++i) {
