@@ -1,9 +1,23 @@
 #include "backend/client/thread_pool.h"
 
 #include <atomic>
+#include <latch>
 #include <memory>
 
 namespace stripefs {
+namespace {
+
+// `task`, then one count off `done` (shared: the caller may return from its
+// wait while this wrapper is still being destroyed on a worker).
+std::function<void()> CountingDown(std::shared_ptr<std::latch> done,
+                                   std::function<void()> task) {
+  return [done = std::move(done), t = std::move(task)] {
+    t();
+    done->count_down();
+  };
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
   if (threads == 0) threads = 1;
@@ -34,24 +48,13 @@ void ThreadPool::RunAll(std::vector<std::function<void()>> tasks) {
     tasks[0]();
     return;
   }
-  struct Batch {
-    std::mutex mu;
-    std::condition_variable done;
-    size_t left;
-  };
-  auto batch = std::make_shared<Batch>();
-  batch->left = tasks.size() - 1;
+  auto done = std::make_shared<std::latch>(tasks.size() - 1);
   // The caller runs the first task itself while workers take the rest.
   for (size_t i = 1; i < tasks.size(); ++i) {
-    Submit([batch, t = std::move(tasks[i])] {
-      t();
-      std::lock_guard<std::mutex> lock(batch->mu);
-      if (--batch->left == 0) batch->done.notify_all();
-    });
+    Submit(CountingDown(done, std::move(tasks[i])));
   }
   tasks[0]();
-  std::unique_lock<std::mutex> lock(batch->mu);
-  batch->done.wait(lock, [&] { return batch->left == 0; });
+  done->wait();
 }
 
 void ThreadPool::WorkerLoop() {
@@ -96,13 +99,7 @@ void GangRunner::RunAll(std::vector<std::function<void()>> tasks) {
     tasks[0]();
     return;
   }
-  struct Batch {
-    std::mutex mu;
-    std::condition_variable done;
-    size_t left;
-  };
-  auto batch = std::make_shared<Batch>();
-  batch->left = tasks.size() - 1;
+  auto done = std::make_shared<std::latch>(tasks.size() - 1);
   std::vector<std::thread> exited;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -115,18 +112,13 @@ void GangRunner::RunAll(std::vector<std::function<void()>> tasks) {
       ++idle_;
     }
     for (size_t i = 1; i < tasks.size(); ++i) {
-      queue_.push_back([batch, t = std::move(tasks[i])] {
-        t();
-        std::lock_guard<std::mutex> lock(batch->mu);
-        if (--batch->left == 0) batch->done.notify_all();
-      });
+      queue_.push_back(CountingDown(done, std::move(tasks[i])));
     }
   }
   cv_.notify_all();
   for (auto& t : exited) t.join();
   tasks[0]();
-  std::unique_lock<std::mutex> lock(batch->mu);
-  batch->done.wait(lock, [&] { return batch->left == 0; });
+  done->wait();
 }
 
 void GangRunner::Loop(std::list<std::thread>::iterator self) {
