@@ -731,28 +731,22 @@ Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
   // memory: a read-only client would never fill it otherwise (a reopened
   // store starts empty).
   if (version_cache_) {
-    std::shared_ptr<const ChunkVersions> versions = version_cache_->Lookup(id);
-    ChunkVersions scanned;
-    bool clean = false;
-    if (!versions) {
-      const uint64_t token = version_cache_->Token(id);
-      std::vector<uint64_t> bad;
-      STRIPEFS_RETURN_IF_ERROR(
-          ScanVersions(id, &scanned, &bad, &clean, cache_only));
-      // Exact while the chunk lock is held, whether or not Fill takes it.
-      if (clean) version_cache_->Fill(id, token, scanned);
-    }
-    if (versions || clean) {
+    std::shared_ptr<const ChunkVersions> cached;
+    ChunkVersions scanned;  // exact while the chunk lock is held
+    std::vector<uint64_t> bad;
+    STRIPEFS_RETURN_IF_ERROR(
+        VersionsOf(id, &cached, &scanned, &bad, cache_only));
+    if (bad.empty()) {
       *found = false;
-      for (const auto& [ver, val] : versions ? *versions : scanned) {
+      for (const auto& [ver, val] : cached ? *cached : scanned) {
         if (ver != version) continue;
         *found = true;
         *v = val;
       }
       return Status::Ok();
     }
-    // An entry of the id did not decode: the point lookup says whether it
-    // is this one.
+    // A value of the id did not decode: the point lookup says whether it
+    // is this one's.
   }
   std::string raw;
   rocksdb::ReadOptions ro;
@@ -1989,7 +1983,7 @@ Status ChunkStore::GatherVersions(
 Status ChunkStore::VersionsOf(const ChunkId& id,
                               std::shared_ptr<const ChunkVersions>* cached,
                               ChunkVersions* scanned,
-                              std::vector<uint64_t>* bad) {
+                              std::vector<uint64_t>* bad, bool cache_only) {
   cached->reset();
   uint64_t token = 0;
   if (version_cache_) {
@@ -1998,7 +1992,8 @@ Status ChunkStore::VersionsOf(const ChunkId& id,
   }
   std::vector<uint64_t> malformed;
   bool clean = true;
-  STRIPEFS_RETURN_IF_ERROR(ScanVersions(id, scanned, &malformed, &clean));
+  STRIPEFS_RETURN_IF_ERROR(
+      ScanVersions(id, scanned, &malformed, &clean, cache_only));
   if (version_cache_ && clean) version_cache_->Fill(id, token, *scanned);
   if (bad != nullptr) *bad = std::move(malformed);
   return Status::Ok();

@@ -545,10 +545,11 @@ class ChunkStore final : public ChunkService {
                         std::vector<uint64_t>* bad = nullptr);
   // GatherVersions without the copy: *cached is the cache's entry (null on
   // a miss, or without a cache), else *scanned holds the scan (which
-  // filled the cache when clean).
+  // filled the cache when clean). `cache_only` as for ScanVersions.
   using Versions = std::vector<std::pair<uint64_t, ChunkIndexValue>>;
   Status VersionsOf(const ChunkId& id, std::shared_ptr<const Versions>* cached,
-                    Versions* scanned, std::vector<uint64_t>* bad = nullptr);
+                    Versions* scanned, std::vector<uint64_t>* bad = nullptr,
+                    bool cache_only = false);
   // The index scan behind it (no cache): *clean false when a key or value
   // of `id` did not decode. `cache_only`: WouldBlock (and *clean false)
   // when the scan would need disk I/O.
