@@ -14,7 +14,7 @@ std::optional<InodeAttr> AttrCache::Get(uint64_t ino) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attrs_.find(ino);
   if (it == attrs_.end()) return std::nullopt;
-  return it->second;
+  return it->second.attr;
 }
 
 uint64_t AttrCache::BeginFetch() const {
@@ -25,15 +25,32 @@ uint64_t AttrCache::BeginFetch() const {
 bool AttrCache::Update(uint64_t token, const InodeAttr& fresh) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attrs_.find(fresh.ino);
-  const bool changed = it == attrs_.end() || !SameMarker(it->second, fresh);
+  const bool changed =
+      it == attrs_.end() || !SameMarker(it->second.attr, fresh);
   if (token != epoch_) return true;  // raced with an own change: don't keep
   if (it != attrs_.end()) {
-    it->second = fresh;
+    it->second.attr = fresh;
+    if (changed) it->second.stored_bytes.reset();
   } else {
     if (attrs_.size() >= max_entries_) attrs_.clear();
-    attrs_.emplace(fresh.ino, fresh);
+    attrs_.emplace(fresh.ino, Entry{fresh, std::nullopt});
   }
   return changed;
+}
+
+std::optional<uint64_t> AttrCache::StoredBytes(const InodeAttr& a) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = attrs_.find(a.ino);
+  if (it == attrs_.end() || !SameMarker(it->second.attr, a))
+    return std::nullopt;
+  return it->second.stored_bytes;
+}
+
+void AttrCache::PutStoredBytes(const InodeAttr& a, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = attrs_.find(a.ino);
+  if (it == attrs_.end() || !SameMarker(it->second.attr, a)) return;
+  it->second.stored_bytes = bytes;
 }
 
 void AttrCache::Forget(uint64_t ino) {

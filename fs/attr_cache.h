@@ -14,6 +14,12 @@
 // changes; an Update() whose fetch began before that Forget() is dropped
 // (token check), so an attribute read before a commit never outlives it.
 //
+// Stored bytes (st_blocks): the committed data bytes of the file's stripe
+// map up to EOF, which take a scan of the whole map to count, are kept
+// with the entry for the marker they were counted at (PutStoredBytes) and
+// dropped when an Update() sees the marker move, since every change of the
+// map moves it. So a GETATTR of an unchanged file costs one point read.
+//
 // Memory: at most `max_entries` inodes; past that the cache starts empty
 // (every file then revalidates once). Thread-safety: thread-safe (one
 // mutex).
@@ -41,13 +47,22 @@ class AttrCache {
   // change marker differs from the cached one or none was cached.
   bool Update(uint64_t token, const InodeAttr& fresh);
   void Forget(uint64_t ino);
+  // The stored bytes kept for `a`'s file at `a`'s marker, if any.
+  std::optional<uint64_t> StoredBytes(const InodeAttr& a) const;
+  // Keeps `bytes`, counted from a map read after `a` was fetched, if the
+  // cached entry still has `a`'s marker (else drops it: stale or unknown).
+  void PutStoredBytes(const InodeAttr& a, uint64_t bytes);
   size_t size() const;
 
  private:
   const size_t max_entries_;
   mutable std::mutex mu_;
+  struct Entry {
+    InodeAttr attr;
+    std::optional<uint64_t> stored_bytes;  // at attr's marker
+  };
   uint64_t epoch_ = 0;  // bumped by Forget; guarded by mu_
-  std::unordered_map<uint64_t, InodeAttr> attrs_;
+  std::unordered_map<uint64_t, Entry> attrs_;
 };
 
 // DirAttrCache: a directory's attributes as committed by this mount's own

@@ -124,7 +124,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
                    {"purge_errors", Ld(f.purge_errors)},
                    {"dir_attrs_from_changes", Ld(f.dir_attrs_from_changes)},
                    {"unlink_times_folded", Ld(f.unlink_times_folded)},
-                   {"create_fallbacks", Ld(f.create_fallbacks)}};
+                   {"create_fallbacks", Ld(f.create_fallbacks)},
+                   {"stored_bytes_kept", Ld(f.stored_bytes_kept)}};
   }
 
   json co;

@@ -56,6 +56,9 @@ struct FsCounters {
   // Creates that took the several-call path: the parent has a default ACL,
   // or the metadata service has no CreateEntry (an older metad).
   std::atomic<uint64_t> create_fallbacks{0};
+  // Attribute replies whose st_blocks came from the count kept at the
+  // file's change marker instead of a scan of its stripe map.
+  std::atomic<uint64_t> stored_bytes_kept{0};
   std::atomic<uint64_t> errors[kErrnoSlots]{};  // error replies by errno
 
   // Classifies and counts one WRITE.

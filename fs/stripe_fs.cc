@@ -215,9 +215,9 @@ void StripeFs::Fail(Replier& r, int err) {
   r.Error(err);
 }
 
-Result<std::map<uint64_t, uint64_t>> StripeFs::DataStripes(uint64_t ino,
-                                                           uint64_t first,
-                                                           uint64_t last) {
+Result<std::map<uint64_t, uint64_t>> StripeFs::CommittedStripes(uint64_t ino,
+                                                                uint64_t first,
+                                                                uint64_t last) {
   // Bounded replies: a huge file's map is read in batches.
   constexpr uint64_t kBatch = 4096;
   const uint64_t k = volume_->geometry().k;
@@ -230,9 +230,17 @@ Result<std::map<uint64_t, uint64_t>> StripeFs::DataStripes(uint64_t ino,
     if (last - s < n) break;
     s += n;
   }
+  return out;
+}
+
+Result<std::map<uint64_t, uint64_t>> StripeFs::DataStripes(uint64_t ino,
+                                                           uint64_t first,
+                                                           uint64_t last) {
+  auto out = CommittedStripes(ino, first, last);
+  if (!out.ok()) return out;
   if (auto w = WriterFor(ino, false)) {
     for (uint64_t s : w->BufferedStripes()) {
-      if (s >= first && s <= last) out[s] = stripe_size_;
+      if (s >= first && s <= last) (*out)[s] = stripe_size_;
     }
   }
   return out;
@@ -240,12 +248,25 @@ Result<std::map<uint64_t, uint64_t>> StripeFs::DataStripes(uint64_t ino,
 
 uint64_t StripeFs::StoredBytes(const InodeAttr& a) {
   if (!S_ISREG(a.mode) || a.size == 0) return 0;
-  auto stripes = DataStripes(a.ino, 0, (a.size - 1) / stripe_size_);
+  // Buffered stripes count whole: then the map is read every time. Else
+  // the count kept at this change marker serves (attr_cache.h).
+  const auto w = WriterFor(a.ino, false);
+  const bool buffered = w && w->HasBuffered();
+  if (!buffered) {
+    if (auto kept = attr_cache_.StoredBytes(a)) {
+      counters_.stored_bytes_kept.fetch_add(1, std::memory_order_relaxed);
+      return *kept;
+    }
+  }
+  const uint64_t last = (a.size - 1) / stripe_size_;
+  auto stripes =
+      buffered ? DataStripes(a.ino, 0, last) : CommittedStripes(a.ino, 0, last);
   if (!stripes.ok()) return 0;
   uint64_t bytes = 0;
   for (const auto& [s, n] : *stripes) {
     bytes += std::min(n, a.size - s * stripe_size_);
   }
+  if (!buffered) attr_cache_.PutStoredBytes(a, bytes);
   return bytes;
 }
 

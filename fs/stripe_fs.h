@@ -197,7 +197,13 @@ class StripeFs : public fuse::RawFileSystem {
   fuse_abi::fuse_attr ToAttr(const InodeAttr& a);
   // Data bytes stored for `a`: committed stripes' data share up to EOF,
   // plus buffered stripes (0 on a metadata error: st_blocks is advisory).
+  // Without buffered stripes, the count kept at `a`'s change marker.
   uint64_t StoredBytes(const InodeAttr& a);
+  // Committed stripes of `ino` in [first, last], each with the data bytes
+  // it stores (k * chunk_len), from metadata.
+  Result<std::map<uint64_t, uint64_t>> CommittedStripes(uint64_t ino,
+                                                        uint64_t first,
+                                                        uint64_t last);
   // Stripes of `ino` in [first, last] that hold data, committed or
   // buffered, each with the data bytes it stores (k * chunk_len, or the
   // whole stripe while buffered), before any cut at EOF.
