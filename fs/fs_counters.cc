@@ -133,6 +133,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
   co["idle_flush_ms"] = in.idle_flush_ms;
   co["frontier_hold_ms"] = in.frontier_hold_ms;
   co["memory_cap"] = in.memory_cap;
+  co["send_window"] = in.send_window;
+  co["file_send_window"] = in.file_send_window;
   co["buffered_bytes"] = in.buffered_bytes;
   co["live_writers"] = in.live_writers;
   if (in.coalesce_counters) {

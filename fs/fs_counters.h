@@ -83,6 +83,7 @@ struct StatsInputs {
   uint64_t idle_flush_ms = 0;
   uint64_t frontier_hold_ms = 0;
   uint64_t memory_cap = 0;
+  uint64_t send_window = 0, file_send_window = 0;  // as resolved
   uint64_t buffered_bytes = 0;
   uint64_t live_writers = 0;  // StripeWriters (files being written)
   uint64_t cached_attrs = 0;  // AttrCache entries

@@ -296,10 +296,13 @@ Status ValidateMountOptions(const MountServiceOptions& o) {
     return OutOfRange("--max-ratio", o.max_ratio, kMaxRatioRange);
   if (!kMetaHoldSRange.Contains(o.meta_hold_s))
     return OutOfRange("--meta-hold-s", o.meta_hold_s, kMetaHoldSRange);
-  if (!kSendWindowRange.Contains(static_cast<int64_t>(o.fs.send_window)))
+  constexpr size_t kAuto = StripeFsOptions::kWindowFromStripeSize;
+  if (o.fs.send_window != kAuto &&
+      !kSendWindowRange.Contains(static_cast<int64_t>(o.fs.send_window)))
     return OutOfRange("--send-window", static_cast<int64_t>(o.fs.send_window),
                       kSendWindowRange);
-  if (!kFileSendWindowRange.Contains(
+  if (o.fs.file_send_window != kAuto &&
+      !kFileSendWindowRange.Contains(
           static_cast<int64_t>(o.fs.file_send_window))) {
     return OutOfRange("--file-send-window",
                       static_cast<int64_t>(o.fs.file_send_window),
@@ -459,6 +462,7 @@ Status MountService::Up() {
     permissions_ += ", not checked by the kernel (no_default_permissions)";
   }
 
+  o_.fs = ResolveSendWindows(o_.fs, volume_->client().stripe_size());
   fs_ = std::make_unique<StripeFs>(volume_.get(), o_.fs);
   session_ = std::make_unique<fuse::Session>(fs_.get(), so);
   fs_->AttachSession(session_.get());
@@ -524,12 +528,15 @@ std::vector<std::string> MountService::Describe() const {
            ? "yes (" + HumanBytes(uint64_t{1} << n.align_page_order) + ")"
            : "no") +
       ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
-  out.push_back(
-      std::string("  coalescing: ") +
-      (o_.fs.coalesce
-           ? "on (idle flush " + std::to_string(o_.fs.idle_flush.count()) +
-                 " ms, memory cap " + HumanBytes(o_.fs.memory_cap) + ")"
-           : "off (every WRITE goes to the backend at once)"));
+  out.push_back(std::string("  coalescing: ") +
+                (o_.fs.coalesce
+                     ? "on (idle flush " +
+                           std::to_string(o_.fs.idle_flush.count()) +
+                           " ms, memory cap " + HumanBytes(o_.fs.memory_cap) +
+                           ", stripe sends in flight " +
+                           std::to_string(o_.fs.send_window) + " per mount, " +
+                           std::to_string(o_.fs.file_send_window) + " per file)"
+                     : "off (every WRITE goes to the backend at once)"));
   out.push_back("  access: " + permissions_ +
                 (n.Has(fuse_abi::FUSE_POSIX_ACL) ? "" : " (kernel: no ACLs)"));
   for (const auto& note : notes_) out.push_back("  " + note);

@@ -96,11 +96,27 @@ std::span<uint8_t> ReplyBufferOr(Replier& r, uint32_t n,
 
 }  // namespace
 
+StripeFsOptions ResolveSendWindows(StripeFsOptions o, uint64_t stripe_size) {
+  constexpr uint64_t kMountWindowBytes = uint64_t{32} << 20;
+  const uint64_t per_stripe = std::max<uint64_t>(stripe_size, 1);
+  if (o.send_window == StripeFsOptions::kWindowFromStripeSize) {
+    o.send_window = static_cast<size_t>(
+        std::clamp<uint64_t>(kMountWindowBytes / per_stripe, 16, 64));
+  }
+  if (o.file_send_window == StripeFsOptions::kWindowFromStripeSize) {
+    o.file_send_window = std::max<size_t>(8, o.send_window / 2);
+    if (o.send_window > 0)
+      o.file_send_window = std::min(o.file_send_window, o.send_window);
+  }
+  return o;
+}
+
 StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
     : volume_(volume),
       meta_(volume->meta()),
       client_(volume->client()),
-      options_(std::move(options)),
+      options_(ResolveSendWindows(std::move(options),
+                                  volume->client().stripe_size())),
       stripe_size_(volume->client().stripe_size()),
       budget_(options_.memory_cap),
       // Enough idle buffers for a full send window to recycle its stripes,
@@ -197,6 +213,8 @@ nlohmann::json StripeFs::StatsJson() const {
   in.idle_flush_ms = static_cast<uint64_t>(options_.idle_flush.count());
   in.frontier_hold_ms = static_cast<uint64_t>(options_.frontier_hold.count());
   in.memory_cap = options_.memory_cap;
+  in.send_window = options_.send_window;
+  in.file_send_window = options_.file_send_window;
   in.buffered_bytes = budget_.used();
   in.live_writers = live_writers();
   in.cached_attrs = attr_cache_.size();

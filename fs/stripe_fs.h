@@ -78,8 +78,12 @@ struct StripeFsOptions {
   uint64_t memory_cap = uint64_t{256} << 20;
   // Pipelined stripe sends in flight per mount (each holds one stripe
   // buffer) and per file; 0 per mount: sends run inside the WRITE.
-  size_t send_window = 16;
-  size_t file_send_window = 8;
+  // kWindowFromStripeSize (the default, see ResolveSendWindows): bigger
+  // windows for smaller stripes, so that one commit round of the chunk
+  // servers carries about as many bytes whatever the stripe size.
+  static constexpr size_t kWindowFromStripeSize = ~size_t{0};
+  size_t send_window = kWindowFromStripeSize;
+  size_t file_send_window = kWindowFromStripeSize;
   // Attribute validity given to the kernel.
   std::chrono::milliseconds attr_timeout{1000};
   // Entry validity: how long the kernel may resolve a name to the inode we
@@ -92,6 +96,12 @@ struct StripeFsOptions {
   bool purge_orphans_at_start = true;
   std::string mountpoint;  // for the stats only
 };
+
+// The windows for `stripe_size` where `o` leaves them to it: per mount,
+// 32 MiB of stripes, at least 16 and at most 64 (1 MiB stripes: 32;
+// 4 MiB: 16); per file, half of that, at least 8 (16 and 8), never more
+// than the mount's. Windows given explicitly are kept.
+StripeFsOptions ResolveSendWindows(StripeFsOptions o, uint64_t stripe_size);
 
 class StripeFs : public fuse::RawFileSystem {
  public:

@@ -153,8 +153,8 @@ struct MountArgs {
   bool no_align = false;
   bool enable_uring = false;
   int meta_hold_s = 60;
-  int send_window = 16;
-  int file_send_window = 8;
+  int send_window = -1;       // -1: from the stripe size
+  int file_send_window = -1;  // -1: from the stripe size
   std::string fsname;   // the source /proc/mounts shows ("" = the volume's)
   bool quiet = false;   // print errors only (mount(8) helper)
   std::string metrics;  // ADDR:PORT of /metrics; empty: none
@@ -208,8 +208,11 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.fs.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
   o.fs.entry_timeout = std::chrono::milliseconds(a.entry_timeout_ms);
   o.fs.memory_cap = static_cast<uint64_t>(a.memory_cap_mib) << 20;
-  o.fs.send_window = static_cast<size_t>(a.send_window);
-  o.fs.file_send_window = static_cast<size_t>(a.file_send_window);
+  constexpr size_t kAuto = fs::StripeFsOptions::kWindowFromStripeSize;
+  o.fs.send_window =
+      a.send_window < 0 ? kAuto : static_cast<size_t>(a.send_window);
+  o.fs.file_send_window =
+      a.file_send_window < 0 ? kAuto : static_cast<size_t>(a.file_send_window);
   o.meta_hold_s = a.meta_hold_s;
   STRIPEFS_ASSIGN_OR_RETURN(o.transport,
                             fuse::ParseTransportChoice(a.transport));
@@ -615,10 +618,12 @@ const CommandRegistration kRegister([](CLI::App& app) {
         ->check(InRange(fs::kMetaHoldSRange));
     c->add_option("--send-window", a.send_window,
                   "stripe writes in flight per mount, each holding one "
-                  "stripe buffer; 0 = write inside each WRITE (default 16)")
+                  "stripe buffer; 0 = write inside each WRITE (default: "
+                  "32 MiB of stripes, 16 to 64)")
         ->check(InRange(fs::kSendWindowRange));
     c->add_option("--file-send-window", a.file_send_window,
-                  "stripe writes in flight per file (default 8)")
+                  "stripe writes in flight per file (default: half the "
+                  "mount's, at least 8)")
         ->check(InRange(fs::kFileSendWindowRange));
     c->add_flag("--enable-uring", a.enable_uring,
                 "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
