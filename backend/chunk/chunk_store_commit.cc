@@ -515,11 +515,16 @@ void Normalize(RangeSet* r) {
   }
 }
 
-uint64_t Total(const RangeSet& r, uint64_t seq) {
+// The ranges of segment `seq` in `r`, or null.
+const std::vector<std::pair<uint64_t, uint64_t>>* Find(const RangeSet& r,
+                                                       uint64_t seq) {
   auto it = r.find(seq);
+  return it == r.end() ? nullptr : &it->second;
+}
+
+uint64_t Sum(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
   uint64_t n = 0;
-  if (it == r.end()) return 0;
-  for (const auto& [b, e] : it->second) n += e - b;
+  for (const auto& [b, e] : ranges) n += e - b;
   return n;
 }
 
@@ -560,7 +565,7 @@ uint64_t ChunkStore::UniqueSegmentBytes(
   Normalize(&r);
   uint64_t total = 0;
   for (const auto& [seq, ranges] : r) {
-    const uint64_t n = Total(r, seq);
+    const uint64_t n = Sum(ranges);
     total += n;
     auto& [bytes, end] = (*per_segment)[seq];
     bytes += n;
@@ -587,8 +592,10 @@ void ChunkStore::ApplyLive(CommitOp& op) {
   // Live bytes: the segment bytes the versions of op.id reference together
   // (a piece shared by versions counts once), before and after the op.
   // Live entries: one per entry with a piece in the segment.
-  // Only segments the op adds or lets go of a piece in can change: the
-  // other versions' pieces elsewhere count the same before and after.
+  // Only segments the op adds or lets go of a piece in can change, and the
+  // other versions' pieces there (`base`) count the same before and after:
+  // |base + freed| - |base + put| = |freed - base| - |put - base|. So only
+  // the op's own pieces are compared, against `base` sorted once.
   std::vector<uint64_t> touched;
   auto touch = [&](const ChunkIndexValue& v) {
     if (!v.in_segment) return;
@@ -598,14 +605,11 @@ void ChunkStore::ApplyLive(CommitOp& op) {
   if (op.kind == CommitOp::Kind::kPut) touch(op.value);
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  RangeSet before, after;
-  for (const ChunkIndexValue& v : op.others) {
-    AddRanges(v, &before, &touched);
-    AddRanges(v, &after, &touched);
-  }
+  RangeSet base, freed, put;
+  for (const ChunkIndexValue& v : op.others) AddRanges(v, &base, &touched);
   std::map<uint64_t, uint64_t> added, removed;  // entries per segment
   for (const Freed& f : op.freed) {
-    AddRanges(f.value, &before);
+    AddRanges(f.value, &freed);
     if (!f.value.in_segment) continue;
     for (const ChunkPiece& p : f.value.pieces) removed[p.segment] = 0;
   }
@@ -613,26 +617,33 @@ void ChunkStore::ApplyLive(CommitOp& op) {
     for (const Freed& f : op.freed) n += HasPieceIn(f.value, seq) ? 1 : 0;
   }
   if (op.kind == CommitOp::Kind::kPut) {
-    AddRanges(op.value, &after);
+    AddRanges(op.value, &put);
     if (op.value.in_segment) {
       for (const ChunkPiece& p : op.value.pieces)
         added[p.segment] = op.keys.size();
     }
   }
-  Normalize(&before);
-  Normalize(&after);
-  std::map<uint64_t, bool> segs;
-  for (const auto& [seq, r] : before) segs[seq] = true;
-  for (const auto& [seq, r] : after) segs[seq] = true;
+  Normalize(&base);
+  Normalize(&freed);
+  Normalize(&put);
+  // Per segment: the bytes only the freed versions referenced, and the
+  // bytes only the put references.
+  RangeSet freed_only, put_only;
+  for (const auto& [seq, r] : freed)
+    freed_only[seq] = Subtract(r, Find(base, seq));
+  for (const auto& [seq, r] : put) put_only[seq] = Subtract(r, Find(base, seq));
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> bytes;  // freed, put
+  for (const auto& [seq, r] : freed_only) bytes[seq].first = Sum(r);
+  for (const auto& [seq, r] : put_only) bytes[seq].second = Sum(r);
   // Additions first, so no segment is seen unused in between.
-  for (const auto& [seq, unused] : segs) {
-    const uint64_t b = Total(before, seq), a = Total(after, seq);
+  for (const auto& [seq, fp] : bytes) {
+    const auto [b, a] = fp;
     const uint64_t entries = added.count(seq) ? added[seq] : 0;
     if (a > b || entries > 0)
       segments_->AddLive(seq, a > b ? a - b : 0, entries);
   }
-  for (const auto& [seq, unused] : segs) {
-    const uint64_t b = Total(before, seq), a = Total(after, seq);
+  for (const auto& [seq, fp] : bytes) {
+    const auto [b, a] = fp;
     const uint64_t entries = removed.count(seq) ? removed[seq] : 0;
     if (b > a || entries > 0)
       segments_->RemoveLive(seq, b > a ? b - a : 0, entries);
@@ -645,12 +656,12 @@ void ChunkStore::ApplyLive(CommitOp& op) {
     }
   }
   // Punch what no remaining version references (a compaction move leaves
-  // its old bytes to the segment's removal). Without hole punching the
+  // its old bytes to the segment's removal): what only the freed versions
+  // referenced, less what the put references. Without hole punching the
   // compactor gets the space back.
   if (!options_.punch_holes || op.relocation) return;
-  for (const auto& [seq, ranges] : before) {
-    auto a = after.find(seq);
-    const auto dead = Subtract(ranges, a == after.end() ? nullptr : &a->second);
+  for (const auto& [seq, ranges] : freed_only) {
+    const auto dead = Subtract(ranges, Find(put, seq));
     if (dead.empty()) continue;
     std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
     if (!seg) continue;
