@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -291,23 +292,31 @@ Status StripeWriteExecutor::MakeDelta(Prepared* p, Status* write_error) {
   for (uint32_t i = 0; i < k; ++i)
     if (plan.touched & ChunkBit(i)) wins[i] = &plan.cell_windows[i];
   for (uint32_t q = k; q < k + m; ++q) wins[q] = &plan.parity_windows;
+  // All chunks' windows live in one allocation, not zero-filled: the reads
+  // below fill every byte before anything uses it.
   std::vector<std::vector<uint32_t>> packed(k + m);
-  std::vector<std::vector<uint8_t>> window(k + m);
-  std::vector<StripeReader::WindowRead> reads;
+  std::vector<std::span<uint8_t>> window(k + m);
+  std::vector<uint32_t> chunk_bytes(k + m, 0);
   uint64_t read_bytes = 0;
   for (uint32_t i = 0; i < k + m; ++i) {
     if (wins[i] == nullptr) continue;
-    uint32_t bytes = 0;
     for (const ColumnWindow& w : *wins[i]) {
-      packed[i].push_back(bytes);
-      bytes += w.hi - w.lo;
+      packed[i].push_back(chunk_bytes[i]);
+      chunk_bytes[i] += w.hi - w.lo;
     }
-    window[i].resize(bytes);
+    read_bytes += chunk_bytes[i];
+  }
+  std::unique_ptr<uint8_t[]> windows(new uint8_t[read_bytes]);
+  std::vector<StripeReader::WindowRead> reads;
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < k + m; ++i) {
+    if (wins[i] == nullptr) continue;
+    window[i] = {windows.get() + at, chunk_bytes[i]};
+    at += chunk_bytes[i];
     for (size_t w = 0; w < wins[i]->size(); ++w) {
       const ColumnWindow& cw = (*wins[i])[w];
       reads.push_back({i, cw.lo, cw.hi, window[i].data() + packed[i][w]});
     }
-    read_bytes += bytes;
   }
   // Old bytes of every window: with the wave's other stripes, one request
   // per server; else one parallel round (per 32 windows).
