@@ -106,17 +106,21 @@ class ReadPathTest : public ::testing::Test {
     if (body) *body = rec.first_base;
     return rec.body;
   }
-  fuse_attr GetAttr(uint64_t ino) {
-    RecordedReply rec;
-    FakeInFlight f(&rec);
-    fuse_getattr_in in{};
-    fs_->GetAttr(fuse::Replier(&f, nullptr), ino, in);
+  // The attributes of a successful attribute reply (GETATTR, SETATTR).
+  static fuse_attr AttrOf(const RecordedReply& rec) {
     EXPECT_TRUE(rec.done);
     EXPECT_EQ(rec.error, 0);
     fuse_attr_out out{};
     EXPECT_EQ(rec.body.size(), sizeof(out));
     std::memcpy(&out, rec.body.data(), std::min(sizeof(out), rec.body.size()));
     return out.attr;
+  }
+  fuse_attr GetAttr(uint64_t ino) {
+    RecordedReply rec;
+    FakeInFlight f(&rec);
+    fuse_getattr_in in{};
+    fs_->GetAttr(fuse::Replier(&f, nullptr), ino, in);
+    return AttrOf(rec);
   }
   // st_blocks as metadata has the file now: every committed stripe's data
   // bytes (k * chunk_len), cut at EOF (the test's own count).
@@ -195,12 +199,7 @@ TEST_F(ReadPathTest, SetAttrMakesOneMetadataCall) {
     RecordedReply rec;
     FakeInFlight fl(&rec);
     fs_->SetAttr(fuse::Replier(&fl, nullptr), f, in);
-    EXPECT_TRUE(rec.done);
-    EXPECT_EQ(rec.error, 0);
-    fuse_attr_out out{};
-    EXPECT_EQ(rec.body.size(), sizeof(out));
-    std::memcpy(&out, rec.body.data(), std::min(sizeof(out), rec.body.size()));
-    return out.attr;
+    return AttrOf(rec);
   };
   fuse_setattr_in ctime{};
   ctime.valid = FATTR_CTIME;
