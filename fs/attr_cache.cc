@@ -38,19 +38,21 @@ bool AttrCache::Update(uint64_t token, const InodeAttr& fresh) {
   return changed;
 }
 
-std::optional<uint64_t> AttrCache::StoredBytes(const InodeAttr& a) const {
-  std::lock_guard<std::mutex> lock(mu_);
+AttrCache::Entry* AttrCache::AtMarkerLocked(const InodeAttr& a) {
   auto it = attrs_.find(a.ino);
-  if (it == attrs_.end() || !SameMarker(it->second.attr, a))
-    return std::nullopt;
-  return it->second.stored_bytes;
+  if (it == attrs_.end() || !SameMarker(it->second.attr, a)) return nullptr;
+  return &it->second;
+}
+
+std::optional<uint64_t> AttrCache::StoredBytes(const InodeAttr& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = AtMarkerLocked(a);
+  return e ? e->stored_bytes : std::nullopt;
 }
 
 void AttrCache::PutStoredBytes(const InodeAttr& a, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = attrs_.find(a.ino);
-  if (it == attrs_.end() || !SameMarker(it->second.attr, a)) return;
-  it->second.stored_bytes = bytes;
+  if (Entry* e = AtMarkerLocked(a)) e->stored_bytes = bytes;
 }
 
 void AttrCache::Forget(uint64_t ino) {

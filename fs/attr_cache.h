@@ -48,7 +48,7 @@ class AttrCache {
   bool Update(uint64_t token, const InodeAttr& fresh);
   void Forget(uint64_t ino);
   // The stored bytes kept for `a`'s file at `a`'s marker, if any.
-  std::optional<uint64_t> StoredBytes(const InodeAttr& a) const;
+  std::optional<uint64_t> StoredBytes(const InodeAttr& a);
   // Keeps `bytes`, counted from a map read after `a` was fetched, if the
   // cached entry still has `a`'s marker (else drops it: stale or unknown).
   void PutStoredBytes(const InodeAttr& a, uint64_t bytes);
@@ -61,6 +61,8 @@ class AttrCache {
     InodeAttr attr;
     std::optional<uint64_t> stored_bytes;  // at attr's marker
   };
+  // Under mu_: `a`'s entry if it has `a`'s change marker, else null.
+  Entry* AtMarkerLocked(const InodeAttr& a);
   uint64_t epoch_ = 0;  // bumped by Forget; guarded by mu_
   std::unordered_map<uint64_t, Entry> attrs_;
 };

@@ -462,7 +462,6 @@ Status MountService::Up() {
     permissions_ += ", not checked by the kernel (no_default_permissions)";
   }
 
-  o_.fs = ResolveSendWindows(o_.fs, volume_->client().stripe_size());
   fs_ = std::make_unique<StripeFs>(volume_.get(), o_.fs);
   session_ = std::make_unique<fuse::Session>(fs_.get(), so);
   fs_->AttachSession(session_.get());
@@ -528,15 +527,15 @@ std::vector<std::string> MountService::Describe() const {
            ? "yes (" + HumanBytes(uint64_t{1} << n.align_page_order) + ")"
            : "no") +
       ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
-  out.push_back(std::string("  coalescing: ") +
-                (o_.fs.coalesce
-                     ? "on (idle flush " +
-                           std::to_string(o_.fs.idle_flush.count()) +
-                           " ms, memory cap " + HumanBytes(o_.fs.memory_cap) +
-                           ", stripe sends in flight " +
-                           std::to_string(o_.fs.send_window) + " per mount, " +
-                           std::to_string(o_.fs.file_send_window) + " per file)"
-                     : "off (every WRITE goes to the backend at once)"));
+  const StripeFsOptions& fo = fs_->options();
+  out.push_back(
+      std::string("  coalescing: ") +
+      (fo.coalesce ? "on (idle flush " + std::to_string(fo.idle_flush.count()) +
+                         " ms, memory cap " + HumanBytes(fo.memory_cap) +
+                         ", stripe sends in flight " +
+                         std::to_string(fo.send_window) + " per mount, " +
+                         std::to_string(fo.file_send_window) + " per file)"
+                   : "off (every WRITE goes to the backend at once)"));
   out.push_back("  access: " + permissions_ +
                 (n.Has(fuse_abi::FUSE_POSIX_ACL) ? "" : " (kernel: no ACLs)"));
   for (const auto& note : notes_) out.push_back("  " + note);

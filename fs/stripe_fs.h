@@ -114,6 +114,8 @@ class StripeFs : public fuse::RawFileSystem {
   Status FlushAll(FlushReason why);
   // The `stripefs stat` document (see fs_counters.h for the definitions).
   nlohmann::json StatsJson() const;
+  // The options in use (send windows resolved for the stripe size).
+  const StripeFsOptions& options() const { return options_; }
   const FsCounters& counters() const { return counters_; }
   const CoalesceCounters& coalesce_counters() const {
     return coalesce_counters_;
