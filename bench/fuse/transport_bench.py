@@ -475,10 +475,7 @@ def main():
     if bad:
         sys.exit(f"transport_bench: unknown job(s) {bad}; use {job_names()}")
     if a.out is None:
-        a.out = os.path.join(os.getcwd(),
-                             time.strftime("transport-%Y%m%d-%H%M%S"))
-        if os.path.exists(a.out):
-            sys.exit(f"transport_bench: {a.out} exists; pass --out DIR")
+        a.out = run.fresh_out("transport", "transport_bench")
     bad = [t for t in a.targets if t not in TARGETS]
     if bad:
         sys.exit(f"transport_bench: unknown target(s) {bad}; use {TARGETS}")
@@ -518,8 +515,9 @@ def main():
             cells = [f"{t}={fmtv(table[name][t]['median'], unit)}"
                      for t in TARGETS if t in table[name]]
             rt = table[name].get("ratio")
-            print(f"  {name:20s} {' '.join(cells)}"
-                  + (f" uring/dev={rt['of_medians']:.2f}" if rt else ""))
+            print(f"  {name:20s} {' '.join(cells)} ratio="
+                  + (f"{rt['of_medians']:.2f}" if rt else "-")
+                  + " (uring/dev)")
     return rc
 
 

@@ -18,7 +18,8 @@ bench/meta/meta_bench.py:
                (pid from the banner, `stat --json`), umount with -l fallback
   run          logger with elapsed time, SIGTERM/SIGHUP -> KeyboardInterrupt,
                removing a work dir only when nothing under it is mounted,
-               the checkout's commit, table number formatting
+               the checkout's commit, table number formatting, the
+               default --out (a fresh timestamped dir under the current one)
   plots        matplotlib (Agg) import, optional
 
 Drivers put ROOT/bench on sys.path and `import lib.<module>`; nothing here

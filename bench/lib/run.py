@@ -1,6 +1,6 @@
 """Process plumbing of a benchmark run: a logger with elapsed seconds,
-signals that unwind through the driver's finally blocks, mount checks and
-removal of the run's work dir."""
+signals that unwind through the driver's finally blocks, mount checks,
+removal of the run's work dir and the default results directory."""
 import datetime
 import os
 import platform
@@ -54,6 +54,17 @@ def remove_work(work, log=print):
         log(f"warning: still mounted, {work} kept: {busy}")
     else:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def fresh_out(prefix, driver):
+    """The default --out of a driver: a fresh PREFIX-YYYYmmdd-HHMMSS
+    directory under the current one (absolute path, not created yet). Exits
+    when it already exists: a run never writes into an old one unless that
+    is given with --out."""
+    out = os.path.abspath(time.strftime(f"{prefix}-%Y%m%d-%H%M%S"))
+    if os.path.exists(out):
+        sys.exit(f"{driver}: {out} exists; pass --out DIR")
+    return out
 
 
 def wait_until(pred, seconds, step=0.05):

@@ -352,7 +352,7 @@ def parse_args():
     if a.update_docs and sorted(set(a.rows)) != list("abcde"):
         p.error("--update-docs writes the whole table: measure every row")
     if a.out is None:
-        a.out = os.path.abspath(time.strftime("read-bench-%Y%m%d-%H%M%S"))
+        a.out = run.fresh_out("read-bench", "read_bench")
     a.stripefs = require_binary("read_bench", a.stripefs)
     run.require_mount_host("read_bench", "mounts, drop_caches")
     return a
