@@ -27,11 +27,12 @@ for rows b, c, e, h.
 Row a runs the chunk-store bench binary (bench/chunk/, --chunk-bench); when
 it is not built the row says "not built", loudly, and has no figure.
 
-Outputs under --out (default ./write-bench-results; --update-docs writes
-the committed tables in docs/results/write/ instead): results.json,
-results.csv, results.md. Mounts, the cluster and passthrough_ll are always
-stopped and /proc/sys/fs/fuse/max_pages_limit restored (finally block, also
-on Ctrl-C/SIGTERM/SIGHUP). Usually started as `stripefs bench write`.
+Outputs under --out (default: a fresh write-bench-YYYYmmdd-HHMMSS directory
+under the current one; --update-docs writes the committed tables in
+docs/results/write/ instead): results.json, results.csv, results.md.
+Mounts, the cluster and passthrough_ll are always stopped and
+/proc/sys/fs/fuse/max_pages_limit restored (finally block, also on
+Ctrl-C/SIGTERM/SIGHUP). Usually started as `stripefs bench write`.
 """
 import argparse
 import csv
@@ -717,7 +718,8 @@ def parse_args():
                    help="where every store, mount and the disk reference "
                         "live (default /var/tmp: a disk, not tmpfs)")
     p.add_argument("--out", default=None,
-                   help="output directory (default ./write-bench-results)")
+                   help="output directory (default: a fresh "
+                        "write-bench-YYYYmmdd-HHMMSS under the current one)")
     p.add_argument("--update-docs", action="store_true",
                    help="write into docs/results/write/ of the checkout "
                         "(the committed tables)")
@@ -745,7 +747,7 @@ def parse_args():
     if a.update_docs:
         a.out = os.path.join(ROOT, "docs", "results", "write")
     elif not a.out:
-        a.out = os.path.abspath("write-bench-results")
+        a.out = run.fresh_out("write-bench", "write_bench")
     run.resolve_sizes(a, SIZES)
     if a.stripe_size % 4:
         sys.exit("write_bench: --stripe-size must be a multiple of 4 MiB")
