@@ -9,9 +9,12 @@ runs the same jobs without FUSE.  Per job it records MiB/s, IOPS, mean and p99
 latency, CPU seconds of the mount daemon / metad / chunkd processes, their peak
 RSS (VmHWM) and the deltas of the `stripefs stat --json` backend counters.
 
-Outputs (under --out): results.json, results.csv, results.md, throughput.png.
-The cluster and mount are always torn down (finally block, also on Ctrl-C and
-SIGTERM).  Usually started as `stripefs bench cluster [args]`.
+Outputs (under --out, default a fresh cluster-bench-YYYYmmdd-HHMMSS directory
+under the current one; --sweep writes to OUT/sweep/): results.json,
+results.csv, results.md, throughput.png.  The committed tables in
+docs/results/cluster/ are rewritten only with --update-docs (which replaces
+--out).  The cluster and mount are always torn down (finally block, also on
+Ctrl-C and SIGTERM).  Usually started as `stripefs bench cluster [args]`.
 """
 import argparse
 import csv
@@ -23,11 +26,15 @@ import sys
 import tempfile
 import time
 
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 from lib import fio, knobs, passthrough, plots, run, sampling  # noqa: E402
 from lib.stripefs import Cluster, Stripefs, require_binary  # noqa: E402
+
+# The committed tables (rewritten only with --update-docs).
+DOCS_OUT = os.path.join(ROOT, "docs", "results", "cluster")
 
 
 # ---------------------------------------------------------------- job matrix
@@ -701,7 +708,11 @@ def main():
     p.add_argument("--m", type=int, default=2)
     p.add_argument("--cell-size", type=int, default=262144)
     p.add_argument("--out", default=None,
-                   help="output dir (default docs/results/cluster/)")
+                   help="output dir (default: a fresh "
+                        "cluster-bench-YYYYmmdd-HHMMSS under the current one)")
+    p.add_argument("--update-docs", action="store_true",
+                   help="write into docs/results/cluster/ of the checkout "
+                        "(the committed tables) instead of --out")
     p.add_argument("--quick", action="store_true",
                    help="tiny matrix for smoke tests (seconds)")
     p.add_argument("--size", type=int, default=None, help="file MiB")
@@ -768,10 +779,12 @@ def main():
         a.size = 16 if a.quick else 128
     if a.runtime is None:
         a.runtime = 1 if a.quick else 6
-    if a.out is None:
-        a.out = os.path.join(os.path.dirname(os.path.dirname(
-            os.path.dirname(os.path.abspath(__file__)))), "docs", "results",
-            "cluster")
+    if a.update_docs and a.out:
+        sys.exit("bench_cluster: --out and --update-docs exclude each other")
+    if a.update_docs:
+        a.out = DOCS_OUT
+    elif not a.out:
+        a.out = run.fresh_out("cluster-bench", "bench_cluster")
     a.stripefs = require_binary("bench_cluster", a.stripefs)
     run.require_mount_host("bench_cluster", "mount, drop_caches")
 
