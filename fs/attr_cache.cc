@@ -22,13 +22,16 @@ uint64_t AttrCache::BeginFetch() const {
   return epoch_;
 }
 
-bool AttrCache::Update(uint64_t token, const InodeAttr& fresh) {
+bool AttrCache::Update(uint64_t token, const InodeAttr& fresh,
+                       std::optional<uint64_t>* previous_size) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attrs_.find(fresh.ino);
   const bool changed =
       it == attrs_.end() || !SameMarker(it->second.attr, fresh);
+  if (previous_size) previous_size->reset();
   if (token != epoch_) return true;  // raced with an own change: don't keep
   if (it != attrs_.end()) {
+    if (previous_size) *previous_size = it->second.attr.size;
     it->second.attr = fresh;
     if (changed) it->second.stored_bytes.reset();
   } else {

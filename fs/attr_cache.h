@@ -44,8 +44,11 @@ class AttrCache {
   // Take BEFORE fetching the attributes to pass to Update().
   uint64_t BeginFetch() const;
   // Stores `fresh` (unless a Forget() came after `token`); true if the
-  // change marker differs from the cached one or none was cached.
-  bool Update(uint64_t token, const InodeAttr& fresh);
+  // change marker differs from the cached one or none was cached. With
+  // `previous_size`, it receives the size `fresh` replaced (nullopt when
+  // nothing was cached or the fetch raced with a Forget()).
+  bool Update(uint64_t token, const InodeAttr& fresh,
+              std::optional<uint64_t>* previous_size = nullptr);
   void Forget(uint64_t ino);
   // The stored bytes kept for `a`'s file at `a`'s marker, if any.
   std::optional<uint64_t> StoredBytes(const InodeAttr& a);

@@ -125,7 +125,9 @@ nlohmann::json StatsJson(const StatsInputs& in) {
                    {"dir_attrs_from_changes", Ld(f.dir_attrs_from_changes)},
                    {"unlink_times_folded", Ld(f.unlink_times_folded)},
                    {"create_fallbacks", Ld(f.create_fallbacks)},
-                   {"stored_bytes_kept", Ld(f.stored_bytes_kept)}};
+                   {"stored_bytes_kept", Ld(f.stored_bytes_kept)},
+                   {"growth_shown", Ld(f.growth_shown)},
+                   {"growth_not_shown", Ld(f.growth_not_shown)}};
   }
 
   json co;

@@ -59,6 +59,11 @@ struct FsCounters {
   // Attribute replies whose st_blocks came from the count kept at the
   // file's change marker instead of a scan of its stripe map.
   std::atomic<uint64_t> stored_bytes_kept{0};
+  // Another client's growth of a file pushed into the kernel's i_size
+  // (writeback cache; GrowthNotifier), and pushes that did not complete in
+  // time or failed.
+  std::atomic<uint64_t> growth_shown{0};
+  std::atomic<uint64_t> growth_not_shown{0};
   std::atomic<uint64_t> errors[kErrnoSlots]{};  // error replies by errno
 
   // Classifies and counts one WRITE.

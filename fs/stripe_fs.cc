@@ -23,6 +23,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// How long a handler waits for the kernel to take a growth push before it
+// answers anyway (GrowthNotifier: the push may wait for a READ queued
+// behind that handler).
+constexpr std::chrono::milliseconds kGrowthStoreWait{100};
+
+bool OpensForWriting(uint32_t open_flags) {
+  return (open_flags & O_ACCMODE) != O_RDONLY;
+}
+
 constexpr uint32_t kRenameMask = fuse_abi::kRenameNoReplace |
                                  fuse_abi::kRenameExchange |
                                  fuse_abi::kRenameWhiteout;
@@ -121,11 +130,17 @@ StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
       budget_(options_.memory_cap),
       // Enough idle buffers for a full send window to recycle its stripes,
       // at most 32 MiB (at least 2).
-      stripe_pool_(
-          stripe_size_,
-          std::max<size_t>(
-              2, std::min<size_t>(options_.send_window + 2,
-                                  (size_t{32} << 20) / stripe_size_))) {
+      stripe_pool_(stripe_size_,
+                   std::max<size_t>(
+                       2, std::min<size_t>(options_.send_window + 2,
+                                           (size_t{32} << 20) / stripe_size_))),
+      growth_(
+          [this](uint64_t ino, uint64_t offset, std::span<const uint8_t> data) {
+            fuse::Session* s = session_.load();
+            if (!s) return Status(ENOTCONN, "no FUSE session attached");
+            return s->NotifyStore(ino, offset, data);
+          },
+          kGrowthStoreWait) {
   if (options_.coalesce && options_.send_window > 0)
     sender_ = std::make_unique<StripeSender>(options_.send_window);
   purger_ = std::make_unique<OrphanPurger>(OrphanPurger::Parts{
@@ -363,19 +378,43 @@ size_t StripeFs::live_writers() const {
   return writers_.size();
 }
 
-bool StripeFs::Revalidate(uint64_t token, const InodeAttr& a) {
+bool StripeFs::Revalidate(uint64_t token, const InodeAttr& a, Growth growth) {
   if (!S_ISREG(a.mode)) return false;
-  if (!attr_cache_.Update(token, a)) return false;
+  std::optional<uint64_t> before;
+  if (!attr_cache_.Update(token, a, &before)) return false;
   client_.DistrustStripeMap(a.ino);
   // Changed elsewhere (or first seen): a writer's READs re-read the size.
   if (auto w = WriterFor(a.ino, false)) w->ForgetCommittedSize();
+  // The kernel holds the size last fetched, or its own from this mount's
+  // writes, after which the cache forgot the entry (`before` unknown).
+  const bool grew = before ? a.size > *before : growth == Growth::kShowAtOpen;
+  if (growth != Growth::kIgnore && grew && a.size > 0) ShowGrowth(a);
   return true;
 }
 
-Result<InodeAttr> StripeFs::FetchAttr(uint64_t ino) {
+void StripeFs::ShowGrowth(const InodeAttr& a) {
+  if (!writeback_cache_.load(std::memory_order_relaxed)) return;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    if (writers_.count(a.ino) != 0) return;
+    auto it = nodes_.find(a.ino);
+    if (it != nodes_.end() && it->second.write_opens != 0) return;
+  }
+  // The byte at the new size - 1, as committed: the store puts it into
+  // the page cache, so it must be the file's content.
+  uint8_t last = 0;
+  auto n = client_.Read(a.ino, a.size - 1, {&last, 1}, a.size);
+  if (n.ok() && *n == 1 && growth_.Show(a.ino, a.size, last)) {
+    counters_.growth_shown.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    counters_.growth_not_shown.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+Result<InodeAttr> StripeFs::FetchAttr(uint64_t ino, Growth growth) {
   const uint64_t token = attr_cache_.BeginFetch();
   auto a = meta_.GetAttr(ino);
-  if (a.ok()) Revalidate(token, *a);
+  if (a.ok()) Revalidate(token, *a, growth);
   return a;
 }
 
@@ -386,7 +425,7 @@ Result<size_t> StripeFs::ReadCommitted(uint64_t ino, uint64_t offset,
   if (cached) {
     size = cached->size;
   } else {
-    auto a = FetchAttr(ino);
+    auto a = FetchAttr(ino, Growth::kIgnore);
     if (!a.ok()) return a.status();
     if (!S_ISREG(a->mode)) return Status(EINVAL, "not a regular file");
     size = a->size;
@@ -452,6 +491,7 @@ Result<InodeAttr> StripeFs::Resize(uint64_t ino, uint64_t new_size) {
 void StripeFs::Init(const fuse::NegotiatedInit& negotiated) {
   max_write_.store(negotiated.max_write);
   dont_mask_.store(negotiated.Has(FUSE_DONT_MASK));
+  writeback_cache_.store(negotiated.writeback_cache());
 }
 
 void StripeFs::Destroy() {
@@ -788,13 +828,15 @@ void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {
   const uint64_t token = attr_cache_.BeginFetch();
   auto a = meta_.GetAttr(nodeid);
   if (!a.ok()) return Fail(r, a.status());
-  if (Revalidate(token, *a)) {
+  if (Revalidate(token, *a, Growth::kShowAtOpen)) {
     if (fuse::Session* s = session_.load())
       (void)s->NotifyInvalInode(nodeid, -1, 0);  // best effort
   }
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
-    nodes_[nodeid].opens++;
+    Node& n = nodes_[nodeid];
+    n.opens++;
+    if (OpensForWriting(in.flags)) n.write_opens++;
   }
   fuse_open_out o{};
   o.fh = next_fh_.fetch_add(1);
@@ -808,7 +850,9 @@ void StripeFs::Create(Replier r, uint64_t parent, std::string_view name,
   fuse_entry_out e = MakeEntry(*a);
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
-    nodes_[a->ino].opens++;
+    Node& n = nodes_[a->ino];
+    n.opens++;
+    if (OpensForWriting(in.flags)) n.write_opens++;
   }
   fuse_open_out op{};
   op.fh = next_fh_.fetch_add(1);
@@ -829,6 +873,7 @@ void StripeFs::TmpFile(Replier r, uint64_t parent, const fuse_create_in& in) {
     std::lock_guard<std::mutex> lock(nodes_mu_);
     Node& n = nodes_[a->ino];
     n.opens++;
+    if (OpensForWriting(in.flags)) n.write_opens++;
     n.maybe_orphan = true;  // purged at the last close unless linked
   }
   WriterFor(a->ino, true);
@@ -918,7 +963,7 @@ void StripeFs::StatFs(Replier r, uint64_t) {
   r.Statfs(st);
 }
 
-void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in&) {
+void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in& in) {
   bool last_close = false;
   if (auto w = WriterFor(nodeid, false)) {
     Status st = w->Flush(FlushReason::kRelease);
@@ -927,7 +972,11 @@ void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in&) {
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
     auto it = nodes_.find(nodeid);
-    if (it != nodes_.end() && it->second.opens > 0) it->second.opens--;
+    if (it != nodes_.end() && it->second.opens > 0) {
+      it->second.opens--;
+      if (OpensForWriting(in.flags) && it->second.write_opens > 0)
+        it->second.write_opens--;
+    }
     last_close = it == nodes_.end() || it->second.opens == 0;
   }
   if (last_close) DropIdleWriter(nodeid);

@@ -59,6 +59,7 @@
 #include "backend/client/volume.h"
 #include "fs/attr_cache.h"
 #include "fs/fs_counters.h"
+#include "fs/growth_notifier.h"
 #include "fs/stripe_writer.h"
 #include "fuse/raw_file_system.h"
 #include "fuse/session.h"
@@ -194,6 +195,7 @@ class StripeFs : public fuse::RawFileSystem {
   struct Node {
     uint64_t lookups = 0;
     uint32_t opens = 0;
+    uint32_t write_opens = 0;   // of `opens`: not O_RDONLY
     bool maybe_orphan = false;  // link count seen at zero
     // Attributes UnlinkEntry/Unlink returned when this mount took the last
     // link (see SetAttr: the kernel's time flush after the unlink).
@@ -225,11 +227,22 @@ class StripeFs : public fuse::RawFileSystem {
   fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);
   // GetAttr with the buffered size applied.
   Result<InodeAttr> AttrWithBuffered(uint64_t ino);
+  // Whether a revalidation pushes another client's growth to the kernel:
+  // not at all (READ: it may hold the page the push needs), when the size
+  // grew from the one last fetched, or also when that one is unknown (OPEN:
+  // the cache forgot it after an own change, or evicted it).
+  enum class Growth { kIgnore, kShow, kShowAtOpen };
   // GetAttr from metadata, revalidating the caches (see the header).
-  Result<InodeAttr> FetchAttr(uint64_t ino);
+  Result<InodeAttr> FetchAttr(uint64_t ino, Growth growth = Growth::kShow);
   // Records attributes read from metadata after `token` (AttrCache); true
-  // if the file changed since they were last seen.
-  bool Revalidate(uint64_t token, const InodeAttr& a);
+  // if the file changed since they were last seen; a growth is shown to the
+  // kernel as `growth` says (ShowGrowth).
+  bool Revalidate(uint64_t token, const InodeAttr& a,
+                  Growth growth = Growth::kShow);
+  // With the writeback cache, raises the kernel's i_size of `a`'s file to
+  // a.size (GrowthNotifier) unless this mount may hold unwritten data of
+  // it (a writer, or an open for writing).
+  void ShowGrowth(const InodeAttr& a);
   std::shared_ptr<StripeWriter> WriterFor(uint64_t ino, bool create);
   // Removes the writer of `ino` if nothing uses it and it holds no data.
   void DropIdleWriter(uint64_t ino);
@@ -275,7 +288,8 @@ class StripeFs : public fuse::RawFileSystem {
   const uint64_t stripe_size_;
   std::atomic<fuse::Session*> session_{nullptr};
   std::atomic<uint32_t> max_write_{0};
-  std::atomic<bool> dont_mask_{false};  // FUSE_DONT_MASK: umask is ours
+  std::atomic<bool> dont_mask_{false};        // FUSE_DONT_MASK: umask is ours
+  std::atomic<bool> writeback_cache_{false};  // negotiated at INIT
 
   FsCounters counters_;
   CoalesceCounters coalesce_counters_;
@@ -300,6 +314,7 @@ class StripeFs : public fuse::RawFileSystem {
   bool stop_ = false;
   std::thread flusher_;
   std::atomic<bool> destroyed_{false};
+  GrowthNotifier growth_;
   // Last: destroyed (drained) first, while everything it uses still lives.
   std::unique_ptr<OrphanPurger> purger_;
 };

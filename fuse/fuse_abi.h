@@ -530,6 +530,13 @@ struct fuse_notify_delete_out {
   uint32_t namelen;
   uint32_t padding;
 };
+// Followed by `size` bytes of file data.
+struct fuse_notify_store_out {
+  uint64_t nodeid;
+  uint64_t offset;
+  uint32_t size;
+  uint32_t padding;
+};
 
 struct fuse_lseek_in {
   uint64_t fh;
@@ -680,6 +687,7 @@ static_assert(FuseDirentSize(9) == 40);
 static_assert(sizeof(fuse_notify_inval_inode_out) == 24);
 static_assert(sizeof(fuse_notify_inval_entry_out) == 16);
 static_assert(sizeof(fuse_notify_delete_out) == 24);
+static_assert(sizeof(fuse_notify_store_out) == 24);
 static_assert(sizeof(fuse_lseek_in) == 24);
 static_assert(sizeof(fuse_lseek_out) == 8);
 static_assert(sizeof(fuse_copy_file_range_in) == 56);

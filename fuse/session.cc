@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 #include "fuse/dev_transport.h"
 #include "fuse/init_negotiation.h"
@@ -296,20 +297,22 @@ EngineStats Session::Stats() const {
 
 namespace {
 
+// Writes one notification: `st`, then `tail` (a name, NUL-terminated when
+// `nul`, or file data).
 Status WriteNotify(int fd, int32_t code, const void* st, size_t st_len,
-                   std::string_view name, bool with_name) {
+                   std::span<const uint8_t> tail, bool nul) {
   if (fd < 0) return Status::InvalidArgument("session not started");
   fuse_out_header oh{};
   oh.error = code;
   oh.unique = 0;
-  char nul = 0;
+  char zero = 0;
   iovec iov[4] = {{&oh, sizeof(oh)},
                   {const_cast<void*>(st), st_len},
-                  {const_cast<char*>(name.data()), name.size()},
-                  {&nul, 1}};
-  int n = with_name ? 4 : 2;
-  size_t len = sizeof(oh) + st_len + (with_name ? name.size() + 1 : 0);
-  oh.len = static_cast<uint32_t>(len);
+                  {const_cast<uint8_t*>(tail.data()), tail.size()},
+                  {&zero, 1}};
+  const int n = nul ? 4 : 3;
+  oh.len =
+      static_cast<uint32_t>(sizeof(oh) + st_len + tail.size() + (nul ? 1 : 0));
   for (;;) {
     ssize_t w = ::writev(fd, iov, n);
     if (w >= 0) return Status::Ok();
@@ -317,6 +320,10 @@ Status WriteNotify(int fd, int32_t code, const void* st, size_t st_len,
     return Status::FromErrno(errno,
                              "FUSE notification " + std::to_string(code));
   }
+}
+
+std::span<const uint8_t> NameBytes(std::string_view name) {
+  return {reinterpret_cast<const uint8_t*>(name.data()), name.size()};
 }
 
 }  // namespace
@@ -327,18 +334,25 @@ Status Session::NotifyInvalInode(uint64_t ino, int64_t off, int64_t len) {
                      false);
 }
 
+Status Session::NotifyStore(uint64_t ino, uint64_t offset,
+                            std::span<const uint8_t> data) {
+  fuse_notify_store_out o{ino, offset, static_cast<uint32_t>(data.size()), 0};
+  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_STORE, &o, sizeof(o), data,
+                     false);
+}
+
 Status Session::NotifyInvalEntry(uint64_t parent, std::string_view name) {
   fuse_notify_inval_entry_out o{parent, static_cast<uint32_t>(name.size()), 0};
   return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_INVAL_ENTRY, &o, sizeof(o),
-                     name, true);
+                     NameBytes(name), true);
 }
 
 Status Session::NotifyDelete(uint64_t parent, uint64_t child,
                              std::string_view name) {
   fuse_notify_delete_out o{parent, child, static_cast<uint32_t>(name.size()),
                            0};
-  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_DELETE, &o, sizeof(o), name,
-                     true);
+  return WriteNotify(impl_->fuse_fd, FUSE_NOTIFY_DELETE, &o, sizeof(o),
+                     NameBytes(name), true);
 }
 
 void Session::TransportEnded(std::string_view transport, Status why) {

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -110,6 +111,12 @@ class Session : public RequestSink {
   // the same inode that holds the kernel's inode lock (e.g. WRITE): it may
   // wait for that request. ENOENT = the kernel does not know the inode.
   Status NotifyInvalInode(uint64_t ino, int64_t off, int64_t len);
+  // Put `data` into the kernel's page cache of `ino` at `offset`, raising
+  // its i_size to offset + size if below (never lowering it). Locks the
+  // pages it fills: do not call it where a READ of those pages may wait for
+  // the caller. ENOENT = the kernel does not know the inode.
+  Status NotifyStore(uint64_t ino, uint64_t offset,
+                     std::span<const uint8_t> data);
   // Drop the cached dentry `name` in directory `parent`.
   Status NotifyInvalEntry(uint64_t parent, std::string_view name);
   // Like NotifyInvalEntry, and also tells the kernel `child` was deleted.

@@ -2,8 +2,9 @@
 // (`stripefs cluster up`, 6 chunkd + metad): a file written and closed on
 // one mount, then opened and read on the other, reads the new data, also
 // after a size change and an overwrite of a stripe the reader has cached
-// (docs/filesystem.md "Read path"). Skips loudly without root, /dev/fuse
-// or the stripefs binary.
+// (docs/filesystem.md "Read path"), and, with the writeback cache on, a
+// growth at the next OPEN or attribute fetch. Skips loudly without root,
+// /dev/fuse or the stripefs binary.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -73,7 +74,8 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   // The reader without the writeback cache: with it the kernel keeps its
   // own i_size of a cached inode and ignores the size metadata reports
-  // (fuse_get_cache_mask), so another client's size change would not show.
+  // (fuse_get_cache_mask), so another client's shrink (step 3) would not
+  // show; growth is pushed (next test).
   auto b = (*a)->MountAgain("mnt-b", o.fs, /*writeback_cache=*/false);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   const std::string on_a = (*a)->Path("f");
@@ -113,6 +115,70 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
 
   // B read without writing: no writer on B.
   EXPECT_EQ((*b)->fs().live_writers(), 0u);
+  ASSERT_TRUE((*b)->Stop().ok());
+}
+
+// The default mount keeps the writeback cache on, where the kernel trusts
+// its own i_size of a cached inode and ignores the sizes attribute replies
+// carry: another client's growth must be pushed (GrowthNotifier).
+TEST(FsTwoMountsTest, WithTheWritebackCacheAGrowthShowsAtTheNextOpen) {
+  const std::string skip = BackendSkipMessage(FsBackend::kCluster);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  FsMountOptions o;
+  o.backend = FsBackend::kCluster;
+  auto a = FsMount::Start(o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  StripeFsOptions reader = o.fs;
+  reader.attr_timeout = std::chrono::milliseconds(0);  // fstat asks
+  auto b = (*a)->MountAgain("mnt-b", reader, /*writeback_cache=*/true);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE((*b)->session().negotiated().writeback_cache());
+  const std::string on_a = (*a)->Path("f");
+  const std::string path_b = (*a)->Path("../mnt-b/f");
+  const uint64_t S = (*a)->volume().client().stripe_size();
+
+  // 1. Written and closed on A: B reads it, so its kernel caches the inode.
+  std::vector<uint8_t> model = RandomBytes(S + 4096, 1);
+  WriteAndClose(on_a, 0, model);
+  EXPECT_EQ(ReadFileBytes(path_b), model);
+
+  // 2. A grows it by a stripe and a bit: B's next OPEN sees all of it.
+  auto tail = RandomBytes(S + 100, 2);
+  WriteAndClose(on_a, model.size(), tail);
+  model.insert(model.end(), tail.begin(), tail.end());
+  uint64_t size = 0;
+  EXPECT_EQ(OpenStatRead(path_b, &size), model);
+  EXPECT_EQ(size, model.size());
+  const uint64_t shown = (*b)->fs().counters().growth_shown.load();
+  EXPECT_GE(shown, 1u);
+
+  // 3. A reader that keeps the file open read-only (tail -f) sees the
+  // next growth at its next attribute fetch.
+  int fd = ::open(path_b.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto more = RandomBytes(5000, 3);
+  WriteAndClose(on_a, model.size(), more);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), model.size() + more.size());
+  std::vector<uint8_t> got(more.size());
+  EXPECT_EQ(
+      ::pread(fd, got.data(), got.size(), static_cast<off_t>(model.size())),
+      static_cast<ssize_t>(got.size()));
+  EXPECT_EQ(got, more);
+  ::close(fd);
+  EXPECT_GT((*b)->fs().counters().growth_shown.load(), shown);
+
+  // 4. B appends: A, whose cache forgot the file after its own writes
+  // (the size its kernel holds is not known here), sees it at its OPEN.
+  model.insert(model.end(), more.begin(), more.end());
+  auto own = RandomBytes(300, 4);
+  WriteAndClose(path_b, model.size(), own);
+  model.insert(model.end(), own.begin(), own.end());
+  EXPECT_EQ(ReadFileBytes(path_b), model);
+  EXPECT_EQ(OpenStatRead(on_a, &size), model);
+  EXPECT_EQ(size, model.size());
+
   ASSERT_TRUE((*b)->Stop().ok());
 }
 
