@@ -407,23 +407,22 @@ Status StripeWriteExecutor::MakeEncoded(Prepared* p, Status* write_error) {
     for (uint32_t i = 0; i < k; ++i) {
       cells.push_back(cell_pool_.Get());
       dptr.push_back(cells.back().data());
-      // Bytes no range covers are zeros (new stripe, truncate) or the old
-      // data (RMW: copied below).
-      std::memset(cells.back().data(), 0, len);
     }
-    if (plan.kind == WriteKind::kRmw) {
-      // Old data cells that hold bytes (the rest are zeros).
-      std::vector<int> want;
-      for (uint32_t i = 0; i < k; ++i) want.push_back(static_cast<int>(i));
-      std::vector<std::vector<uint8_t>> old_cells;
-      STRIPEFS_RETURN_IF_ERROR(p_.reader->ReadColumns(
-          req.ino, p->base, p->layout, want, 0, p->base.chunk_len, &old_cells));
+    // Bytes no range covers are the old data (RMW: read straight into the
+    // cells, degraded columns rebuilt there) or zeros (new stripe, truncate,
+    // past a shorter old chunk).
+    uint32_t old_len = 0;
+    if (plan.kind == WriteKind::kRmw && p->base.chunk_len > 0) {
+      old_len = std::min(p->base.chunk_len, len);
+      std::vector<StripeReader::WindowRead> reads;
       for (uint32_t i = 0; i < k; ++i)
-        std::memcpy(cells[i].data(), old_cells[i].data(),
-                    std::min(p->base.chunk_len, len));
-      ClientCounters::Add(p_.counters->rmw_bytes_read,
-                          uint64_t{k} * p->base.chunk_len);
+        reads.push_back({i, 0, old_len, cells[i].data()});
+      STRIPEFS_RETURN_IF_ERROR(
+          p_.reader->ReadWindows(req.ino, p->base, p->layout, reads));
+      ClientCounters::Add(p_.counters->rmw_bytes_read, uint64_t{k} * old_len);
     }
+    for (uint32_t i = 0; i < k; ++i)
+      std::memset(cells[i].data() + old_len, 0, len - old_len);
     // Merge the new bytes.
     for (const StripeRange& r : req.ranges) {
       geo_.ForEachCell(r.begin, r.end, len, [&](const CellSpan& s) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "common/coding.h"
@@ -152,7 +153,8 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
   while (iovcnt > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    // At most IOV_MAX entries per call (a gathered bulk may have more).
+    msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, IOV_MAX));
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -185,16 +187,43 @@ Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
   return cipher.Verify(parts, tag);
 }
 
+namespace {
+
+// Frame parts (header, payload, bulk parts) kept on the stack.
+constexpr size_t kInlineParts = 8;
+
+size_t BulkSize(BulkParts bulk) {
+  size_t n = 0;
+  for (std::span<const uint8_t> part : bulk) n += part.size();
+  return n;
+}
+
+}  // namespace
+
 FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
                     std::span<const uint8_t> bulk) {
+  return SealFrameGather(cipher, h, payload, BulkParts(&bulk, 1));
+}
+
+FrameSeal SealFrameGather(FrameCipher& cipher, FrameHeader h,
+                          std::span<const uint8_t> payload, BulkParts bulk) {
   FrameSeal seal;
   h.payload_len = static_cast<uint32_t>(payload.size());
-  h.bulk_len = static_cast<uint32_t>(bulk.size());
+  h.bulk_len = static_cast<uint32_t>(BulkSize(bulk));
   EncodeHeader(h, seal.header);
-  std::span<const uint8_t> parts[] = {
-      std::span<const uint8_t>(seal.header, kFrameHeaderSize), payload, bulk};
-  seal.tag = cipher.Seal(parts);
+  // On the stack for the usual one-part bulk; a batch's parts on the heap.
+  std::span<const uint8_t> inline_parts[kInlineParts];
+  std::vector<std::span<const uint8_t>> heap_parts;
+  std::span<const uint8_t>* parts = inline_parts;
+  if (2 + bulk.size() > kInlineParts) {
+    heap_parts.resize(2 + bulk.size());
+    parts = heap_parts.data();
+  }
+  parts[0] = std::span<const uint8_t>(seal.header, kFrameHeaderSize);
+  parts[1] = payload;
+  std::copy(bulk.begin(), bulk.end(), parts + 2);
+  seal.tag = cipher.Seal({parts, 2 + bulk.size()});
   return seal;
 }
 
@@ -321,18 +350,34 @@ Result<Frame> DecodeFrame(FrameCipher& cipher, std::span<const uint8_t> bytes) {
 Status WriteFrame(int fd, FrameCipher& cipher, FrameHeader h,
                   std::span<const uint8_t> payload,
                   std::span<const uint8_t> bulk, Deadline deadline) {
-  if (payload.size() > kMaxPayload || bulk.size() > kMaxBulk)
+  return WriteFrameGather(fd, cipher, h, payload, BulkParts(&bulk, 1),
+                          deadline);
+}
+
+Status WriteFrameGather(int fd, FrameCipher& cipher, FrameHeader h,
+                        std::span<const uint8_t> payload, BulkParts bulk,
+                        Deadline deadline) {
+  const size_t bulk_size = BulkSize(bulk);
+  if (payload.size() > kMaxPayload || bulk_size > kMaxBulk)
     return Status(EMSGSIZE, "message too large for one frame (payload " +
                                 std::to_string(payload.size()) + ", bulk " +
-                                std::to_string(bulk.size()) + " bytes)");
-  FrameSeal seal = SealFrame(cipher, h, payload, bulk);
-  iovec iov[4];
+                                std::to_string(bulk_size) + " bytes)");
+  FrameSeal seal = SealFrameGather(cipher, h, payload, bulk);
+  iovec inline_iov[kInlineParts + 1];
+  std::vector<iovec> heap_iov;
+  iovec* iov = inline_iov;
+  if (3 + bulk.size() > kInlineParts + 1) {
+    heap_iov.resize(3 + bulk.size());
+    iov = heap_iov.data();
+  }
   int n = 0;
   iov[n++] = {seal.header, kFrameHeaderSize};
   if (!payload.empty())
     iov[n++] = {const_cast<uint8_t*>(payload.data()), payload.size()};
-  if (!bulk.empty())
-    iov[n++] = {const_cast<uint8_t*>(bulk.data()), bulk.size()};
+  for (std::span<const uint8_t> part : bulk) {
+    if (!part.empty())
+      iov[n++] = {const_cast<uint8_t*>(part.data()), part.size()};
+  }
   iov[n++] = {seal.tag.data(), seal.tag.size()};
   return SendAll(fd, iov, n, deadline);
 }

@@ -144,6 +144,12 @@ struct FrameSeal {
 FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
                     std::span<const uint8_t> bulk);
+
+// A bulk gathered from several buffers: on the wire, their concatenation.
+using BulkParts = std::span<const std::span<const uint8_t>>;
+// SealFrame of a frame whose bulk is the concatenation of `bulk`.
+FrameSeal SealFrameGather(FrameCipher& cipher, FrameHeader h,
+                          std::span<const uint8_t> payload, BulkParts bulk);
 // Checks the tag of a frame received in parts (`header` the raw header
 // bytes). EACCES on mismatch.
 Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
@@ -155,6 +161,11 @@ Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
 Status WriteFrame(int fd, FrameCipher& cipher, FrameHeader h,
                   std::span<const uint8_t> payload,
                   std::span<const uint8_t> bulk, Deadline deadline);
+// WriteFrame whose bulk is gathered from `bulk`'s buffers, none copied
+// (a batch of chunk ops, each with its own bytes).
+Status WriteFrameGather(int fd, FrameCipher& cipher, FrameHeader h,
+                        std::span<const uint8_t> payload, BulkParts bulk,
+                        Deadline deadline);
 // Writes a reject frame (best effort, short deadline).
 void WriteRejectFrame(int fd, FrameError why);
 // Reject frame bytes (for event loops that send them themselves).

@@ -157,10 +157,10 @@ Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
   std::vector<ChunkOpHeader> headers;
   headers.reserve(ops.size());
   std::vector<PatchRange> ranges;
-  uint64_t bulk_size = 0;
-  for (const ChunkWriteOp& op : ops) bulk_size += op.bytes.size();
-  std::vector<uint8_t> bulk;
-  bulk.reserve(bulk_size);
+  // The ops' bytes go out from the callers' buffers (one gather list);
+  // neighbours that are adjacent in memory make one part.
+  std::vector<std::span<const uint8_t>> bulk;
+  bulk.reserve(ops.size());
   for (const ChunkWriteOp& op : ops) {
     const bool multi = !op.ranges.empty();
     headers.push_back({static_cast<uint32_t>(op.kind), op.id, op.from_version,
@@ -168,10 +168,16 @@ Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
                        static_cast<uint32_t>(op.bytes.size()),
                        static_cast<uint32_t>(op.ranges.size())});
     ranges.insert(ranges.end(), op.ranges.begin(), op.ranges.end());
-    bulk.insert(bulk.end(), op.bytes.begin(), op.bytes.end());
+    if (op.bytes.empty()) continue;
+    if (!bulk.empty() &&
+        bulk.back().data() + bulk.back().size() == op.bytes.data()) {
+      bulk.back() = {bulk.back().data(), bulk.back().size() + op.bytes.size()};
+    } else {
+      bulk.push_back(op.bytes);
+    }
   }
   Msg<MsgType::kApplyChunkOps>::Response resp;
-  Status st = CallTyped<MsgType::kApplyChunkOps>(
+  Status st = CallTypedGather<MsgType::kApplyChunkOps>(
       client_, {std::move(headers), std::move(ranges)}, &resp, bulk);
   if (!st.ok()) return st;
   const auto& codes = std::get<0>(resp);

@@ -120,6 +120,13 @@ Result<RpcResponse> RpcClient::Call(uint16_t type,
                                     std::span<const uint8_t> payload,
                                     std::span<const uint8_t> bulk,
                                     std::chrono::milliseconds timeout) {
+  return CallGather(type, payload, BulkParts(&bulk, 1), timeout);
+}
+
+Result<RpcResponse> RpcClient::CallGather(uint16_t type,
+                                          std::span<const uint8_t> payload,
+                                          BulkParts bulk,
+                                          std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) timeout = options_.call_timeout;
   return CallUntil(type, payload, bulk, {}, Clock::now() + timeout, SIZE_MAX);
 }
@@ -150,12 +157,9 @@ std::unique_ptr<RpcClient::Connection> RpcClient::TakeIdle(uint16_t type) {
   return nullptr;
 }
 
-Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
-                                         std::span<const uint8_t> payload,
-                                         std::span<const uint8_t> bulk,
-                                         std::span<uint8_t> bulk_in,
-                                         Deadline deadline,
-                                         size_t reply_payload) {
+Result<RpcResponse> RpcClient::CallUntil(
+    uint16_t type, std::span<const uint8_t> payload, BulkParts bulk,
+    std::span<uint8_t> bulk_in, Deadline deadline, size_t reply_payload) {
   if (!key_) return Status::InvalidArgument("RpcClient has no cluster key");
   for (int attempt = 0; attempt < 2; ++attempt) {
     // The retry always connects afresh: the other idle connections were
@@ -180,9 +184,9 @@ Result<RpcResponse> RpcClient::CallUntil(uint16_t type,
 }
 
 Result<RpcResponse> RpcClient::CallOnce(
-    uint16_t type, std::span<const uint8_t> payload,
-    std::span<const uint8_t> bulk, std::span<uint8_t> bulk_in,
-    std::unique_ptr<Connection> conn, Deadline deadline, size_t reply_payload) {
+    uint16_t type, std::span<const uint8_t> payload, BulkParts bulk,
+    std::span<uint8_t> bulk_in, std::unique_ptr<Connection> conn,
+    Deadline deadline, size_t reply_payload) {
   const Deadline started = Clock::now();
   // Error texts are built only on the error paths (none per good call).
   auto timeout_status = [&] {
@@ -196,7 +200,8 @@ Result<RpcResponse> RpcClient::CallOnce(
   h.type = type;
   h.request_id = next_request_id_.fetch_add(1);
   int fd = conn->fd.get();
-  Status ws = WriteFrame(fd, conn->session.send, h, payload, bulk, deadline);
+  Status ws =
+      WriteFrameGather(fd, conn->session.send, h, payload, bulk, deadline);
   if (!ws.ok()) {
     if (ws.code() == ETIMEDOUT) return timeout_status();
     if (ws.code() == EMSGSIZE) return ws;

@@ -85,6 +85,12 @@ class RpcClient {
   Result<RpcResponse> Call(uint16_t type, std::span<const uint8_t> payload,
                            std::span<const uint8_t> bulk = {},
                            std::chrono::milliseconds timeout = {});
+  // Call() whose bulk is the concatenation of `bulk`'s buffers, each sent
+  // from where it is (one gather list, no copy into one buffer).
+  Result<RpcResponse> CallGather(uint16_t type,
+                                 std::span<const uint8_t> payload,
+                                 BulkParts bulk,
+                                 std::chrono::milliseconds timeout = {});
 
   // Call() with an absolute deadline whose response bulk, when it is
   // exactly bulk_in.size() bytes, is received straight into `bulk_in`
@@ -117,12 +123,10 @@ class RpcClient {
   Result<std::unique_ptr<Connection>> Connect(Deadline deadline,
                                               const std::string& what);
   Result<RpcResponse> CallUntil(uint16_t type, std::span<const uint8_t> payload,
-                                std::span<const uint8_t> bulk,
-                                std::span<uint8_t> bulk_in, Deadline deadline,
-                                size_t reply_payload);
+                                BulkParts bulk, std::span<uint8_t> bulk_in,
+                                Deadline deadline, size_t reply_payload);
   Result<RpcResponse> CallOnce(uint16_t type, std::span<const uint8_t> payload,
-                               std::span<const uint8_t> bulk,
-                               std::span<uint8_t> bulk_in,
+                               BulkParts bulk, std::span<uint8_t> bulk_in,
                                std::unique_ptr<Connection> conn,
                                Deadline deadline, size_t reply_payload);
   // A pooled connection fit for a call of `type`, or null.

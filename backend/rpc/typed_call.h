@@ -36,6 +36,21 @@ Status DecodeTypedResponse(const RpcClient& client,
   return remote;
 }
 
+// CallTypedGather with optional response bulk: the one body of both.
+template <MsgType T>
+Status CallTypedParts(RpcClient& client, const typename Msg<T>::Request& req,
+                      typename Msg<T>::Response* resp, BulkParts bulk_out,
+                      AlignedBytes* bulk_in,
+                      std::chrono::milliseconds timeout) {
+  std::vector<uint8_t> payload = EncodeRequest<T>(req);
+  STRIPEFS_ASSIGN_OR_RETURN(
+      RpcResponse r,
+      client.CallGather(static_cast<uint16_t>(T), payload, bulk_out, timeout));
+  STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
+  if (bulk_in) *bulk_in = std::move(r.bulk);
+  return Status::Ok();
+}
+
 // Returns the transport error, the remote Status, or OK with *resp filled
 // (and *bulk_in holding the response bulk when requested). `timeout` > 0
 // overrides the client's call timeout for this call.
@@ -45,13 +60,17 @@ Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
                  std::span<const uint8_t> bulk_out = {},
                  AlignedBytes* bulk_in = nullptr,
                  std::chrono::milliseconds timeout = {}) {
-  std::vector<uint8_t> payload = EncodeRequest<T>(req);
-  STRIPEFS_ASSIGN_OR_RETURN(
-      RpcResponse r,
-      client.Call(static_cast<uint16_t>(T), payload, bulk_out, timeout));
-  STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
-  if (bulk_in) *bulk_in = std::move(r.bulk);
-  return Status::Ok();
+  return CallTypedParts<T>(client, req, resp, BulkParts(&bulk_out, 1), bulk_in,
+                           timeout);
+}
+
+// CallTyped whose request bulk is the concatenation of `bulk_out`'s
+// buffers, sent from where they are (a batch of chunk ops: no copy of
+// their bytes into one buffer).
+template <MsgType T>
+Status CallTypedGather(RpcClient& client, const typename Msg<T>::Request& req,
+                       typename Msg<T>::Response* resp, BulkParts bulk_out) {
+  return CallTypedParts<T>(client, req, resp, bulk_out, nullptr, {});
 }
 
 // CallTyped whose response bulk must be exactly `bulk_in.size()` bytes and

@@ -258,6 +258,43 @@ TEST(FrameSocketTest, WriteThenReadLargeBulk) {
   EXPECT_EQ(f->bulk, bulk);
 }
 
+// A bulk gathered from many buffers (a batch of chunk ops: some empty, more
+// parts than one sendmsg takes) arrives as their concatenation, under the
+// same tag as the one-buffer frame: the wire does not change.
+TEST(FrameSocketTest, GatheredBulkArrivesAsTheConcatenation) {
+  Link l = MakeLink(*TestKey(5));
+  Link one = MakeLink(*TestKey(5));
+  SocketPair sp;
+  auto payload = Bytes(21, 3);
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<std::span<const uint8_t>> parts;
+  std::vector<uint8_t> whole;
+  for (int i = 0; i < 1500; ++i) {  // > IOV_MAX (1024) parts
+    buffers.push_back(Bytes(i % 7 == 0 ? 0 : 1 + i % 300, i));
+  }
+  for (const auto& b : buffers) {
+    parts.emplace_back(b);
+    whole.insert(whole.end(), b.begin(), b.end());
+  }
+  Status ws;
+  std::thread writer([&] {
+    ws = WriteFrameGather(sp.a.get(), l.tx, Hdr(), payload, parts,
+                          Clock::now() + std::chrono::seconds(30));
+  });
+  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(30));
+  writer.join();
+  ASSERT_TRUE(ws.ok()) << ws.ToString();
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->payload, payload);
+  EXPECT_EQ(f->bulk, whole);
+  // The same frame from one buffer: same header and tag.
+  FrameSeal gathered = SealFrameGather(one.tx, Hdr(), payload, parts);
+  Link again = MakeLink(*TestKey(5));
+  FrameSeal single = SealFrame(again.tx, Hdr(), payload, whole);
+  EXPECT_EQ(0, std::memcmp(gathered.header, single.header, kFrameHeaderSize));
+  EXPECT_EQ(gathered.tag, single.tag);
+}
+
 TEST(FrameSocketTest, CleanCloseIsNotConnAndMidFrameCloseIsTruncated) {
   Link l = MakeLink(*TestKey(5));
   {
