@@ -65,22 +65,60 @@ std::vector<uint8_t> OpenStatRead(const std::string& path, uint64_t* size) {
   return out;
 }
 
-TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
-  const std::string skip = BackendSkipMessage(FsBackend::kCluster);
-  if (!skip.empty()) GTEST_SKIP() << skip;
-  FsMountOptions o;
-  o.backend = FsBackend::kCluster;
-  auto a = FsMount::Start(o);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+// One cluster and its first mount (A) for every test of the suite; each
+// test mounts its own second client (B) and uses its own file.
+class FsTwoMountsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    skip_ = new std::string(BackendSkipMessage(FsBackend::kCluster));
+    if (!skip_->empty()) return;
+    FsMountOptions o;
+    o.backend = FsBackend::kCluster;
+    auto a = FsMount::Start(o);
+    if (!a.ok()) {
+      start_error_ = new std::string(a.status().ToString());
+      return;
+    }
+    a_ = a->release();
+  }
+  static void TearDownTestSuite() {
+    delete a_;
+    a_ = nullptr;
+    delete skip_;
+    skip_ = nullptr;
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+  void SetUp() override {
+    if (skip_ && !skip_->empty()) GTEST_SKIP() << *skip_;
+    ASSERT_EQ(start_error_, nullptr) << *start_error_;
+    ASSERT_NE(a_, nullptr);
+  }
+  // Path of `name` on A, and on the mount MountAgain put at `mount`.
+  static std::string OnA(const std::string& name) { return a_->Path(name); }
+  static std::string On(const std::string& mount, const std::string& name) {
+    return a_->Path("../" + mount + "/" + name);
+  }
+
+  static FsMount* a_;
+  static std::string* skip_;
+  static std::string* start_error_;
+};
+FsMount* FsTwoMountsTest::a_ = nullptr;
+std::string* FsTwoMountsTest::skip_ = nullptr;
+std::string* FsTwoMountsTest::start_error_ = nullptr;
+
+TEST_F(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   // The reader without the writeback cache: with it the kernel keeps its
   // own i_size of a cached inode and ignores the size metadata reports
   // (fuse_get_cache_mask), so another client's shrink (step 3) would not
   // show; growth is pushed (next test).
-  auto b = (*a)->MountAgain("mnt-b", o.fs, /*writeback_cache=*/false);
+  auto b =
+      a_->MountAgain("mnt-b", StripeFsOptions{}, /*writeback_cache=*/false);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  const std::string on_a = (*a)->Path("f");
-  const std::string path_b = (*a)->Path("../mnt-b/f");  // MountAgain's
-  const uint64_t S = (*a)->volume().client().stripe_size();
+  const std::string on_a = OnA("f");
+  const std::string path_b = On("mnt-b", "f");
+  const uint64_t S = a_->volume().client().stripe_size();
 
   // 1. Written and closed on A: B reads it (and caches attributes and map).
   std::vector<uint8_t> model = RandomBytes(2 * S + 4096, 1);
@@ -121,21 +159,15 @@ TEST(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
 // The default mount keeps the writeback cache on, where the kernel trusts
 // its own i_size of a cached inode and ignores the sizes attribute replies
 // carry: another client's growth must be pushed (GrowthNotifier).
-TEST(FsTwoMountsTest, WithTheWritebackCacheAGrowthShowsAtTheNextOpen) {
-  const std::string skip = BackendSkipMessage(FsBackend::kCluster);
-  if (!skip.empty()) GTEST_SKIP() << skip;
-  FsMountOptions o;
-  o.backend = FsBackend::kCluster;
-  auto a = FsMount::Start(o);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  StripeFsOptions reader = o.fs;
+TEST_F(FsTwoMountsTest, WithTheWritebackCacheAGrowthShowsAtTheNextOpen) {
+  StripeFsOptions reader;
   reader.attr_timeout = std::chrono::milliseconds(0);  // fstat asks
-  auto b = (*a)->MountAgain("mnt-b", reader, /*writeback_cache=*/true);
+  auto b = a_->MountAgain("mnt-c", reader, /*writeback_cache=*/true);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   ASSERT_TRUE((*b)->session().negotiated().writeback_cache());
-  const std::string on_a = (*a)->Path("f");
-  const std::string path_b = (*a)->Path("../mnt-b/f");
-  const uint64_t S = (*a)->volume().client().stripe_size();
+  const std::string on_a = OnA("g");
+  const std::string path_b = On("mnt-c", "g");
+  const uint64_t S = a_->volume().client().stripe_size();
 
   // 1. Written and closed on A: B reads it, so its kernel caches the inode.
   std::vector<uint8_t> model = RandomBytes(S + 4096, 1);

@@ -240,18 +240,30 @@ class SocketPair {
   UniqueFd a, b;
 };
 
+// Sends one frame with `write` (given the sending fd) from another thread
+// while ReadFrame receives it at the other end of a fresh socket pair;
+// *ws is the sender's status.
+template <typename Write>
+Result<Frame> ThroughSocket(Link& l, Write write, Status* ws) {
+  SocketPair sp;
+  std::thread writer([&] { *ws = write(sp.a.get()); });
+  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(30));
+  writer.join();
+  return f;
+}
+
 TEST(FrameSocketTest, WriteThenReadLargeBulk) {
   Link l = MakeLink(*TestKey(5));
-  SocketPair sp;
   auto payload = Bytes(33, 4);
   auto bulk = Bytes(3 << 20, 8);  // larger than the socket buffer
   Status ws;
-  std::thread writer([&] {
-    ws = WriteFrame(sp.a.get(), l.tx, Hdr(), payload, bulk,
-                    Clock::now() + std::chrono::seconds(30));
-  });
-  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(30));
-  writer.join();
+  auto f = ThroughSocket(
+      l,
+      [&](int fd) {
+        return WriteFrame(fd, l.tx, Hdr(), payload, bulk,
+                          Clock::now() + std::chrono::seconds(30));
+      },
+      &ws);
   ASSERT_TRUE(ws.ok()) << ws.ToString();
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->payload, payload);
@@ -264,7 +276,6 @@ TEST(FrameSocketTest, WriteThenReadLargeBulk) {
 TEST(FrameSocketTest, GatheredBulkArrivesAsTheConcatenation) {
   Link l = MakeLink(*TestKey(5));
   Link one = MakeLink(*TestKey(5));
-  SocketPair sp;
   auto payload = Bytes(21, 3);
   std::vector<std::vector<uint8_t>> buffers;
   std::vector<std::span<const uint8_t>> parts;
@@ -277,12 +288,13 @@ TEST(FrameSocketTest, GatheredBulkArrivesAsTheConcatenation) {
     whole.insert(whole.end(), b.begin(), b.end());
   }
   Status ws;
-  std::thread writer([&] {
-    ws = WriteFrameGather(sp.a.get(), l.tx, Hdr(), payload, parts,
-                          Clock::now() + std::chrono::seconds(30));
-  });
-  auto f = ReadFrame(sp.b.get(), l.rx, Clock::now() + std::chrono::seconds(30));
-  writer.join();
+  auto f = ThroughSocket(
+      l,
+      [&](int fd) {
+        return WriteFrameGather(fd, l.tx, Hdr(), payload, parts,
+                                Clock::now() + std::chrono::seconds(30));
+      },
+      &ws);
   ASSERT_TRUE(ws.ok()) << ws.ToString();
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ(f->payload, payload);
