@@ -8,6 +8,8 @@ missing chunks while a foreground fio job runs).  A tmpfs reference row set
 runs the same jobs without FUSE.  Per job it records MiB/s, IOPS, mean and p99
 latency, CPU seconds of the mount daemon / metad / chunkd processes, their peak
 RSS (VmHWM) and the deltas of the `stripefs stat --json` backend counters.
+The closing summary prints the load average and, per row, `ratio=` (MiB/s
+over the same job's reference row of the run: passthrough_ll, else tmpfs).
 
 Outputs (under --out, default a fresh cluster-bench-YYYYmmdd-HHMMSS directory
 under the current one; --sweep writes to OUT/sweep/): results.json,
@@ -376,7 +378,38 @@ class Bench:
 COLS = ["target", "phase", "job", "mib_s", "iops", "lat_mean_us",
         "lat_p99_us", "cpu_fuse_daemon_s", "cpu_servers_s",
         "peak_rss_fuse_daemon_mib", "full_stripe_writes", "rmw_stripes",
-        "degraded_reads", "degraded_writes"]
+        "degraded_reads", "degraded_writes", "ratio", "ratio_vs"]
+
+# Reference of a row's ratio= (MiB/s over the same job's reference row of
+# the same run), by target: the first of these that ran the job.
+REFS = {"stripefs": ["fuse-ll", "tmpfs"],
+        "stripefs-uring": ["fuse-ll", "tmpfs"], "fuse-ll": ["tmpfs"]}
+REF_NAMES = {"fuse-ll": "passthrough_ll", "tmpfs": "tmpfs"}
+
+
+def add_ratios(rows):
+    """Sets row['ratio'] (MiB/s over the reference's MiB/s) and
+    row['ratio_vs'] (passthrough_ll or tmpfs) on every row whose job has a
+    reference row in `rows`; None on the others."""
+    ref = {(r["target"], r["job"]): r["mib_s"] for r in rows
+           if r["phase"] == "reference"}
+    for r in rows:
+        r["ratio"] = r["ratio_vs"] = None
+        for t in REFS.get(r["target"], []):
+            v = ref.get((t, r["job"]))
+            if v and r.get("mib_s") is not None:
+                r["ratio"] = round(r["mib_s"] / v, 3)
+                r["ratio_vs"] = REF_NAMES[t]
+                break
+
+
+def ratio_text(r):
+    """`ratio=0.41 (vs passthrough_ll)`, or `ratio=-` and why."""
+    if r.get("ratio") is not None:
+        return f"ratio={r['ratio']:.2f} (vs {r['ratio_vs']})"
+    if r["target"] == "tmpfs":
+        return "ratio=- (reference)"
+    return "ratio=- (no reference row of this job)"
 
 
 def flat(row):
@@ -418,6 +451,10 @@ def write_outputs(b, out, meta):
                     f"end {'/'.join(str(x) for x in meta.get('loadavg_end', []))}"
                     f"; {meta.get('cpus')} CPUs; main mount transport "
                     f"{meta.get('main_transport')}.\n")
+        f.write("ratio: MiB/s of the row over MiB/s of the same job's "
+                "reference row in this run (ratio_vs: passthrough_ll when it "
+                "ran the job, else tmpfs; the references run 'direct' jobs "
+                "buffered).\n")
         f.write("\n| " + " | ".join(COLS) + " |\n")
         f.write("|" + "---|" * len(COLS) + "\n")
         for r in b.rows:
@@ -812,12 +849,15 @@ def main():
     meta["wall_s"] = round(time.time() - b.t0, 1)
     if b.rows:
         meta["complete"] = rc == 0
+        add_ratios(b.rows)
         write_outputs(b, a.out, meta)
-        print(f"\nsummary ({len(b.rows)} jobs, "
-              f"{time.time() - b.t0:.0f} s) -> {a.out}")
+        print(f"\nsummary ({len(b.rows)} jobs, {meta['wall_s']:.0f} s, load "
+              f"{meta['loadavg_start'][0]} -> {meta['loadavg_end'][0]}) -> "
+              f"{a.out}")
         for r in b.rows:
-            print(f"  {r['target']:8s} {r['phase']:9s} {r['job']:26s} "
-                  f"{r['mib_s']:8.1f} MiB/s {r['iops']:9.0f} IOPS")
+            print(f"  {r['target']:14s} {r['phase']:9s} {r['job']:26s} "
+                  f"{r['mib_s']:8.1f} MiB/s {r['iops']:9.0f} IOPS "
+                  f"{ratio_text(r)}")
         if b.repair:
             print(f"  repair: {fmt(b.repair['rebuilt_mib'])} MiB in "
                   f"{fmt(b.repair['repair_s'])} s "
