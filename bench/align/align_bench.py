@@ -7,8 +7,11 @@ fresh embedded volume with `stripefs mount --max-ratio N`, writes
 sequentially with dd (one file per writer, conv=fsync), reads
 `stripefs stat --json`, unmounts. Repeats `--runs` times and reports median
 and range of: stripe-aligned WRITE %, short WRITEs per run, mean WRITE size,
-backend full-stripe %. Writes OUT.csv, OUT.md and OUT.png (default OUT:
-docs/results/align). Usually started as `stripefs bench align [args]`.
+backend full-stripe %. Writes align.csv, align.md and align.png to --out DIR
+(default: a fresh align-bench-YYYYmmdd-HHMMSS directory under the current
+one; an existing one is refused). The committed tables
+docs/results/align.{csv,md,png} are rewritten only with --update-docs (which
+replaces --out). Usually started as `stripefs bench align [args]`.
 
 Needs root (mounting, bdi max_ratio). Each mount has its own bdi, so the
 setting dies with the mount (nothing to restore).
@@ -30,6 +33,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from lib import plots, run, sampling  # noqa: E402
 from lib.stripefs import Stripefs, find_binary  # noqa: E402
 
+# The committed tables, docs/results/align.{csv,md,png} (rewritten only with
+# --update-docs); under --out DIR the same names: DIR/align.*.
+DOCS_OUT = os.path.join(ROOT, "docs", "results", "align")
 BLOCK_BYTES = {"4K": 4096, "256K": 262144, "1M": 1048576}
 STATS = ["aligned_pct", "short", "mean_kib", "full_pct"]
 
@@ -159,9 +165,13 @@ def main():
     ap.add_argument("--binary", default=None,
                     help="stripefs binary (default: $STRIPEFS_BIN, "
                          "build/tools/stripefs, PATH)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results",
-                                                  "align"),
-                    help="output path without extension")
+    ap.add_argument("--out", default=None,
+                    help="output dir, gets align.csv, align.md and align.png "
+                         "(default: a fresh align-bench-YYYYmmdd-HHMMSS under "
+                         "the current one)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write docs/results/align.{csv,md,png} of the "
+                         "checkout (the committed tables) instead of --out")
     ap.add_argument("--quick", action="store_true",
                     help="max_ratio {1,10,70}, 1 writer, 1M, 1 run, 64 MiB")
     ap.add_argument("--volume-root", default=None,
@@ -175,18 +185,32 @@ def main():
     ap.add_argument("--mib", type=int, default=256,
                     help="MiB written per run (all writers)")
     ap.add_argument("--plot-only", action="store_true",
-                    help="redraw OUT.png from OUT.csv")
+                    help="redraw align.png from align.csv of --out DIR "
+                         "(or of docs/results/ with --update-docs)")
     ap.add_argument("--ratios", default="1,5,10,20,40,70,100")
     ap.add_argument("--writers", default="1,4")
     ap.add_argument("--blocks", default="4K,256K,1M")
     a = ap.parse_args()
+    if a.update_docs and a.out:
+        sys.exit("align_bench: --out and --update-docs exclude each other")
+    if a.plot_only and not (a.out or a.update_docs):
+        sys.exit("align_bench: --plot-only needs --out DIR or --update-docs")
+    out = None  # the output path without extension
+    if a.update_docs:
+        out = DOCS_OUT
+    elif a.out:
+        out = os.path.join(os.path.abspath(a.out), "align")
     if a.plot_only:
-        return plot(read_csv(a.out), a.out)
+        return plot(read_csv(out), out)
     binary = find_binary(a.binary)
     if not binary:
         sys.exit("align_bench: stripefs binary not found; pass --binary")
     if os.geteuid() != 0:
         sys.exit("align_bench: must run as root (mount, bdi max_ratio)")
+    if out is None:
+        out = os.path.join(run.fresh_out("align-bench", "align_bench"),
+                           "align")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     run.raise_on_signals()
     sf = Stripefs(binary)
     configs, runs, mib = configs_of(a)
@@ -201,7 +225,7 @@ def main():
             print(f"[{i + 1}/{len(configs)} configs, "
                   f"{time.time() - started:.0f} s]", file=sys.stderr,
                   flush=True)
-            write_csv(rows, a.out)  # partial results survive an interruption
+            write_csv(rows, out)  # partial results survive an interruption
     kind = "quick" if a.quick else "reduced" if a.reduced else "full"
     header = (f"# Alignment benchmark ({kind}): {mib} MiB per run, {runs} "
               f"run(s), kernel {os.uname().release}\n\n"
@@ -209,8 +233,10 @@ def main():
               f"{a.volume_root or tempfile.gettempdir()}; load average at "
               f"the end: {sampling.loadavg()[0]:.1f}; "
               f"{time.time() - started:.0f} s for the sweep.\n\n")
-    write_markdown(rows, a.out, header)
-    plot(rows, a.out)
+    write_markdown(rows, out, header)
+    plot(rows, out)
+    print(f"results: {out}.csv, .md, .png"
+          + (" (committed tables rewritten)" if a.update_docs else ""))
 
 
 if __name__ == "__main__":
