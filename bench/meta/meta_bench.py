@@ -21,9 +21,10 @@ a stripefs without it fails those rows with a line naming the fix.
 
 Prints one line per row and phase and `ratio=` lines (row ops/s over
 passthrough ops/s; etcd-2 over etcd-1) with the load average; writes
-meta.md and meta.csv to --out (default a fresh bench-meta-* dir under the
-cwd) and, with --update-docs, to docs/results/meta/. Mounts and daemons are
-always torn down. Timing only; no assertion.
+meta.md and meta.csv to --out (default a fresh meta-bench-YYYYmmdd-HHMMSS
+dir under the cwd; an existing one is refused) and, with --update-docs, also
+to docs/results/meta/. Mounts and daemons are always torn down. Timing only;
+no assertion.
 """
 import argparse
 import os
@@ -191,7 +192,7 @@ def main():
     p.add_argument("--rows", default="passthrough,embedded,metad,etcd-1,"
                    "etcd-2", help="comma list of rows to run")
     p.add_argument("--out", help="result directory (default: a fresh "
-                   "bench-meta-* directory under the cwd)")
+                   "meta-bench-YYYYmmdd-HHMMSS directory under the cwd)")
     p.add_argument("--update-docs", action="store_true",
                    help="also write docs/results/meta/")
     a = p.parse_args()
@@ -200,7 +201,7 @@ def main():
     sf = sflib.Stripefs(sflib.require_binary("bench meta", a.stripefs))
     log = run.Log()
     run.raise_on_signals()
-    out = a.out or tempfile.mkdtemp(prefix="bench-meta-", dir=os.getcwd())
+    out = a.out or run.fresh_out("meta-bench", "bench meta")
     os.makedirs(out, exist_ok=True)
     use_cli = has_etcd_launcher(sf)
     note = ("etcd rows: `stripefs cluster up --meta-engine etcd "
