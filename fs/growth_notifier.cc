@@ -10,13 +10,16 @@ GrowthNotifier::GrowthNotifier(StoreFn store,
       max_wait_(max_wait),
       thread_([this] { Loop(); }) {}
 
-GrowthNotifier::~GrowthNotifier() {
+GrowthNotifier::~GrowthNotifier() { Stop(); }
+
+void GrowthNotifier::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  std::lock_guard<std::mutex> join_lock(join_mu_);
+  if (thread_.joinable()) thread_.join();
 }
 
 bool GrowthNotifier::Show(uint64_t ino, uint64_t size, uint8_t last_byte) {

@@ -13,8 +13,8 @@
 // drains, and the store completes behind it (it still stores the right
 // byte: the file's content at that size).
 //
-// Ownership: owns its thread; `store` must stay callable until the
-// destructor returns (which waits for a store in progress).
+// Ownership: owns its thread; `store` must stay callable until Stop() or
+// the destructor returns (both wait for a store in progress).
 // Thread-safety: Show() may be called from any thread.
 #pragma once
 
@@ -44,8 +44,11 @@ class GrowthNotifier {
   GrowthNotifier& operator=(const GrowthNotifier&) = delete;
 
   // Stores `last_byte` at `size - 1` of `ino` (size > 0). True if the store
-  // was done and succeeded within max_wait.
+  // was done and succeeded within max_wait. False once stopped.
   bool Show(uint64_t ino, uint64_t size, uint8_t last_byte);
+  // Runs what is queued, then ends the thread (idempotent). After it
+  // returns, `store` is never called again.
+  void Stop();
 
  private:
   struct Job {
@@ -64,6 +67,7 @@ class GrowthNotifier {
   std::condition_variable done_cv_;        // a job finished
   std::deque<std::shared_ptr<Job>> jobs_;  // guarded by mu_
   bool stop_ = false;                      // guarded by mu_
+  std::mutex join_mu_;                     // one joiner at a time
   std::thread thread_;                     // last: uses the above
 };
 

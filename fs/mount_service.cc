@@ -576,6 +576,7 @@ Status MountService::Stop() {
     if (!fl.ok() && first.ok()) first = fl.Annotate("final flush");
   }
   mount_.reset();
+  if (fs_) fs_->DetachSession();
   session_.reset();
   fs_.reset();
   volume_.reset();

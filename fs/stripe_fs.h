@@ -111,6 +111,12 @@ class StripeFs : public fuse::RawFileSystem {
 
   // Where the engine's counters come from (optional; not owned).
   void AttachSession(fuse::Session* session) { session_.store(session); }
+  // Before the session is destroyed: no notification is sent after this
+  // returns (a growth push in progress is waited for).
+  void DetachSession() {
+    session_.store(nullptr);
+    growth_.Stop();
+  }
   // Writes every buffered stripe of every file; first error.
   Status FlushAll(FlushReason why);
   // The `stripefs stat` document (see fs_counters.h for the definitions).

@@ -1,7 +1,8 @@
 // GrowthNotifier: the store it is given gets the file's last byte at
 // size - 1, and a store that cannot finish (the kernel waits on a page a
 // queued READ holds) does not hold the asking handler: Show() gives up,
-// and the store completes later on the notifier's thread.
+// and the store completes later on the notifier's thread. After Stop()
+// (the session is going away) nothing is stored.
 #include "fs/growth_notifier.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +47,21 @@ TEST(GrowthNotifierTest, AFailedStoreIsReported) {
       },
       std::chrono::seconds(30));
   EXPECT_FALSE(n.Show(7, 1, 1));
+}
+
+TEST(GrowthNotifierTest, AfterStopNothingIsStored) {
+  std::atomic<int> calls{0};
+  GrowthNotifier n(
+      [&](uint64_t, uint64_t, std::span<const uint8_t>) {
+        calls++;
+        return Status::Ok();
+      },
+      std::chrono::seconds(30));
+  EXPECT_TRUE(n.Show(1, 10, 0));
+  n.Stop();
+  n.Stop();  // idempotent
+  EXPECT_FALSE(n.Show(1, 20, 0));
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST(GrowthNotifierTest, AStoreThatWaitsDoesNotHoldTheCaller) {
