@@ -19,6 +19,9 @@
 // (and every attribute fetch: LOOKUP, GETATTR) reads the file's attributes
 // from metadata; when its change marker moved (attr_cache.h) the file's
 // cached stripe map is forgotten and the kernel's attributes invalidated.
+// Under the writeback cache, where the kernel keeps its own i_size, a file
+// that grew elsewhere is also pushed to the kernel (GrowthNotifier); a
+// shrink is not (no notification lowers i_size).
 // A READ of a file this mount is not writing then uses the cached size and
 // stripe map: no metadata call. Files with a StripeWriter read through it.
 //
