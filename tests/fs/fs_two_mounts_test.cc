@@ -70,28 +70,21 @@ std::vector<uint8_t> OpenStatRead(const std::string& path, uint64_t* size) {
 class FsTwoMountsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    skip_ = new std::string(BackendSkipMessage(FsBackend::kCluster));
-    if (!skip_->empty()) return;
+    skip_ = BackendSkipMessage(FsBackend::kCluster);
+    if (!skip_.empty()) return;
     FsMountOptions o;
     o.backend = FsBackend::kCluster;
     auto a = FsMount::Start(o);
     if (!a.ok()) {
-      start_error_ = new std::string(a.status().ToString());
+      start_error_ = a.status().ToString();
       return;
     }
-    a_ = a->release();
+    a_ = std::move(*a);
   }
-  static void TearDownTestSuite() {
-    delete a_;
-    a_ = nullptr;
-    delete skip_;
-    skip_ = nullptr;
-    delete start_error_;
-    start_error_ = nullptr;
-  }
+  static void TearDownTestSuite() { a_.reset(); }
   void SetUp() override {
-    if (skip_ && !skip_->empty()) GTEST_SKIP() << *skip_;
-    ASSERT_EQ(start_error_, nullptr) << *start_error_;
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
     ASSERT_NE(a_, nullptr);
   }
   // Path of `name` on A, and on the mount MountAgain put at `mount`.
@@ -100,13 +93,10 @@ class FsTwoMountsTest : public ::testing::Test {
     return a_->Path("../" + mount + "/" + name);
   }
 
-  static FsMount* a_;
-  static std::string* skip_;
-  static std::string* start_error_;
+  static inline std::unique_ptr<FsMount> a_;
+  static inline std::string skip_;
+  static inline std::string start_error_;
 };
-FsMount* FsTwoMountsTest::a_ = nullptr;
-std::string* FsTwoMountsTest::skip_ = nullptr;
-std::string* FsTwoMountsTest::start_error_ = nullptr;
 
 TEST_F(FsTwoMountsTest, WriteAndCloseOnOneOpenAndReadOnTheOther) {
   // The reader without the writeback cache: with it the kernel keeps its
