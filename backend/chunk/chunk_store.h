@@ -71,6 +71,7 @@
 // cache.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -573,8 +574,8 @@ class ChunkStore final : public ChunkService {
   void UpdateVersionCache(const std::vector<CommitOp*>& batch,
                           const std::vector<std::string>& encoded);
 
-  // The group commit (chunk_store_commit.cc). Once the op is done, Submit
-  // punches the holes its commit left (op->holes) on the calling thread,
+  // The group commit (group_commit.h, group_commit.cc). Once the op is done,
+  // Submit punches the holes its commit left (op->holes) on the calling thread,
   // unless op->punch_later: then the caller calls PunchHoles, after letting
   // go of its chunk locks.
   Status Submit(CommitOp* op);
@@ -706,5 +707,18 @@ class ChunkStore final : public ChunkService {
   std::atomic<uint64_t> patches_whole_{0};
   std::atomic<uint64_t> bytes_written_{0};
 };
+
+template <typename Lock>
+std::vector<Lock> ChunkStore::LockInOrder(const std::vector<ChunkId>& ids) {
+  std::vector<std::shared_mutex*> mutexes;
+  mutexes.reserve(ids.size());
+  for (const ChunkId& id : ids) mutexes.push_back(&LockFor(id));
+  std::sort(mutexes.begin(), mutexes.end());
+  mutexes.erase(std::unique(mutexes.begin(), mutexes.end()), mutexes.end());
+  std::vector<Lock> locks;
+  locks.reserve(mutexes.size());
+  for (std::shared_mutex* m : mutexes) locks.emplace_back(*m);
+  return locks;
+}
 
 }  // namespace stripefs

@@ -1,11 +1,40 @@
-// ChunkStore::CommitOp: one index mutation waiting for the group commit
-// (private to the chunk store's .cc files).
+// The chunk store's group commit (private to backend/chunk/; the ChunkStore
+// members Submit, SubmitAll, CommitLoop, IndexLoop, CommitBatch, ... are in
+// group_commit.cc) and the op it commits, CommitOp.
 //
-// The submitting thread owns the op and holds the chunk lock of `id`
-// exclusively until the op is done; the commit thread fills in the location
-// of new bytes and the status, then sets `done` and signals `done_cv` under
-// the queue mutex (so that only the submitters of that batch wake up, and
-// the op outlives the signal).
+// Durability contract. Submit(op) / SubmitAll(ops) return once the op is
+// durable or failed, never before:
+// - an op with new bytes has them written to a fresh segment extent by its
+//   submitter (WriteData / WriteDataBatch) before it is queued;
+// - the commit thread takes every op queued while the previous batch was
+//   syncing and makes them durable together: ONE synced RocksDB WriteBatch
+//   (their entries, plus a pending record naming each entry with new bytes
+//   and the entry it replaced) on the index thread and, at the same time,
+//   one fdatasync per segment the batch wrote on the commit thread;
+// - an op is acknowledged (status OK, `done`) only when both are durable;
+//   an op whose segment did not sync has its entry rolled back (RollBack,
+//   synced) and fails; a failed index write fails the whole batch;
+// - the batch's pending record is deleted by a later WriteBatch (or at
+//   Close), so after a crash Open verifies every entry a record names and
+//   rolls back those whose bytes did not reach the disk (chunk_store.h,
+//   "Crash rules");
+// - holes (bytes no version references any more) are punched only after
+//   the op is acknowledged, by its submitter (PunchHoles), never by the
+//   commit thread.
+// The version cache is updated under each op's chunk lock, which its
+// submitter holds until the op is done (UpdateVersionCache).
+//
+// Limits: a batch is whatever queued up meanwhile (no cap); the index
+// thread runs one WriteBatch at a time. Thread-safety: Submit/SubmitAll
+// from any thread; the queue, index job and stop flag are guarded by
+// queue_mu_; next_pending_, confirmed_pending_ and the index reserve
+// belong to the commit thread.
+//
+// CommitOp: the submitting thread owns the op and holds the chunk lock of
+// `id` exclusively until the op is done; the commit thread fills in the
+// location of new bytes and the status, then sets `done` and signals
+// `done_cv` under the queue mutex (so that only the submitters of that
+// batch wake up, and the op outlives the signal).
 #pragma once
 
 #include <chrono>
@@ -74,6 +103,15 @@ struct ChunkStore::CommitOp {
   std::chrono::steady_clock::time_point queued_at;
   bool done = false;                // guarded by the queue mutex
   std::condition_variable done_cv;  // with the queue mutex
+};
+
+// One op of an ApplyChunkOps batch (chunk_store.cc, chunk_store_write.cc).
+struct ChunkStore::BatchOp {
+  CommitOp op;
+  AlignedBytes data;  // a patch's new blocks, or a whole patch's chunk
+  bool existed = false;
+  bool queued = false;
+  bool whole = false;  // a patch stored as a whole new version
 };
 
 // Nanoseconds from `start` to now (the store's timing counters).

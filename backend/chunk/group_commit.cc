@@ -1,6 +1,7 @@
-// The chunk store's group commit and its compactor (see chunk_store.h).
+// The chunk store's group commit (contract in group_commit.h).
+#include "backend/chunk/group_commit.h"
+
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/write_batch.h>
@@ -12,7 +13,6 @@
 #include <cstring>
 #include <map>
 
-#include "backend/chunk/chunk_commit_op.h"
 #include "backend/chunk/chunk_index_codec.h"
 #include "backend/chunk/chunk_paths.h"
 #include "backend/chunk/chunk_store.h"
@@ -21,11 +21,15 @@
 #include "common/rocks_glue.h"
 
 namespace stripefs {
+
+using chunk_paths::Log;
+
 namespace {
 
 struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
 };
+
 using AlignedBuf = std::unique_ptr<uint8_t, FreeDeleter>;
 
 // Staging buffers up to this size stay with their writer thread (a fresh
@@ -478,313 +482,6 @@ void ChunkStore::RestoreIndexReserve() {
       ::fallocate(reserve_fd_.get(), 0, 0,
                   static_cast<off_t>(chunk_paths::kIndexReserveBytes)) == 0;
   if (!reserve_held_) (void)::ftruncate(reserve_fd_.get(), 0);
-}
-
-namespace {
-
-// Segment byte ranges [begin, end), per segment.
-using RangeSet = std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>>;
-
-// `only`: the segments to take pieces from (null: all).
-void AddRanges(const ChunkIndexValue& v, RangeSet* r,
-               const std::vector<uint64_t>* only = nullptr) {
-  if (!v.in_segment) return;
-  for (const ChunkPiece& p : v.pieces) {
-    if (only != nullptr &&
-        std::find(only->begin(), only->end(), p.segment) == only->end()) {
-      continue;
-    }
-    (*r)[p.segment].emplace_back(
-        p.segment_offset, p.segment_offset + SegmentExtentBytes(p.length));
-  }
-}
-
-// Sorts and merges the ranges of each segment.
-void Normalize(RangeSet* r) {
-  for (auto& [seq, ranges] : *r) {
-    std::sort(ranges.begin(), ranges.end());
-    std::vector<std::pair<uint64_t, uint64_t>> merged;
-    for (const auto& x : ranges) {
-      if (!merged.empty() && x.first <= merged.back().second) {
-        merged.back().second = std::max(merged.back().second, x.second);
-      } else {
-        merged.push_back(x);
-      }
-    }
-    ranges = std::move(merged);
-  }
-}
-
-// The ranges of segment `seq` in `r`, or null.
-const std::vector<std::pair<uint64_t, uint64_t>>* Find(const RangeSet& r,
-                                                       uint64_t seq) {
-  auto it = r.find(seq);
-  return it == r.end() ? nullptr : &it->second;
-}
-
-uint64_t Sum(const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
-  uint64_t n = 0;
-  for (const auto& [b, e] : ranges) n += e - b;
-  return n;
-}
-
-// The ranges of `a` (normalized) that `b` (normalized) does not cover.
-std::vector<std::pair<uint64_t, uint64_t>> Subtract(
-    const std::vector<std::pair<uint64_t, uint64_t>>& a,
-    const std::vector<std::pair<uint64_t, uint64_t>>* b) {
-  std::vector<std::pair<uint64_t, uint64_t>> out;
-  size_t j = 0;
-  for (auto [lo, hi] : a) {
-    while (b != nullptr && j < b->size() && (*b)[j].second <= lo) ++j;
-    size_t k = j;
-    while (b != nullptr && k < b->size() && (*b)[k].first < hi) {
-      if ((*b)[k].first > lo) out.emplace_back(lo, (*b)[k].first);
-      lo = std::max(lo, (*b)[k].second);
-      ++k;
-    }
-    if (lo < hi) out.emplace_back(lo, hi);
-  }
-  return out;
-}
-
-bool HasPieceIn(const ChunkIndexValue& v, uint64_t seq) {
-  if (!v.in_segment) return false;
-  for (const ChunkPiece& p : v.pieces) {
-    if (p.segment == seq) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-uint64_t ChunkStore::UniqueSegmentBytes(
-    const std::vector<const ChunkIndexValue*>& values,
-    std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment) {
-  RangeSet r;
-  for (const ChunkIndexValue* v : values) AddRanges(*v, &r);
-  Normalize(&r);
-  uint64_t total = 0;
-  for (const auto& [seq, ranges] : r) {
-    const uint64_t n = Sum(ranges);
-    total += n;
-    auto& [bytes, end] = (*per_segment)[seq];
-    bytes += n;
-    if (!ranges.empty()) end = std::max(end, ranges.back().second);
-  }
-  return total;
-}
-
-void ChunkStore::ApplyLive(CommitOp& op) {
-  // A put that lets nothing go (a new version: write, clone, patch) adds
-  // only its new extent, which nothing else references; its other pieces
-  // are shared with versions that stay (the source). So the other
-  // versions' pieces need not be gathered (they grow with every patch).
-  if (op.kind == CommitOp::Kind::kPut && op.freed.empty() && !op.relocation) {
-    if (!op.value.in_segment) return;
-    std::map<uint64_t, bool> segs;
-    for (const ChunkPiece& p : op.value.pieces) segs[p.segment] = true;
-    for (const auto& [seq, unused] : segs) {
-      const bool fresh = op.extent.bytes > 0 && seq == op.extent.segment;
-      segments_->AddLive(seq, fresh ? op.extent.bytes : 0, op.keys.size());
-    }
-    return;
-  }
-  // Live bytes: the segment bytes the versions of op.id reference together
-  // (a piece shared by versions counts once), before and after the op.
-  // Live entries: one per entry with a piece in the segment.
-  // Only segments the op adds or lets go of a piece in can change, and the
-  // other versions' pieces there (`base`) count the same before and after:
-  // |base + freed| - |base + put| = |freed - base| - |put - base|. So only
-  // the op's own pieces are compared, against `base` sorted once.
-  std::vector<uint64_t> touched;
-  auto touch = [&](const ChunkIndexValue& v) {
-    if (!v.in_segment) return;
-    for (const ChunkPiece& p : v.pieces) touched.push_back(p.segment);
-  };
-  for (const Freed& f : op.freed) touch(f.value);
-  if (op.kind == CommitOp::Kind::kPut) touch(op.value);
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  RangeSet base, freed, put;
-  for (const ChunkIndexValue& v : op.others) AddRanges(v, &base, &touched);
-  std::map<uint64_t, uint64_t> added, removed;  // entries per segment
-  for (const Freed& f : op.freed) {
-    AddRanges(f.value, &freed);
-    if (!f.value.in_segment) continue;
-    for (const ChunkPiece& p : f.value.pieces) removed[p.segment] = 0;
-  }
-  for (auto& [seq, n] : removed) {
-    for (const Freed& f : op.freed) n += HasPieceIn(f.value, seq) ? 1 : 0;
-  }
-  if (op.kind == CommitOp::Kind::kPut) {
-    AddRanges(op.value, &put);
-    if (op.value.in_segment) {
-      for (const ChunkPiece& p : op.value.pieces)
-        added[p.segment] = op.keys.size();
-    }
-  }
-  Normalize(&base);
-  Normalize(&freed);
-  Normalize(&put);
-  // Per segment: the bytes only the freed versions referenced, and the
-  // bytes only the put references.
-  RangeSet freed_only, put_only;
-  for (const auto& [seq, r] : freed)
-    freed_only[seq] = Subtract(r, Find(base, seq));
-  for (const auto& [seq, r] : put) put_only[seq] = Subtract(r, Find(base, seq));
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> bytes;  // freed, put
-  for (const auto& [seq, r] : freed_only) bytes[seq].first = Sum(r);
-  for (const auto& [seq, r] : put_only) bytes[seq].second = Sum(r);
-  // Additions first, so no segment is seen unused in between.
-  for (const auto& [seq, fp] : bytes) {
-    const auto [b, a] = fp;
-    const uint64_t entries = added.count(seq) ? added[seq] : 0;
-    if (a > b || entries > 0)
-      segments_->AddLive(seq, a > b ? a - b : 0, entries);
-  }
-  for (const auto& [seq, fp] : bytes) {
-    const auto [b, a] = fp;
-    const uint64_t entries = removed.count(seq) ? removed[seq] : 0;
-    if (b > a || entries > 0)
-      segments_->RemoveLive(seq, b > a ? b - a : 0, entries);
-  }
-  for (const Freed& f : op.freed) {
-    // A legacy file replaced by a rewrite (deletes unlinked theirs).
-    if (!f.value.in_segment && op.kind == CommitOp::Kind::kPut) {
-      ::unlink(
-          chunk_paths::LegacyChunkPath(data_dir_, op.id, f.version).c_str());
-    }
-  }
-  // Punch what no remaining version references (a compaction move leaves
-  // its old bytes to the segment's removal): what only the freed versions
-  // referenced, less what the put references. Without hole punching the
-  // compactor gets the space back.
-  if (!options_.punch_holes || op.relocation) return;
-  for (const auto& [seq, ranges] : freed_only) {
-    const auto dead = Subtract(ranges, Find(put, seq));
-    if (dead.empty()) continue;
-    std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
-    if (!seg) continue;
-    for (const auto& [lo, hi] : dead) {
-      if (hi - lo >= options_.punch_min_bytes) {
-        op.holes.push_back({seg, seq, lo, hi});
-      }
-    }
-  }
-}
-
-void ChunkStore::PunchHoles(std::vector<Hole>* holes) {
-  for (const Hole& h : *holes) {
-    if (::fallocate(h.segment->write_fd.get(),
-                    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                    static_cast<off_t>(h.lo),
-                    static_cast<off_t>(h.hi - h.lo)) == 0) {
-      holes_.fetch_add(1, std::memory_order_relaxed);
-      segments_->NotePunched(h.seq, h.hi - h.lo);
-    }
-  }
-  holes->clear();
-}
-
-void ChunkStore::CompactLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  while (!stop_) {
-    stop_cv_.wait_for(lock, std::chrono::seconds(1));
-    if (stop_) break;
-    lock.unlock();
-    {
-      std::lock_guard<std::mutex> one(compact_mu_);
-      CompactionReport rep;
-      for (uint64_t seq :
-           segments_->CompactionCandidates(options_.compact_live_fraction)) {
-        if (stopping()) break;
-        CompactSegment(seq, options_.compact_bytes_per_sec, &rep);
-      }
-    }
-    lock.lock();
-  }
-}
-
-Result<CompactionReport> ChunkStore::Compact(bool everything) {
-  std::lock_guard<std::mutex> one(compact_mu_);
-  CompactionReport rep;
-  if (everything) segments_->SealActive();
-  for (uint64_t seq : segments_->CompactionCandidates(
-           everything ? 1.0 : options_.compact_live_fraction)) {
-    CompactSegment(seq, 0, &rep);
-  }
-  segments_->RemoveDead();
-  return rep;
-}
-
-void ChunkStore::CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
-                                CompactionReport* rep) {
-  // The chunk ids with a piece in `seq` (a full index scan: the index has no
-  // by-segment order).
-  std::vector<ChunkId> ids;
-  Status scan =
-      ScanIndex([&](const ChunkId& id, uint64_t, const ChunkIndexValue* v) {
-        if (v == nullptr || !HasPieceIn(*v, seq)) return;
-        if (ids.empty() || ids.back() != id) ids.push_back(id);
-      });
-  if (!scan.ok()) return;  // try again next round
-  const auto start = std::chrono::steady_clock::now();
-  const uint64_t moved_before = rep->bytes_moved;
-  for (const ChunkId& id : ids) {
-    if (stopping()) return;
-    RelocateChunk(id, seq, rep);
-    if (bytes_per_sec == 0) continue;
-    // The I/O budget: sleep until the bytes moved so far fit in it.
-    const auto due =
-        start + std::chrono::microseconds((rep->bytes_moved - moved_before) *
-                                          1000000 / bytes_per_sec);
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    stop_cv_.wait_until(lock, due, [this] { return stop_; });
-  }
-  ++rep->segments_compacted;
-}
-
-void ChunkStore::RelocateChunk(const ChunkId& id, uint64_t seq,
-                               CompactionReport* rep) {
-  std::unique_lock<std::shared_mutex> chunk_lock(LockFor(id));
-  std::vector<std::pair<uint64_t, ChunkIndexValue>> all;
-  if (!GatherVersions(id, &all).ok()) return;
-  // Versions with a piece in `seq`, grouped by identical values (clones of
-  // each other): each group is rewritten as one piece, shared by the group.
-  // Versions that share only some pieces each get their own copy.
-  std::map<std::string, std::vector<size_t>> groups;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (HasPieceIn(all[i].second, seq)) {
-      groups[EncodeChunkValue(all[i].second)].push_back(i);
-    }
-  }
-  for (const auto& [encoded, members] : groups) {
-    CommitOp op;
-    op.id = id;
-    op.relocation = true;
-    op.has_data = true;
-    op.value = all[members[0]].second;
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (std::find(members.begin(), members.end(), i) == members.end()) {
-        op.others.push_back(all[i].second);
-      }
-    }
-    for (size_t i : members) {
-      op.keys.push_back(EncodeChunkKey(id, all[i].first));
-      op.freed.push_back({all[i].first, all[i].second});
-    }
-    std::vector<uint8_t> data;
-    if (!ReadVerified(id, all[members[0]].first, op.value, &data).ok()) {
-      ++rep->unreadable;  // left where it is (scrub and repair deal with it)
-      continue;
-    }
-    op.data = data;
-    if (!Submit(&op).ok()) continue;
-    for (size_t i : members) all[i].second = op.value;
-    relocated_.fetch_add(op.keys.size(), std::memory_order_relaxed);
-    ++rep->chunks_moved;
-    rep->bytes_moved += data.size();
-  }
 }
 
 }  // namespace stripefs
