@@ -4,6 +4,8 @@
 # Usage: kernel/ci.sh [--no-tests] [--bench]
 #   --no-tests  only build and checkpatch
 #   --bench     also run the alignment benchmark (kernel/bench-align.sh, ~minutes)
+# The product_* tests boot the stripefs binary in the guest: $STRIPEFS_BIN, else
+# build/tools/stripefs of this checkout (build it first; missing, they fail).
 # Exit status: 0 all passed, 1 a build step or test failed, 77 qemu unavailable (skipped).
 # Runtime: cold = the guest kernel build (58 min wall at load 11-23, ~14 min CPU; see
 # docs/kernel.md) + the VM tests (~5 min warm).
@@ -14,7 +16,7 @@ for a in "$@"; do
   case "$a" in
     --no-tests) run_tests=0 ;;
     --bench) bench=1 ;;
-    *) sed -n '2,9p' "$0"; exit 2 ;;
+    *) sed -n '2,11p' "$0"; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -43,6 +45,14 @@ tests=(
   "uring stock 2 1024 uring bg,spread"
   "uring patched 2 1024 uring bg,spread"
   "uring_local patched 4 1024 uring local"
+  "product_negotiation stock 2 1024 product_negotiation"
+  "product_negotiation patched 2 1024 product_negotiation"
+  "product_align stock 2 4096 product_align 1,10,70 1,4 10 1 32 100 99"
+  "product_align patched 2 4096 product_align 1,10,70 1,4 10 1 32 100 99"
+  "product_dio stock 2 1024 product_dio 20"
+  "product_dio patched 2 1024 product_dio 20"
+  "product_uring stock 2 1024 product_uring bg,burst"
+  "product_uring patched 2 1024 product_uring bg,burst"
 )
 logdir=${STRIPEFS_KERNEL_CI_LOGS:-$(mktemp -d /tmp/stripefs-kernel-ci.XXXXXX)}
 mkdir -p "$logdir"

@@ -13,6 +13,10 @@ one; an existing one is refused). The committed tables
 docs/results/align.{csv,md,png} are rewritten only with --update-docs (which
 replaces --out). Usually started as `stripefs bench align [args]`.
 
+--vm: the same measurement in the QEMU guest of kernel/ (Linux 7.2, stock and
+patched fuse.ko): runs `kernel/bench-align.sh --server stripefs`, which writes
+docs/results/kernel-align-stripefs.{md,png} (or into --out DIR).
+
 Needs root (mounting, bdi max_ratio). Each mount has its own bdi, so the
 setting dies with the mount (nothing to restore).
 """
@@ -160,6 +164,26 @@ def configs_of(a):
     return configs, runs, mib
 
 
+def run_in_vm(a):
+    """Hands the sweep to kernel/bench-align.sh --server stripefs (QEMU guest)."""
+    binary = find_binary(a.binary)
+    if not binary:
+        sys.exit("align_bench: stripefs binary not found; pass --binary")
+    cmd = [os.path.join(ROOT, "kernel", "bench-align.sh"), "--server",
+           "stripefs", "--stripefs", binary, "--runs", str(a.runs),
+           "--writers", a.writers]
+    if a.mib:
+        cmd += ["--mib", str(a.mib)]
+    if a.ratios:
+        cmd += ["--ratios", a.ratios]
+    if a.out:
+        cmd += ["--outdir", os.path.abspath(a.out)]
+    elif not a.update_docs:
+        cmd += ["--outdir", run.fresh_out("align-bench-vm", "align_bench")]
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", default=None,
@@ -182,15 +206,25 @@ def main():
                     help="all ratios x writers at 1M, 4K/256K only at "
                          "max_ratio 1/10/70 with 1 writer")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--mib", type=int, default=256,
-                    help="MiB written per run (all writers)")
+    ap.add_argument("--mib", type=int, default=None,
+                    help="MiB written per run (all writers; default 256, "
+                         "64 with --vm)")
     ap.add_argument("--plot-only", action="store_true",
                     help="redraw align.png from align.csv of --out DIR "
                          "(or of docs/results/ with --update-docs)")
-    ap.add_argument("--ratios", default="1,5,10,20,40,70,100")
+    ap.add_argument("--ratios", default=None,
+                    help="default 1,5,10,20,40,70,100 (--vm: without 100)")
+    ap.add_argument("--vm", action="store_true",
+                    help="measure in the QEMU guest on the stock and the "
+                         "patched fuse.ko (kernel/bench-align.sh --server "
+                         "stripefs) instead of on this kernel")
     ap.add_argument("--writers", default="1,4")
     ap.add_argument("--blocks", default="4K,256K,1M")
     a = ap.parse_args()
+    if a.vm:
+        return run_in_vm(a)
+    a.mib = a.mib or 256
+    a.ratios = a.ratios or "1,5,10,20,40,70,100"
     if a.update_docs and a.out:
         sys.exit("align_bench: --out and --update-docs exclude each other")
     if a.plot_only and not (a.out or a.update_docs):

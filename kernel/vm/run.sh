@@ -2,14 +2,18 @@
 # Boots the stripefs kernel test guest under QEMU TCG, loads the stock or patched fuse.ko,
 # runs one test script from kernel/vm/tests and exits with its status.
 # Usage: kernel/vm/run.sh --module stock|patched [--timeout SEC] [--mem MiB] [--smp N]
-#                         [--out FILE] [--modparams "k=v ..."] TEST [ARGS...]
+#                         [--out FILE] [--modparams "k=v ..."] [--stripefs BIN] TEST [ARGS...]
 #   TEST is kernel/vm/tests/TEST.sh; ARGS are passed to it inside the guest.
+#   --stripefs BIN: put this stripefs binary (debug info stripped) and its shared libraries
+#   in the guest as /bin/stripefs; product_* tests need it (default: $STRIPEFS_BIN, else
+#   build/tools/stripefs of this checkout).
 #   Exit status: the test's, 77 if qemu cannot run here (skip), 124 on timeout.
-# Needs the artifacts of kernel/build.sh (run it first; this script runs it if none exist).
+# Needs the artifacts of kernel/build.sh (run it first; this script runs it if none exist);
+# STRIPEFS_KERNEL_ENV=FILE picks one build's env file instead of the cache's current.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${STRIPEFS_KERNEL_CACHE:-/var/cache/stripefs-kernel}
-module="" timeout_s=600 mem=1024 smp=2 out="" modparams=""
+module="" timeout_s=600 mem=1024 smp=2 out="" modparams="" stripefs_bin=${STRIPEFS_BIN:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --module) module=$2; shift 2 ;;
@@ -18,7 +22,8 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --modparams) modparams=$2; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --stripefs) stripefs_bin=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     --*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -27,6 +32,14 @@ done
 test_name=$1; shift
 [ -f "$here/tests/$test_name.sh" ] || { echo "run.sh: no test $here/tests/$test_name.sh" >&2; exit 2; }
 case "$module" in stock|patched) ;; *) echo "run.sh: --module stock|patched required" >&2; exit 2 ;; esac
+case "$test_name" in
+  product_*)
+    [ -n "$stripefs_bin" ] || stripefs_bin=$here/../../build/tools/stripefs
+    [ -x "$stripefs_bin" ] || {
+      echo "run.sh: $test_name runs stripefs in the guest, but $stripefs_bin is not built: run \`cmake --build build --target stripefs\` or pass --stripefs BIN" >&2
+      exit 2
+    } ;;
+esac
 
 qemu=$(command -v qemu-system-x86_64 || true)
 if [ -z "$qemu" ]; then
@@ -41,7 +54,7 @@ if [ -z "$busybox" ] || ! echo "$bb_ldd" | grep -q 'not a dynamic'; then
   exit 77
 fi
 
-envf=$cache/current.env
+envf=${STRIPEFS_KERNEL_ENV:-$cache/current.env}
 if [ ! -e "$envf" ]; then
   echo "run.sh: no build artifacts yet, running kernel/build.sh" >&2
   "$here/../build.sh" >/dev/null
@@ -53,7 +66,8 @@ ko=$FUSE_KO_STOCK; [ "$module" = patched ] && ko=$FUSE_KO_PATCHED
 work=$(mktemp -d /tmp/stripefs-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-mkdir -p "$root"/{bin,lib,tools,tests,proc,sys,dev,tmp,mnt}
+mkdir -p "$root"/{bin,lib,tools,tests,proc,sys,dev,tmp,mnt,run,etc}
+ln -s /proc/mounts "$root/etc/mtab"
 cp "$busybox" "$root/bin/busybox"
 cp "$here/init.sh" "$root/init"
 chmod +x "$root/init"
@@ -68,15 +82,23 @@ cp "$here"/tests/*.sh "$root/tests/"
   printf "ARGS='%s'\n" "$*"
 } > "$root/config"
 (cd "$root" && find . | cpio -o -H newc --quiet) > "$work/initramfs.cpio"
+if [ -n "$stripefs_bin" ]; then
+  # The kernel unpacks concatenated cpio archives in order: the stripefs part (binary +
+  # libraries, tens of MiB) is built once per binary and reused by every boot.
+  sroot=$("$here/stripefs-root.sh" "$stripefs_bin" "$cache") || exit 1
+  cat "$sroot" >> "$work/initramfs.cpio"
+fi
 
 echo "run.sh: booting $KERNEL_RELEASE (linux-source $KERNEL_VERSION), $module fuse.ko, test $test_name $*" >&2
 echo "run.sh: QEMU TCG (no KVM): timings inside the guest are not throughput figures" >&2
 log=$work/console.log
 set +e
+# no_timer_check: under TCG on a loaded host the IO-APIC timer check can miss its ticks and
+# panic the boot ("IO-APIC + timer doesn't work!"); the guest needs no such check.
 timeout --foreground -k 10 "$timeout_s" "$qemu" -accel tcg,thread=multi -cpu max -smp "$smp" \
   -m "$mem" -nographic -no-reboot -nic none \
   -kernel "$KERNEL_IMAGE" -initrd "$work/initramfs.cpio" \
-  -append "console=ttyS0 loglevel=4 panic=-1 oops=panic" < /dev/null 2>&1 | tee "$log"
+  -append "console=ttyS0 loglevel=4 panic=-1 oops=panic no_timer_check" < /dev/null 2>&1 | tee "$log"
 qrc=${PIPESTATUS[0]}
 set -e
 [ -n "$out" ] && cp "$log" "$out"
