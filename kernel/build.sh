@@ -100,16 +100,8 @@ if [ "${1:-}" = --check-patches ]; then
 fi
 
 # ---- guest tools (static) ----
-tkey=$(cat "$here"/vm/*.c | sha256sum | cut -c1-12)
-tools=$cache/tools-$tkey
-if [ ! -e "$tools/.stripefs-done" ]; then
-  mkdir -p "$tools"
-  for c in "$here"/vm/*.c; do
-    n=$(basename "$c" .c)
-    gcc -O2 -Wall -Wextra -Werror -static -pthread -o "$tools/$n" "$c" -luring
-  done
-  touch "$tools/.stripefs-done"
-fi
+tools=$("$here/vm/build-tools.sh")
+tkey=${tools##*/tools-}
 
 env=$cache/current-$kkey-p$pkey-t$tkey.env
 cat > "$env" <<EOT

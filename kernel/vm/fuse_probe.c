@@ -268,9 +268,13 @@ static void handle_init(const struct in_header *h, const void *op,
   o->max_write = (uint32_t)opt.max_pages * 4096u;
   negotiated_max_write = o->max_write;
   o->time_gran = 1;
+  /* The byte's offset follows the server's rule (fuse/fuse_abi.h,
+   * AlignPageOrderOffset): request_timeout takes offset 40 from 7.43 on, so
+   * the byte sits at 42 there and at 40 on older kernels (6.1, 6.12 lines). */
+  size_t align_off = in->minor >= 43 ? 42 : 40;
   if (opt.align_order >= 0) {
     o->flags2 |= F2_ALIGN_PG_ORDER;
-    o->align_page_order = (uint8_t)opt.align_order;
+    ((uint8_t *)o)[align_off] = (uint8_t)opt.align_order;
   }
   if (opt.uring && uring_offered) {
     o->flags2 |= F2_OVER_IO_URING;
@@ -279,9 +283,10 @@ static void handle_init(const struct in_header *h, const void *op,
   /* From the reply itself, so the log cannot claim a request the reply lacks. */
   int align_requested = !!(o->flags2 & F2_ALIGN_PG_ORDER);
   logln("INIT_REPLY flags=0x%x flags2=0x%x max_pages=%u max_write=%u "
-        "align_requested=%d align_order=%d align_acknowledged=%d uring=%d",
+        "align_requested=%d align_order=%d align_offset=%zu "
+        "align_acknowledged=%d uring=%d",
         o->flags, o->flags2, o->max_pages, o->max_write, align_requested,
-        align_requested ? o->align_page_order : -1,
+        align_requested ? ((const uint8_t *)o)[align_off] : -1, align_off,
         align_requested && align_offered, !!(o->flags2 & F2_OVER_IO_URING));
   if (opt.uring && !uring_offered)
     logln("URING not offered by the kernel (enable_uring=N?): legacy /dev/fuse");

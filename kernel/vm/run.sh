@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
 # Boots the stripefs kernel test guest under QEMU TCG, loads the stock or patched fuse.ko,
 # runs one test script from kernel/vm/tests and exits with its status.
-# Usage: kernel/vm/run.sh --module stock|patched [--timeout SEC] [--mem MiB] [--smp N]
-#                         [--out FILE] [--modparams "k=v ..."] [--stripefs BIN] TEST [ARGS...]
+# Usage: kernel/vm/run.sh --module stock|patched [--line LINE] [--timeout SEC] [--mem MiB]
+#                         [--smp N] [--out FILE] [--modparams "k=v ..."] [--stripefs BIN]
+#                         TEST [ARGS...]
 #   TEST is kernel/vm/tests/TEST.sh; ARGS are passed to it inside the guest.
 #   --stripefs BIN: put this stripefs binary (debug info stripped) and its shared libraries
 #   in the guest as /bin/stripefs; product_* tests need it (default: $STRIPEFS_BIN, else
 #   build/tools/stripefs of this checkout).
+#   --line LINE boots the distribution's own kernel image of kernel/lines/LINE with its stock
+#   or patched (out-of-tree built) fuse.ko (kernel/lines/build-line.sh); without it, the 7.2
+#   tinyconfig guest of kernel/build.sh. --ko FILE loads FILE instead of the build's module
+#   (e.g. the DKMS-built fuse.ko of packaging/dkms/ci-dkms.sh); --module still says which
+#   behaviour the test expects.
 #   Exit status: the test's, 77 if qemu cannot run here (skip), 124 on timeout.
 # Needs the artifacts of kernel/build.sh (run it first; this script runs it if none exist);
 # STRIPEFS_KERNEL_ENV=FILE picks one build's env file instead of the cache's current.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${STRIPEFS_KERNEL_CACHE:-/var/cache/stripefs-kernel}
-module="" timeout_s=600 mem=1024 smp=2 out="" modparams="" stripefs_bin=${STRIPEFS_BIN:-}
+module="" line="" ko_override="" timeout_s=600 mem=1024 smp=2 out="" modparams=""
+stripefs_bin=${STRIPEFS_BIN:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --module) module=$2; shift 2 ;;
+    --line) line=$2; shift 2 ;;
+    --ko) ko_override=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --modparams) modparams=$2; shift 2 ;;
     --stripefs) stripefs_bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     --*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -54,14 +63,28 @@ if [ -z "$busybox" ] || ! echo "$bb_ldd" | grep -q 'not a dynamic'; then
   exit 77
 fi
 
-envf=${STRIPEFS_KERNEL_ENV:-$cache/current.env}
-if [ ! -e "$envf" ]; then
-  echo "run.sh: no build artifacts yet, running kernel/build.sh" >&2
-  "$here/../build.sh" >/dev/null
+if [ -n "$line" ]; then
+  [ -f "$here/../lines/$line/line.conf" ] ||
+    { echo "run.sh: no kernel line '$line' (kernel/lines/*/line.conf)" >&2; exit 2; }
+  envf=${STRIPEFS_KERNEL_ENV:-$cache/line-$line.env}
+  if [ ! -e "$envf" ]; then
+    echo "run.sh: no build artifacts for line $line yet, running kernel/lines/build-line.sh" >&2
+    "$here/../lines/build-line.sh" "$line" >/dev/null
+  fi
+else
+  envf=${STRIPEFS_KERNEL_ENV:-$cache/current.env}
+  if [ ! -e "$envf" ]; then
+    echo "run.sh: no build artifacts yet, running kernel/build.sh" >&2
+    "$here/../build.sh" >/dev/null
+  fi
 fi
 # shellcheck disable=SC1090
 . "$envf"
 ko=$FUSE_KO_STOCK; [ "$module" = patched ] && ko=$FUSE_KO_PATCHED
+if [ -n "$ko_override" ]; then
+  [ -f "$ko_override" ] || { echo "run.sh: --ko $ko_override: no such file" >&2; exit 2; }
+  ko=$ko_override
+fi
 
 work=$(mktemp -d /tmp/stripefs-vm.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -89,7 +112,7 @@ if [ -n "$stripefs_bin" ]; then
   cat "$sroot" >> "$work/initramfs.cpio"
 fi
 
-echo "run.sh: booting $KERNEL_RELEASE (linux-source $KERNEL_VERSION), $module fuse.ko, test $test_name $*" >&2
+echo "run.sh: booting $KERNEL_RELEASE (${LINE:-sid 7.2} $KERNEL_VERSION), $module fuse.ko ($ko), test $test_name $*" >&2
 echo "run.sh: QEMU TCG (no KVM): timings inside the guest are not throughput figures" >&2
 log=$work/console.log
 set +e
