@@ -11,6 +11,7 @@
 # docs/kernel.md) + the VM tests (~5 min warm).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
 run_tests=1 bench=0
 for a in "$@"; do
   case "$a" in
@@ -25,6 +26,8 @@ if ! "$here/build.sh" --check-patches > /dev/null; then
   exit 1
 fi
 echo "kernel/ci: build ready after $(( $(date +%s) - t0 )) s" >&2
+# Which patches each kernel line carries, lacks, and why (docs/kernel.md, "Kernel lines").
+"$here/compare-lines" >&2 || echo "kernel/ci: WARNING: compare-lines failed" >&2
 [ $run_tests = 1 ] || exit 0
 if ! command -v qemu-system-x86_64 > /dev/null; then
   echo "kernel/ci: SKIP: qemu-system-x86_64 is not installed; VM tests not run" >&2
@@ -54,26 +57,73 @@ tests=(
   "product_uring stock 2 1024 product_uring bg,burst"
   "product_uring patched 2 1024 product_uring bg,burst"
 )
+# The same probe tests on each distribution kernel line (tests/kernel/CMakeLists.txt).
+line_tests=(
+  "negotiation stock 2 1024 negotiation"
+  "negotiation patched 2 1024 negotiation"
+  "align stock 2 2048 align 1,10,70 1,4 1 64 20 0 100"
+  "align patched 2 2048 align 1,10,70 1,4 1 64 20 0 100"
+  "dio stock 2 1024 dio 20 1"
+  "dio patched 2 1024 dio 20 1"
+  "hold stock 2 1024 hold"
+  "hold patched 2 1024 hold"
+)
+lines=${STRIPEFS_KERNEL_LINES-debian12}
 logdir=${STRIPEFS_KERNEL_CI_LOGS:-$(mktemp -d /tmp/stripefs-kernel-ci.XXXXXX)}
 mkdir -p "$logdir"
 pass=0 failed=() skipped=0
-for t in "${tests[@]}"; do
-  set -- $t
-  name=$1 module=$2 smp=$3 mem=$4; shift 4
+run_one() { # LINE|"" name module smp mem test args...
+  local line=$1 name=$2 module=$3 smp=$4 mem=$5 tag rc st results ts
+  shift 5
+  tag=${line:+$line-}$name-$module
   ts=$(date +%s)
-  "$here/vm/run.sh" --module "$module" --smp "$smp" --mem "$mem" --timeout 900 --out "$logdir/$name-$module.log" "$@" \
-    > /dev/null 2> "$logdir/$name-$module.err"
+  "$here/vm/run.sh" --module "$module" ${line:+--line "$line"} --smp "$smp" --mem "$mem" \
+    --timeout 900 --out "$logdir/$tag.log" "$@" > /dev/null 2> "$logdir/$tag.err"
   rc=$?
-  results=$(grep -a '^RESULT' "$logdir/$name-$module.log" 2>/dev/null | tr -d '\r' | head -8)
+  results=$(grep -a '^RESULT' "$logdir/$tag.log" 2>/dev/null | tr -d '\r' | head -8)
   case $rc in
     0) pass=$((pass + 1)); st=PASS ;;
     77) skipped=$((skipped + 1)); st=SKIP ;;
-    *) failed+=("$name-$module"); st="FAIL(rc=$rc)" ;;
+    *) failed+=("$tag"); st="FAIL(rc=$rc)" ;;
   esac
-  echo "kernel/ci: $st $name ($module) $(( $(date +%s) - ts )) s" >&2
+  echo "kernel/ci: $st ${line:+$line }$name ($module) $(( $(date +%s) - ts )) s" >&2
   [ -n "$results" ] && echo "$results" | sed 's/^/    /' >&2
-  [ "$st" = PASS ] || grep -a 'FAIL' "$logdir/$name-$module.log" 2>/dev/null | head -5 | sed 's/^/    /' >&2
+  [ "$st" = PASS ] || grep -a 'FAIL' "$logdir/$tag.log" 2>/dev/null | head -5 | sed 's/^/    /' >&2
+}
+for t in "${tests[@]}"; do
+  # shellcheck disable=SC2086
+  run_one "" $t
 done
+for line in $lines; do
+  tl=$(date +%s)
+  if ! "$here/lines/build-line.sh" "$line" --check-patches > /dev/null; then
+    echo "kernel/ci: FAIL: line $line: build-line.sh (see messages above)" >&2
+    failed+=("$line-build")
+    continue
+  fi
+  echo "kernel/ci: line $line ready after $(( $(date +%s) - tl )) s" >&2
+  for t in "${line_tests[@]}"; do
+    # shellcheck disable=SC2086
+    run_one "$line" $t
+  done
+  echo "kernel/ci: line $line done in $(( $(date +%s) - tl )) s" >&2
+done
+# DKMS: the stripefs-fuse-dkms package, `dkms build` against each line's headers, and the
+# DKMS-built fuse.ko booted on the line's kernel (negotiation: alignment acknowledged).
+if [ -n "$lines" ]; then
+  td=$(date +%s)
+  if dkms_kos=$("$root/packaging/dkms/ci-dkms.sh" "$logdir/dkms"); then
+    echo "kernel/ci: PASS dkms build $(( $(date +%s) - td )) s" >&2
+    while read -r line ko; do
+      [ -n "$line" ] || continue
+      run_one "$line" negotiation-dkms patched 2 1024 --ko "$ko" negotiation
+    done <<< "$dkms_kos"
+  else
+    rc=$?
+    if [ $rc = 77 ]; then skipped=$((skipped + 1)); echo "kernel/ci: SKIP dkms (not installed)" >&2
+    else failed+=(dkms-build); echo "kernel/ci: FAIL dkms build" >&2; fi
+  fi
+fi
 if [ $bench = 1 ]; then
   "$here/bench-align.sh" || failed+=(bench-align)
 fi
