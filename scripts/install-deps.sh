@@ -20,7 +20,7 @@ PKGS=(
 )
 KERNEL_PKGS=(
   qemu-system-x86 busybox-static cpio bc bison flex libelf-dev libssl-dev
-  dwarves xz-utils zstd rsync
+  dwarves xz-utils zstd rsync dkms
 )
 
 with_kernel=0
