@@ -26,8 +26,6 @@ if ! "$here/build.sh" --check-patches > /dev/null; then
   exit 1
 fi
 echo "kernel/ci: build ready after $(( $(date +%s) - t0 )) s" >&2
-# Which patches each kernel line carries, lacks, and why (docs/kernel.md, "Kernel lines").
-"$here/compare-lines" >&2 || echo "kernel/ci: WARNING: compare-lines failed" >&2
 [ $run_tests = 1 ] || exit 0
 if ! command -v qemu-system-x86_64 > /dev/null; then
   echo "kernel/ci: SKIP: qemu-system-x86_64 is not installed; VM tests not run" >&2
@@ -72,6 +70,8 @@ lines=${STRIPEFS_KERNEL_LINES-debian12}
 logdir=${STRIPEFS_KERNEL_CI_LOGS:-$(mktemp -d /tmp/stripefs-kernel-ci.XXXXXX)}
 mkdir -p "$logdir"
 pass=0 failed=() skipped=0
+# Which patches each kernel line carries, lacks, and why (docs/kernel.md, "Kernel lines").
+"$here/compare-lines" --check >&2 || failed+=(compare-lines)
 run_one() { # LINE|"" name module smp mem test args...
   local line=$1 name=$2 module=$3 smp=$4 mem=$5 tag rc st results ts
   shift 5

@@ -106,6 +106,25 @@ TEST(NegotiateInit, AlignmentByteFollowsTheKernelMinor) {
   EXPECT_EQ(Out(none).flags2 & (FUSE_ALIGN_PG_ORDER >> 32), 0u);
 }
 
+// The distribution kernel lines (kernel/lines) carry the same ABI: bit 50
+// offered in init_in, the byte at the offset the minor picks. Debian 12's 6.1
+// speaks 7.38, Debian 13's 6.12 7.41: both read the byte at 40, which is
+// unused there (6.12's max_stack_depth ends at 40), so no per-line code.
+TEST(NegotiateInit, KernelLinesGetTheByteAt40AndAnAcknowledgement) {
+  InitConfig c;
+  c.init.align_page_order = 20;
+  for (uint32_t minor : {38u, 41u}) {
+    auto n = NegotiateInit(KernelInit(minor, FUSE_ALIGN_PG_ORDER), c);
+    ASSERT_EQ(n.error, 0) << minor;
+    EXPECT_EQ(n.report.align_offset, 40u) << minor;
+    EXPECT_EQ(n.reply[40], 20) << minor;
+    EXPECT_EQ(n.reply[42], 0) << minor;
+    EXPECT_TRUE(n.report.align_acknowledged) << minor;
+    EXPECT_EQ(Out(n).max_stack_depth, 0u) << minor;
+    EXPECT_NE(Out(n).flags2 & (FUSE_ALIGN_PG_ORDER >> 32), 0u) << minor;
+  }
+}
+
 TEST(NegotiateInit, UringOnlyWhenTheTransportWantsIt) {
   InitConfig c;
   auto dev = NegotiateInit(KernelInit(45, FUSE_OVER_IO_URING), c);
