@@ -49,6 +49,10 @@ for ratio in $(echo $ratios | tr , ' '); do
       stop_probe
       st=$(write_stats)
       echo "RESULT align module=$MODULE max_ratio=$ratio strict_limit=$strict writers=$w run=$r mib=$mib extra_kib=$extra_kib tcg_seconds=$((t1 - t0)) $st"
+      # Diagnosis: the first WRITEs that start mid-stripe, with the one before each.
+      awk -v S="$STRIPE" '/^WRITE / && / cache=1 / { split($3, o, "="); if (o[2] % S) {
+          if (n++ < 4) print "MISALIGNED after: " prev; if (n <= 4) print "MISALIGNED " $0 }
+          prev = $0 }' "$PROBE_LOG"
       crossing=$(echo "$st" | sed -n 's/.*crossing=\([0-9]*\).*/\1/p')
       xpct=$(echo "$st" | sed -n 's/.*aligned_xeof_pct=\([0-9.]*\).*/\1/p')
       expect_writes $((w * (per * 1048576 + extra_kib * 1024)))
