@@ -96,8 +96,9 @@ if [ ! -e "$vd/.stripefs-done" ]; then
          sed -n 's/^ *\(linux-\(headers\|kbuild\)-[^ |]*\).*/\1/p' | sort -u)
   pkgs="$LINE_SOURCE_PKG $hdr $deps $img"
   log "downloading $pkgs ($ver)"
-  # shellcheck disable=SC2086
-  (cd "$vd/dl" && apt-get "${APT_OPTS[@]}" -q download $(for p in $pkgs; do echo "$p=$ver"; done) >&2)
+  want=()
+  for p in $pkgs; do want+=("$p=$ver"); done
+  (cd "$vd/dl" && apt-get "${APT_OPTS[@]}" -q download "${want[@]}" >&2)
   for d in "$vd"/dl/linux-headers-*.deb "$vd"/dl/linux-kbuild-*.deb; do dpkg-deb -x "$d" "$vd/root"; done
   # From the image only the kernel and its stock fs/fuse modules (not the other ~400 MB).
   dpkg-deb --fsys-tarfile "$vd"/dl/"$img"_*.deb |

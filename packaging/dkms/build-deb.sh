@@ -9,7 +9,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${1:-$PWD}
-cache=${STRIPEFS_KERNEL_CACHE:-/var/cache/stripefs-kernel}
 ver=$(sed -n 's/^project(stripefs VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 [ -n "$ver" ] || { echo "build-deb: no project VERSION in CMakeLists.txt" >&2; exit 1; }
 log() { echo "build-deb: $*" >&2; }
