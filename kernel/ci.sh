@@ -8,7 +8,8 @@
 # build/tools/stripefs of this checkout (build it first; missing, they fail).
 # Exit status: 0 all passed, 1 a build step or test failed, 77 qemu unavailable (skipped).
 # Runtime: cold = the guest kernel build (58 min wall at load 11-23, ~14 min CPU; see
-# docs/kernel.md) + the VM tests (~5 min warm).
+# docs/kernel.md) + the VM tests (~5 min warm for the 12 probe tests; the 8 product tests
+# add an estimated ~8 min on a quiet machine, see docs/kernel.md).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
