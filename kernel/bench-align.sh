@@ -18,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 runs=3 mib="" ratios=1,5,10,20,40,70 writers=1,4 mem=2048 mem_set="" server=probe on_ratios=""
 stripefs_bin=${STRIPEFS_BIN:-$here/../build/tools/stripefs}
 outdir=$here/../docs/results
+cmdline="kernel/bench-align.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -41,7 +42,6 @@ case "$server" in
     extra=(--stripefs "$stripefs_bin") ;;
   *) echo "bench-align: --server probe|stripefs, not $server" >&2; exit 2 ;;
 esac
-cmdline="kernel/bench-align.sh $*"
 "$here/build.sh" >/dev/null
 work=$(mktemp -d /tmp/stripefs-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT

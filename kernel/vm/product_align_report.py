@@ -17,8 +17,8 @@ def parse(path):
             line = line.strip().replace("\r", "")
             if line.startswith("CONFIG product_align"):
                 config = line
-            elif line.startswith("STRIPEFS_GUEST"):
-                guest = dict(re.findall(r"(\w+)=([^\s]+)", line))
+            elif "STRIPEFS_GUEST" in line:  # may follow terminal escapes
+                guest = dict(re.findall(r"(\w+)=([^\s]+)", line[line.index("STRIPEFS_GUEST"):]))
             elif line.startswith("RESULT product_align"):
                 rows.append(dict(re.findall(r"(\w+)=([^\s]+)", line)))
     return rows, config, guest
@@ -118,7 +118,7 @@ def main():
                    "2-core host: alignment percentages are valid, TCG timings "
                    "(`tcg_seconds` in the raw data) are not throughput figures.\n")
     png = a.png.rsplit("/", 1)[-1]
-    out.append(f"![WRITE aligned % vs max_ratio]({png})\n")
+    out.append(f"![WRITE aligned % (excl. file ends) vs max_ratio]({png})\n")
     with open(a.md, "w") as f:
         f.write("\n".join(out))
     if a.raw:
@@ -131,16 +131,16 @@ def main():
     fig, axes = plt.subplots(1, len(writers), figsize=(6 * len(writers), 4), squeeze=False)
     for ax, w in zip(axes[0], writers):
         for module, style in (("stock", "o--"), ("patched", "s-")):
-            ax.plot(ratios, [med(module, "off", w, r, "aligned_pct") for r in ratios], style,
-                    label=f"{module}: WRITEs aligned")
-            ax.plot(ratios, [med(module, "off", w, r, "backend_full_pct") for r in ratios],
-                    style, alpha=0.4, label=f"{module}: backend full stripes (coalesce off)")
+            ax.plot(ratios, [med(module, "off", w, r, "aligned_xeof_pct") for r in ratios],
+                    style, label=f"{module}: WRITEs aligned (excl. file ends)")
+            ax.plot(ratios, [med(module, "off", w, r, "backend_full_xeof_pct") for r in ratios],
+                    style, alpha=0.4, label=f"{module}: backend full stripes (excl. file ends)")
         ax.set_xscale("log")
         ax.set_xticks(ratios)
         ax.set_xticklabels([str(r) for r in ratios])
         ax.set_ylim(0, 102)
         ax.set_xlabel("FUSE bdi max_ratio")
-        ax.set_ylabel("%")
+        ax.set_ylabel("% (coalescing off)")
         ax.set_title(f"stripefs, {w} writer{'s' if w > 1 else ''}, 1 MiB stripes (median)")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
