@@ -1,13 +1,16 @@
 // `stripefs server-state --meta HOST:PORT --key FILE --id N --state
 // up|down|out`: sets a chunk server's state in the cluster map (e.g. mark a
 // dead server out so `stripefs repair` rebuilds its chunks elsewhere).
-// Single-threaded.
+// Talks to metad alone: opening a whole volume would need k+m usable
+// servers, so on a cluster of exactly k+m a server marked out could never be
+// brought back. Single-threaded.
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
 
-#include "backend/client/volume.h"
+#include "backend/rpc/cluster_key.h"
+#include "backend/rpc/remote_meta_service.h"
 #include "tools/command.h"
 #include "tools/option_ranges.h"
 #include "tools/volume_flags.h"
@@ -26,16 +29,19 @@ int RunServerState(const VolumeFlags& flags, uint32_t id,
     std::fprintf(stderr, "stripefs: --state must be up, down or out\n");
     return 1;
   }
-  if (flags.meta.empty()) {
-    std::fprintf(stderr, "stripefs: server-state needs --meta and --key\n");
+  if (flags.meta.empty() || flags.key_file.empty() || !flags.dir.empty()) {
+    std::fprintf(stderr,
+                 "stripefs: server-state needs --meta HOST:PORT and --key FILE "
+                 "(an embedded volume has no chunk servers)\n");
     return 1;
   }
-  auto volume = flags.Open();
-  if (!volume.ok()) {
-    std::fprintf(stderr, "stripefs: %s\n", volume.status().ToString().c_str());
+  auto key = rpc::ClusterKey::Load(flags.key_file);
+  if (!key.ok()) {
+    std::fprintf(stderr, "stripefs: %s\n", key.status().ToString().c_str());
     return 1;
   }
-  Status s = (*volume)->meta().SetServerState(id, it->second);
+  rpc::RemoteMetaService meta(flags.meta, *key);
+  Status s = meta.SetServerState(id, it->second);
   if (!s.ok()) {
     std::fprintf(stderr, "stripefs: setting server %u %s failed: %s\n", id,
                  state_name.c_str(), s.ToString().c_str());

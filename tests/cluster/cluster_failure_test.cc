@@ -245,5 +245,78 @@ TEST_F(ClusterFailureTest, MarkOutAndRepairRestoresFullRedundancy) {
   EXPECT_EQ(*got, data);
 }
 
+// Issue 35 item 7: on a cluster of exactly k+m servers, a server marked out
+// leaves too few for a volume to open, so a `server-state` that opened one
+// could never bring it back. The command now talks to metad alone.
+class ServerStateOnKPlusMTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    testing::LocalClusterOptions o;
+    o.servers = 3;
+    o.k = 2;
+    o.m = 1;
+    auto c = testing::LocalCluster::Start(o);
+    if (!c.ok()) {
+      start_error_ = new Status(c.status());
+      return;
+    }
+    cluster_ = std::move(c).value().release();
+  }
+  static void TearDownTestSuite() {
+    if (cluster_) {
+      Status st = cluster_->Down();
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    delete cluster_;
+    cluster_ = nullptr;
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+  void SetUp() override {
+    if (start_error_ && start_error_->code() == EOPNOTSUPP)
+      GTEST_SKIP() << "local cluster: " << start_error_->message();
+    ASSERT_NE(cluster_, nullptr) << start_error_->ToString();
+  }
+  int SetState(uint32_t id, const std::string& state) {
+    return cluster_->Cli("server-state --meta " + cluster_->meta_address() +
+                         " --key " + cluster_->key_file() + " --id " +
+                         std::to_string(id) + " --state " + state);
+  }
+  // Server `id`'s state in metad's map.
+  static Result<ServerState> StateOf(uint32_t id) {
+    auto v = Volume::ConnectCluster(cluster_->meta_address(),
+                                    cluster_->key_file(), {});
+    if (!v.ok()) return v.status();
+    auto map = (*v)->meta().GetClusterMap();
+    if (!map.ok()) return map.status();
+    for (const auto& s : map->servers)
+      if (s.id == id) return s.state;
+    return Status::NotFound("no server " + std::to_string(id));
+  }
+
+  static testing::LocalCluster* cluster_;
+  static Status* start_error_;
+};
+testing::LocalCluster* ServerStateOnKPlusMTest::cluster_ = nullptr;
+Status* ServerStateOnKPlusMTest::start_error_ = nullptr;
+
+TEST_F(ServerStateOnKPlusMTest, UpBringsBackAServerMarkedOut) {
+  ASSERT_EQ(SetState(3, "out"), 0) << cluster_->Log();
+  // With server 3 out no volume opens (2 usable, stripes need 3)...
+  auto v = Volume::ConnectCluster(cluster_->meta_address(),
+                                  cluster_->key_file(), {});
+  EXPECT_FALSE(v.ok());
+  // ...and yet the state can be set back.
+  ASSERT_EQ(SetState(3, "up"), 0) << cluster_->Log();
+  auto state = StateOf(3);
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(*state, ServerState::kUp);
+  // An embedded volume has no servers: refused, naming what to give.
+  EXPECT_NE(cluster_->Cli("server-state /tmp/nowhere --id 1 --state up"), 0);
+  EXPECT_NE(cluster_->Log().find("needs --meta HOST:PORT and --key FILE"),
+            std::string::npos)
+      << cluster_->Log();
+}
+
 }  // namespace
 }  // namespace stripefs
