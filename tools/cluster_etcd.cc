@@ -1,19 +1,17 @@
 #include "tools/cluster_etcd.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "backend/meta/etcd_admin.h"
 #include "backend/meta/etcd_command.h"
 #include "backend/meta/etcd_kv.h"
+#include "backend/meta/etcd_pki.h"
 #include "tools/cluster_files.h"
 
 namespace stripefs::tools {
@@ -23,6 +21,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kInstallFix =
     "install etcd-server and etcd-client (scripts/install-deps.sh)";
+// The Common Name every member's certificate has, and the only one a
+// member accepts from a peer.
+constexpr const char* kPeerName = "stripefs-etcd-peer";
 
 // `name` in $PATH (then /usr/bin), or "".
 std::string FindProgram(const std::string& name) {
@@ -43,17 +44,6 @@ Status WriteLine(const std::string& path, const std::string& line) {
   f << line << "\n";
   if (!f) return Status::IoError("cannot write " + path);
   return Status::Ok();
-}
-
-// stdout of `command` (run by /bin/sh) and whether it exited 0.
-bool Capture(const std::string& command, std::string* out) {
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return false;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  int rc = ::pclose(p);
-  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
 }  // namespace
@@ -79,8 +69,14 @@ Status EtcdMembers::Plan() {
   for (uint32_t i = 1; i <= count_; ++i)
     present +=
         !ClientAddress(i).empty() && !ReadFirstLine(Base(i) + ".peer").empty();
-  if (present == count_ && !ReadFirstLine(dir_ + "/etcd.cluster").empty())
-    return Status::Ok();
+  const std::string old_cluster = ReadFirstLine(dir_ + "/etcd.cluster");
+  if (old_cluster.find("http://") != std::string::npos)
+    return Status::InvalidArgument(
+        "the etcd members in " + dir_ +
+        " were made without TLS (by an older stripefs); `stripefs cluster "
+        "down --dir " +
+        dir_ + "` and use a new --dir");
+  if (present == count_ && !old_cluster.empty()) return Certificates();
   if (present != 0)
     return Status::InvalidArgument(
         "the etcd members in " + dir_ + " are incomplete (" +
@@ -92,18 +88,46 @@ Status EtcdMembers::Plan() {
     STRIPEFS_ASSIGN_OR_RETURN(std::string peer, FreeLoopbackAddress());
     STRIPEFS_RETURN_IF_ERROR(WriteLine(Base(i) + ".addr", client));
     STRIPEFS_RETURN_IF_ERROR(WriteLine(Base(i) + ".peer", peer));
-    cluster += (i > 1 ? "," : "") + Name(i) + "=http://" + peer;
+    cluster += (i > 1 ? "," : "") + Name(i) + "=https://" + peer;
   }
-  return WriteLine(dir_ + "/etcd.cluster", cluster);
+  STRIPEFS_RETURN_IF_ERROR(WriteLine(dir_ + "/etcd.cluster", cluster));
+  return Certificates();
+}
+
+Status EtcdMembers::Certificates() const {
+  STRIPEFS_ASSIGN_OR_RETURN(EtcdPki pki, EtcdPki::OpenOrCreate(TlsDir()));
+  for (uint32_t i = 1; i <= count_; ++i) {
+    // Members listen on loopback: the address is the host name clients check.
+    const std::string client = ClientAddress(i);
+    STRIPEFS_RETURN_IF_ERROR(
+        pki.Issue(Name(i), kPeerName, {client.substr(0, client.rfind(':'))}));
+  }
+  return pki.Issue("root", std::string(kEtcdRootUser));
+}
+
+Status EtcdMembers::SetupAuth(const std::string& volume) const {
+  STRIPEFS_ASSIGN_OR_RETURN(EtcdPki pki, EtcdPki::OpenOrCreate(TlsDir()));
+  STRIPEFS_RETURN_IF_ERROR(pki.Issue(VolumeUser(volume), VolumeUser(volume)));
+  EtcdAdminTarget root;
+  for (uint32_t i = 1; i <= count_; ++i)
+    root.endpoints.push_back(ClientAddress(i));
+  root.tls = pki.FilesFor("root");
+  STRIPEFS_RETURN_IF_ERROR(EtcdEnableAuth(root));
+  return EtcdGrantPrefix(root, VolumeUser(volume), volume + "/");
+}
+
+EtcdTlsFiles EtcdMembers::VolumeFiles(const std::string& volume) const {
+  return {TlsDir() + "/ca.crt", TlsDir() + "/" + VolumeUser(volume) + ".crt",
+          TlsDir() + "/" + VolumeUser(volume) + ".key"};
 }
 
 Result<std::vector<std::string>> EtcdMembers::Args(uint32_t member) const {
   const std::string etcd = FindProgram("etcd");
   if (etcd.empty()) return Status::NotFound(EtcdMissing());
-  const std::string client = "http://" + ClientAddress(member);
-  const std::string peer = "http://" + ReadFirstLine(Base(member) + ".peer");
+  const std::string client = "https://" + ClientAddress(member);
+  const std::string peer = "https://" + ReadFirstLine(Base(member) + ".peer");
   const std::string cluster = ReadFirstLine(dir_ + "/etcd.cluster");
-  if (client == "http://" || peer == "http://" || cluster.empty())
+  if (client == "https://" || peer == "https://" || cluster.empty())
     return Status::NotFound("no addresses for " + Name(member) + " in " + dir_ +
                             "; start the cluster with `stripefs "
                             "cluster up --meta-engine etcd`");
@@ -113,7 +137,11 @@ Result<std::vector<std::string>> EtcdMembers::Args(uint32_t member) const {
                          .client_url = client,
                          .peer_url = peer,
                          .initial_cluster = cluster,
-                         .cluster_token = "stripefs-" + dir_});
+                         .cluster_token = "stripefs-" + dir_,
+                         .ca_file = TlsDir() + "/ca.crt",
+                         .cert_file = TlsDir() + "/" + Name(member) + ".crt",
+                         .key_file = TlsDir() + "/" + Name(member) + ".key",
+                         .peer_common_name = kPeerName});
 }
 
 std::string EtcdMembers::Endpoints() const {
@@ -124,7 +152,9 @@ std::string EtcdMembers::Endpoints() const {
 }
 
 std::string EtcdMembers::Location(const std::string& volume) const {
-  return std::string(kEtcdScheme) + Endpoints() + "/" + volume;
+  const EtcdTlsFiles f = VolumeFiles(volume);
+  return std::string(kEtcdTlsScheme) + Endpoints() + "/" + volume +
+         "?ca=" + f.ca + "&cert=" + f.cert + "&key=" + f.key;
 }
 
 Status EtcdMembers::WaitServing(int timeout_s,
@@ -138,6 +168,8 @@ Status EtcdMembers::WaitServing(int timeout_s,
     where.endpoints = {ClientAddress(m)};
     where.prefix = "stripefs-cluster-ready/";
     where.timeout = std::chrono::milliseconds(500);
+    where.tls = EtcdTlsFiles{TlsDir() + "/ca.crt", TlsDir() + "/root.crt",
+                             TlsDir() + "/root.key"};
     STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv, ConnectEtcd(where));
     // Any answer (the key is absent) means it serves linearizable reads.
     Status last = kv->Get("probe").status();
@@ -155,33 +187,21 @@ Status EtcdMembers::WaitServing(int timeout_s,
   return Status::Ok();
 }
 
-std::vector<EtcdMemberStatus> EtcdMembers::Describe() const {
+std::vector<EtcdMemberStatus> EtcdMembers::Describe(
+    const std::string& volume) const {
   std::vector<EtcdMemberStatus> out;
-  const std::string etcdctl = FindProgram("etcdctl");
   for (uint32_t i = 1; i <= count_; ++i) {
     EtcdMemberStatus s;
     s.member = i;
     s.address = ClientAddress(i);
-    std::string json;
-    if (etcdctl.empty()) {
-      s.error = std::string("etcdctl not installed; ") + kInstallFix;
-    } else if (!Capture("ETCDCTL_API=3 " + etcdctl +
-                            " --endpoints=" + s.address +
-                            " --dial-timeout=1s --command-timeout=2s "
-                            "endpoint status -w json 2>/dev/null",
-                        &json)) {
-      s.error = "no answer";
+    auto st = ::stripefs::EtcdMemberStatus(s.address, VolumeFiles(volume),
+                                           std::chrono::milliseconds(2000));
+    if (!st.ok()) {
+      s.error = st.status().message();
     } else {
-      auto j = nlohmann::json::parse(json, nullptr, false);
-      if (!j.is_array() || j.empty() || !j[0].contains("Status")) {
-        s.error = "unexpected etcdctl output";
-      } else {
-        const auto& st = j[0]["Status"];
-        const uint64_t me = st["header"].value("member_id", uint64_t{0});
-        s.answered = true;
-        s.leader = me != 0 && st.value("leader", uint64_t{0}) == me;
-        s.raft_term = st.value("raftTerm", uint64_t{0});
-      }
+      s.answered = true;
+      s.leader = st->leader;
+      s.raft_term = st->raft_term;
     }
     out.push_back(s);
   }

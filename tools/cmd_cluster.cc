@@ -10,6 +10,7 @@
 //   D/metad.<i>.{pid,addr,metrics,log}   i in 1..M              etcd
 //   D/metad.addr             every metad's address, one a line
 //   D/etcd.<i>/ D/etcd.<i>.{pid,addr,peer,log}  D/etcd.cluster  etcd
+//   D/etcd-tls/              etcd's CA and certificates (tools/cluster_etcd.h)
 //   D/chunkd.<id>/  D/chunkd.<id>.{pid,addr,metrics,log}     ids 1..N
 //   D/metrics.addrs          every daemon's Prometheus HOST:PORT, one a line
 //                            (metad first), for scrape configs and tests
@@ -61,9 +62,10 @@ struct ClusterConf {
   uint32_t etcd_members = 0;  // 0: metad on RocksDB (D/metad/)
   uint32_t metads = 1;        // with etcd: metad.1..metads
   uint32_t etcd_timeout_ms = 5000;
-  // An etcd run elsewhere ("etcd://h:p[,h:p]/VOL", in D/etcd.location):
-  // no members of our own.
+  // An etcd run elsewhere ("etcds://h:p[,h:p]/VOL?ca=&cert=&key=", or
+  // etcd:// with etcd_insecure; in D/etcd.location): no members of our own.
   std::string etcd_location;
+  uint32_t etcd_insecure = 0;  // 1: --etcd-insecure (plaintext, loopback)
   bool etcd() const { return etcd_members > 0 || !etcd_location.empty(); }
 };
 
@@ -90,7 +92,7 @@ Status SaveConf(const std::string& dir, const ClusterConf& c) {
     << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
     << "\nnetns " << c.netns << "\netcd_members " << c.etcd_members
     << "\nmetads " << c.metads << "\netcd_timeout_ms " << c.etcd_timeout_ms
-    << "\n";
+    << "\netcd_insecure " << c.etcd_insecure << "\n";
   if (!c.etcd_location.empty())
     STRIPEFS_RETURN_IF_ERROR(
         WriteText(dir + "/etcd.location", c.etcd_location + "\n"));
@@ -113,6 +115,7 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "etcd_members") c.etcd_members = static_cast<uint32_t>(v);
     if (name == "metads") c.metads = static_cast<uint32_t>(v);
     if (name == "etcd_timeout_ms") c.etcd_timeout_ms = static_cast<uint32_t>(v);
+    if (name == "etcd_insecure") c.etcd_insecure = static_cast<uint32_t>(v);
   }
   c.etcd_location = ReadFirstLine(dir + "/etcd.location");
   return c;
@@ -300,14 +303,16 @@ struct Cluster {
     ::unlink((base + ".addr").c_str());
     std::vector<std::string> args = {SelfExe()};
     if (p.kind == Proc::Kind::kMetad) {
-      const std::string store = conf.etcd()
-                                    ? etcd_location() + "?timeout_ms=" +
-                                          std::to_string(conf.etcd_timeout_ms)
-                                    : base;
+      const std::string loc = etcd_location();
+      const std::string store =
+          conf.etcd() ? loc + (loc.find('?') == std::string::npos ? "?" : "&") +
+                            "timeout_ms=" + std::to_string(conf.etcd_timeout_ms)
+                      : base;
       args.insert(args.end(),
                   {"metad", "--dir", store, "--k", std::to_string(conf.k),
                    "--m", std::to_string(conf.m), "--cell-size",
                    std::to_string(conf.cell_size)});
+      if (conf.etcd_insecure) args.push_back("--etcd-insecure");
     } else {
       std::string meta = meta_address();
       if (meta.empty())
@@ -476,6 +481,7 @@ struct UpFlags {
   NetnsOptions net;
   std::string meta_engine = "rocksdb";  // or "etcd"
   bool engine_given = false;            // --meta-engine/--etcd-members/--metads
+  bool etcd_insecure = false;           // --etcd-insecure
 };
 
 // The engine flags into f->conf, checked against an earlier cluster in the
@@ -490,6 +496,7 @@ Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
     f->conf.metads = old->metads;
     f->conf.etcd_timeout_ms = old->etcd_timeout_ms;
     f->conf.etcd_location = old->etcd_location;
+    f->conf.etcd_insecure = old->etcd_insecure;
   } else if (f->meta_engine == "rocksdb") {
     if (f->conf.metads != 1 || f->conf.etcd_members != 0 ||
         !f->conf.etcd_location.empty())
@@ -501,14 +508,26 @@ Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
       return Status::InvalidArgument(
           "give either --etcd (an etcd run elsewhere) or --etcd-members "
           "(members of our own), not both");
-    if (f->conf.etcd_location.find('?') != std::string::npos)
+    if (f->conf.etcd_location.find("timeout_ms=") != std::string::npos)
       return Status::InvalidArgument(
-          "--etcd takes no ?options; give the timeout as --etcd-timeout-ms");
+          "--etcd takes no timeout_ms=; give it as --etcd-timeout-ms");
     auto where = ParseEtcdLocation(f->conf.etcd_location);
     if (!where.ok()) return where.status().Annotate("--etcd");
+    where->insecure_loopback_ok = f->conf.etcd_insecure != 0;
+    STRIPEFS_RETURN_IF_ERROR(CheckEtcdSecurity(*where));
+    if (where->tls) {  // daemons start elsewhere: absolute paths
+      for (std::string* file :
+           {&where->tls->ca, &where->tls->cert, &where->tls->key})
+        *file = fs::absolute(*file).string();
+      f->conf.etcd_location = FormatEtcdLocation(*where);
+    }
   } else if (f->conf.etcd_members == 0) {
     f->conf.etcd_members = 3;
   }
+  if (f->conf.etcd_insecure && f->conf.etcd_location.empty())
+    return Status::InvalidArgument(
+        "--etcd-insecure is for an etcd:// run elsewhere (--etcd); the "
+        "cluster's own etcd members always use TLS");
   if (old && old->etcd() != f->conf.etcd())
     return Status::InvalidArgument("the cluster in " + f->dir +
                                    " keeps its metadata in " +
@@ -526,13 +545,15 @@ Status ResolveEngine(UpFlags* f, const std::optional<ClusterConf>& old) {
   return Status::Ok();
 }
 
-// Starts the etcd members and waits until every one serves.
+// Starts the etcd members, waits until every one serves, and turns on
+// authentication with the volume's user.
 Status StartEtcdMembers(Cluster& c, int timeout_s) {
   EtcdMembers etcd = c.etcd();
   STRIPEFS_RETURN_IF_ERROR(etcd.Plan());
   for (const Proc& p : c.etcd_members())
     STRIPEFS_RETURN_IF_ERROR(c.Start(p, timeout_s));
-  return etcd.WaitServing(timeout_s);
+  STRIPEFS_RETURN_IF_ERROR(etcd.WaitServing(timeout_s));
+  return etcd.SetupAuth(kEtcdVolume);
 }
 
 int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
@@ -657,7 +678,7 @@ int PrintEtcdStatus(const Cluster& c) {
   int bad = 0;
   std::printf("%-10s %-8s %-22s %-9s %s\n", "etcd", "pid", "address", "role",
               "raft term");
-  for (const EtcdMemberStatus& m : c.etcd().Describe()) {
+  for (const EtcdMemberStatus& m : c.etcd().Describe(kEtcdVolume)) {
     auto pid = AlivePid(Etcd(m.member).base(c.dir) + ".pid");
     bad += !m.answered;
     std::printf("%-10s %-8s %-22s %-9s %s\n", Etcd(m.member).name.c_str(),
@@ -915,12 +936,18 @@ CommandRegistration cluster_commands([](CLI::App& app) {
                    ->check(InRange(kEtcdTimeoutMsRange));
     auto* el = cmd->add_option(
         "--etcd", f->conf.etcd_location,
-        "etcd engine on an etcd run elsewhere: etcd://H:P[,H:P]/VOL (no "
-        "members of our own)");
+        "etcd engine on an etcd run elsewhere (no members of our own): "
+        "etcds://H:P[,H:P]/VOL?ca=FILE&cert=FILE&key=FILE, the certificate "
+        "naming an etcd user whose role reaches VOL/ (docs/metadata.md)");
+    auto* ei = cmd->add_flag(
+        "--etcd-insecure", f->etcd_insecure,
+        "allow a plaintext etcd://H:P/VOL for --etcd when every H is a "
+        "loopback address (anyone who reaches etcd can rewrite the volume)");
     cmd->callback([=] {
-      f->engine_given =
-          me->count() + em->count() + md->count() + et->count() + el->count() >
-          0;
+      f->conf.etcd_insecure = f->etcd_insecure ? 1 : 0;
+      f->engine_given = me->count() + em->count() + md->count() + et->count() +
+                            el->count() + ei->count() >
+                        0;
       ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
                      n->count() > 0, bp->count() > 0));
     });

@@ -192,6 +192,7 @@ struct MetadFlags {
   int64_t namespace_sync_ms = 5;
   // Cheap requests on the RPC loop thread (backend/rpc/meta_inline_handler.h).
   bool inline_rpc = true;
+  bool etcd_insecure = false;  // MetaStoreOptions::etcd_insecure_loopback
 };
 
 int RunMetad(const MetadFlags& f) {
@@ -209,9 +210,10 @@ int RunMetad(const MetadFlags& f) {
 
   MetaStoreOptions mo;
   mo.namespace_sync_delay = std::chrono::milliseconds(f.namespace_sync_ms);
+  mo.etcd_insecure_loopback = f.etcd_insecure;
   Result<std::unique_ptr<MetaStore>> store = Status::IoError("unset");
   bool created = false;
-  if (MetaStore::Exists(f.dir)) {
+  if (MetaStore::Exists(f.dir, mo)) {
     store = MetaStore::Open(f.dir, mo);
   } else {
     store = MetaStore::Create(f.dir, f.geometry, mo);
@@ -463,9 +465,14 @@ CommandRegistration daemon_commands([](CLI::App& app) {
     auto f = std::make_shared<MetadFlags>();
     cmd->add_option("--dir", f->dir,
                     "metadata directory (RocksDB), or "
-                    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX for a volume in "
-                    "etcd that several metads may serve")
+                    "etcds://HOST:PORT[,HOST:PORT...]/PREFIX?ca=FILE&cert="
+                    "FILE&key=FILE for a volume in etcd that several metads "
+                    "may serve (docs/metadata.md, \"etcd security\")")
         ->required();
+    cmd->add_flag("--etcd-insecure", f->etcd_insecure,
+                  "allow a plaintext etcd://HOST:PORT/PREFIX --dir when every "
+                  "HOST is a loopback address (anyone who reaches etcd can "
+                  "rewrite the volume)");
     AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
     auto* k = cmd->add_option("--k", f->geometry.k,
                               "data chunks per stripe (new volume)")

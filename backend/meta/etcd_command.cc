@@ -9,31 +9,41 @@
 namespace stripefs {
 
 std::vector<std::string> EtcdMemberArgs(const EtcdMemberSpec& spec) {
-  return {spec.binary,
-          "--name",
-          spec.name,
-          "--data-dir",
-          spec.data_dir,
-          "--listen-client-urls",
-          spec.client_url,
-          "--advertise-client-urls",
-          spec.client_url,
-          "--listen-peer-urls",
-          spec.peer_url,
-          "--initial-advertise-peer-urls",
-          spec.peer_url,
-          "--initial-cluster",
-          spec.initial_cluster,
-          "--initial-cluster-state",
-          "new",
-          "--initial-cluster-token",
-          spec.cluster_token,
-          "--heartbeat-interval",
-          "200",
-          "--election-timeout",
-          "2000",
-          "--log-level",
-          "warn"};
+  std::vector<std::string> args = {spec.binary,
+                                   "--name",
+                                   spec.name,
+                                   "--data-dir",
+                                   spec.data_dir,
+                                   "--listen-client-urls",
+                                   spec.client_url,
+                                   "--advertise-client-urls",
+                                   spec.client_url,
+                                   "--listen-peer-urls",
+                                   spec.peer_url,
+                                   "--initial-advertise-peer-urls",
+                                   spec.peer_url,
+                                   "--initial-cluster",
+                                   spec.initial_cluster,
+                                   "--initial-cluster-state",
+                                   "new",
+                                   "--initial-cluster-token",
+                                   spec.cluster_token,
+                                   "--heartbeat-interval",
+                                   "200",
+                                   "--election-timeout",
+                                   "2000",
+                                   "--log-level",
+                                   "warn"};
+  if (!spec.cert_file.empty()) {
+    args.insert(
+        args.end(),
+        {"--cert-file", spec.cert_file, "--key-file", spec.key_file,
+         "--trusted-ca-file", spec.ca_file, "--client-cert-auth",
+         "--peer-cert-file", spec.cert_file, "--peer-key-file", spec.key_file,
+         "--peer-trusted-ca-file", spec.ca_file, "--peer-client-cert-auth",
+         "--peer-cert-allowed-cn", spec.peer_common_name});
+  }
+  return args;
 }
 
 Result<std::string> FreeLoopbackAddress() {

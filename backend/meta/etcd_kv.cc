@@ -3,6 +3,7 @@
 #include "backend/meta/etcd_kv.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/credentials.h>
 
 #include <atomic>
 #include <mutex>
@@ -10,9 +11,25 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backend/meta/etcd_grpc.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace stripefs {
+
+std::shared_ptr<grpc::Channel> EtcdChannel(
+    const std::string& endpoint, const std::optional<EtcdTlsPem>& pem) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  if (!pem) {
+    return grpc::CreateCustomChannel(endpoint,
+                                     grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem->ca;
+  ssl.pem_cert_chain = pem->cert;
+  ssl.pem_private_key = pem->key;
+  return grpc::CreateCustomChannel(endpoint, grpc::SslCredentials(ssl), args);
+}
 
 namespace {
 
@@ -56,12 +73,10 @@ class EtcdReader : public Interface {
 
 class EtcdKv final : public KvStore {
  public:
-  explicit EtcdKv(const EtcdLocation& where) : where_(where) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
+  EtcdKv(const EtcdLocation& where, const std::optional<EtcdTlsPem>& pem)
+      : where_(where) {
     for (const std::string& ep : where.endpoints) {
-      stubs_.push_back(pb::KV::NewStub(grpc::CreateCustomChannel(
-          ep, grpc::InsecureChannelCredentials(), args)));
+      stubs_.push_back(pb::KV::NewStub(EtcdChannel(ep, pem)));
     }
     std::random_device rd;
     marker_ = where.prefix + "\xff" + "txn/" + std::to_string(rd()) + "-" +
@@ -95,7 +110,8 @@ class EtcdKv final : public KvStore {
     for (const std::string& e : where_.endpoints) {
       eps += (eps.empty() ? "" : ",") + e;
     }
-    return "etcd " + eps + " prefix " + where_.prefix;
+    return std::string(where_.tls ? "etcd (TLS) " : "etcd ") + eps +
+           " prefix " + where_.prefix;
   }
 
   Clock::time_point Deadline() const { return Clock::now() + where_.timeout; }
@@ -147,6 +163,15 @@ class EtcdKv final : public KvStore {
   Status Error(std::string_view what, const grpc::Status& last) const {
     if (last.ok()) return Status::Ok();
     const std::string& m = last.error_message();
+    if (last.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        last.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return Status::PermissionDenied(
+          std::string(what) + ": " + Describe() + ": " + m +
+          (where_.tls ? " (the user named by the client certificate's "
+                        "Common Name needs a role with readwrite on the "
+                        "prefix; docs/metadata.md, \"etcd security\")"
+                      : ""));
+    }
     if (m.find("too many operations") != std::string::npos ||
         m.find("too large") != std::string::npos) {
       return Status(EFBIG, std::string(what) + ": " + m);
@@ -331,7 +356,12 @@ Result<std::unique_ptr<KvStore>> ConnectEtcd(const EtcdLocation& where) {
   if (where.endpoints.empty()) {
     return Status::InvalidArgument("etcd location without endpoints");
   }
-  return std::unique_ptr<KvStore>(std::make_unique<EtcdKv>(where));
+  STRIPEFS_RETURN_IF_ERROR(CheckEtcdSecurity(where));
+  std::optional<EtcdTlsPem> pem;
+  if (where.tls) {
+    STRIPEFS_ASSIGN_OR_RETURN(pem, ReadEtcdTlsFiles(*where.tls));
+  }
+  return std::unique_ptr<KvStore>(std::make_unique<EtcdKv>(where, pem));
 }
 
 std::string_view EtcdEngineMissing() { return {}; }

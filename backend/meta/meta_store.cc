@@ -273,21 +273,30 @@ MetaInlineCaps MetaStore::InlineCapabilities() const {
 Status MetaStore::Sync() { return kv_->WaitDurable(kv_->last_ticket()); }
 
 bool MetaStore::IsEtcdLocation(const std::string& location) {
-  return location.starts_with(kEtcdScheme);
+  return IsEtcdLocationText(location);
 }
 
-bool MetaStore::Exists(const std::string& dir) {
+bool MetaStore::Exists(const std::string& dir,
+                       const MetaStoreOptions& options) {
+  auto held = Holds(dir, options);
+  return held.ok() && *held;
+}
+
+Result<bool> MetaStore::Holds(const std::string& dir,
+                              const MetaStoreOptions& options) {
   if (!IsEtcdLocation(dir)) return RocksKv::Exists(dir);
-  auto kv = OpenKv(dir, /*create=*/false);
-  if (!kv.ok()) return false;
-  auto v = (*kv)->Get(MetaKey(kMetaFormat));
-  return v.ok() && v->has_value();
+  STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
+                            OpenKv(dir, /*create=*/false, options));
+  STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                            kv->Get(MetaKey(kMetaFormat)));
+  return v.has_value();
 }
 
-Result<std::unique_ptr<KvStore>> MetaStore::OpenKv(const std::string& location,
-                                                   bool create) {
+Result<std::unique_ptr<KvStore>> MetaStore::OpenKv(
+    const std::string& location, bool create, const MetaStoreOptions& options) {
   if (IsEtcdLocation(location)) {
     STRIPEFS_ASSIGN_OR_RETURN(EtcdLocation where, ParseEtcdLocation(location));
+    where.insecure_loopback_ok = options.etcd_insecure_loopback;
     return ConnectEtcd(where);
   }
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<RocksKv> kv,
@@ -305,7 +314,8 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
     const std::string& dir, const Geometry& geometry,
     const MetaStoreOptions& options) {
   STRIPEFS_RETURN_IF_ERROR(ValidateGeometry(geometry));
-  if (Exists(dir)) {
+  STRIPEFS_ASSIGN_OR_RETURN(bool exists, Holds(dir, options));
+  if (exists) {
     return Status::Exists("a stripefs metadata store already exists in " + dir +
                           "; open it instead, or remove the directory "
                           "to start a new volume");
@@ -319,7 +329,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
     }
   }
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
-                            OpenKv(dir, /*create=*/true));
+                            OpenKv(dir, /*create=*/true, options));
   // Everything a volume needs, in one transaction: a crash leaves either
   // nothing (Open reports "not a stripefs metadata store") or a complete
   // volume; of two concurrent creators on etcd, one wins.
@@ -365,12 +375,13 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
 
 Result<std::unique_ptr<MetaStore>> MetaStore::Open(
     const std::string& dir, const MetaStoreOptions& options) {
-  if (!Exists(dir)) {
+  STRIPEFS_ASSIGN_OR_RETURN(bool exists, Holds(dir, options));
+  if (!exists) {
     return Status::NotFound("no stripefs metadata store in " + dir +
                             " (create a volume first, e.g. `stripefs mkfs`)");
   }
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
-                            OpenKv(dir, /*create=*/false));
+                            OpenKv(dir, /*create=*/false, options));
   std::unique_ptr<MetaStore> store(new MetaStore(dir, options, std::move(kv)));
   STRIPEFS_RETURN_IF_ERROR(store->LoadState());
   return store;
@@ -379,7 +390,8 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(
 Result<std::unique_ptr<MetaStore>> MetaStore::OpenOrCreate(
     const std::string& dir, const Geometry& geometry,
     const MetaStoreOptions& options) {
-  if (!Exists(dir)) return Create(dir, geometry, options);
+  STRIPEFS_ASSIGN_OR_RETURN(bool exists, Holds(dir, options));
+  if (!exists) return Create(dir, geometry, options);
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<MetaStore> store,
                             Open(dir, options));
   if (!(store->geometry_ == geometry)) {

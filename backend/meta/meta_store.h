@@ -52,6 +52,10 @@
 namespace stripefs {
 
 struct MetaStoreOptions {
+  // etcd only: allow a plaintext etcd:// location (no TLS, no etcd user)
+  // when every endpoint is a loopback address (--etcd-insecure); refused
+  // otherwise, as is any plaintext location off loopback (etcd_kv.h).
+  bool etcd_insecure_loopback = false;
   // Owner and permission bits of the root directory made by Create.
   uint32_t root_uid = 0;
   uint32_t root_gid = 0;
@@ -113,8 +117,9 @@ class MetaStore final : public MetaService {
       const std::string& dir, const Geometry& geometry,
       const MetaStoreOptions& options = {});
   // True if `dir` holds a metadata store (a RocksDB CURRENT file, or for an
-  // etcd:// location a reachable etcd with a volume under the prefix).
-  static bool Exists(const std::string& dir);
+  // etcd location a reachable etcd with a volume under the prefix).
+  static bool Exists(const std::string& dir,
+                     const MetaStoreOptions& options = {});
   // True if `location` names an etcd volume rather than a directory.
   static bool IsEtcdLocation(const std::string& location);
 
@@ -228,8 +233,13 @@ class MetaStore final : public MetaService {
   MetaStore(std::string dir, MetaStoreOptions options,
             std::unique_ptr<KvStore> kv);
   // Opens (or with `create` makes) the key-value store `location` names.
-  static Result<std::unique_ptr<KvStore>> OpenKv(const std::string& location,
-                                                 bool create);
+  static Result<std::unique_ptr<KvStore>> OpenKv(
+      const std::string& location, bool create,
+      const MetaStoreOptions& options);
+  // Whether `dir` holds a store; unlike Exists, an etcd that cannot be
+  // reached or refuses access is an error, not "no".
+  static Result<bool> Holds(const std::string& dir,
+                            const MetaStoreOptions& options);
   Status LoadState();
   // The next inode number of this MetaStore's leased block, leasing a new
   // block (its own transaction on M next_inode) when it is used up. With

@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "backend/meta/etcd_kv.h"
+#include "backend/meta/meta_schema.h"
 #include "backend/meta/meta_store.h"
 #include "backend/meta/rocks_kv.h"
 #include "backend/rpc/remote_meta_service.h"
@@ -23,6 +25,8 @@ namespace {
 using testing::CheckInvariants;
 using testing::Engine;
 using testing::ReadAll;
+using meta_schema::kMetaFormat;
+using meta_schema::MetaKey;
 
 std::string Key(int i) {
   char buf[16];
@@ -35,7 +39,7 @@ class KvStoreContract : public testing::MetaEngineFixture {
   KvStoreContract() : MetaEngineFixture("kv-contract") {}
   void SetUp() override {
     MetaEngineFixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     if (etcd()) {
       auto where = ParseEtcdLocation(location_);
       ASSERT_TRUE(where.ok()) << where.status().ToString();
@@ -178,7 +182,7 @@ class EtcdMetaTest : public testing::MetaLocationFixture {
   EtcdMetaTest() : MetaLocationFixture(Engine::kEtcd, "etcd-meta") {}
   void SetUp() override {
     MetaLocationFixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     auto s = MetaStore::Create(location_, geo_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
@@ -345,8 +349,10 @@ TEST(EtcdMetaUnreachable, FailsCleanlyAfterTheTimeout) {
     GTEST_SKIP() << "etcd engine not built: " << EtcdEngineMissing();
   }
   // Port 1 on loopback: nothing listens there.
+  MetaStoreOptions o;
+  o.etcd_insecure_loopback = true;
   auto s = MetaStore::Create("etcd://127.0.0.1:1/nowhere?timeout_ms=300",
-                             Geometry{4, 2, 4096});
+                             Geometry{4, 2, 4096}, o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), ETIMEDOUT) << s.status().ToString();
   EXPECT_NE(s.status().message().find("quorum"), std::string::npos);
@@ -356,7 +362,9 @@ TEST(EtcdLocationParse, RejectsMalformedLocations) {
   for (const char* bad :
        {"etcd://", "etcd://h:1", "etcd:///p", "etcd://h/p", "etcd://h:1/",
         "etcd://h:1/p?x=1", "etcd://h:1/p?timeout_ms=0",
-        "etcd://h:1/p?timeout_ms=12x", "file:///x"}) {
+        "etcd://h:1/p?timeout_ms=12x", "file:///x", "etcds://h:1/p",
+        "etcds://h:1/p?ca=a&cert=b", "etcd://h:1/p?ca=a&cert=b&key=c",
+        "etcds://h:1/p?ca=&cert=b&key=c"}) {
     EXPECT_EQ(ParseEtcdLocation(bad).status().code(), EINVAL) << bad;
   }
   auto ok = ParseEtcdLocation("etcd://a:1,b:2/vol/x?timeout_ms=1500");
@@ -364,6 +372,153 @@ TEST(EtcdLocationParse, RejectsMalformedLocations) {
   EXPECT_EQ(ok->endpoints, (std::vector<std::string>{"a:1", "b:2"}));
   EXPECT_EQ(ok->prefix, "vol/x/");
   EXPECT_EQ(ok->timeout.count(), 1500);
+  EXPECT_FALSE(ok->tls);
+  const std::string text =
+      "etcds://a:1/vol?ca=/c/ca.crt&cert=/c/u.crt&key=/c/u.key&timeout_ms=700";
+  auto tls = ParseEtcdLocation(text);
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  ASSERT_TRUE(tls->tls);
+  EXPECT_EQ(tls->tls->ca, "/c/ca.crt");
+  EXPECT_EQ(tls->tls->cert, "/c/u.crt");
+  EXPECT_EQ(tls->tls->key, "/c/u.key");
+  EXPECT_EQ(tls->timeout.count(), 700);
+  EXPECT_EQ(FormatEtcdLocation(*tls), text);
+}
+
+// A plaintext location is refused unless the caller allows it (the
+// --etcd-insecure flags), and then only on loopback; the error names the fix.
+TEST(EtcdLocationPolicy, PlaintextOnlyOnLoopbackAndOnlyWhenAllowed) {
+  auto plain = ParseEtcdLocation("etcd://127.0.0.1:2379/v");
+  ASSERT_TRUE(plain.ok());
+  Status refused = CheckEtcdSecurity(*plain);
+  EXPECT_EQ(refused.code(), EPERM);
+  EXPECT_NE(refused.message().find("--etcd-insecure"), std::string::npos);
+  EXPECT_NE(refused.message().find("etcds://"), std::string::npos);
+  EXPECT_EQ(ConnectEtcd(*plain).status().code(), EPERM);
+  EXPECT_EQ(MetaStore::Create("etcd://127.0.0.1:2379/v", Geometry{4, 2, 4096})
+                .status()
+                .code(),
+            EPERM);
+  for (const char* loop : {"etcd://127.0.0.1:1,127.0.0.2:2/v",
+                           "etcd://localhost:1/v", "etcd://[::1]:1/v"}) {
+    auto w = ParseEtcdLocation(loop);
+    ASSERT_TRUE(w.ok()) << loop;
+    w->insecure_loopback_ok = true;
+    EXPECT_TRUE(CheckEtcdSecurity(*w).ok()) << loop;
+  }
+  for (const char* far :
+       {"etcd://10.0.0.1:2379/v", "etcd://127.0.0.1:1,etcd.example:2379/v",
+        "etcd://[2001:db8::1]:2379/v"}) {
+    auto w = ParseEtcdLocation(far);
+    ASSERT_TRUE(w.ok()) << far;
+    w->insecure_loopback_ok = true;
+    Status st = CheckEtcdSecurity(*w);
+    EXPECT_EQ(st.code(), EPERM) << far;
+    EXPECT_NE(st.message().find("loopback only"), std::string::npos) << far;
+  }
+}
+
+// etcd with TLS, client-certificate auth and a user per volume (the shared
+// fixture runs so): only a volume's own user reaches its prefix.
+class EtcdSecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto etcd = testing::SharedEtcd();
+    if (!etcd.ok() && testing::IsEtcdSkip(etcd.status()))
+      GTEST_SKIP() << "etcd engine tests skipped: " << etcd.status().ToString();
+    ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+    etcd_ = *etcd;
+    for (std::string* loc : {&mine_, &theirs_}) {
+      auto l = etcd_->NewLocation("secure");
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      *loc = *l;
+    }
+    auto store = MetaStore::Create(mine_, Geometry{4, 2, 4096});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Mkdir(kRootInode, "secret", 0700, 0, 0).ok());
+  }
+  // `where` with its TLS files replaced by certificate `name`'s.
+  EtcdLocation As(const std::string& location, const std::string& name) {
+    auto w = ParseEtcdLocation(location);
+    EXPECT_TRUE(w.ok());
+    w->tls = etcd_->pki().FilesFor(name);
+    w->timeout = std::chrono::milliseconds(1500);
+    return *w;
+  }
+  // The other volume's certificate name (its prefix without the '/').
+  std::string TheirUser() {
+    auto w = ParseEtcdLocation(theirs_);
+    return w->prefix.substr(0, w->prefix.size() - 1);
+  }
+
+  testing::EtcdProcess* etcd_ = nullptr;
+  std::string mine_, theirs_;
+};
+
+TEST_F(EtcdSecurityTest, OwnUserReadsAndWritesThroughTheProduct) {
+  auto store = MetaStore::Open(mine_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto e = (*store)->Lookup(kRootInode, "secret");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE((*store)->Mkdir(kRootInode, "more", 0755, 0, 0).ok());
+}
+
+TEST_F(EtcdSecurityTest, PlaintextClientReachesNothing) {
+  auto w = ParseEtcdLocation(mine_);
+  ASSERT_TRUE(w.ok());
+  w->tls.reset();
+  w->insecure_loopback_ok = true;  // allowed by us; etcd speaks TLS only
+  w->timeout = std::chrono::milliseconds(1500);
+  auto kv = ConnectEtcd(*w);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  auto got = (*kv)->Get(MetaKey(kMetaFormat));
+  EXPECT_FALSE(got.ok());
+  auto t = (*kv)->Begin();
+  t->Put("intruder", "x");
+  EXPECT_FALSE(t->Commit().ok());
+}
+
+TEST_F(EtcdSecurityTest, CertificateWithoutAUserIsRefused) {
+  ASSERT_TRUE(etcd_->pki().Issue("nobody", "nobody").ok());
+  auto kv = ConnectEtcd(As(mine_, "nobody"));
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  auto got = (*kv)->Get(MetaKey(kMetaFormat));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), EACCES) << got.status().ToString();
+}
+
+TEST_F(EtcdSecurityTest, AnotherVolumesUserCanNeitherReadNorWrite) {
+  // Their certificate is valid: it opens their own volume.
+  ASSERT_TRUE(MetaStore::Create(theirs_, Geometry{4, 2, 4096}).status().ok());
+  auto kv = ConnectEtcd(As(mine_, TheirUser()));
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  auto got = (*kv)->Get(MetaKey(kMetaFormat));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), EACCES) << got.status().ToString();
+  auto scan = (*kv)->Snapshot()->Scan("", "\xff", 0);
+  EXPECT_EQ(scan.status().code(), EACCES) << scan.status().ToString();
+  auto t = (*kv)->Begin();
+  t->Put(MetaKey(kMetaFormat), "overwritten");
+  EXPECT_EQ(t->Commit().status().code(), EACCES);
+  // Nothing changed: the owner still opens its volume.
+  auto store = MetaStore::Open(mine_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE((*store)->Lookup(kRootInode, "secret").ok());
+}
+
+TEST_F(EtcdSecurityTest, ReadableClientKeyIsRefusedNamingChmod) {
+  EtcdLocation w = As(mine_, TheirUser());
+  const std::string copy = ::testing::TempDir() + "/etcd-open.key";
+  std::filesystem::copy_file(w.tls->key, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_EQ(::chmod(copy.c_str(), 0644), 0);
+  w.tls->key = copy;
+  auto kv = ConnectEtcd(w);
+  ASSERT_FALSE(kv.ok());
+  EXPECT_EQ(kv.status().code(), EPERM);
+  EXPECT_NE(kv.status().message().find("chmod 600 " + copy), std::string::npos)
+      << kv.status().ToString();
+  std::filesystem::remove(copy);
 }
 
 }  // namespace

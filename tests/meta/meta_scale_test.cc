@@ -45,7 +45,7 @@ class MetaScaleTest : public testing::MetaEngineFixture {
   MetaScaleTest() : MetaEngineFixture("meta-scale") {}
   void SetUp() override {
     MetaEngineFixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     options_.sync = false;  // durability is not what these tests check
     options_.inode_batch = 64;
     auto s = MetaStore::Create(location_, geo_, options_);
@@ -239,7 +239,7 @@ class EtcdMetaScale : public testing::MetaLocationFixture {
   EtcdMetaScale() : MetaLocationFixture(Engine::kEtcd, "etcd-scale") {}
   void SetUp() override {
     MetaLocationFixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     options_.inode_batch = 32;  // several leases per store in each test
     for (int i = 0; i < 2; ++i) {
       auto s = i == 0 ? MetaStore::Create(location_, geo_, options_)

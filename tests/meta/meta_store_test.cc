@@ -51,7 +51,7 @@ class MetaStoreTest : public testing::MetaEngineFixture {
   MetaStoreTest() : MetaEngineFixture("meta-test") {}
   void SetUp() override {
     MetaEngineFixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     MetaStoreOptions o;
     o.root_uid = 1000;
     o.root_gid = 100;

@@ -1,7 +1,11 @@
 // EtcdProcess: a throwaway etcd cluster (Debian's /usr/bin/etcd) on loopback
 // ports, data in a directory the caller owns, for tests of the etcd
-// metadata engine. Each member is a child process that dies with the test
-// (PR_SET_PDEATHSIG) and is SIGKILLed and reaped by the destructor.
+// metadata engine. It runs as production should: TLS on client and peer
+// ports with client-certificate auth, etcd authentication on (a root user),
+// and every location NewLocation hands out has a user of its own whose role
+// reaches only its prefix (certificates from an EtcdPki in DIR/pki). Each
+// member is a child process that dies with the test (PR_SET_PDEATHSIG) and is
+// SIGKILLed and reaped by the destructor.
 //
 // Start returns ENOENT when no etcd binary is installed, EOPNOTSUPP when the
 // etcd engine is not built: tests then GTEST_SKIP with the message.
@@ -14,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/meta/etcd_admin.h"
+#include "backend/meta/etcd_pki.h"
 #include "common/status.h"
 
 namespace stripefs::testing {
@@ -30,9 +36,14 @@ class EtcdProcess {
 
   // "host:port,host:port,..." of the client URLs.
   std::string endpoints() const;
-  // An etcd:// MetaStore location under a prefix unique to this call.
-  std::string NewLocation(const std::string& name);
+  // An etcds:// MetaStore location under a prefix unique to this call
+  // ("NAME-PID-N"), with a user of that name and a certificate for it.
+  Result<std::string> NewLocation(const std::string& name);
   pid_t pid(int member) const { return members_.at(member).pid; }
+  // The CA and certificates (root's is "root"; members' "member").
+  const EtcdPki& pki() const { return *pki_; }
+  // The administrator (root) of this etcd.
+  EtcdAdminTarget root() const;
 
  private:
   struct Member {
@@ -41,6 +52,7 @@ class EtcdProcess {
   };
   EtcdProcess() = default;
   std::vector<Member> members_;
+  std::unique_ptr<EtcdPki> pki_;
   int locations_ = 0;
 };
 
@@ -48,7 +60,11 @@ class EtcdProcess {
 // process, started on first use in a temporary directory and stopped at
 // exit. The failure status is kept too (tests skip with it).
 Result<EtcdProcess*> SharedEtcd();
-// SharedEtcd()->NewLocation(name), or why there is no etcd (skip with it).
+// SharedEtcd()->NewLocation(name), or why there is no etcd (skip with it;
+// a failure to make the user is an error, not a skip: see IsEtcdSkip).
 Result<std::string> SharedEtcdLocation(const std::string& name);
+// True for the statuses SharedEtcd returns when etcd is not installed or
+// the engine is not built (ENOENT, EOPNOTSUPP): skip; anything else fails.
+bool IsEtcdSkip(const Status& s);
 
 }  // namespace stripefs::testing

@@ -100,7 +100,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(
             " --etcd-timeout-ms " + std::to_string(o.etcd_timeout_ms);
     args += o.etcd_location.empty()
                 ? " --etcd-members " + std::to_string(o.etcd_members)
-                : " --etcd " + o.etcd_location;
+                : " --etcd '" + o.etcd_location + "'";  // has &
   }
   if (o.netns) args += " --netns";
   if (!o.link_rate.empty()) args += " --link-rate " + o.link_rate;
