@@ -59,73 +59,31 @@ Collector ChunkEngineCollector(const ChunkStore* store, uint32_t server_id) {
   return [store, server_id](Families* out) {
     const ChunkStoreCounters c = store->Counters();
     const Labels l = {{"server", std::to_string(server_id)}};
-    auto seconds = [](uint64_t ns) { return static_cast<double>(ns) / 1e9; };
-    struct Counter {
-      const char* name;
-      const char* help;
-      double value;
-    };
-    // The time families are summed over threads: divide by the count
-    // their help text names.
-    const Counter counters[] = {
-        {"stripefs_chunk_engine_commit_batches_total",
-         "group commits (one data and one index sync round)",
-         static_cast<double>(c.commit_batches)},
-        {"stripefs_chunk_engine_committed_ops_total",
-         "ops acknowledged by group commits",
-         static_cast<double>(c.committed_ops)},
-        {"stripefs_chunk_engine_batched_ops_total",
-         "ops committed through an ApplyChunkOps batch",
-         static_cast<double>(c.batched_ops)},
-        {"stripefs_chunk_engine_data_syncs_total", "segment fdatasyncs",
-         static_cast<double>(c.data_syncs)},
-        {"stripefs_chunk_engine_index_syncs_total",
-         "synced index (RocksDB WAL) writes",
-         static_cast<double>(c.index_syncs)},
-        {"stripefs_chunk_engine_patches_in_place_total",
-         "patches that wrote only their window",
-         static_cast<double>(c.patches_in_place)},
-        {"stripefs_chunk_engine_patches_whole_total",
-         "patches that rewrote the whole chunk",
-         static_cast<double>(c.patches_whole)},
-        {"stripefs_chunk_engine_version_cache_hits_total",
-         "version lookups served from the version cache",
-         static_cast<double>(c.version_cache_hits)},
-        {"stripefs_chunk_engine_version_cache_misses_total",
-         "version lookups that scanned the index",
-         static_cast<double>(c.version_cache_misses)},
-        {"stripefs_chunk_engine_data_writes_total", "segment writes by writers",
-         static_cast<double>(c.data_writes)},
-        {"stripefs_chunk_engine_buffered_writes_total",
-         "segment writes small enough to go through the page cache",
-         static_cast<double>(c.buffered_writes)},
-        {"stripefs_chunk_engine_data_write_seconds_total",
-         "time in segment writes (per data_writes)", seconds(c.data_write_ns)},
-        {"stripefs_chunk_engine_queue_seconds_total",
-         "ops' wait until a group commit took them (per committed_ops)",
-         seconds(c.queue_ns)},
-        {"stripefs_chunk_engine_commit_wait_seconds_total",
-         "ops' wait until acknowledged (per committed_ops)",
-         seconds(c.commit_wait_ns)},
-        {"stripefs_chunk_engine_batch_seconds_total",
-         "group commits from taken to acknowledged (per commit_batches)",
-         seconds(c.batch_ns)},
-        {"stripefs_chunk_engine_data_sync_seconds_total",
-         "time in segment fdatasyncs (per data_syncs)",
-         seconds(c.data_sync_ns)},
-        {"stripefs_chunk_engine_index_sync_seconds_total",
-         "time in synced index writes (per index_syncs)",
-         seconds(c.index_sync_ns)},
-    };
-    for (const Counter& k : counters) {
-      auto f = CounterFamily(k.name, k.help);
-      Sample(&f, k.value, l);
+    // One family per exported row of the counter list (chunk_store_counters.h).
+    // The time families are summed over threads: divide by the count their
+    // help text names.
+    for (const ChunkCounterMetricRow& row : kChunkStoreCounterRows) {
+      const double v = static_cast<double>(c.*row.field);
+      std::string name = std::string("stripefs_chunk_engine_") + row.stem;
+      prometheus::MetricFamily f;
+      switch (row.metric) {
+        case ChunkCounterMetric::kNone:
+          continue;
+        case ChunkCounterMetric::kCounter:
+          f = CounterFamily(name + "_total", row.help);
+          Sample(&f, v, l);
+          break;
+        case ChunkCounterMetric::kSeconds:
+          f = CounterFamily(name + "_total", row.help);
+          Sample(&f, v / 1e9, l);
+          break;
+        case ChunkCounterMetric::kGauge:
+          f = GaugeFamily(std::move(name), row.help);
+          Sample(&f, v, l);
+          break;
+      }
       out->push_back(std::move(f));
     }
-    auto bytes = GaugeFamily("stripefs_chunk_engine_version_cache_bytes",
-                             "bytes held by the version cache");
-    Sample(&bytes, static_cast<double>(c.version_cache_bytes), l);
-    out->push_back(std::move(bytes));
   };
 }
 

@@ -163,7 +163,7 @@ Status ChunkStore::GetEntry(const ChunkId& id, uint64_t version, bool* found,
   }
   auto dv = DecodeChunkValue(raw);
   if (!dv.ok()) {
-    malformed_.fetch_add(1, std::memory_order_relaxed);
+    counters_.malformed_entries.fetch_add(1, std::memory_order_relaxed);
     return dv.status().Annotate("index entry of " + DescribeChunk(id, version) +
                                 " in " + dir_);
   }
@@ -178,8 +178,9 @@ Status ChunkStore::IndexWrite(
   fill(&batch);
   const auto start = std::chrono::steady_clock::now();
   Status st = RocksWriteSynced(db_.get(), &batch, "chunk index of " + dir_);
-  index_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
-  index_syncs_.fetch_add(1, std::memory_order_relaxed);
+  counters_.index_sync_ns.fetch_add(NanosSince(start),
+                                    std::memory_order_relaxed);
+  counters_.index_syncs.fetch_add(1, std::memory_order_relaxed);
   if (version_cache_) {
     // After the write (a failed one may have been applied in part): a fill
     // that scanned before it is refused, one that scans after it is right.

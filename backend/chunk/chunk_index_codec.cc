@@ -119,6 +119,81 @@ std::string EncodeChunkValue(const ChunkIndexValue& v) {
   return s;
 }
 
+namespace {
+
+// A piece whose segment offset is misaligned or overflows with its extent.
+bool BadPlace(const ChunkPiece& p) {
+  return p.segment_offset % kSegmentAlign != 0 ||
+         p.segment_offset > UINT64_MAX - SegmentExtentBytes(p.length);
+}
+
+// Format 3's one extent (after the block shift) into v->pieces.
+Status DecodeSegmentRef(std::string_view value, const std::string& fmt,
+                        ChunkIndexValue* v) {
+  v->in_segment = true;
+  ChunkPiece p;
+  p.length = v->length;
+  p.segment = LoadBe<uint64_t>(value.data() + kChunkValueSize + 1);
+  p.segment_offset = LoadBe<uint64_t>(value.data() + kChunkValueSize + 9);
+  if (BadPlace(p)) {
+    return Status::Corruption("chunk index value " + fmt +
+                              " has a misaligned or overflowing offset " +
+                              std::to_string(p.segment_offset));
+  }
+  if (v->length == 0 && (p.segment != 0 || p.segment_offset != 0)) {
+    return Status::Corruption("chunk index value " + fmt +
+                              " of an empty chunk names an extent");
+  }
+  if (v->length > 0) v->pieces.push_back(p);
+  return Status::Ok();
+}
+
+// Format 4's piece list (its count after the block shift, the pieces from
+// *head on) into v->pieces; *head moves past them.
+Status DecodePieces(std::string_view value, const std::string& fmt,
+                    ChunkIndexValue* v, size_t* head) {
+  v->in_segment = true;
+  const uint64_t n = LoadBe<uint32_t>(value.data() + kChunkValueSize + 1);
+  if (n > (value.size() - *head) / kChunkPieceSize) {
+    return Status::Corruption("chunk index value " + fmt + " names " +
+                              std::to_string(n) +
+                              " pieces but is too short for them");
+  }
+  const char* p = value.data() + *head;
+  uint64_t next = 0;  // where the next piece must start in the chunk
+  v->pieces.resize(n);
+  for (uint64_t i = 0; i < n; ++i, p += kChunkPieceSize) {
+    ChunkPiece& c = v->pieces[i];
+    c.chunk_offset = LoadBe<uint32_t>(p);
+    c.length = LoadBe<uint32_t>(p + 4);
+    c.segment = LoadBe<uint64_t>(p + 8);
+    c.segment_offset = LoadBe<uint64_t>(p + 16);
+    if (c.chunk_offset != next || c.length == 0 ||
+        c.chunk_offset % kSegmentAlign != 0 || BadPlace(c) ||
+        uint64_t{c.chunk_offset} + c.length > v->length) {
+      return Status::Corruption(
+          "chunk index value " + fmt + ": piece " + std::to_string(i) + " ([" +
+          std::to_string(c.chunk_offset) + ", +" + std::to_string(c.length) +
+          ") at segment offset " + std::to_string(c.segment_offset) +
+          ") is misplaced, misaligned or empty");
+    }
+    next = uint64_t{c.chunk_offset} + c.length;
+  }
+  if (next != v->length) {
+    return Status::Corruption("chunk index value " + fmt +
+                              ": its pieces cover " + std::to_string(next) +
+                              " of " + std::to_string(v->length) + " bytes");
+  }
+  if (IsOnePiece(*v)) {
+    return Status::Corruption("chunk index value " + fmt +
+                              " of one piece (that is format 3)");
+  }
+  *head += n * kChunkPieceSize;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   if (value.size() < kChunkValueSize) {
     return Status::Corruption("chunk index value of " +
@@ -163,65 +238,10 @@ Result<ChunkIndexValue> DecodeChunkValue(std::string_view value) {
   }
   const uint64_t block = uint64_t{1} << v.block_shift;
   const uint64_t blocks = (uint64_t{v.length} + block - 1) / block;
-  auto bad_place = [&](const ChunkPiece& p) {
-    return p.segment_offset % kSegmentAlign != 0 ||
-           p.segment_offset > UINT64_MAX - SegmentExtentBytes(p.length);
-  };
   if (format == kChunkValueFormatSegment) {
-    v.in_segment = true;
-    ChunkPiece p;
-    p.length = v.length;
-    p.segment = LoadBe<uint64_t>(value.data() + kChunkValueSize + 1);
-    p.segment_offset = LoadBe<uint64_t>(value.data() + kChunkValueSize + 9);
-    if (bad_place(p)) {
-      return Status::Corruption("chunk index value " + fmt +
-                                " has a misaligned or overflowing offset " +
-                                std::to_string(p.segment_offset));
-    }
-    if (v.length == 0 && (p.segment != 0 || p.segment_offset != 0)) {
-      return Status::Corruption("chunk index value " + fmt +
-                                " of an empty chunk names an extent");
-    }
-    if (v.length > 0) v.pieces.push_back(p);
+    STRIPEFS_RETURN_IF_ERROR(DecodeSegmentRef(value, fmt, &v));
   } else if (format == kChunkValueFormatPieces) {
-    v.in_segment = true;
-    const uint64_t n = LoadBe<uint32_t>(value.data() + kChunkValueSize + 1);
-    if (n > (value.size() - head) / kChunkPieceSize) {
-      return Status::Corruption("chunk index value " + fmt + " names " +
-                                std::to_string(n) +
-                                " pieces but is too short for them");
-    }
-    const char* p = value.data() + head;
-    uint64_t next = 0;  // where the next piece must start in the chunk
-    v.pieces.resize(n);
-    for (uint64_t i = 0; i < n; ++i, p += kChunkPieceSize) {
-      ChunkPiece& c = v.pieces[i];
-      c.chunk_offset = LoadBe<uint32_t>(p);
-      c.length = LoadBe<uint32_t>(p + 4);
-      c.segment = LoadBe<uint64_t>(p + 8);
-      c.segment_offset = LoadBe<uint64_t>(p + 16);
-      if (c.chunk_offset != next || c.length == 0 ||
-          c.chunk_offset % kSegmentAlign != 0 || bad_place(c) ||
-          uint64_t{c.chunk_offset} + c.length > v.length) {
-        return Status::Corruption(
-            "chunk index value " + fmt + ": piece " + std::to_string(i) +
-            " ([" + std::to_string(c.chunk_offset) + ", +" +
-            std::to_string(c.length) + ") at segment offset " +
-            std::to_string(c.segment_offset) +
-            ") is misplaced, misaligned or empty");
-      }
-      next = uint64_t{c.chunk_offset} + c.length;
-    }
-    if (next != v.length) {
-      return Status::Corruption("chunk index value " + fmt +
-                                ": its pieces cover " + std::to_string(next) +
-                                " of " + std::to_string(v.length) + " bytes");
-    }
-    if (IsOnePiece(v)) {
-      return Status::Corruption("chunk index value " + fmt +
-                                " of one piece (that is format 3)");
-    }
-    head += n * kChunkPieceSize;
+    STRIPEFS_RETURN_IF_ERROR(DecodePieces(value, fmt, &v, &head));
   }
   if (value.size() - head != 4 * blocks) {
     return Status::Corruption(

@@ -101,38 +101,47 @@ Status ChunkStore::PlanRange(const ChunkId& id, uint64_t version,
     rr->bounce.resize(rr->hi - rr->lo);
     rr->buf = rr->bounce;
   }
-  const uint64_t lo = rr->lo, hi = rr->hi;
-  if (!v.in_segment) {
-    // A legacy file of exactly `length` bytes: read here, at once.
-    const std::string path =
-        chunk_paths::LegacyChunkPath(data_dir_, id, version);
-    UniqueFd legacy_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!legacy_fd.valid()) {
-      int err = errno;
-      if (err == ENOENT) return Status::NotFound(path + " is missing");
-      return Status::FromErrno(err, "open " + path);
-    }
-    struct stat st;
-    if (::fstat(legacy_fd.get(), &st) != 0) {
-      return Status::FromErrno(errno, "fstat " + path);
-    }
-    if (static_cast<uint64_t>(st.st_size) != v.length) {
-      crc_errors_.fetch_add(1, std::memory_order_relaxed);
-      return Status::Corruption(
-          DescribeChunk(id, version) + " in " + dir_ + ": data file " + path +
-          " has " + std::to_string(st.st_size) + " bytes, the index says " +
-          std::to_string(v.length) + "; treat the chunk as lost and repair it");
-    }
-    if (rr->buf.empty()) return Status::Ok();
-    RangeReadIo io;
-    io.read.len = rr->buf.size();
-    io.read.got = io_->Read(legacy_fd.get(), rr->buf.data(), io.read.len, lo);
-    io.at = lo;
-    return CheckRangeRead(*rr, io, path);
+  if (!v.in_segment) return ReadLegacyRange(rr);
+  return PlanSegmentReads(rr);
+}
+
+Status ChunkStore::ReadLegacyRange(RangeRead* rr) {
+  const ChunkId& id = rr->id;
+  const uint64_t version = rr->version;
+  const ChunkIndexValue& v = *rr->v;
+  const uint64_t lo = rr->lo;
+  // A legacy file of exactly `length` bytes: read here, at once.
+  const std::string path = chunk_paths::LegacyChunkPath(data_dir_, id, version);
+  UniqueFd legacy_fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!legacy_fd.valid()) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + " is missing");
+    return Status::FromErrno(err, "open " + path);
   }
+  struct stat st;
+  if (::fstat(legacy_fd.get(), &st) != 0) {
+    return Status::FromErrno(errno, "fstat " + path);
+  }
+  if (static_cast<uint64_t>(st.st_size) != v.length) {
+    crc_errors_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Corruption(
+        DescribeChunk(id, version) + " in " + dir_ + ": data file " + path +
+        " has " + std::to_string(st.st_size) + " bytes, the index says " +
+        std::to_string(v.length) + "; treat the chunk as lost and repair it");
+  }
+  if (rr->buf.empty()) return Status::Ok();
+  RangeReadIo io;
+  io.read.len = rr->buf.size();
+  io.read.got = io_->Read(legacy_fd.get(), rr->buf.data(), io.read.len, lo);
+  io.at = lo;
+  return CheckRangeRead(*rr, io, path);
+}
+
+Status ChunkStore::PlanSegmentReads(RangeRead* rr) {
+  const uint64_t lo = rr->lo, hi = rr->hi;
   // One read per piece the range covers (two when it ends in a short
   // block that goes through the page cache, see kDirectReadMinBytes).
-  for (const ChunkPiece& p : v.pieces) {
+  for (const ChunkPiece& p : rr->v->pieces) {
     const uint64_t s = std::max<uint64_t>(lo, p.chunk_offset);
     const uint64_t e =
         std::min<uint64_t>(hi, uint64_t{p.chunk_offset} + p.length);
@@ -214,7 +223,8 @@ Status ChunkStore::FinishRange(RangeRead* rr) {
     if (io.direct) {
       if (io.read.got.ok() || io.read.got.status().code() != EINVAL) {
         if (io.read.got.ok() && *io.read.got == io.read.len) {
-          direct_read_bytes_.fetch_add(io.read.len, std::memory_order_relaxed);
+          counters_.direct_read_bytes.fetch_add(io.read.len,
+                                                std::memory_order_relaxed);
         }
       } else {
         // Alignment the device refuses: the page cache.
@@ -458,7 +468,7 @@ std::vector<Status> ChunkStore::ReadChunkRanges(
     }
   }
   RunRangeReads(planned);
-  read_batches_.fetch_add(1, std::memory_order_relaxed);
+  counters_.read_batches.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < reads.size(); ++i) {
     if (!out[i].ok()) continue;
     out[i] = FinishRange(&rrs[i]);

@@ -48,7 +48,7 @@ ChunkStore::ChunkStore(std::string dir, const ChunkStoreOptions& options)
 
 ChunkStore::~ChunkStore() {
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     stop_ = true;
   }
   queue_cv_.notify_all();
@@ -70,7 +70,7 @@ std::shared_mutex& ChunkStore::LockFor(const ChunkId& id) {
 }
 
 Status ChunkStore::NoSpaceStatus(const std::string& what) {
-  nospace_.fetch_add(1, std::memory_order_relaxed);
+  counters_.nospace_refusals.fetch_add(1, std::memory_order_relaxed);
   struct statvfs vfs;
   std::string avail = "unknown";
   if (::statvfs(dir_.c_str(), &vfs) == 0) {
@@ -178,7 +178,7 @@ Status ChunkStore::WriteChunk(const ChunkId& id, uint64_t version,
 }
 
 void ChunkStore::NoteMissing(const ChunkId& id, uint64_t version) {
-  missing_.fetch_add(1, std::memory_order_relaxed);
+  counters_.missing_chunks.fetch_add(1, std::memory_order_relaxed);
   Log(dir_, "%s is indexed but its data is missing; entry dropped",
       DescribeChunk(id, version).c_str());
 }
@@ -412,7 +412,7 @@ Status ChunkStore::PatchOne(const ChunkId& id, uint64_t from_version,
                              bytes, &op, &data, &existed, &prep);
     if (prep == Prep::kDefault) {
       chunk_lock.unlock();
-      patches_whole_.fetch_add(1, std::memory_order_relaxed);
+      counters_.patches_whole.fetch_add(1, std::memory_order_relaxed);
       return whole();
     }
     if (prep == Prep::kNoSpace) {
@@ -445,9 +445,9 @@ void ChunkStore::CountStored(ChunkWriteOp::Kind kind, uint64_t length,
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
   if (kind == ChunkWriteOp::Kind::kClone) {
-    clones_.fetch_add(1, std::memory_order_relaxed);
+    counters_.clones_shared.fetch_add(1, std::memory_order_relaxed);
   } else if (kind == ChunkWriteOp::Kind::kPatch) {
-    patches_in_place_.fetch_add(1, std::memory_order_relaxed);
+    counters_.patches_in_place.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -493,7 +493,7 @@ std::vector<Status> ChunkStore::ApplyChunkOps(
       if (op->status.ok()) written.push_back(op);
     }
     (void)SubmitAll(written);
-    batched_ops_.fetch_add(written.size(), std::memory_order_relaxed);
+    counters_.batched_ops.fetch_add(written.size(), std::memory_order_relaxed);
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     BatchOp& b = batch[i];
@@ -546,38 +546,10 @@ Result<ChunkStoreStats> ChunkStore::Stats() {
 
 ChunkStoreCounters ChunkStore::Counters() const {
   ChunkStoreCounters c;
-  c.missing_chunks = missing_.load();
-  c.malformed_entries = malformed_.load();
-  c.nospace_refusals = nospace_.load();
-  c.orphans_removed = orphans_.load();
-  c.temp_files_removed = temps_.load();
-  c.clones_shared = clones_.load();
-  c.commit_batches = batches_.load();
-  c.committed_ops = ops_.load();
-  c.data_syncs = data_syncs_.load();
-  c.index_syncs = index_syncs_.load();
-  c.data_writes = data_writes_.load();
-  c.buffered_writes = buffered_writes_.load();
-  c.data_write_ns = data_write_ns_.load();
-  c.queue_ns = queue_ns_.load();
-  c.commit_wait_ns = commit_wait_ns_.load();
-  c.batch_ns = batch_ns_.load();
-  c.data_sync_ns = data_sync_ns_.load();
-  c.index_sync_ns = index_sync_ns_.load();
-  c.pending_records = pending_records_;
-  c.pending_verified = pending_verified_;
-  c.pending_rolled_back = pending_rolled_back_;
-  c.holes_punched = holes_.load();
-  c.chunks_relocated = relocated_.load();
-  c.patches_in_place = patches_in_place_.load();
-  c.patches_whole = patches_whole_.load();
-  c.bytes_written = bytes_written_.load();
+  counters_.SnapshotInto(&c);
   c.segments_removed = segments_ ? segments_->removed() : 0;
   c.segments_from_spares = segments_ ? segments_->rolled_onto_spares() : 0;
   c.spares_filled = segments_ ? segments_->spares_filled() : 0;
-  c.direct_read_bytes = direct_read_bytes_.load();
-  c.read_batches = read_batches_.load();
-  c.batched_ops = batched_ops_.load();
   c.data_submissions = io_ ? io_->submissions() : 0;
   if (version_cache_) {
     const ChunkVersionCacheCounters vc = version_cache_->Counters();

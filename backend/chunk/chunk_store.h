@@ -87,9 +87,11 @@
 #include <vector>
 
 #include "backend/chunk/chunk_service.h"
+#include "backend/chunk/chunk_store_counters.h"
 #include "backend/chunk/segment_set.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/unique_fd.h"
 
 namespace rocksdb {
@@ -173,64 +175,6 @@ struct ChunkStoreOptions {
   // Memory for the version cache (approximate bytes; see "Version cache").
   // 0: no cache, every write and delete scans the index.
   uint64_t version_cache_bytes = uint64_t{32} << 20;
-};
-
-// Counters beyond ChunkStoreStats (since Open unless said otherwise).
-struct ChunkStoreCounters {
-  uint64_t missing_chunks = 0;      // index entries whose data was gone
-  uint64_t malformed_entries = 0;   // index keys/values that failed decoding
-  uint64_t nospace_refusals = 0;    // writes refused or failed with ENOSPC
-  uint64_t orphans_removed = 0;     // legacy data files without index entry
-  uint64_t temp_files_removed = 0;  // leftovers in the legacy tmp/
-  uint64_t clones_shared = 0;       // CloneChunk calls served by sharing
-  uint64_t patches_in_place = 0;    // PatchChunk calls that wrote the window
-  uint64_t patches_whole = 0;       // PatchChunk calls that wrote it all
-  uint64_t bytes_written = 0;       // chunk bytes written to segments
-  uint64_t commit_batches = 0;      // group commits (one WriteBatch each)
-  uint64_t committed_ops = 0;       // writes and deletes in them
-  uint64_t data_syncs = 0;          // segment fdatasyncs
-  uint64_t index_syncs = 0;         // synced RocksDB writes
-  // Where a write's time goes, in nanoseconds summed over all threads
-  // (divide by the count named): writers' segment writes, staging copy
-  // included (data_writes); an op's wait from being queued until a batch
-  // takes it (queue_ns) and until it is acknowledged (commit_wait_ns; both
-  // committed_ops); batches, from taken to acknowledged (commit_batches);
-  // the fdatasyncs (data_syncs) and synced index writes (index_syncs).
-  uint64_t data_writes = 0;
-  // Of those, written through the page cache as small (buffered_write_max_
-  // bytes) into a segment that takes O_DIRECT.
-  uint64_t buffered_writes = 0;
-  uint64_t data_write_ns = 0;
-  uint64_t queue_ns = 0;
-  uint64_t commit_wait_ns = 0;
-  uint64_t batch_ns = 0;
-  uint64_t data_sync_ns = 0;
-  uint64_t index_sync_ns = 0;
-  // Open: pending records found, the entries they named that verified and
-  // those rolled back (their bytes had not reached the disk).
-  uint64_t pending_records = 0;
-  uint64_t pending_verified = 0;
-  uint64_t pending_rolled_back = 0;
-  uint64_t holes_punched = 0;
-  uint64_t chunks_relocated = 0;  // by compaction
-  uint64_t segments_removed = 0;
-  uint64_t segments_from_spares = 0;  // started as a zero-filled spare
-  uint64_t spares_filled = 0;
-  uint64_t direct_read_bytes = 0;  // chunk bytes read with O_DIRECT
-  // ReadChunkRanges calls; ApplyChunkOps ops committed together (one
-  // queueing, one wait); io_uring submissions of segment reads and writes
-  // (one per transfer, one per UringFileIo::kBatchDepth of a batch's).
-  uint64_t read_batches = 0;
-  uint64_t batched_ops = 0;
-  uint64_t data_submissions = 0;
-  // Version cache: lookups served from it and those that scanned the
-  // index, entries evicted to stay under its bound; the bytes and entries
-  // it holds now. All 0 without a cache.
-  uint64_t version_cache_hits = 0;
-  uint64_t version_cache_misses = 0;
-  uint64_t version_cache_evictions = 0;
-  uint64_t version_cache_bytes = 0;
-  uint64_t version_cache_entries = 0;
 };
 
 // What one Sweep() found and did.
@@ -370,7 +314,8 @@ class ChunkStore final : public ChunkService {
   // (every sealed segment with dead bytes when `everything`, after sealing
   // the active one) and removes them. Runs at full speed; the background
   // compactor calls it with its budget.
-  Result<CompactionReport> Compact(bool everything);
+  Result<CompactionReport> Compact(bool everything)
+      STRIPEFS_EXCLUDES(compact_mu_);
 
   ChunkStoreCounters Counters() const;
   std::vector<SegmentInfo> Segments();
@@ -400,6 +345,14 @@ class ChunkStore final : public ChunkService {
 
   ChunkStore(std::string dir, const ChunkStoreOptions& options);
 
+  // Open's steps after the directory checks: the lock file, the layout
+  // and the index (writing the marker when asked); sizing from the file
+  // system, the I/O, the segments and the index reserve; the sweep; the
+  // commit, index and compactor threads.
+  Status PrepareLayout(bool write_marker);
+  Status OpenData();
+  Status SweepAtOpen();
+  void StartThreads();
   Status OpenIndex();
   // Counts chunks and bytes, and what each segment holds.
   Status RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage);
@@ -409,6 +362,17 @@ class ChunkStore final : public ChunkService {
       std::function<void(const ChunkId&, uint64_t, const ChunkIndexValue*)>;
   Status ScanIndex(const IndexVisitor& fn);
   Status OpenSegments();
+  // Sweep's steps (chunk_sweep.cc): removes tmp/ leftovers; removes the
+  // orphan files of legacy bucket `bpath` (inode `inode`, bucket `bucket`);
+  // walks data/ for them, listing the bucket and inode directories it saw;
+  // drops the legacy entries whose file is gone.
+  Status SweepTmp(SweepReport* rep);
+  Status SweepLegacyBucket(uint64_t inode, uint64_t bucket,
+                           const std::string& bpath, SweepReport* rep);
+  Status SweepLegacyData(SweepReport* rep,
+                         std::vector<std::string>* bucket_paths,
+                         std::vector<std::string>* inode_paths);
+  Status DropMissingLegacy(SweepReport* rep);
   // Drops the entries with a piece in a segment file that is gone.
   Status DropMissing(const std::vector<uint64_t>& missing);
   // Verifies the entries the pending records name (rolling back those that
@@ -449,6 +413,10 @@ class ChunkStore final : public ChunkService {
   Status PlanRange(const ChunkId& id, uint64_t version,
                    const ChunkIndexValue& v, uint32_t offset,
                    std::span<uint8_t> out, RangeRead* rr);
+  // PlanRange's two cases: a legacy chunk file, read there and then; the
+  // file reads of the segment pieces the range covers.
+  Status ReadLegacyRange(RangeRead* rr);
+  Status PlanSegmentReads(RangeRead* rr);
   void RunRangeReads(std::span<RangeRead* const> rrs);
   Status FinishRange(RangeRead* rr);
   // One file read's result: an error (annotated with `path`) or a short
@@ -492,6 +460,14 @@ class ChunkStore final : public ChunkService {
                       std::span<const PatchRange> ranges,
                       std::span<const uint8_t> bytes, CommitOp* op,
                       AlignedBytes* data, bool* existed, Prep* prep);
+  // PreparePatch's read: into `data` (the windows back to back), the
+  // source's bytes of every block the ranges cover only in part, one
+  // CRC-verified read per run of such blocks.
+  Status ReadPartlyCoveredBlocks(const ChunkId& id, uint64_t from_version,
+                                 uint64_t to_version, const ChunkIndexValue& v,
+                                 std::span<const PatchRange> ranges,
+                                 const std::vector<PatchRange>& windows,
+                                 AlignedBytes* data);
   // PatchChunk and PatchChunkRanges (ranges checked): one op under the
   // chunk lock, compacting and retrying once on a full store.
   Status PatchOne(const ChunkId& id, uint64_t from_version, uint64_t to_version,
@@ -558,11 +534,6 @@ class ChunkStore final : public ChunkService {
                       std::vector<std::pair<uint64_t, ChunkIndexValue>>* out,
                       std::vector<uint64_t>* bad, bool* clean,
                       bool cache_only = false);
-  // The segment bytes `values` reference together (overlaps once), and per
-  // segment (bytes, end of the last range) added to *per_segment.
-  static uint64_t UniqueSegmentBytes(
-      const std::vector<const ChunkIndexValue*>& values,
-      std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment);
   // A synced write of one batch outside the commit thread (dropping entries
   // of missing chunks). Afterwards (whether it worked or not) the version
   // cache forgets every chunk id the batch touches (everything, when the
@@ -578,11 +549,12 @@ class ChunkStore final : public ChunkService {
   // Submit punches the holes its commit left (op->holes) on the calling thread,
   // unless op->punch_later: then the caller calls PunchHoles, after letting
   // go of its chunk locks.
-  Status Submit(CommitOp* op);
+  Status Submit(CommitOp* op) STRIPEFS_EXCLUDES(queue_mu_);
   // Queues ops together (so they share one batch) and waits for all;
   // returns the first error, each op's is in op->status. Ops with data
   // must have been through WriteDataBatch. Holes as for Submit.
-  Status SubmitAll(const std::vector<CommitOp*>& ops);
+  Status SubmitAll(const std::vector<CommitOp*>& ops)
+      STRIPEFS_EXCLUDES(queue_mu_);
   // Punches `holes` (segment ranges no version references any more) and
   // empties it; any thread, no lock needed (nothing ever references those
   // bytes again).
@@ -590,9 +562,25 @@ class ChunkStore final : public ChunkService {
   // The commit thread takes what queued up while the previous batch was
   // syncing and commits it (CommitBatch); the index thread runs the batch's
   // synced index write while the commit thread syncs its data.
-  void CommitLoop();
-  void IndexLoop();
-  void CommitBatch(const std::vector<CommitOp*>& batch);
+  void CommitLoop() STRIPEFS_EXCLUDES(queue_mu_);
+  void IndexLoop() STRIPEFS_EXCLUDES(queue_mu_);
+  void CommitBatch(const std::vector<CommitOp*>& batch)
+      STRIPEFS_EXCLUDES(queue_mu_);
+  // CommitBatch's steps: the batch's WriteBatch (entries, the pending
+  // record of the entries with new bytes, named *pending_key; true when
+  // there are such); the sync round (the synced index write, on the index
+  // thread while this one fdatasyncs the segments when `has_data`); the
+  // ops' statuses, rollback of those whose data did not sync, the version
+  // cache, live space and counters.
+  bool FillIndexBatch(const std::vector<CommitOp*>& batch,
+                      rocksdb::WriteBatch* wb,
+                      std::vector<std::string>* encoded,
+                      std::string* pending_key);
+  Status SyncRound(const std::vector<CommitOp*>& batch, rocksdb::WriteBatch* wb,
+                   bool has_data) STRIPEFS_EXCLUDES(queue_mu_);
+  void FinishBatch(const std::vector<CommitOp*>& batch, const Status& st,
+                   size_t confirmed, const std::string& pending_key,
+                   const std::vector<std::string>& encoded);
   // The synced index write of `wb` (once more after giving up the index
   // reserve on ENOSPC).
   Status WriteIndexBatch(rocksdb::WriteBatch* wb);
@@ -627,14 +615,15 @@ class ChunkStore final : public ChunkService {
   // (best effort) once space was freed.
   bool ReleaseIndexReserve();
   void RestoreIndexReserve();
-  void CompactLoop();
+  void CompactLoop() STRIPEFS_EXCLUDES(queue_mu_, compact_mu_);
   // Moves the live chunks out of segment `seq`, at most `bytes_per_sec`
   // (0: no limit).
   void CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
-                      CompactionReport* rep);
+                      CompactionReport* rep) STRIPEFS_REQUIRES(compact_mu_);
   // Moves every version of `id` with a piece in segment `seq` out of it.
-  void RelocateChunk(const ChunkId& id, uint64_t seq, CompactionReport* rep);
-  bool stopping();
+  void RelocateChunk(const ChunkId& id, uint64_t seq, CompactionReport* rep)
+      STRIPEFS_REQUIRES(compact_mu_);
+  bool stopping() STRIPEFS_EXCLUDES(queue_mu_);
 
   const std::string dir_;
   const std::string data_dir_;
@@ -653,59 +642,36 @@ class ChunkStore final : public ChunkService {
   // Null when options_.version_cache_bytes is 0.
   std::unique_ptr<ChunkVersionCache> version_cache_;
 
-  std::mutex queue_mu_;
+  // The group commit's queue and its hand-offs to the commit and index
+  // threads (and each queued CommitOp's `done`, which the analysis cannot
+  // name). Taken after chunk locks, before the parts' own mutexes.
+  Mutex queue_mu_;
   std::condition_variable queue_cv_;  // work for the commit thread
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
-  std::vector<CommitOp*> queue_;
-  std::condition_variable index_cv_;          // index job posted / done
-  rocksdb::WriteBatch* index_job_ = nullptr;  // for the index thread
-  bool index_job_done_ = false;
-  Status index_job_status_;
-  bool stop_ = false;
-  bool committer_done_ = false;
+  std::vector<CommitOp*> queue_ STRIPEFS_GUARDED_BY(queue_mu_);
+  std::condition_variable index_cv_;  // index job posted / done
+  rocksdb::WriteBatch* index_job_ STRIPEFS_GUARDED_BY(queue_mu_) = nullptr;
+  bool index_job_done_ STRIPEFS_GUARDED_BY(queue_mu_) = false;
+  Status index_job_status_ STRIPEFS_GUARDED_BY(queue_mu_);
+  bool stop_ STRIPEFS_GUARDED_BY(queue_mu_) = false;
+  bool committer_done_ STRIPEFS_GUARDED_BY(queue_mu_) = false;
   // Commit thread only: the next pending record's number, and the records
   // of acknowledged batches (deleted by the next WriteBatch or at Close).
   uint64_t next_pending_ = 1;
   std::vector<std::string> confirmed_pending_;
   std::thread committer_;
   std::thread indexer_;
-  std::mutex compact_mu_;  // one compaction at a time
+  Mutex compact_mu_;  // one compaction at a time
   std::thread compactor_;
 
   std::atomic<uint64_t> chunks_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> crc_errors_{0};
   std::atomic<uint64_t> reads_{0};
-  std::atomic<uint64_t> direct_read_bytes_{0};
-  std::atomic<uint64_t> read_batches_{0};
-  std::atomic<uint64_t> batched_ops_{0};
   std::atomic<uint64_t> writes_{0};
-  std::atomic<uint64_t> missing_{0};
-  std::atomic<uint64_t> malformed_{0};
-  std::atomic<uint64_t> nospace_{0};
-  std::atomic<uint64_t> orphans_{0};
-  std::atomic<uint64_t> temps_{0};
-  std::atomic<uint64_t> clones_{0};
-  std::atomic<uint64_t> batches_{0};
-  std::atomic<uint64_t> ops_{0};
-  std::atomic<uint64_t> data_syncs_{0};
-  std::atomic<uint64_t> index_syncs_{0};
-  std::atomic<uint64_t> data_writes_{0};
-  std::atomic<uint64_t> buffered_writes_{0};
-  std::atomic<uint64_t> data_write_ns_{0};
-  std::atomic<uint64_t> queue_ns_{0};
-  std::atomic<uint64_t> commit_wait_ns_{0};
-  std::atomic<uint64_t> batch_ns_{0};
-  std::atomic<uint64_t> data_sync_ns_{0};
-  std::atomic<uint64_t> index_sync_ns_{0};
-  uint64_t pending_records_ = 0;  // set at Open
-  uint64_t pending_verified_ = 0;
-  uint64_t pending_rolled_back_ = 0;
-  std::atomic<uint64_t> holes_{0};
-  std::atomic<uint64_t> relocated_{0};
-  std::atomic<uint64_t> patches_in_place_{0};
-  std::atomic<uint64_t> patches_whole_{0};
-  std::atomic<uint64_t> bytes_written_{0};
+  // The counters of ChunkStoreCounters the store keeps itself
+  // (chunk_store_counters.h).
+  ChunkStoreAtomicCounters counters_;
 };
 
 template <typename Lock>

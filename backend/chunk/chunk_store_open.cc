@@ -25,6 +25,7 @@
 #include "backend/chunk/chunk_store.h"
 #include "backend/chunk/chunk_version_cache.h"
 #include "backend/chunk/group_commit.h"
+#include "backend/chunk/live_space.h"
 #include "backend/chunk/uring_file_io.h"
 #include "common/buffer_pool.h"
 #include "common/coding.h"
@@ -134,10 +135,10 @@ Result<int> TakeLock(const std::string& dir) {
   return fd.Release();
 }
 
-}  // namespace
-
-Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
-    const std::string& dir_in, const ChunkStoreOptions& options) {
+// The store's directory, trailing slashes dropped: created when missing
+// (with options.create_if_missing), else checked to be a writable directory.
+Result<std::string> CheckStoreDir(const std::string& dir_in,
+                                  const ChunkStoreOptions& options) {
   if (dir_in.empty()) {
     return Status::InvalidArgument("chunk store directory is empty");
   }
@@ -168,96 +169,127 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
                       std::strerror(err) +
                       "); fix its permissions or pick another directory");
   }
+  return dir;
+}
 
+// What `dir` holds: a chunk store (*has_marker; *legacy for the
+// one-file-per-version layout) whose index is there, or nothing foreign
+// (a new store, with options.create_if_missing).
+Status CheckLayout(const std::string& dir, const ChunkStoreOptions& options,
+                   bool* has_marker, bool* legacy) {
   const std::string marker = dir + "/" + chunk_paths::kMarkerName;
-  const bool has_marker = ::access(marker.c_str(), F_OK) == 0;
-  bool legacy = false;
-  if (has_marker) {
-    STRIPEFS_RETURN_IF_ERROR(CheckMarker(dir, &legacy));
-    // The index is the truth: opening a store whose index is gone would make
-    // every chunk garbage, and the sweep would delete it all.
-    std::string current = dir + "/" + chunk_paths::kIndexName + "/CURRENT";
-    if (::access(current.c_str(), F_OK) != 0) {
-      return Status::Corruption(
-          "chunk store " + dir + " has lost its index (" + current +
-          " is missing); refusing to open, since every chunk would count as "
-          "garbage. Restore " +
-          dir + "/" + chunk_paths::kIndexName + ", or move " + dir +
-          " away and let repair rebuild this server");
-    }
-  } else {
+  *has_marker = ::access(marker.c_str(), F_OK) == 0;
+  if (!*has_marker) {
     STRIPEFS_RETURN_IF_ERROR(CheckForeign(dir));
     if (!options.create_if_missing) {
       return Status::NotFound(dir + " is not a chunk store (no " +
                               chunk_paths::kMarkerName +
                               " marker); check the path");
     }
+    return Status::Ok();
   }
+  STRIPEFS_RETURN_IF_ERROR(CheckMarker(dir, legacy));
+  // The index is the truth: opening a store whose index is gone would make
+  // every chunk garbage, and the sweep would delete it all.
+  std::string current = dir + "/" + chunk_paths::kIndexName + "/CURRENT";
+  if (::access(current.c_str(), F_OK) != 0) {
+    return Status::Corruption(
+        "chunk store " + dir + " has lost its index (" + current +
+        " is missing); refusing to open, since every chunk would count as "
+        "garbage. Restore " +
+        dir + "/" + chunk_paths::kIndexName + ", or move " + dir +
+        " away and let repair rebuild this server");
+  }
+  return Status::Ok();
+}
 
+}  // namespace
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(
+    const std::string& dir_in, const ChunkStoreOptions& options) {
+  STRIPEFS_ASSIGN_OR_RETURN(const std::string dir,
+                            CheckStoreDir(dir_in, options));
+  bool has_marker = false;
+  bool legacy = false;
+  STRIPEFS_RETURN_IF_ERROR(CheckLayout(dir, options, &has_marker, &legacy));
   std::unique_ptr<ChunkStore> store(new ChunkStore(dir, options));
-  STRIPEFS_ASSIGN_OR_RETURN(store->lock_fd_, TakeLock(dir));
-  for (const std::string& sub : {dir + "/" + chunk_paths::kSegmentsName,
-                                 dir + "/" + chunk_paths::kIndexName}) {
+  // A legacy store becomes a segment store that still reads its old files;
+  // an older build then refuses it (unknown marker) instead of misreading.
+  STRIPEFS_RETURN_IF_ERROR(store->PrepareLayout(!has_marker || legacy));
+  STRIPEFS_RETURN_IF_ERROR(store->OpenData());
+  if (options.sweep_on_open) STRIPEFS_RETURN_IF_ERROR(store->SweepAtOpen());
+  std::map<uint64_t, SegmentUsage> usage;
+  STRIPEFS_RETURN_IF_ERROR(store->RecountFromIndex(&usage));
+  store->StartThreads();
+  return store;
+}
+
+Status ChunkStore::PrepareLayout(bool write_marker) {
+  STRIPEFS_ASSIGN_OR_RETURN(lock_fd_, TakeLock(dir_));
+  for (const std::string& sub : {dir_ + "/" + chunk_paths::kSegmentsName,
+                                 dir_ + "/" + chunk_paths::kIndexName}) {
     if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
       return Status::FromErrno(errno, "cannot create " + sub);
     }
   }
-  STRIPEFS_RETURN_IF_ERROR(chunk_paths::FsyncDir(dir));
-  STRIPEFS_RETURN_IF_ERROR(store->OpenIndex());
-  // A legacy store becomes a segment store that still reads its old files;
-  // an older build then refuses it (unknown marker) instead of misreading.
-  if (!has_marker || legacy) STRIPEFS_RETURN_IF_ERROR(WriteMarker(dir));
+  STRIPEFS_RETURN_IF_ERROR(chunk_paths::FsyncDir(dir_));
+  STRIPEFS_RETURN_IF_ERROR(OpenIndex());
+  if (write_marker) STRIPEFS_RETURN_IF_ERROR(WriteMarker(dir_));
+  return Status::Ok();
+}
 
+Status ChunkStore::OpenData() {
   struct statvfs vfs;
-  if (::statvfs(dir.c_str(), &vfs) != 0)
-    return Status::FromErrno(errno, "statvfs " + dir);
+  if (::statvfs(dir_.c_str(), &vfs) != 0)
+    return Status::FromErrno(errno, "statvfs " + dir_);
   const uint64_t capacity =
       static_cast<uint64_t>(vfs.f_blocks) * static_cast<uint64_t>(vfs.f_frsize);
-  store->reserve_bytes_ = options.reserve_bytes == kScaledReserve
-                              ? ScaledChunkReserve(capacity)
-                              : options.reserve_bytes;
-  store->io_ = std::make_unique<UringFileIo>(options.use_io_uring, dir);
+  reserve_bytes_ = options_.reserve_bytes == kScaledReserve
+                       ? ScaledChunkReserve(capacity)
+                       : options_.reserve_bytes;
+  io_ = std::make_unique<UringFileIo>(options_.use_io_uring, dir_);
   SegmentSet::Options so;
-  so.segment_bytes = ScaledSegmentBytes(options.segment_bytes, capacity);
-  so.use_direct_io = options.use_direct_io;
+  so.segment_bytes = ScaledSegmentBytes(options_.segment_bytes, capacity);
+  so.use_direct_io = options_.use_direct_io;
   // A small file system keeps its space for chunks.
   if (capacity / so.segment_bytes >= kMinSegmentsForSpares) {
-    so.spare_segments = options.spare_segments;
-    so.spare_min_free_bytes = store->reserve_bytes_ + 16 * so.segment_bytes;
+    so.spare_segments = options_.spare_segments;
+    so.spare_min_free_bytes = reserve_bytes_ + 16 * so.segment_bytes;
   }
-  store->segments_ =
-      std::make_unique<SegmentSet>(dir + "/" + chunk_paths::kSegmentsName, so);
-  STRIPEFS_RETURN_IF_ERROR(store->OpenSegments());
-  store->segments_->StartFiller();
-  store->reserve_fd_.Reset(
-      ::open((dir + "/" + chunk_paths::kIndexReserveName).c_str(),
+  segments_ =
+      std::make_unique<SegmentSet>(dir_ + "/" + chunk_paths::kSegmentsName, so);
+  STRIPEFS_RETURN_IF_ERROR(OpenSegments());
+  segments_->StartFiller();
+  reserve_fd_.Reset(
+      ::open((dir_ + "/" + chunk_paths::kIndexReserveName).c_str(),
              O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  store->RestoreIndexReserve();
+  RestoreIndexReserve();
+  return Status::Ok();
+}
 
-  if (options.sweep_on_open) {
-    auto rep = store->Sweep();
-    if (!rep.ok()) return rep.status().Annotate("sweep of " + dir);
-    const SweepReport& r = *rep;
-    if (r.temp_files_removed || r.orphans_removed || r.missing_dropped ||
-        r.unknown_files) {
-      Log(dir,
-          "open: removed %" PRIu64 " temp files and %" PRIu64
-          " orphan chunk files, dropped %" PRIu64
-          " index entries whose data is missing, left %" PRIu64
-          " unknown files in data/",
-          r.temp_files_removed, r.orphans_removed, r.missing_dropped,
-          r.unknown_files);
-    }
+Status ChunkStore::SweepAtOpen() {
+  auto rep = Sweep();
+  if (!rep.ok()) return rep.status().Annotate("sweep of " + dir_);
+  const SweepReport& r = *rep;
+  if (r.temp_files_removed || r.orphans_removed || r.missing_dropped ||
+      r.unknown_files) {
+    Log(dir_,
+        "open: removed %" PRIu64 " temp files and %" PRIu64
+        " orphan chunk files, dropped %" PRIu64
+        " index entries whose data is missing, left %" PRIu64
+        " unknown files in data/",
+        r.temp_files_removed, r.orphans_removed, r.missing_dropped,
+        r.unknown_files);
   }
-  std::map<uint64_t, SegmentUsage> usage;
-  STRIPEFS_RETURN_IF_ERROR(store->RecountFromIndex(&usage));
-  ChunkStore* self = store.get();
-  store->committer_ = std::thread([self] { self->CommitLoop(); });
-  store->indexer_ = std::thread([self] { self->IndexLoop(); });
-  if (options.compact_bytes_per_sec > 0) {
-    store->compactor_ = std::thread([self] { self->CompactLoop(); });
+  return Status::Ok();
+}
+
+void ChunkStore::StartThreads() {
+  committer_ = std::thread([this] { CommitLoop(); });
+  indexer_ = std::thread([this] { IndexLoop(); });
+  if (options_.compact_bytes_per_sec > 0) {
+    compactor_ = std::thread([this] { CompactLoop(); });
   }
-  return store;
 }
 
 Status ChunkStore::OpenIndex() {
@@ -302,7 +334,7 @@ Status ChunkStore::OpenSegments() {
           std::string_view(it->value().data(), it->value().size()));
       if (!rec.ok()) {
         // Nothing to check from it; reads of its entries still verify.
-        ++malformed_;
+        ++counters_.malformed_entries;
         Log(dir_, "open: malformed pending record dropped: %s",
             rec.status().message().c_str());
         continue;
@@ -382,7 +414,7 @@ Status ChunkStore::RecoverPending(
         ReadVerifiedRange(e.id, e.version, v, e.piece.chunk_offset, buf);
     if (rs.ok()) {
       verified_segments[e.piece.segment] = true;
-      ++pending_verified_;
+      ++counters_.pending_verified;
       continue;
     }
     // Only "the bytes are not there" rolls back; an I/O error leaves the
@@ -390,7 +422,7 @@ Status ChunkStore::RecoverPending(
     if (rs.code() != EBADMSG && rs.code() != ENOENT) {
       return rs.Annotate("verifying an unconfirmed write at open");
     }
-    ++pending_rolled_back_;
+    ++counters_.pending_rolled_back;
     bool old_there = e.has_old;
     for (const ChunkPiece& p : e.old.pieces) {
       old_there &= !e.old.in_segment || segments_->Get(p.segment) != nullptr;
@@ -423,7 +455,7 @@ Status ChunkStore::RecoverPending(
     std::shared_ptr<SegmentFile> f = segments_->Get(seq);
     if (!f) continue;
     STRIPEFS_RETURN_IF_ERROR(io_->DataSync(f->write_fd.get()));
-    data_syncs_.fetch_add(1, std::memory_order_relaxed);
+    counters_.data_syncs.fetch_add(1, std::memory_order_relaxed);
   }
   STRIPEFS_RETURN_IF_ERROR(IndexWrite([&](rocksdb::WriteBatch* b) {
     for (const std::string& k : keys) b->Delete(k);
@@ -431,12 +463,13 @@ Status ChunkStore::RecoverPending(
   for (const auto& [seq, u] : held) {
     segments_->RemoveLive(seq, u.live_bytes, u.live_entries);
   }
-  pending_records_ = keys.size();
+  counters_.pending_records = keys.size();
   Log(dir_,
       "open: %zu pending records: %" PRIu64
       " unconfirmed writes verified, %" PRIu64
       " rolled back (their bytes had not reached the disk)",
-      keys.size(), pending_verified_, pending_rolled_back_);
+      keys.size(), counters_.pending_verified.load(),
+      counters_.pending_rolled_back.load());
   return Status::Ok();
 }
 
@@ -450,7 +483,7 @@ Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
     std::vector<const ChunkIndexValue*> ptrs;
     for (const auto& v : versions) ptrs.push_back(&v);
     std::map<uint64_t, std::pair<uint64_t, uint64_t>> per_segment;
-    UniqueSegmentBytes(ptrs, &per_segment);
+    live_space::UniqueSegmentBytes(ptrs, &per_segment);
     for (const auto& [seq, be] : per_segment) {
       if (seq == 0) continue;
       SegmentUsage& u = (*usage)[seq];
@@ -487,7 +520,7 @@ Status ChunkStore::RecountFromIndex(std::map<uint64_t, SegmentUsage>* usage) {
   }
   chunks_ = chunks;
   bytes_ = bytes;
-  malformed_ = malformed;
+  counters_.malformed_entries = malformed;
   return Status::Ok();
 }
 

@@ -90,6 +90,60 @@ Status ChunkStore::PrepareClone(const ChunkId& id, uint64_t from_version,
   return GatherForTarget(to_version, length, "clone", op, existed);
 }
 
+Status ChunkStore::ReadPartlyCoveredBlocks(
+    const ChunkId& id, uint64_t from_version, uint64_t to_version,
+    const ChunkIndexValue& v, std::span<const PatchRange> ranges,
+    const std::vector<PatchRange>& windows, AlignedBytes* data) {
+  const uint64_t block = uint64_t{1} << v.block_shift;
+  const std::vector<uint32_t> covered = BytesPerBlock(ranges, windows, block);
+  size_t at = 0, bi = 0;
+  for (const PatchRange& w : windows) {
+    // Runs of blocks that need the source's bytes, one read each.
+    const uint64_t we = uint64_t{w.offset} + w.length;
+    auto read_run = [&](uint64_t lo, uint64_t hi) -> Status {
+      Status rs = ReadVerifiedRange(
+          id, from_version, v, static_cast<uint32_t>(lo),
+          std::span<uint8_t>(data->data() + at + (lo - w.offset), hi - lo));
+      return rs.Annotate("patching " + DescribeChunk(id, to_version) +
+                         " from " + DescribeChunk(id, from_version));
+    };
+    uint64_t run = we;  // first block of the current run; `we`: none
+    for (uint64_t b = w.offset; b < we; b += block, ++bi) {
+      if (covered[bi] != std::min<uint64_t>(block, we - b)) {
+        if (run == we) run = b;
+      } else if (run != we) {
+        STRIPEFS_RETURN_IF_ERROR(read_run(run, b));
+        run = we;
+      }
+    }
+    if (run != we) STRIPEFS_RETURN_IF_ERROR(read_run(run, we));
+    at += w.length;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The block CRCs of the new windows (back to back in `data`) over the
+// source's in value->block_crcs, and the whole chunk's CRC from them.
+void SetWindowCrcs(const std::vector<PatchRange>& windows,
+                   const AlignedBytes& data, ChunkIndexValue* value) {
+  const uint64_t block = uint64_t{1} << value->block_shift;
+  size_t at = 0;
+  for (const PatchRange& w : windows) {
+    const std::vector<uint32_t> fresh =
+        ComputeBlockCrcs(data.data() + at, w.length, value->block_shift);
+    std::copy(
+        fresh.begin(), fresh.end(),
+        value->block_crcs.begin() + static_cast<ptrdiff_t>(w.offset / block));
+    at += w.length;
+  }
+  value->crc32c =
+      CombineBlockCrcs(value->block_crcs, value->length, value->block_shift);
+}
+
+}  // namespace
+
 Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
                                 uint64_t to_version, uint32_t length,
                                 std::span<const PatchRange> ranges,
@@ -126,30 +180,8 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
   // needs no staging copy): first the source's bytes of every block the
   // ranges cover only in part (read and verified), then the ranges' bytes.
   data->resize(total);
-  const std::vector<uint32_t> covered = BytesPerBlock(ranges, windows, block);
-  size_t at = 0, bi = 0;
-  for (const PatchRange& w : windows) {
-    // Runs of blocks that need the source's bytes, one read each.
-    const uint64_t we = uint64_t{w.offset} + w.length;
-    auto read_run = [&](uint64_t lo, uint64_t hi) -> Status {
-      Status rs = ReadVerifiedRange(
-          id, from_version, v, static_cast<uint32_t>(lo),
-          std::span<uint8_t>(data->data() + at + (lo - w.offset), hi - lo));
-      return rs.Annotate("patching " + DescribeChunk(id, to_version) +
-                         " from " + DescribeChunk(id, from_version));
-    };
-    uint64_t run = we;  // first block of the current run; `we`: none
-    for (uint64_t b = w.offset; b < we; b += block, ++bi) {
-      if (covered[bi] != std::min<uint64_t>(block, we - b)) {
-        if (run == we) run = b;
-      } else if (run != we) {
-        STRIPEFS_RETURN_IF_ERROR(read_run(run, b));
-        run = we;
-      }
-    }
-    if (run != we) STRIPEFS_RETURN_IF_ERROR(read_run(run, we));
-    at += w.length;
-  }
+  STRIPEFS_RETURN_IF_ERROR(ReadPartlyCoveredBlocks(id, from_version, to_version,
+                                                   v, ranges, windows, data));
   ScatterIntoWindows(ranges, bytes, windows, data->data());
   op->id = id;
   op->keys = {EncodeChunkKey(id, to_version)};
@@ -160,17 +192,7 @@ Status ChunkStore::PreparePatch(const ChunkId& id, uint64_t from_version,
   op->value.length = length;
   op->value.block_shift = v.block_shift;
   op->value.block_crcs = v.block_crcs;
-  at = 0;
-  for (const PatchRange& w : windows) {
-    const std::vector<uint32_t> fresh =
-        ComputeBlockCrcs(data->data() + at, w.length, v.block_shift);
-    std::copy(fresh.begin(), fresh.end(),
-              op->value.block_crcs.begin() +
-                  static_cast<ptrdiff_t>(w.offset / block));
-    at += w.length;
-  }
-  op->value.crc32c =
-      CombineBlockCrcs(op->value.block_crcs, length, v.block_shift);
+  SetWindowCrcs(windows, *data, &op->value);
   op->value.in_segment = true;
   return GatherForTarget(to_version, length, "patch", op, existed);
 }
@@ -200,7 +222,7 @@ Status ChunkStore::PrepareWholePatch(const ChunkWriteOp& w, BatchOp* b,
   }
   *prep = Prep::kReady;
   b->whole = true;
-  patches_whole_.fetch_add(1, std::memory_order_relaxed);
+  counters_.patches_whole.fetch_add(1, std::memory_order_relaxed);
   InitWriteOp(w.id, w.to_version, chunk, &b->op);
   return GatherForTarget(w.to_version, w.length, "patch", &b->op, &b->existed);
 }

@@ -26,13 +26,13 @@ namespace stripefs {
 using live_space::HasPieceIn;
 
 void ChunkStore::CompactLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
+  UniqueMutexLock lock(&queue_mu_);
   while (!stop_) {
-    stop_cv_.wait_for(lock, std::chrono::seconds(1));
+    stop_cv_.wait_for(lock.native(), std::chrono::seconds(1));
     if (stop_) break;
-    lock.unlock();
+    lock.Unlock();
     {
-      std::lock_guard<std::mutex> one(compact_mu_);
+      MutexLock one(&compact_mu_);
       CompactionReport rep;
       for (uint64_t seq :
            segments_->CompactionCandidates(options_.compact_live_fraction)) {
@@ -40,12 +40,12 @@ void ChunkStore::CompactLoop() {
         CompactSegment(seq, options_.compact_bytes_per_sec, &rep);
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
 Result<CompactionReport> ChunkStore::Compact(bool everything) {
-  std::lock_guard<std::mutex> one(compact_mu_);
+  MutexLock one(&compact_mu_);
   CompactionReport rep;
   if (everything) segments_->SealActive();
   for (uint64_t seq : segments_->CompactionCandidates(
@@ -77,8 +77,11 @@ void ChunkStore::CompactSegment(uint64_t seq, uint64_t bytes_per_sec,
     const auto due =
         start + std::chrono::microseconds((rep->bytes_moved - moved_before) *
                                           1000000 / bytes_per_sec);
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    stop_cv_.wait_until(lock, due, [this] { return stop_; });
+    UniqueMutexLock lock(&queue_mu_);
+    stop_cv_.wait_until(lock.native(), due, [this] {
+      queue_mu_.AssertHeld();
+      return stop_;
+    });
   }
   ++rep->segments_compacted;
 }
@@ -120,7 +123,8 @@ void ChunkStore::RelocateChunk(const ChunkId& id, uint64_t seq,
     op.data = data;
     if (!Submit(&op).ok()) continue;
     for (size_t i : members) all[i].second = op.value;
-    relocated_.fetch_add(op.keys.size(), std::memory_order_relaxed);
+    counters_.chunks_relocated.fetch_add(op.keys.size(),
+                                         std::memory_order_relaxed);
     ++rep->chunks_moved;
     rep->bytes_moved += data.size();
   }

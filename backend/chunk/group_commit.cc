@@ -72,12 +72,12 @@ const uint8_t* Stage(std::span<const uint8_t> data, uint64_t bytes,
 }  // namespace
 
 bool ChunkStore::stopping() {
-  std::lock_guard<std::mutex> lock(queue_mu_);
+  MutexLock lock(&queue_mu_);
   return stop_;
 }
 
 Status ChunkStore::Submit(CommitOp* op) {
-  std::unique_lock<std::mutex> lock(queue_mu_);
+  UniqueMutexLock lock(&queue_mu_);
   if (stop_) return Status::Unavailable("chunk store " + dir_ + " is closing");
   op->done = false;
   op->status = Status::Ok();
@@ -85,9 +85,9 @@ Status ChunkStore::Submit(CommitOp* op) {
   if (op->has_data) {
     // The bytes go down on the submitting thread, so writers keep the disk
     // busy in parallel while the commit thread syncs.
-    lock.unlock();
+    lock.Unlock();
     STRIPEFS_RETURN_IF_ERROR(WriteData(op));
-    lock.lock();
+    lock.Lock();
     if (stop_) {
       segments_->Settle(op->extent);
       return Status::Unavailable("chunk store " + dir_ + " is closing");
@@ -96,14 +96,14 @@ Status ChunkStore::Submit(CommitOp* op) {
   op->queued_at = std::chrono::steady_clock::now();
   queue_.push_back(op);
   queue_cv_.notify_one();
-  op->done_cv.wait(lock, [op] { return op->done; });
-  lock.unlock();
+  op->done_cv.wait(lock.native(), [op] { return op->done; });
+  lock.Unlock();
   if (!op->punch_later) PunchHoles(&op->holes);
   return op->status;
 }
 
 Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
-  std::unique_lock<std::mutex> lock(queue_mu_);
+  UniqueMutexLock lock(&queue_mu_);
   if (stop_) {
     Status closing = Status::Unavailable("chunk store " + dir_ + " is closing");
     for (CommitOp* op : ops) {
@@ -120,8 +120,9 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
     queue_.push_back(op);
   }
   queue_cv_.notify_one();
-  for (CommitOp* op : ops) op->done_cv.wait(lock, [op] { return op->done; });
-  lock.unlock();
+  for (CommitOp* op : ops)
+    op->done_cv.wait(lock.native(), [op] { return op->done; });
+  lock.Unlock();
   for (CommitOp* op : ops)
     if (!op->punch_later) PunchHoles(&op->holes);
   for (const CommitOp* op : ops) {
@@ -131,24 +132,27 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
 }
 
 void ChunkStore::CommitLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
+  UniqueMutexLock lock(&queue_mu_);
   for (;;) {
-    queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    queue_cv_.wait(lock.native(), [this] {
+      queue_mu_.AssertHeld();
+      return stop_ || !queue_.empty();
+    });
     if (queue_.empty()) break;  // stopping, nothing left
     // Everything that arrived while the previous batch was syncing.
     std::vector<CommitOp*> batch;
     batch.swap(queue_);
-    lock.unlock();
+    lock.Unlock();
     const auto taken = std::chrono::steady_clock::now();
     uint64_t queued = 0;
     for (const CommitOp* op : batch) queued += NanosSince(op->queued_at);
     CommitBatch(batch);
     const uint64_t took = NanosSince(taken);
-    queue_ns_.fetch_add(queued, std::memory_order_relaxed);
-    batch_ns_.fetch_add(took, std::memory_order_relaxed);
-    commit_wait_ns_.fetch_add(queued + took * batch.size(),
-                              std::memory_order_relaxed);
-    lock.lock();
+    counters_.queue_ns.fetch_add(queued, std::memory_order_relaxed);
+    counters_.batch_ns.fetch_add(took, std::memory_order_relaxed);
+    counters_.commit_wait_ns.fetch_add(queued + took * batch.size(),
+                                       std::memory_order_relaxed);
+    lock.Lock();
     // Wakes only this batch's submitters (one waiter per op). Signalled
     // under the mutex: a submitter may destroy its op as soon as it sees
     // `done`.
@@ -159,7 +163,7 @@ void ChunkStore::CommitLoop() {
   }
   committer_done_ = true;
   index_cv_.notify_all();
-  lock.unlock();
+  lock.Unlock();
   // Close: the records of acknowledged batches need no check at open.
   if (!confirmed_pending_.empty()) {
     (void)IndexWrite([this](rocksdb::WriteBatch* b) {
@@ -169,16 +173,18 @@ void ChunkStore::CommitLoop() {
 }
 
 void ChunkStore::IndexLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
+  UniqueMutexLock lock(&queue_mu_);
   for (;;) {
-    index_cv_.wait(lock,
-                   [this] { return committer_done_ || index_job_ != nullptr; });
+    index_cv_.wait(lock.native(), [this] {
+      queue_mu_.AssertHeld();
+      return committer_done_ || index_job_ != nullptr;
+    });
     if (index_job_ == nullptr) return;
     rocksdb::WriteBatch* wb = index_job_;
     index_job_ = nullptr;
-    lock.unlock();
+    lock.Unlock();
     Status st = WriteIndexBatch(wb);
-    lock.lock();
+    lock.Lock();
     index_job_status_ = st;
     index_job_done_ = true;
     index_cv_.notify_all();
@@ -191,8 +197,9 @@ Status ChunkStore::WriteIndexBatch(rocksdb::WriteBatch* wb) {
   if (st.code() == ENOSPC && ReleaseIndexReserve()) {
     st = RocksWriteSynced(db_.get(), wb, "chunk index of " + dir_);
   }
-  index_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
-  index_syncs_.fetch_add(1, std::memory_order_relaxed);
+  counters_.index_sync_ns.fetch_add(NanosSince(start),
+                                    std::memory_order_relaxed);
+  counters_.index_syncs.fetch_add(1, std::memory_order_relaxed);
   return st;
 }
 
@@ -223,14 +230,15 @@ Status ChunkStore::PlaceData(CommitOp* op) {
 
 Status ChunkStore::DataWritten(CommitOp* op, const SegmentFile& f, Status st,
                                uint64_t write_ns) {
-  data_write_ns_.fetch_add(write_ns, std::memory_order_relaxed);
-  data_writes_.fetch_add(1, std::memory_order_relaxed);
+  counters_.data_write_ns.fetch_add(write_ns, std::memory_order_relaxed);
+  counters_.data_writes.fetch_add(1, std::memory_order_relaxed);
   if (!st.ok()) {
     segments_->Settle(op->extent);
     op->extent = {};
     return st.Annotate("writing segment " + f.path);
   }
-  bytes_written_.fetch_add(op->extent.bytes, std::memory_order_relaxed);
+  counters_.bytes_written.fetch_add(op->extent.bytes,
+                                    std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -238,7 +246,7 @@ int ChunkStore::PickWriteFd(const CommitOp& op, const SegmentFile& f) {
   if (!f.direct || op.extent.bytes > options_.buffered_write_max_bytes) {
     return f.write_fd.get();
   }
-  buffered_writes_.fetch_add(1, std::memory_order_relaxed);
+  counters_.buffered_writes.fetch_add(1, std::memory_order_relaxed);
   return f.buffered_fd.get();
 }
 
@@ -303,8 +311,9 @@ void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
   for (const auto& [seq, f] : touched) {
     const auto start = std::chrono::steady_clock::now();
     Status st = io_->DataSync(f->write_fd.get());
-    data_sync_ns_.fetch_add(NanosSince(start), std::memory_order_relaxed);
-    data_syncs_.fetch_add(1, std::memory_order_relaxed);
+    counters_.data_sync_ns.fetch_add(NanosSince(start),
+                                     std::memory_order_relaxed);
+    counters_.data_syncs.fetch_add(1, std::memory_order_relaxed);
     if (st.ok()) continue;
     for (CommitOp* op : batch) {
       if (op->extent.bytes > 0 && op->extent.segment == seq) {
@@ -316,17 +325,33 @@ void ChunkStore::SyncBatchData(const std::vector<CommitOp*>& batch) {
 
 void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
   rocksdb::WriteBatch wb;
-  std::vector<PendingEntry> pending;
   // Each put's value as written (the version cache decodes it).
   std::vector<std::string> encoded(batch.size());
+  std::string pending_key;
+  const bool has_data = FillIndexBatch(batch, &wb, &encoded, &pending_key);
+  // Records of acknowledged batches go in the same WriteBatch: every op of
+  // this batch came after them (an op holds its chunk lock until it is
+  // acknowledged), so none of their entries can change before they go.
+  const size_t confirmed = confirmed_pending_.size();
+  for (const std::string& k : confirmed_pending_) wb.Delete(k);
+
+  const Status st = SyncRound(batch, &wb, has_data);
+  FinishBatch(batch, st, confirmed, pending_key, encoded);
+}
+
+bool ChunkStore::FillIndexBatch(const std::vector<CommitOp*>& batch,
+                                rocksdb::WriteBatch* wb,
+                                std::vector<std::string>* encoded,
+                                std::string* pending_key) {
+  std::vector<PendingEntry> pending;
   bool has_data = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     CommitOp* op = batch[i];
     if (op->kind == CommitOp::Kind::kPut) {
-      encoded[i] = EncodeChunkValue(op->value);
-      for (const auto& k : op->keys) wb.Put(k, encoded[i]);
+      (*encoded)[i] = EncodeChunkValue(op->value);
+      for (const auto& k : op->keys) wb->Put(k, (*encoded)[i]);
     } else {
-      for (const auto& k : op->keys) wb.Delete(k);
+      for (const auto& k : op->keys) wb->Delete(k);
     }
     if (op->extent.bytes == 0) continue;
     // New bytes: the entries go down with the data sync, not after it, so
@@ -353,35 +378,43 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
       }
     }
   }
-  std::string pending_key;
   if (!pending.empty()) {
-    pending_key = EncodePendingKey(next_pending_++);
-    wb.Put(pending_key, EncodePendingRecord(pending));
+    *pending_key = EncodePendingKey(next_pending_++);
+    wb->Put(*pending_key, EncodePendingRecord(pending));
   }
-  // Records of acknowledged batches go in the same WriteBatch: every op of
-  // this batch came after them (an op holds its chunk lock until it is
-  // acknowledged), so none of their entries can change before they go.
-  const size_t confirmed = confirmed_pending_.size();
-  for (const std::string& k : confirmed_pending_) wb.Delete(k);
+  return has_data;
+}
 
+Status ChunkStore::SyncRound(const std::vector<CommitOp*>& batch,
+                             rocksdb::WriteBatch* wb, bool has_data) {
   Status st;
   if (!has_data) {
-    st = WriteIndexBatch(&wb);
+    st = WriteIndexBatch(wb);
   } else {
     // One sync round: the index thread writes the entries (synced) while
     // this thread fdatasyncs the segments; both must be durable before the
     // batch is acknowledged.
     {
-      std::lock_guard<std::mutex> lock(queue_mu_);
-      index_job_ = &wb;
+      MutexLock lock(&queue_mu_);
+      index_job_ = wb;
       index_job_done_ = false;
     }
     index_cv_.notify_all();
     SyncBatchData(batch);
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    index_cv_.wait(lock, [this] { return index_job_done_; });
+    UniqueMutexLock lock(&queue_mu_);
+    index_cv_.wait(lock.native(), [this] {
+      queue_mu_.AssertHeld();
+      return index_job_done_;
+    });
     st = index_job_status_;
   }
+  return st;
+}
+
+void ChunkStore::FinishBatch(const std::vector<CommitOp*>& batch,
+                             const Status& st, size_t confirmed,
+                             const std::string& pending_key,
+                             const std::vector<std::string>& encoded) {
   std::vector<const CommitOp*> data_failed;
   for (CommitOp* op : batch) {
     if (!op->status.ok() && st.ok()) data_failed.push_back(op);
@@ -414,8 +447,8 @@ void ChunkStore::CommitBatch(const std::vector<CommitOp*>& batch) {
     freed |= op->status.ok() && op->kind == CommitOp::Kind::kDelete;
   }
   if (!reserve_held_ && freed) RestoreIndexReserve();
-  batches_.fetch_add(1, std::memory_order_relaxed);
-  ops_.fetch_add(batch.size(), std::memory_order_relaxed);
+  counters_.commit_batches.fetch_add(1, std::memory_order_relaxed);
+  counters_.committed_ops.fetch_add(batch.size(), std::memory_order_relaxed);
 }
 
 void ChunkStore::UpdateVersionCache(const std::vector<CommitOp*>& batch,

@@ -92,17 +92,7 @@ bool HasPieceIn(const ChunkIndexValue& v, uint64_t seq) {
   return false;
 }
 
-}  // namespace live_space
-
-using live_space::AddRanges;
-using live_space::Find;
-using live_space::HasPieceIn;
-using live_space::Normalize;
-using live_space::RangeSet;
-using live_space::Subtract;
-using live_space::Sum;
-
-uint64_t ChunkStore::UniqueSegmentBytes(
+uint64_t UniqueSegmentBytes(
     const std::vector<const ChunkIndexValue*>& values,
     std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment) {
   RangeSet r;
@@ -119,6 +109,77 @@ uint64_t ChunkStore::UniqueSegmentBytes(
   return total;
 }
 
+LiveChange ChangeOf(const std::vector<ChunkIndexValue>& others,
+                    const std::vector<const ChunkIndexValue*>& freed,
+                    const ChunkIndexValue* put, uint64_t put_entries) {
+  // Only segments the op adds or lets go of a piece in can change, and the
+  // other versions' pieces there (`base`) count the same before and after:
+  // |base + freed| - |base + put| = |freed - base| - |put - base|. So only
+  // the op's own pieces are compared, against `base` sorted once.
+  std::vector<uint64_t> touched;
+  auto touch = [&](const ChunkIndexValue& v) {
+    if (!v.in_segment) return;
+    for (const ChunkPiece& p : v.pieces) touched.push_back(p.segment);
+  };
+  for (const ChunkIndexValue* f : freed) touch(*f);
+  if (put != nullptr) touch(*put);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  RangeSet base, freed_ranges, put_ranges;
+  for (const ChunkIndexValue& v : others) AddRanges(v, &base, &touched);
+  std::map<uint64_t, uint64_t> added, removed;  // entries per segment
+  for (const ChunkIndexValue* f : freed) {
+    AddRanges(*f, &freed_ranges);
+    if (!f->in_segment) continue;
+    for (const ChunkPiece& p : f->pieces) removed[p.segment] = 0;
+  }
+  for (auto& [seq, n] : removed) {
+    for (const ChunkIndexValue* f : freed) n += HasPieceIn(*f, seq) ? 1 : 0;
+  }
+  if (put != nullptr) {
+    AddRanges(*put, &put_ranges);
+    if (put->in_segment) {
+      for (const ChunkPiece& p : put->pieces) added[p.segment] = put_entries;
+    }
+  }
+  Normalize(&base);
+  Normalize(&freed_ranges);
+  Normalize(&put_ranges);
+  // Per segment: the bytes only the freed versions referenced, and the
+  // bytes only the put references.
+  RangeSet freed_only, put_only;
+  for (const auto& [seq, r] : freed_ranges)
+    freed_only[seq] = Subtract(r, Find(base, seq));
+  for (const auto& [seq, r] : put_ranges)
+    put_only[seq] = Subtract(r, Find(base, seq));
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> bytes;  // freed, put
+  for (const auto& [seq, r] : freed_only) bytes[seq].first = Sum(r);
+  for (const auto& [seq, r] : put_only) bytes[seq].second = Sum(r);
+  LiveChange change;
+  for (const auto& [seq, fp] : bytes) {
+    const auto [b, a] = fp;
+    const uint64_t entries = added.count(seq) ? added[seq] : 0;
+    if (a > b || entries > 0) {
+      change.added.push_back({seq, a > b ? a - b : 0, entries});
+    }
+  }
+  for (const auto& [seq, fp] : bytes) {
+    const auto [b, a] = fp;
+    const uint64_t entries = removed.count(seq) ? removed[seq] : 0;
+    if (b > a || entries > 0) {
+      change.removed.push_back({seq, b > a ? b - a : 0, entries});
+    }
+  }
+  // What only the freed versions referenced, less what the put references.
+  for (const auto& [seq, ranges] : freed_only) {
+    auto dead = Subtract(ranges, Find(put_ranges, seq));
+    if (!dead.empty()) change.dead[seq] = std::move(dead);
+  }
+  return change;
+}
+
+}  // namespace live_space
+
 void ChunkStore::ApplyLive(CommitOp& op) {
   // A put that lets nothing go (a new version: write, clone, patch) adds
   // only its new extent, which nothing else references; its other pieces
@@ -134,64 +195,17 @@ void ChunkStore::ApplyLive(CommitOp& op) {
     }
     return;
   }
-  // Live bytes: the segment bytes the versions of op.id reference together
-  // (a piece shared by versions counts once), before and after the op.
-  // Live entries: one per entry with a piece in the segment.
-  // Only segments the op adds or lets go of a piece in can change, and the
-  // other versions' pieces there (`base`) count the same before and after:
-  // |base + freed| - |base + put| = |freed - base| - |put - base|. So only
-  // the op's own pieces are compared, against `base` sorted once.
-  std::vector<uint64_t> touched;
-  auto touch = [&](const ChunkIndexValue& v) {
-    if (!v.in_segment) return;
-    for (const ChunkPiece& p : v.pieces) touched.push_back(p.segment);
-  };
-  for (const Freed& f : op.freed) touch(f.value);
-  if (op.kind == CommitOp::Kind::kPut) touch(op.value);
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  RangeSet base, freed, put;
-  for (const ChunkIndexValue& v : op.others) AddRanges(v, &base, &touched);
-  std::map<uint64_t, uint64_t> added, removed;  // entries per segment
-  for (const Freed& f : op.freed) {
-    AddRanges(f.value, &freed);
-    if (!f.value.in_segment) continue;
-    for (const ChunkPiece& p : f.value.pieces) removed[p.segment] = 0;
-  }
-  for (auto& [seq, n] : removed) {
-    for (const Freed& f : op.freed) n += HasPieceIn(f.value, seq) ? 1 : 0;
-  }
-  if (op.kind == CommitOp::Kind::kPut) {
-    AddRanges(op.value, &put);
-    if (op.value.in_segment) {
-      for (const ChunkPiece& p : op.value.pieces)
-        added[p.segment] = op.keys.size();
-    }
-  }
-  Normalize(&base);
-  Normalize(&freed);
-  Normalize(&put);
-  // Per segment: the bytes only the freed versions referenced, and the
-  // bytes only the put references.
-  RangeSet freed_only, put_only;
-  for (const auto& [seq, r] : freed)
-    freed_only[seq] = Subtract(r, Find(base, seq));
-  for (const auto& [seq, r] : put) put_only[seq] = Subtract(r, Find(base, seq));
-  std::map<uint64_t, std::pair<uint64_t, uint64_t>> bytes;  // freed, put
-  for (const auto& [seq, r] : freed_only) bytes[seq].first = Sum(r);
-  for (const auto& [seq, r] : put_only) bytes[seq].second = Sum(r);
+  std::vector<const ChunkIndexValue*> freed;
+  for (const Freed& f : op.freed) freed.push_back(&f.value);
+  const live_space::LiveChange change = live_space::ChangeOf(
+      op.others, freed, op.kind == CommitOp::Kind::kPut ? &op.value : nullptr,
+      op.keys.size());
   // Additions first, so no segment is seen unused in between.
-  for (const auto& [seq, fp] : bytes) {
-    const auto [b, a] = fp;
-    const uint64_t entries = added.count(seq) ? added[seq] : 0;
-    if (a > b || entries > 0)
-      segments_->AddLive(seq, a > b ? a - b : 0, entries);
+  for (const auto& s : change.added) {
+    segments_->AddLive(s.seq, s.bytes, s.entries);
   }
-  for (const auto& [seq, fp] : bytes) {
-    const auto [b, a] = fp;
-    const uint64_t entries = removed.count(seq) ? removed[seq] : 0;
-    if (b > a || entries > 0)
-      segments_->RemoveLive(seq, b > a ? b - a : 0, entries);
+  for (const auto& s : change.removed) {
+    segments_->RemoveLive(s.seq, s.bytes, s.entries);
   }
   for (const Freed& f : op.freed) {
     // A legacy file replaced by a rewrite (deletes unlinked theirs).
@@ -201,13 +215,10 @@ void ChunkStore::ApplyLive(CommitOp& op) {
     }
   }
   // Punch what no remaining version references (a compaction move leaves
-  // its old bytes to the segment's removal): what only the freed versions
-  // referenced, less what the put references. Without hole punching the
+  // its old bytes to the segment's removal). Without hole punching the
   // compactor gets the space back.
   if (!options_.punch_holes || op.relocation) return;
-  for (const auto& [seq, ranges] : freed_only) {
-    const auto dead = Subtract(ranges, Find(put, seq));
-    if (dead.empty()) continue;
+  for (const auto& [seq, dead] : change.dead) {
     std::shared_ptr<SegmentFile> seg = segments_->Get(seq);
     if (!seg) continue;
     for (const auto& [lo, hi] : dead) {
@@ -224,7 +235,7 @@ void ChunkStore::PunchHoles(std::vector<Hole>* holes) {
                     FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     static_cast<off_t>(h.lo),
                     static_cast<off_t>(h.hi - h.lo)) == 0) {
-      holes_.fetch_add(1, std::memory_order_relaxed);
+      counters_.holes_punched.fetch_add(1, std::memory_order_relaxed);
       segments_->NotePunched(h.seq, h.hi - h.lo);
     }
   }

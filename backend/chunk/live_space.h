@@ -45,4 +45,31 @@ std::vector<std::pair<uint64_t, uint64_t>> Subtract(
 // Whether `v` has a piece in segment `seq`.
 bool HasPieceIn(const ChunkIndexValue& v, uint64_t seq);
 
+// The segment bytes `values` reference together (overlaps once), and per
+// segment (bytes, end of the last range) added to *per_segment.
+uint64_t UniqueSegmentBytes(
+    const std::vector<const ChunkIndexValue*>& values,
+    std::map<uint64_t, std::pair<uint64_t, uint64_t>>* per_segment);
+
+// What one commit of a chunk id changes in its segments.
+struct LiveChange {
+  struct Segment {
+    uint64_t seq = 0;
+    uint64_t bytes = 0;    // live bytes added (removed)
+    uint64_t entries = 0;  // live index entries added (removed)
+  };
+  std::vector<Segment> added;    // apply first, so no segment looks unused
+  std::vector<Segment> removed;  // then these
+  // Per segment, the ranges no remaining version references any more
+  // (normalized; empty segments left out): the holes to punch.
+  RangeSet dead;
+};
+// The change of a commit that keeps the id's versions `others` as they
+// are, lets go of `freed` (replaced or deleted) and puts `put` (null for a
+// delete) under `put_entries` index keys. A piece shared by several
+// versions counts once; bytes `others` still reference never go dead.
+LiveChange ChangeOf(const std::vector<ChunkIndexValue>& others,
+                    const std::vector<const ChunkIndexValue*>& freed,
+                    const ChunkIndexValue* put, uint64_t put_entries);
+
 }  // namespace stripefs::live_space

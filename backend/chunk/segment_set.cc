@@ -24,7 +24,7 @@ SegmentSet::SegmentSet(std::string dir, const Options& options)
 
 SegmentSet::~SegmentSet() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   stop_fill_.store(true);
@@ -67,7 +67,7 @@ Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
 
 Result<std::vector<uint64_t>> SegmentSet::Load(
     const std::map<uint64_t, SegmentUsage>& usage, uint64_t* removed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   *removed = 0;
   STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::string> names,
                             chunk_paths::ListDir(dir_));
@@ -225,26 +225,26 @@ bool SegmentSet::RoomForSpare() const {
 }
 
 void SegmentSet::FillLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(&mu_);
   while (!stop_) {
     // Only a store being written (it filled a segment since open) gets
     // spares: idle and test stores cost no zero-filling.
     if (rolls_ < 2 || spares_.size() >= options_.spare_segments) {
-      fill_cv_.wait(lock);
+      fill_cv_.wait(lock.native());
       continue;
     }
     const uint64_t n = next_spare_++;
-    lock.unlock();
+    lock.Unlock();
     Result<std::string> path =
         RoomForSpare() ? FillSpare(n)
                        : Result<std::string>(Status::NoSpace("free space"));
-    lock.lock();
+    lock.Lock();
     if (path.ok()) {
       spares_.push_back(std::move(*path));
       ++spares_filled_;
     } else {
       // Full disk or I/O error: segments are preallocated meanwhile.
-      fill_cv_.wait_for(lock, std::chrono::seconds(5));
+      fill_cv_.wait_for(lock.native(), std::chrono::seconds(5));
     }
   }
 }
@@ -285,7 +285,7 @@ Result<std::string> SegmentSet::FillSpare(uint64_t n) {
 
 Result<SegmentExtent> SegmentSet::Allocate(uint64_t bytes) {
   if (bytes == 0) return SegmentExtent{};  // nothing to store anywhere
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (active_ == 0 ||
       segments_[active_].capacity - segments_[active_].usage.end < bytes) {
     STRIPEFS_RETURN_IF_ERROR(Roll(bytes));
@@ -298,7 +298,7 @@ Result<SegmentExtent> SegmentSet::Allocate(uint64_t bytes) {
 }
 
 void SegmentSet::Settle(const SegmentExtent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(e.segment);
   if (it == segments_.end()) return;
   --it->second.pending;
@@ -306,7 +306,7 @@ void SegmentSet::Settle(const SegmentExtent& e) {
 }
 
 void SegmentSet::AddLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(seq);
   if (it == segments_.end()) return;
   it->second.usage.live_bytes += bytes;
@@ -314,7 +314,7 @@ void SegmentSet::AddLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
 }
 
 void SegmentSet::RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(seq);
   if (it == segments_.end()) return;
   SegmentUsage& u = it->second.usage;
@@ -324,13 +324,13 @@ void SegmentSet::RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries) {
 }
 
 void SegmentSet::NotePunched(uint64_t seq, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(seq);
   if (it != segments_.end()) it->second.usage.punched += bytes;
 }
 
 void SegmentSet::SealActive() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   SealActiveLocked();
 }
 
@@ -347,13 +347,13 @@ void SegmentSet::MaybeRemoveLocked(uint64_t seq) {
 }
 
 std::shared_ptr<SegmentFile> SegmentSet::Get(uint64_t seq) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(seq);
   return it == segments_.end() ? nullptr : it->second.file;
 }
 
 std::vector<SegmentInfo> SegmentSet::List() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<SegmentInfo> out;
   for (const auto& [seq, s] : segments_) {
     out.push_back({seq, s.usage, s.pending, s.sealed});
@@ -363,7 +363,7 @@ std::vector<SegmentInfo> SegmentSet::List() {
 
 std::vector<uint64_t> SegmentSet::CompactionCandidates(
     double max_live_fraction) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::pair<double, uint64_t>> c;
   for (const auto& [seq, s] : segments_) {
     const uint64_t occupied =
@@ -380,7 +380,7 @@ std::vector<uint64_t> SegmentSet::CompactionCandidates(
 }
 
 uint64_t SegmentSet::RemoveDead() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t before = removed_;
   std::vector<uint64_t> seqs;
   for (const auto& [seq, s] : segments_) seqs.push_back(seq);
@@ -389,17 +389,17 @@ uint64_t SegmentSet::RemoveDead() {
 }
 
 uint64_t SegmentSet::removed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return removed_;
 }
 
 uint64_t SegmentSet::rolled_onto_spares() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return rolled_onto_spares_;
 }
 
 uint64_t SegmentSet::spares_filled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return spares_filled_;
 }
 

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "common/unique_fd.h"
 
 namespace stripefs {
@@ -107,24 +108,26 @@ class SegmentSet {
   // first rolling to a new, preallocated one when it does not fit. The
   // extent stays pending until Settle. ENOSPC when no segment can be made.
   // An empty chunk gets segment 0, which names no file.
-  Result<SegmentExtent> Allocate(uint64_t bytes);
+  Result<SegmentExtent> Allocate(uint64_t bytes) STRIPEFS_EXCLUDES(mu_);
   // Ends the pending state of an extent from Allocate.
-  void Settle(const SegmentExtent& e);
-  void AddLive(uint64_t seq, uint64_t bytes, uint64_t entries);
-  void RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries);
-  void NotePunched(uint64_t seq, uint64_t bytes);
+  void Settle(const SegmentExtent& e) STRIPEFS_EXCLUDES(mu_);
+  void AddLive(uint64_t seq, uint64_t bytes, uint64_t entries)
+      STRIPEFS_EXCLUDES(mu_);
+  void RemoveLive(uint64_t seq, uint64_t bytes, uint64_t entries)
+      STRIPEFS_EXCLUDES(mu_);
+  void NotePunched(uint64_t seq, uint64_t bytes) STRIPEFS_EXCLUDES(mu_);
   // The next Allocate starts a new segment (so the active one can be
   // compacted).
-  void SealActive();
+  void SealActive() STRIPEFS_EXCLUDES(mu_);
 
   // Null when there is no such segment.
-  std::shared_ptr<SegmentFile> Get(uint64_t seq);
-  std::vector<SegmentInfo> List();
+  std::shared_ptr<SegmentFile> Get(uint64_t seq) STRIPEFS_EXCLUDES(mu_);
+  std::vector<SegmentInfo> List() STRIPEFS_EXCLUDES(mu_);
   // Sealed segments whose live bytes are below `max_live_fraction` of what
   // they still occupy (end minus punched holes), most dead first.
   std::vector<uint64_t> CompactionCandidates(double max_live_fraction);
   // Unlinks every sealed, unused segment; returns how many.
-  uint64_t RemoveDead();
+  uint64_t RemoveDead() STRIPEFS_EXCLUDES(mu_);
   uint64_t removed() const;
   // Segments that started from a spare; spares zero-filled.
   uint64_t rolled_onto_spares() const;
@@ -139,33 +142,35 @@ class SegmentSet {
     bool sealed = false;
   };
   Result<std::shared_ptr<SegmentFile>> OpenFile(uint64_t seq, bool create);
-  Status Roll(uint64_t at_least);
+  Status Roll(uint64_t at_least) STRIPEFS_REQUIRES(mu_);
   // A ready spare renamed to segment `seq`, with its capacity; null when
   // there is none that holds `at_least` (mu_ held).
   std::shared_ptr<SegmentFile> TakeSpareLocked(uint64_t seq, uint64_t at_least,
-                                               uint64_t* capacity);
-  void FillLoop();
+                                               uint64_t* capacity)
+      STRIPEFS_REQUIRES(mu_);
+  void FillLoop() STRIPEFS_EXCLUDES(mu_);
   // Writes segment_bytes of zeros into a new tmp file, syncs it and renames
   // it to spare `n`; returns its path.
   Result<std::string> FillSpare(uint64_t n);
   bool RoomForSpare() const;
-  void SealActiveLocked();
+  void SealActiveLocked() STRIPEFS_REQUIRES(mu_);
   // Unlinks `seq` when sealed and unused (mu_ held).
-  void MaybeRemoveLocked(uint64_t seq);
+  void MaybeRemoveLocked(uint64_t seq) STRIPEFS_REQUIRES(mu_);
 
   const std::string dir_;
   const Options options_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, Segment> segments_;
-  uint64_t active_ = 0;  // 0: none
-  uint64_t next_seq_ = 1;
-  uint64_t removed_ = 0;
-  std::vector<std::string> spares_;  // ready spare paths
-  uint64_t next_spare_ = 1;
-  uint64_t rolls_ = 0;  // segments started since open
-  uint64_t rolled_onto_spares_ = 0;
-  uint64_t spares_filled_ = 0;
-  bool stop_ = false;
+  mutable Mutex mu_;
+  std::map<uint64_t, Segment> segments_ STRIPEFS_GUARDED_BY(mu_);
+  uint64_t active_ STRIPEFS_GUARDED_BY(mu_) = 0;  // 0: none
+  uint64_t next_seq_ STRIPEFS_GUARDED_BY(mu_) = 1;
+  uint64_t removed_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> spares_
+      STRIPEFS_GUARDED_BY(mu_);  // ready spare paths
+  uint64_t next_spare_ STRIPEFS_GUARDED_BY(mu_) = 1;
+  uint64_t rolls_ STRIPEFS_GUARDED_BY(mu_) = 0;  // segments started since open
+  uint64_t rolled_onto_spares_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  uint64_t spares_filled_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  bool stop_ STRIPEFS_GUARDED_BY(mu_) = false;
   std::atomic<bool> stop_fill_{false};
   std::condition_variable fill_cv_;  // a spare was taken, or stopping
   std::thread filler_;
