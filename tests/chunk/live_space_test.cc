@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,42 @@ TEST(LiveSpaceTest, UniqueSegmentBytesCountsASharedPieceOnce) {
   // It adds to what *per_segment held.
   EXPECT_EQ(UniqueSegmentBytes({&patched}, &per_segment), 12288u);
   EXPECT_EQ(per_segment[8].first, 12288u + 8192u);
+}
+
+using Change = std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>;
+
+Change Rows(const std::vector<LiveChange::Segment>& segments) {
+  Change out;
+  for (const auto& s : segments) out.emplace_back(s.seq, s.bytes, s.entries);
+  return out;
+}
+
+TEST(LiveSpaceTest, ChangeOfAPatchThatReplacesItsSource) {
+  // The new version keeps the source's first and last 4 KiB (segment 8)
+  // and writes its middle block to segment 9; the source goes.
+  const ChunkIndexValue source = InSegments({{0, 12288, 8, 0}});
+  const ChunkIndexValue patched = InSegments(
+      {{0, 4096, 8, 0}, {4096, 4096, 9, 40960}, {8192, 4096, 8, 8192}});
+  const LiveChange c = ChangeOf({}, {&source}, &patched, 1);
+  // Segment 8 keeps its entry count (one in, one out) and loses the
+  // middle block; segment 9 gains the new block and an entry.
+  EXPECT_EQ(Rows(c.added), (Change{{8, 0, 1}, {9, 4096, 1}}));
+  EXPECT_EQ(Rows(c.removed), (Change{{8, 4096, 1}}));
+  EXPECT_EQ(c.dead, (RangeSet{{8, {{4096, 8192}}}}));
+}
+
+TEST(LiveSpaceTest, ChangeOfADeleteOfAVersionAnotherStillShares) {
+  // A clone shares every byte of the deleted version: the entry goes, no
+  // byte is dead.
+  const ChunkIndexValue v = InSegments({{0, 8192, 8, 0}});
+  const LiveChange c = ChangeOf({v}, {&v}, nullptr, 0);
+  EXPECT_TRUE(c.added.empty());
+  EXPECT_EQ(Rows(c.removed), (Change{{8, 0, 1}}));
+  EXPECT_TRUE(c.dead.empty());
+  // Without the clone, all of it is dead.
+  const LiveChange alone = ChangeOf({}, {&v}, nullptr, 0);
+  EXPECT_EQ(Rows(alone.removed), (Change{{8, 8192, 1}}));
+  EXPECT_EQ(alone.dead, (RangeSet{{8, {{0, 8192}}}}));
 }
 
 }  // namespace
