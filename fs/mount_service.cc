@@ -269,9 +269,40 @@ Status ValidateGeometryChoice(const GeometryChoice& c) {
   return Status::Ok();
 }
 
+// allow_other without default_permissions would let every local user read
+// and write every file: stripefs checks no permissions itself (the kernel
+// does, with default_permissions), so that pair is refused.
+Status CheckAccessControl(const std::vector<std::string>& options) {
+  bool allow_other = ::geteuid() == 0;  // ParseMountOptions' default
+  bool default_permissions = true;
+  for (const auto& list : options) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      const std::string o = list.substr(
+          start, comma == std::string::npos ? std::string::npos
+                                            : comma - start);
+      if (o == "allow_other") allow_other = true;
+      if (o == "no_allow_other") allow_other = false;
+      if (o == "default_permissions") default_permissions = true;
+      if (o == "no_default_permissions") default_permissions = false;
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (allow_other && !default_permissions)
+    return Status::InvalidArgument(
+        "-o no_default_permissions with allow_other (the default for root) "
+        "would let every local user read and write every file (stripefs "
+        "checks no permissions itself): add -o no_allow_other, or keep "
+        "default_permissions");
+  return Status::Ok();
+}
+
 Status ValidateMountOptions(const MountServiceOptions& o) {
   if (o.mountpoint.empty() || o.mountpoint[0] != '/')
     return Status::InvalidArgument("the mountpoint must be an absolute path");
+  STRIPEFS_RETURN_IF_ERROR(CheckAccessControl(o.mount_options));
   if (!kDevThreadsRange.Contains(o.dev_threads))
     return OutOfRange("--dev-threads", o.dev_threads, kDevThreadsRange);
   if (!kUringReadWorkersRange.Contains(o.uring_read_workers))
@@ -353,7 +384,9 @@ Status MountService::OpenVolume() {
   if (!o_.meta_address.empty()) {
     MetaHoldOptions hold;
     hold.hold = std::chrono::seconds(o_.meta_hold_s);
-    auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file, {}, &hold);
+    StripeClientOptions co;
+    co.secure_wire = o_.secure_wire;
+    auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file, co, &hold);
     if (!v.ok()) return v.status().Annotate("cluster " + o_.meta_address);
     volume_ = std::move(v).value();
     return Status::Ok();
@@ -488,8 +521,10 @@ Status MountService::Up() {
 
 void MountService::PublishRuntimeFiles() {
   const RuntimePaths rp = RuntimePathsFor(o_.mountpoint);
-  std::error_code ec;
-  sfs::create_directories(rp.dir, ec);
+  if (Status d = EnsureRuntimeDir(rp.dir); !d.ok()) {
+    notes_.push_back("stats and pid file: not written: " + d.message());
+    return;
+  }
   StripeFs* fs = fs_.get();
   auto stats =
       StatsServer::Start(rp.socket, [fs] { return fs->StatsJson().dump(); });
@@ -500,9 +535,11 @@ void MountService::PublishRuntimeFiles() {
   } else {
     notes_.push_back("stats: unavailable: " + stats.status().ToString());
   }
-  std::ofstream pf(rp.pidfile);
-  pf << ::getpid() << "\n";
-  if (pf) pidfile_ = rp.pidfile;
+  if (Status p = WritePidFile(rp.pidfile); p.ok()) {
+    pidfile_ = rp.pidfile;
+  } else {
+    notes_.push_back("pid file: not written: " + p.message());
+  }
 }
 
 std::vector<std::string> MountService::Describe() const {

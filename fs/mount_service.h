@@ -112,10 +112,12 @@ struct MountServiceOptions {
   bool enable_uring = false;  // set the fuse module's enable_uring (root)
   int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
   int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO
+  bool secure_wire = false;   // cluster: encrypt RPC traffic (-o secure)
   // -o values (comma lists). Ours: allow_other / no_allow_other (default:
   // allow_other when running as root, the kernel checking permissions),
   // default_permissions / no_default_permissions (default on; off also
-  // turns POSIX ACLs off), auto_unmount, ro / rw. The standard VFS options
+  // turns POSIX ACLs off, and is refused with allow_other: nothing would
+  // check permissions), auto_unmount, ro / rw. The standard VFS options
   // (atime, noatime, relatime, strictatime, nodiratime, diratime, lazytime,
   // sync, async, dirsync, nosuid, suid, nodev, dev, noexec, exec) reach the
   // kernel: through libfuse, or set on the mount right after it is made

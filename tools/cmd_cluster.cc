@@ -62,6 +62,7 @@ struct ClusterConf {
   uint32_t etcd_members = 0;  // 0: metad on RocksDB (D/metad/)
   uint32_t metads = 1;        // with etcd: metad.1..metads
   uint32_t etcd_timeout_ms = 5000;
+  uint32_t secure = 0;  // 1: daemons run with --secure (encrypted frames)
   // An etcd run elsewhere ("etcds://h:p[,h:p]/VOL?ca=&cert=&key=", or
   // etcd:// with etcd_insecure; in D/etcd.location): no members of our own.
   std::string etcd_location;
@@ -92,7 +93,8 @@ Status SaveConf(const std::string& dir, const ClusterConf& c) {
     << "\ncell_size " << c.cell_size << "\nbase_port " << c.base_port
     << "\nnetns " << c.netns << "\netcd_members " << c.etcd_members
     << "\nmetads " << c.metads << "\netcd_timeout_ms " << c.etcd_timeout_ms
-    << "\netcd_insecure " << c.etcd_insecure << "\n";
+    << "\netcd_insecure " << c.etcd_insecure << "\nsecure " << c.secure
+    << "\n";
   if (!c.etcd_location.empty())
     STRIPEFS_RETURN_IF_ERROR(
         WriteText(dir + "/etcd.location", c.etcd_location + "\n"));
@@ -116,6 +118,7 @@ std::optional<ClusterConf> LoadConf(const std::string& dir) {
     if (name == "metads") c.metads = static_cast<uint32_t>(v);
     if (name == "etcd_timeout_ms") c.etcd_timeout_ms = static_cast<uint32_t>(v);
     if (name == "etcd_insecure") c.etcd_insecure = static_cast<uint32_t>(v);
+    if (name == "secure") c.secure = static_cast<uint32_t>(v);
   }
   c.etcd_location = ReadFirstLine(dir + "/etcd.location");
   return c;
@@ -328,6 +331,7 @@ struct Cluster {
                 {"--key", key_path(), "--listen", listen, "--pid-file",
                  base + ".pid", "--address-file", base + ".addr", "--metrics",
                  metrics, "--metrics-address-file", base + ".metrics"});
+    if (conf.secure) args.push_back("--secure");
     STRIPEFS_ASSIGN_OR_RETURN(
         pid_t pid, Spawn(args, base + ".log", net ? net->Namespace(p.id) : ""));
     STRIPEFS_RETURN_IF_ERROR(
@@ -482,6 +486,7 @@ struct UpFlags {
   std::string meta_engine = "rocksdb";  // or "etcd"
   bool engine_given = false;            // --meta-engine/--etcd-members/--metads
   bool etcd_insecure = false;           // --etcd-insecure
+  bool secure = false, insecure = false;  // --secure / --no-secure
 };
 
 // The engine flags into f->conf, checked against an earlier cluster in the
@@ -577,7 +582,10 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
       f.conf.k = old->k, f.conf.m = old->m, f.conf.cell_size = old->cell_size;
     if (!servers_given) f.conf.servers = old->servers;
     if (!port_given) f.conf.base_port = old->base_port;
+    f.conf.secure = old->secure;  // kept unless --secure/--no-secure
   }
+  if (f.secure) f.conf.secure = 1;
+  if (f.insecure) f.conf.secure = 0;
   if (f.conf.servers == 0 || f.conf.servers > 1000)
     return Fail(Status::InvalidArgument("--servers must be 1..1000"));
   f.conf.netns = f.netns ? 1 : 0;
@@ -595,6 +603,7 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
   }
   auto key = rpc::ClusterKey::Load(c.key_path());
   if (!key.ok()) return Fail(key.status());
+  *key = (*key)->WithSecureWire(f.conf.secure != 0);
   if (Status s = SaveConf(f.dir, f.conf); !s.ok()) return Fail(s);
 
   // Made before the daemons, removed after them when `up` fails.
@@ -662,8 +671,9 @@ int RunUp(UpFlags f, bool geometry_given, bool servers_given, bool port_given) {
         f.net.netem.empty() ? "" : ", netem ", f.net.netem.c_str());
   std::printf("meta: %s\nkey: %s\n", c.meta_address().c_str(),
               c.key_path().c_str());
-  std::printf("use: --meta %s --key %s\n", c.meta_address().c_str(),
-              c.key_path().c_str());
+  std::printf("use: --meta %s --key %s%s\n", c.meta_address().c_str(),
+              c.key_path().c_str(),
+              f.conf.secure ? " --secure (mounts: -o secure)" : "");
   std::printf("metrics: %s/metrics.addrs\n", f.dir.c_str());
   if (f.conf.etcd())
     std::printf("etcd: %u metads on %s%s\n", f.conf.metads,
@@ -739,6 +749,7 @@ int RunStatus(const std::string& dir) {
     std::printf("etcd: external, %s\n", c->conf.etcd_location.c_str());
   auto key = rpc::ClusterKey::Load(c->key_path());
   if (!key.ok()) return Fail(key.status());
+  *key = (*key)->WithSecureWire(c->conf.secure != 0);
   if (c->conf.etcd()) bad += PrintMetadStatus(*c, *key);
   std::string meta_addr = c->meta_address();
   if (meta_addr.empty()) {
@@ -899,6 +910,13 @@ CommandRegistration cluster_commands([](CLI::App& app) {
     cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
         ->capture_default_str()
         ->check(InRange(kTimeoutSecondsRange));
+    auto* secure = cmd->add_flag(
+        "--secure", f->secure,
+        "daemons encrypt every connection and refuse unencrypted frames; "
+        "clients need --secure (mounts -o secure). Kept for later `up`s");
+    cmd->add_flag("--no-secure", f->insecure,
+                  "turn an earlier --secure off (authenticated frames only)")
+        ->excludes(secure);
     auto* netns = cmd->add_flag(
         "--netns", f->netns,
         "metad and every chunkd in a network namespace of its own on a "

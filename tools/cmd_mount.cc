@@ -225,7 +225,17 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.align = !a.no_align;
   o.enable_uring = a.enable_uring;
   o.max_ratio = a.max_ratio;
-  o.mount_options = a.options;
+  // -o secure is ours (encrypted RPC traffic), not the kernel's.
+  for (const std::string& opt : a.options) {
+    if (opt == "secure")
+      o.secure_wire = true;
+    else
+      o.mount_options.push_back(opt);
+  }
+  if (o.secure_wire && o.meta_address.empty())
+    return Status::InvalidArgument(
+        "-o secure encrypts cluster traffic: it needs a cluster mount "
+        "(--meta HOST:PORT --key FILE); drop it for a volume directory");
   o.fsname = a.fsname;
   STRIPEFS_RETURN_IF_ERROR(fs::ValidateMountOptions(o));
   return o;
@@ -238,8 +248,9 @@ std::unique_ptr<rpc::ClientLease> AnnounceToMetad(
   if (o.meta_address.empty()) return nullptr;
   auto key = rpc::ClusterKey::Load(o.key_file);
   if (!key.ok()) return nullptr;  // the mount itself already loaded it
-  return std::make_unique<rpc::ClientLease>(o.meta_address, *key, "mount",
-                                            o.mountpoint);
+  return std::make_unique<rpc::ClientLease>(
+      o.meta_address, (*key)->WithSecureWire(o.secure_wire), "mount",
+      o.mountpoint);
 }
 
 // Mounts, reports, serves until unmounted. With a `log` path (the daemon),
@@ -262,14 +273,14 @@ int Serve(fs::MountServiceOptions o, const std::string& metrics_addr,
   for (const auto& line : (*service)->Describe()) rep.Say(line);
   std::fflush(nullptr);
   if (!log.empty()) {
-    std::error_code ec;
-    sfs::create_directories(sfs::path(log).parent_path(), ec);
-    int fd =
-        ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::close(fd);
+    // The directory was checked before the fork (RunMount).
+    auto fd = fs::OpenLogFile(log);
+    if (!fd.ok()) {
+      rep.Say("log: not written: " + fd.status().message());
+    } else {
+      ::dup2(*fd, 1);
+      ::dup2(*fd, 2);
+      ::close(*fd);
     }
   }
   rep.Close();
@@ -359,6 +370,7 @@ int RunMount(const MountArgs& a) {
   if (::pipe2(p, O_CLOEXEC) != 0)
     return Fail(std::string("pipe: ") + std::strerror(errno));
   const fs::RuntimePaths rp = fs::RuntimePathsFor(mnt);
+  if (Status d = fs::EnsureRuntimeDir(rp.dir); !d.ok()) return Fail(d.message());
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));

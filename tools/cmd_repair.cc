@@ -54,7 +54,8 @@ std::unique_ptr<rpc::ClientLease> AnnounceRepair(const VolumeFlags& flags,
   if (flags.meta.empty()) return nullptr;
   auto key = rpc::ClusterKey::Load(flags.key_file);
   if (!key.ok()) return nullptr;
-  return std::make_unique<rpc::ClientLease>(flags.meta, *key,
+  return std::make_unique<rpc::ClientLease>(flags.meta,
+                                            (*key)->WithSecureWire(flags.secure),
                                             options.scrub ? "scrub" : "repair",
                                             "", std::chrono::seconds(1));
 }

@@ -46,6 +46,7 @@ constexpr uint32_t kStripePage = 4096;
 struct StatusFlags {
   std::string meta, key, metrics, dir;
   bool json = false;
+  bool secure = false;  // encrypted connection to metad (--secure)
 };
 
 struct ServerReport {
@@ -295,6 +296,7 @@ Result<StatusReport> Gather(const StatusFlags& f) {
     }
   }
   STRIPEFS_ASSIGN_OR_RETURN(auto key, rpc::ClusterKey::Load(f.key));
+  if (f.secure) key = key->WithSecureWire(true);
   rpc::RpcClientOptions o = rpc::RemoteMetaService::DefaultOptions();
   o.call_timeout = std::chrono::milliseconds(3000);
   rpc::RemoteMetaService meta(f.meta, key, o);
@@ -479,6 +481,8 @@ const CommandRegistration kRegister([](CLI::App& app) {
   static StatusFlags f;
   c->add_option("--meta", f.meta, "metad HOST:PORT");
   c->add_option("--key", f.key, "cluster key file");
+  c->add_flag("--secure", f.secure,
+              "encrypt the connection (needed when metad runs with --secure)");
   c->add_option("--metrics", f.metrics,
                 "metad's metrics HOST:PORT (for the client count)");
   c->add_option("--dir", f.dir,

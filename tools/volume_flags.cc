@@ -6,6 +6,9 @@ void VolumeFlags::AddTo(CLI::App* cmd) {
   cmd->add_option("dir", dir, "embedded volume directory");
   cmd->add_option("--meta", meta, "cluster metadata service HOST:PORT");
   cmd->add_option("--key", key_file, "cluster key file (with --meta)");
+  cmd->add_flag("--secure", secure,
+                "encrypt RPC traffic, not just authenticate it (with --meta; "
+                "needed when the servers run with --secure)");
 }
 
 Result<std::unique_ptr<Volume>> VolumeFlags::Open(
@@ -20,7 +23,9 @@ Result<std::unique_ptr<Volume>> VolumeFlags::Open(
           "--meta needs --key FILE (the cluster key; `stripefs cluster up` "
           "writes it to DIR/cluster.key)");
     }
-    return Volume::ConnectCluster(meta, key_file, o);
+    StripeClientOptions co = o;
+    co.secure_wire = co.secure_wire || secure;
+    return Volume::ConnectCluster(meta, key_file, co);
   }
   if (dir.empty()) {
     return Status::InvalidArgument(

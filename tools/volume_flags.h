@@ -15,8 +15,9 @@ struct VolumeFlags {
   std::string dir;       // embedded volume directory
   std::string meta;      // cluster metadata service address
   std::string key_file;  // cluster key
+  bool secure = false;   // encrypt RPC traffic (--secure)
 
-  // Adds DIR (optional positional), --meta and --key to `cmd`.
+  // Adds DIR (optional positional), --meta, --key and --secure to `cmd`.
   void AddTo(CLI::App* cmd);
   // Opens what the flags name; never creates an embedded volume.
   Result<std::unique_ptr<Volume>> Open(const StripeClientOptions& o = {}) const;

@@ -54,6 +54,9 @@
 namespace stripefs {
 
 struct StripeClientOptions {
+  // Cluster volumes: encrypt every RPC (payload and chunk data), not just
+  // authenticate it (backend/rpc/session.h, secure mode).
+  bool secure_wire = false;
   size_t io_threads = 64;    // chunk calls in flight (a 16-stripe fsync: 96)
   int commit_retries = 16;   // CAS conflicts before giving up (EAGAIN)
   bool parity_delta = true;  // use parity-delta updates when they read less

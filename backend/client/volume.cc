@@ -118,6 +118,7 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
     const StripeClientOptions& options, const MetaHoldOptions* hold) {
   auto key = rpc::ClusterKey::Load(key_file);
   if (!key.ok()) return key.status();
+  if (options.secure_wire) *key = (*key)->WithSecureWire(true);
   auto meta = std::make_unique<rpc::RemoteMetaService>(meta_address, *key);
   auto role = meta->Ping();
   if (!role.ok()) {

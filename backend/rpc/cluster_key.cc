@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,6 +40,21 @@ Result<std::shared_ptr<const ClusterKey>> ClusterKey::Load(
     int err = errno;
     return Status(err, "cannot open cluster key file '" + path +
                            "': " + std::strerror(err) + "; " + kKeyFix);
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument("cluster key file '" + path +
+                                   "' is not a regular file; " + kKeyFix);
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o",
+                  static_cast<unsigned>(st.st_mode & 07777));
+    return Status(EPERM, "cluster key file '" + path + "' has mode " + mode +
+                             ": group or others may read it; run `chmod 600 " +
+                             path + "`");
   }
   uint8_t buf[kClusterKeySize + 1];
   size_t got = 0;
@@ -111,6 +127,13 @@ std::shared_ptr<const ClusterKey> ClusterKey::FromBytes(
     std::span<const uint8_t, kClusterKeySize> bytes) {
   auto key = std::make_shared<ClusterKey>();
   std::memcpy(key->bytes_.data(), bytes.data(), kClusterKeySize);
+  return key;
+}
+
+std::shared_ptr<const ClusterKey> ClusterKey::WithSecureWire(
+    bool secure) const {
+  auto key = std::make_shared<ClusterKey>(*this);
+  key->secure_wire_ = secure;
   return key;
 }
 

@@ -6,6 +6,14 @@
 // (HKDF-SHA256): "no key, no access" (session.h). A ClusterKey is immutable
 // after Load/FromBytes and safe to share between threads (hold it in a
 // shared_ptr<const ClusterKey>).
+//
+// A key also says how this process protects the frames of the connections
+// it makes and accepts with it: authenticated only (the default), or secure
+// (encrypted as well, session.h); WithSecureWire makes the secure copy.
+//
+// Key file rules: a regular file of exactly 32 bytes that neither group nor
+// others may read or write (mode 0600 or stricter, as keygen writes it);
+// Load refuses anything else with a message naming the fix.
 #pragma once
 
 #include <array>
@@ -34,6 +42,11 @@ class ClusterKey {
   static std::shared_ptr<const ClusterKey> FromBytes(
       std::span<const uint8_t, kClusterKeySize> bytes);
 
+  // A copy of this key whose connections are encrypted (secure = true) or
+  // authenticated only (false).
+  std::shared_ptr<const ClusterKey> WithSecureWire(bool secure) const;
+  bool secure_wire() const { return secure_wire_; }
+
   // HMAC-SHA256 with this key over the concatenation of `parts`.
   Mac Compute(std::span<const std::span<const uint8_t>> parts) const;
   // HKDF-SHA256 (RFC 5869) with this key as input keying material: fills
@@ -43,6 +56,7 @@ class ClusterKey {
 
  private:
   std::array<uint8_t, kClusterKeySize> bytes_{};
+  bool secure_wire_ = false;
 };
 
 // Constant-time comparison of two MACs.

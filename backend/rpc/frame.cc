@@ -36,6 +36,8 @@ int CodeOf(FrameError e) {
       return EACCES;
     case FrameError::kBadHandshake:
       return EKEYREJECTED;
+    case FrameError::kCleartext:
+      return EPERM;
   }
   return EPROTO;
 }
@@ -179,11 +181,20 @@ Status SendAll(int fd, iovec* iov, int iovcnt, Deadline d) {
 }
 
 Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
-                   std::span<const uint8_t> payload,
-                   std::span<const uint8_t> bulk,
+                   std::span<uint8_t> payload, std::span<uint8_t> bulk,
                    std::span<const uint8_t> tag) {
-  std::span<const uint8_t> parts[] = {
-      std::span<const uint8_t>(header, kFrameHeaderSize), payload, bulk};
+  const std::span<const uint8_t> head(header, kFrameHeaderSize);
+  if (header[5] & kFlagSecure) {
+    std::span<uint8_t> body[] = {payload, bulk};
+    return cipher.OpenInPlace(head, body, tag);
+  }
+  if (cipher.secure()) {
+    return Err(FrameError::kCleartext,
+               "unencrypted frame refused: this end runs in secure mode "
+               "(give every server and client of the cluster --secure, "
+               "mounts -o secure)");
+  }
+  std::span<const uint8_t> parts[] = {head, payload, bulk};
   return cipher.Verify(parts, tag);
 }
 
@@ -202,15 +213,18 @@ size_t BulkSize(BulkParts bulk) {
 
 FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
-                    std::span<const uint8_t> bulk) {
-  return SealFrameGather(cipher, h, payload, BulkParts(&bulk, 1));
+                    std::span<const uint8_t> bulk,
+                    std::vector<uint8_t>* ciphertext) {
+  return SealFrameGather(cipher, h, payload, BulkParts(&bulk, 1), ciphertext);
 }
 
 FrameSeal SealFrameGather(FrameCipher& cipher, FrameHeader h,
-                          std::span<const uint8_t> payload, BulkParts bulk) {
+                          std::span<const uint8_t> payload, BulkParts bulk,
+                          std::vector<uint8_t>* ciphertext) {
   FrameSeal seal;
   h.payload_len = static_cast<uint32_t>(payload.size());
   h.bulk_len = static_cast<uint32_t>(BulkSize(bulk));
+  if (cipher.secure()) h.flags |= kFlagSecure;
   EncodeHeader(h, seal.header);
   // On the stack for the usual one-part bulk; a batch's parts on the heap.
   std::span<const uint8_t> inline_parts[kInlineParts];
@@ -223,6 +237,17 @@ FrameSeal SealFrameGather(FrameCipher& cipher, FrameHeader h,
   parts[0] = std::span<const uint8_t>(seal.header, kFrameHeaderSize);
   parts[1] = payload;
   std::copy(bulk.begin(), bulk.end(), parts + 2);
+  if (h.flags & kFlagSecure) {
+    // Encrypted into a buffer the sender keeps: the caller's payload and
+    // bulk stay as they are (a chunk may be sent again, or cached).
+    std::vector<uint8_t>* out = ciphertext ? ciphertext : &cipher.scratch();
+    out->resize(payload.size() + h.bulk_len);
+    seal.tag = cipher.SealEncrypt(parts[0], {parts + 1, 1 + bulk.size()},
+                                  out->data());
+    seal.encrypted = true;
+    seal.body = *out;
+    return seal;
+  }
   seal.tag = cipher.Seal({parts, 2 + bulk.size()});
   return seal;
 }
@@ -244,6 +269,9 @@ const char* FrameErrorName(FrameError e) {
              "key?)";
     case FrameError::kBadHandshake:
       return "handshake proof mismatch (wrong cluster key?)";
+    case FrameError::kCleartext:
+      return "unencrypted frame on a secure connection (run every server "
+             "and client with --secure, mounts with -o secure)";
   }
   return "unknown";
 }
@@ -262,6 +290,8 @@ FrameError FrameErrorOf(const Status& s) {
       return FrameError::kBadMac;
     case EKEYREJECTED:
       return FrameError::kBadHandshake;
+    case EPERM:
+      return FrameError::kCleartext;
     default:
       return FrameError::kNone;
   }
@@ -313,10 +343,15 @@ Status ParseHeader(std::span<const uint8_t> b, FrameHeader* h) {
 std::vector<uint8_t> EncodeFrame(FrameCipher& cipher, FrameHeader h,
                                  std::span<const uint8_t> payload,
                                  std::span<const uint8_t> bulk) {
-  FrameSeal seal = SealFrame(cipher, h, payload, bulk);
+  std::vector<uint8_t> ciphertext;
+  FrameSeal seal = SealFrame(cipher, h, payload, bulk, &ciphertext);
   std::vector<uint8_t> out(seal.header, seal.header + kFrameHeaderSize);
-  out.insert(out.end(), payload.begin(), payload.end());
-  out.insert(out.end(), bulk.begin(), bulk.end());
+  if (seal.encrypted) {
+    out.insert(out.end(), seal.body.begin(), seal.body.end());
+  } else {
+    out.insert(out.end(), payload.begin(), payload.end());
+    out.insert(out.end(), bulk.begin(), bulk.end());
+  }
   out.insert(out.end(), seal.tag.begin(), seal.tag.end());
   return out;
 }
@@ -340,10 +375,10 @@ Result<Frame> DecodeFrame(FrameCipher& cipher, std::span<const uint8_t> bytes) {
   auto bulk =
       bytes.subspan(kFrameHeaderSize + f.header.payload_len, f.header.bulk_len);
   auto tag = bytes.subspan(kFrameHeaderSize + body, kTagSize);
-  STRIPEFS_RETURN_IF_ERROR(
-      VerifyFrame(cipher, bytes.data(), payload, bulk, tag));
   f.payload.assign(payload.begin(), payload.end());
   f.bulk.assign(bulk.begin(), bulk.end());
+  STRIPEFS_RETURN_IF_ERROR(
+      VerifyFrame(cipher, bytes.data(), f.payload, f.bulk, tag));
   return f;
 }
 
@@ -372,6 +407,12 @@ Status WriteFrameGather(int fd, FrameCipher& cipher, FrameHeader h,
   }
   int n = 0;
   iov[n++] = {seal.header, kFrameHeaderSize};
+  if (seal.encrypted) {
+    if (!seal.body.empty())
+      iov[n++] = {const_cast<uint8_t*>(seal.body.data()), seal.body.size()};
+    iov[n++] = {seal.tag.data(), seal.tag.size()};
+    return SendAll(fd, iov, n, deadline);
+  }
   if (!payload.empty())
     iov[n++] = {const_cast<uint8_t*>(payload.data()), payload.size()};
   for (std::span<const uint8_t> part : bulk) {
@@ -462,7 +503,7 @@ Result<Frame> ReadFrameBodyAfter(int fd, FrameCipher& cipher,
   STRIPEFS_RETURN_IF_ERROR(
       ReadGrowing(fd, &rest, total - got.size(), deadline));
   got.insert(got.end(), rest.begin(), rest.end());
-  const std::span<const uint8_t> all(got);
+  const std::span<uint8_t> all(got);
   STRIPEFS_RETURN_IF_ERROR(VerifyFrame(
       cipher, header, all.subspan(0, h.payload_len),
       all.subspan(h.payload_len, h.bulk_len), all.subspan(body, kTagSize)));
@@ -537,7 +578,7 @@ Result<Frame> ReadShapedReply(int fd, FrameCipher& cipher, Deadline deadline,
     iov[i].iov_len -= skip;
     STRIPEFS_RETURN_IF_ERROR(RecvAll(fd, iov + i, 4 - i, deadline));
   }
-  const std::span<const uint8_t> pl(payload, shape.payload);
+  const std::span<uint8_t> pl(payload, shape.payload);
   STRIPEFS_RETURN_IF_ERROR(VerifyFrame(cipher, header, pl, bulk_into, tag));
   f.payload.assign(pl.begin(), pl.end());
   *in_place = true;

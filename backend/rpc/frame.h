@@ -19,7 +19,11 @@
 //   @24 u64 reserved (0)
 //   then payload, bulk, and a 16-byte Poly1305 tag over header +
 //   payload + bulk under the connection's per-direction key and frame
-//   sequence number (FrameCipher, session.h). Lengths are checked against
+//   sequence number (FrameCipher, session.h). With flag kFlagSecure the
+//   payload and bulk are ChaCha20-encrypted and the tag is the AEAD's over
+//   the header (additional data) and that ciphertext; a receiver in secure
+//   mode refuses a frame without the flag (EACCES), and a server answers a
+//   secure request securely whatever its own mode. Lengths are checked against
 //   kMaxPayload/kMaxBulk before anything is allocated. A "reject" frame
 //   (flag kFlagReject, no body, zero tag, not authenticated) is what a
 //   server sends before closing a connection whose handshake or frame
@@ -27,6 +31,7 @@
 //
 // Free functions, no shared state; thread-safe except that a FrameCipher
 // may be used by one thread at a time. Errors (Status codes):
+//   EPERM unencrypted frame refused in secure mode,
 //   EPROTO bad magic / reserved bits, EPROTONOSUPPORT other version,
 //   EMSGSIZE length over the limit, ECONNRESET truncated (peer closed
 //   mid-frame), ENOTCONN clean close between frames, EACCES tag mismatch
@@ -73,8 +78,10 @@ static_assert(kHandshakePrefixSize <= kFrameHeaderSize);
 enum FrameFlags : uint8_t {
   kFlagResponse = 1u << 0,
   kFlagReject = 1u << 1,
+  kFlagSecure = 1u << 2,  // payload and bulk encrypted
 };
-inline constexpr uint8_t kKnownFlags = kFlagResponse | kFlagReject;
+inline constexpr uint8_t kKnownFlags =
+    kFlagResponse | kFlagReject | kFlagSecure;
 static_assert((static_cast<uint8_t>(HandshakeKind::kClientHello) &
                ~kKnownFlags) != 0);
 
@@ -87,6 +94,7 @@ enum class FrameError : uint16_t {
   kTruncated,
   kBadMac,        // frame tag mismatch
   kBadHandshake,  // handshake proof mismatch
+  kCleartext,     // unencrypted frame where secure mode is required
 };
 const char* FrameErrorName(FrameError e);
 // Classifies a Status returned by the decode/read functions below.
@@ -136,28 +144,39 @@ Result<Frame> DecodeFrame(FrameCipher& cipher, std::span<const uint8_t> bytes);
 
 // Header bytes (lengths filled in) and tag of a frame about to be sent; the
 // caller sends header, payload, bulk, tag in that order (an event loop that
-// sends with io_uring instead of WriteFrame).
+// sends with io_uring instead of WriteFrame). A secure frame (the cipher is
+// in secure mode, or h.flags has kFlagSecure) is encrypted into
+// `*ciphertext` (resized; the cipher's scratch() when null), and `body`
+// points at it: the caller sends header, body, tag instead.
 struct FrameSeal {
   uint8_t header[kFrameHeaderSize];
   Tag tag;
+  bool encrypted = false;
+  std::span<const uint8_t> body;  // encrypted payload + bulk
 };
 FrameSeal SealFrame(FrameCipher& cipher, FrameHeader h,
                     std::span<const uint8_t> payload,
-                    std::span<const uint8_t> bulk);
+                    std::span<const uint8_t> bulk,
+                    std::vector<uint8_t>* ciphertext = nullptr);
 
 // A bulk gathered from several buffers: on the wire, their concatenation.
 using BulkParts = std::span<const std::span<const uint8_t>>;
 // SealFrame of a frame whose bulk is the concatenation of `bulk`.
 FrameSeal SealFrameGather(FrameCipher& cipher, FrameHeader h,
-                          std::span<const uint8_t> payload, BulkParts bulk);
+                          std::span<const uint8_t> payload, BulkParts bulk,
+                          std::vector<uint8_t>* ciphertext = nullptr);
 // Checks the tag of a frame received in parts (`header` the raw header
-// bytes). EACCES on mismatch.
+// bytes) and decrypts payload and bulk in place when the frame is secure.
+// EACCES on mismatch, or for a cleartext frame when `cipher` is in secure
+// mode; payload and bulk are then unspecified.
 Status VerifyFrame(FrameCipher& cipher, const uint8_t header[kFrameHeaderSize],
-                   std::span<const uint8_t> payload,
-                   std::span<const uint8_t> bulk, std::span<const uint8_t> tag);
+                   std::span<uint8_t> payload, std::span<uint8_t> bulk,
+                   std::span<const uint8_t> tag);
 
 // Writes one frame to a socket with a single sendmsg gather list
 // (header, payload, bulk from the caller's buffer, tag): no copy of the bulk.
+// A secure frame is encrypted into the cipher's scratch() (one pass over
+// the bytes, the buffer reused) and sent from there.
 Status WriteFrame(int fd, FrameCipher& cipher, FrameHeader h,
                   std::span<const uint8_t> payload,
                   std::span<const uint8_t> bulk, Deadline deadline);

@@ -74,8 +74,7 @@ void PollServerLoop::AcceptLoop() {
         ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
-        std::fprintf(stderr, "%s: accept: out of file descriptors\n",
-                     core_->options.log_name.c_str());
+        core_->Log("accept: out of file descriptors");
         ::poll(nullptr, 0, 100);
       }
       continue;

@@ -404,6 +404,12 @@ void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
             p, reply,
             [&](auto&, auto& id, auto version, auto offset,
                 auto length) -> Status {
+              // The limit holds before anything is sized by the request.
+              if (length > kMaxBulk)
+                return Status(EPROTO, "chunk read of " +
+                                          std::to_string(length) +
+                                          " bytes in one request, at most " +
+                                          std::to_string(kMaxBulk));
               // Straight into the buffer the reply is sent from.
               std::span<uint8_t> out = ReplyBuffer(length, reply);
               STRIPEFS_RETURN_IF_ERROR(

@@ -118,7 +118,8 @@ struct RpcServerCounters {
   uint64_t open_connections = 0;  // open right now
   uint64_t requests = 0;
   uint64_t inline_requests = 0;   // of `requests`, handled on the loop thread
-  uint64_t rejected_bad_mac = 0;  // frame tag (replay, wrong key)
+  uint64_t rejected_bad_mac = 0;  // frame tag (replay, wrong key), or
+                                  // unencrypted in secure mode
   uint64_t rejected_bad_handshake = 0;  // client proof mismatch
   uint64_t rejected_bad_header = 0;     // magic, flags, version
   uint64_t rejected_oversize = 0;

@@ -1,5 +1,6 @@
 #include "backend/rpc/server_core.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/rpc/wire_messages.h"
@@ -26,6 +27,7 @@ RpcServerCounters ServerCore::Counters() const {
 void ServerCore::CountReject(const Status& s, const std::string& peer) {
   switch (FrameErrorOf(s)) {
     case FrameError::kBadMac:
+    case FrameError::kCleartext:
       ++n_bad_mac;
       break;
     case FrameError::kBadHandshake:
@@ -45,23 +47,53 @@ void ServerCore::CountReject(const Status& s, const std::string& peer) {
       return;
   }
   if (options.log_rejects) {
-    std::fprintf(stderr, "%s: rejected frame from %s: %s; closing connection\n",
-                 options.log_name.c_str(), peer.c_str(), s.message().c_str());
+    Log("rejected frame from " + peer + ": " + s.message() +
+        "; closing connection");
   }
 }
 
 void ServerCore::LogRefused(const std::string& peer, const std::string& why) {
   ++n_refused;
-  std::fprintf(stderr, "%s: refusing connection from %s: %s\n",
-               options.log_name.c_str(), peer.c_str(), why.c_str());
+  Log("refusing connection from " + peer + ": " + why);
 }
 
 void ServerCore::LogTimeout(const std::string& peer, const char* what) {
   ++n_timed_out;
-  if (options.log_rejects) {
-    std::fprintf(stderr, "%s: closing connection from %s: %s\n",
-                 options.log_name.c_str(), peer.c_str(), what);
+  if (options.log_rejects)
+    Log("closing connection from " + peer + ": " + what);
+}
+
+void ServerCore::Log(const std::string& line) {
+  uint64_t dropped = 0;
+  if (!log_limiter.Allow(LogLimiter::Clock::now(), &dropped)) return;
+  if (dropped > 0) {
+    std::fprintf(stderr, "%s: %s (%llu similar lines dropped before it)\n",
+                 options.log_name.c_str(), line.c_str(),
+                 static_cast<unsigned long long>(dropped));
+  } else {
+    std::fprintf(stderr, "%s: %s\n", options.log_name.c_str(), line.c_str());
   }
+}
+
+bool LogLimiter::Allow(Clock::time_point now, uint64_t* dropped) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_refill_ == Clock::time_point{}) last_refill_ = now;
+  if (now > last_refill_ && every_.count() > 0) {
+    const auto steps = (now - last_refill_) / every_;
+    if (steps > 0) {
+      tokens_ = static_cast<uint32_t>(
+          std::min<int64_t>(burst_, tokens_ + static_cast<int64_t>(steps)));
+      last_refill_ += steps * every_;
+    }
+  }
+  if (tokens_ == 0) {
+    ++dropped_;
+    return false;
+  }
+  --tokens_;
+  *dropped = dropped_;
+  dropped_ = 0;
+  return true;
 }
 
 std::string IpOf(const std::string& peer) {
@@ -137,7 +169,9 @@ bool ServerCore::Answer(Frame& request, const std::string& peer,
     handler->Handle(h.type, request.payload, request.bulk, reply);
   }
   *rh = FrameHeader();
-  rh->flags = kFlagResponse;
+  // A secure request gets a secure reply (SealFrame encrypts it) even from
+  // a server not in secure mode: the client chose to hide its traffic.
+  rh->flags = kFlagResponse | (h.flags & kFlagSecure);
   rh->type = h.type;
   rh->request_id = h.request_id;
   return true;

@@ -8,16 +8,23 @@
 // total, pending and authenticated). A ServerLoop owns the threads and
 // connections of one running server.
 //
+// Lines about refused connections and rejected frames go through a
+// LogLimiter: a peer sending junk in a loop gets a bounded number of lines
+// (the counters still count every one), so it cannot fill the disk.
+//
 // Thread-safety: ServerCore's methods may be called from any thread (the
-// counters are atomics, options/key/handler are read-only after Start).
+// counters are atomics, options/key/handler are read-only after Start, the
+// log limiter has its own lock).
 // ConnectionLimits is not thread-safe (the loop calls it from its accept
 // thread or under its own lock).
 // Internal to backend/rpc; users see RpcServer only.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -29,6 +36,26 @@
 #include "common/status.h"
 
 namespace stripefs::rpc {
+
+// A token bucket for log lines: `burst` lines at once, then one per
+// `every`. Allow() says whether a line may be written now; when it may,
+// *dropped is the number of lines refused since the last one allowed (the
+// line should say so). Thread-safe.
+class LogLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  LogLimiter(uint32_t burst, Clock::duration every)
+      : burst_(burst), every_(every), tokens_(burst) {}
+  bool Allow(Clock::time_point now, uint64_t* dropped);
+
+ private:
+  const uint32_t burst_;
+  const Clock::duration every_;
+  std::mutex mu_;
+  uint32_t tokens_;
+  Clock::time_point last_refill_{};
+  uint64_t dropped_ = 0;
+};
 
 struct ServerCore {
   ServerCore(RpcServerOptions o, std::shared_ptr<const ClusterKey> k,
@@ -43,14 +70,19 @@ struct ServerCore {
       n_bad_mac{0}, n_bad_handshake{0}, n_bad_header{0}, n_oversize{0},
       n_truncated{0}, n_pending{0}, n_refused{0}, n_timed_out{0};
 
+  // At most 20 lines at once, then one a second (each saying how many were
+  // dropped before it).
+  LogLimiter log_limiter{20, std::chrono::seconds(1)};
+
   RpcServerCounters Counters() const;
   // Counts a frame error (FrameErrorOf(s) != kNone) by class and logs one
-  // line naming the peer. Other statuses are ignored.
+  // line naming the peer (rate-limited). Other statuses are ignored.
   void CountReject(const Status& s, const std::string& peer);
-  // Logs (and counts) that a connection was refused or dropped: `why`
-  // names the limit.
+  // Logs (rate-limited) and counts that a connection was refused or
+  // dropped: `why` names the limit.
   void LogRefused(const std::string& peer, const std::string& why);
-  // Logs (and counts) a connection closed by a timeout; `what` says which.
+  // Logs (rate-limited) and counts a connection closed by a timeout; `what`
+  // says which.
   void LogTimeout(const std::string& peer, const char* what);
   // Answers one verified frame: fills the response header and reply.
   // A response frame sent to the server is refused: the frame error is
@@ -58,6 +90,8 @@ struct ServerCore {
   // without answering (false).
   bool Answer(Frame& request, const std::string& peer, FrameHeader* rh,
               RpcReply* reply);
+  // Writes "<log_name>: <line>" to stderr unless log_limiter says no.
+  void Log(const std::string& line);
 };
 
 // Counts open connections per peer IP and in total, pending (handshake not

@@ -19,8 +19,15 @@
 // connection is checked against another counter value, and a frame from
 // another connection against another key; either way its tag fails.
 //
-// Known limit: no confidentiality (frames are not encrypted; loopback or
-// trusted networks only). docs/wire-protocol.md says why and what it costs.
+// Secure mode (ClusterKey::secure_wire(), frame flag kFlagSecure): the same
+// AEAD with the same keys and nonces, but used as an AEAD: the header is the
+// additional data and payload + bulk are encrypted, so a frame on the wire
+// shows only its header (type, lengths, request id). A sending cipher in
+// secure mode encrypts every frame; a receiving one refuses a frame that is
+// not encrypted (a peer cannot downgrade: the flag is in the authenticated
+// header). Without secure mode frames are authenticated only: data, names
+// and ACLs cross the network in clear. docs/wire-protocol.md says what
+// secure mode costs and why it is off by default.
 //
 // Thread-safety: a FrameCipher is used by one thread at a time (it holds an
 // OpenSSL context and the counter); a Session is two of them.
@@ -30,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "backend/rpc/cluster_key.h"
 #include "common/status.h"
@@ -60,13 +68,38 @@ class FrameCipher {
   // frame ends the connection). EACCES on mismatch.
   Status Verify(std::span<const std::span<const uint8_t>> parts,
                 std::span<const uint8_t> tag);
+
+  // Secure frames. Encrypts the concatenation of `body` into `out` (exactly
+  // its size; may be one of the inputs only if it is the only one) with
+  // `aad` authenticated, and returns the tag of the next frame; advances.
+  Tag SealEncrypt(std::span<const uint8_t> aad,
+                  std::span<const std::span<const uint8_t>> body,
+                  uint8_t* out);
+  // Checks `tag` of the next frame over `aad` and the encrypted `body`,
+  // decrypting `body` in place; advances either way. EACCES on mismatch
+  // (then `body` holds unspecified bytes and must not be used).
+  Status OpenInPlace(std::span<const uint8_t> aad,
+                     std::span<const std::span<uint8_t>> body,
+                     std::span<const uint8_t> tag);
+
+  // Sending: encrypt every frame. Receiving: refuse cleartext frames.
+  void set_secure(bool on) { secure_ = on; }
+  bool secure() const { return secure_; }
+  // A buffer for the ciphertext of the frame being sent (WriteFrame): kept
+  // between frames so a connection does not allocate one per frame.
+  std::vector<uint8_t>& scratch() { return scratch_; }
+
   uint64_t next_sequence() const { return seq_; }
 
  private:
   Tag Compute(std::span<const std::span<const uint8_t>> parts);
+  // Re-initialises the context for the next sequence number; advances.
+  bool Start(bool encrypt);
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;
   uint64_t seq_ = 0;
+  bool secure_ = false;
+  std::vector<uint8_t> scratch_;
 };
 
 struct Session {
@@ -81,7 +114,8 @@ Nonce RandomNonce();
 // The proof `role` sends for the nonces of one handshake.
 Proof HandshakeProof(const ClusterKey& key, Role role, const Nonce& client,
                      const Nonce& server);
-// The session keys of `role` (send = its own direction).
+// The session keys of `role` (send = its own direction), in secure mode
+// when key.secure_wire().
 Session DeriveSession(const ClusterKey& key, Role role, const Nonce& client,
                       const Nonce& server);
 

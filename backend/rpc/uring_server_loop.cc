@@ -60,6 +60,7 @@ constexpr uint64_t kOpMask = 7;
 struct OutMsg {
   FrameSeal seal{};
   RpcReply reply;
+  std::vector<uint8_t> ciphertext;  // a secure reply's body (seal.body)
   bool raw = false;  // handshake message: reply.payload only
   iovec iov[4];
   int iovcnt = 0;
@@ -73,6 +74,13 @@ struct OutMsg {
       return;
     }
     iov[iovcnt++] = {seal.header, kFrameHeaderSize};
+    if (seal.encrypted) {
+      if (!seal.body.empty())
+        iov[iovcnt++] = {const_cast<uint8_t*>(seal.body.data()),
+                         seal.body.size()};
+      iov[iovcnt++] = {seal.tag.data(), seal.tag.size()};
+      return;
+    }
     if (!reply.payload.empty())
       iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
     if (!reply.bulk.empty())
@@ -493,8 +501,8 @@ void UringServerLoop::Impl::OnAccept(int res, unsigned flags) {
     multishot = false;  // kernel without multishot accept: re-arm each time
   } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
              res == -ENOMEM) {
-    std::fprintf(stderr, "%s: accept: %s (out of file descriptors?)\n",
-                 core->options.log_name.c_str(), std::strerror(-res));
+    core->Log(std::string("accept: ") + std::strerror(-res) +
+              " (out of file descriptors?)");
     if (!accept_armed && !stop_seen && !accept_retry_armed) {
       io_uring_sqe* s = Sqe();
       io_uring_prep_timeout(s, &accept_retry, 0, 0);
@@ -761,7 +769,8 @@ Done UringServerLoop::Impl::AnswerFrame(Conn* c, Frame& frame) {
     d.close = true;
     return d;
   }
-  m->seal = SealFrame(c->session->send, rh, m->reply.payload, m->reply.bulk);
+  m->seal = SealFrame(c->session->send, rh, m->reply.payload, m->reply.bulk,
+                      &m->ciphertext);
   m->BuildIov();
   // The request's bulk (unless the handler moved it away, or the reply
   // points into it) goes back to the assembler for the next frame.

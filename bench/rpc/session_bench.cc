@@ -8,14 +8,18 @@
 //        here as a baseline only; the tree no longer speaks it);
 //   new: protocol v3 framing, WriteFrame/ReadFrame with a session's
 //        FrameCipher (a ChaCha20-Poly1305 tag under an implicit sequence
-//        number; v2 used AES-256-GMAC the same way).
+//        number; v2 used AES-256-GMAC the same way);
+//   secure: the same v3 framing in secure mode (payload and bulk
+//        ChaCha20-encrypted under the same AEAD, into the cipher's reused
+//        buffer on send and in place on receive).
 // Request sizes: 1 MiB of bulk (like WriteChunk) and 64 B of payload.
 // CPU is getrusage(RUSAGE_SELF) user+system over the run, i.e. both ends.
 // Then the end-to-end rows through the real RpcClient -> RpcServer (io_uring
-// loop, handshake included in the first call), and the crypto alone per MiB:
-// HMAC-SHA256, the v3 tag (FrameCipher), the v2 tag (AES-256-GMAC) and
-// AES-256-GCM encryption (what confidentiality would add), so the choice of
-// tag can be checked.
+// loop, handshake included in the first call), authenticated only and
+// secure, and the crypto alone per MiB: HMAC-SHA256, the v3 tag
+// (FrameCipher), secure mode's encrypt + tag, the v2 tag (AES-256-GMAC)
+// and AES-256-GCM encryption, so the choices can be checked. ratio= lines
+// compare secure with authenticated-only framing in the same run.
 //
 //   session_bench [--rounds N] [--quick]
 #include <isa-l/crc.h>
@@ -227,39 +231,47 @@ int main(int argc, char** argv) {
     int calls;
   } cases[] = {{"1 MiB request", 16, kMiB, 300},
                {"64 B request", 64, 0, 20000}};
-  // [case][old=0,new=1] -> samples over rounds
-  std::vector<Sample> link[2][2], rpc[2];
+  const auto secure_key = key->WithSecureWire(true);
+  // [case][v1=0, v3=1, v3 secure=2] -> samples over rounds; rpc [case][mode]
+  std::vector<Sample> link[2][3], rpc[2][2];
   RpcServerOptions so;
   so.log_name = "bench";
   NullHandler handler;
   auto server = RpcServer::Start(so, key, &handler);
-  if (!server.ok()) return 1;
+  auto secure_server = RpcServer::Start(so, secure_key, &handler);
+  if (!server.ok() || !secure_server.ok()) return 1;
   for (int r = 0; r < rounds; ++r) {
     for (int ci = 0; ci < 2; ++ci) {
       const Case& c = cases[ci];
-      for (int k = 0; k < 2; ++k) {
-        bool use_new = (r + k) % 2 == 0;  // alternate which goes first
-        if (use_new) {
-          Nonce n1, n2;
-          n1.fill(uint8_t(r));
-          n2.fill(uint8_t(r + 1));
-          Session cs = DeriveSession(*key, Role::kClient, n1, n2);
-          Session ss = DeriveSession(*key, Role::kServer, n1, n2);
-          link[ci][1].push_back(
-              RunLink(NewFraming{std::move(cs.send), std::move(cs.recv)},
-                      NewFraming{std::move(ss.send), std::move(ss.recv)},
-                      c.payload, c.bulk, c.calls));
-        } else {
+      for (int j = 0; j < 3; ++j) {
+        const int k = (r + j) % 3;  // rotate which goes first
+        if (k == 0) {
           link[ci][0].push_back(RunLink(OldFraming{*key}, OldFraming{*key},
                                         c.payload, c.bulk, c.calls));
+          continue;
         }
+        const ClusterKey& sk = k == 2 ? *secure_key : *key;
+        Nonce n1, n2;
+        n1.fill(uint8_t(r));
+        n2.fill(uint8_t(r + 1));
+        Session cs = DeriveSession(sk, Role::kClient, n1, n2);
+        Session ss = DeriveSession(sk, Role::kServer, n1, n2);
+        link[ci][k].push_back(
+            RunLink(NewFraming{std::move(cs.send), std::move(cs.recv)},
+                    NewFraming{std::move(ss.send), std::move(ss.recv)},
+                    c.payload, c.bulk, c.calls));
       }
-      rpc[ci].push_back(
-          RunRpc((*server)->address(), key, c.payload, c.bulk, c.calls));
+      for (int j = 0; j < 2; ++j) {
+        const int k = (r + j) % 2;
+        rpc[ci][k].push_back(RunRpc(
+            (k ? *secure_server : *server)->address(), k ? secure_key : key,
+            c.payload, c.bulk, c.calls));
+      }
     }
     std::fprintf(stderr, "round %d/%d done\n", r + 1, rounds);
   }
   (*server)->Stop();
+  (*secure_server)->Stop();
 
   auto med = [](const std::vector<Sample>& v, double Sample::*m) {
     std::vector<double> x;
@@ -272,27 +284,41 @@ int main(int argc, char** argv) {
       rounds);
   std::printf("|---|---|---:|---:|---:|---:|\n");
   for (int ci = 0; ci < 2; ++ci) {
-    const char* names[] = {"v1: CRC32C + HMAC-SHA256 per frame",
-                           "v3: session, Poly1305 tag per frame"};
-    for (int k = 0; k < 2; ++k) {
+    const char* names[] = {
+        "v1: CRC32C + HMAC-SHA256 per frame",
+        "v3: session, Poly1305 tag per frame (authenticated only)",
+        "v3 secure: ChaCha20-Poly1305 encrypt + tag per frame"};
+    for (int k = 0; k < 3; ++k) {
       std::printf("| %s | %s | %.0f | %.1f | %.2f | %.1f |\n", cases[ci].name,
                   names[k], med(link[ci][k], &Sample::calls_per_s),
                   med(link[ci][k], &Sample::mib_per_s),
                   med(link[ci][k], &Sample::cpu_ms_per_mib),
                   med(link[ci][k], &Sample::cpu_us_per_call));
     }
-    std::printf(
-        "| %s | v3 end to end: RpcClient -> RpcServer (io_uring) | "
-        "%.0f | %.1f | %.2f | %.1f |\n",
-        cases[ci].name, med(rpc[ci], &Sample::calls_per_s),
-        med(rpc[ci], &Sample::mib_per_s), med(rpc[ci], &Sample::cpu_ms_per_mib),
-        med(rpc[ci], &Sample::cpu_us_per_call));
+    for (int k = 0; k < 2; ++k) {
+      std::printf(
+          "| %s | v3%s end to end: RpcClient -> RpcServer (io_uring) | "
+          "%.0f | %.1f | %.2f | %.1f |\n",
+          cases[ci].name, k ? " secure" : "",
+          med(rpc[ci][k], &Sample::calls_per_s),
+          med(rpc[ci][k], &Sample::mib_per_s),
+          med(rpc[ci][k], &Sample::cpu_ms_per_mib),
+          med(rpc[ci][k], &Sample::cpu_us_per_call));
+    }
   }
   for (int ci = 0; ci < 2; ++ci) {
     double o = med(link[ci][0], &Sample::cpu_ms_per_mib);
     double n = med(link[ci][1], &Sample::cpu_ms_per_mib);
+    double sec = med(link[ci][2], &Sample::cpu_ms_per_mib);
+    double ra = med(rpc[ci][0], &Sample::cpu_ms_per_mib);
+    double rs = med(rpc[ci][1], &Sample::cpu_ms_per_mib);
     std::printf("ratio=%.3f cpu_per_mib new/old (%s)\n", o > 0 ? n / o : 0,
                 cases[ci].name);
+    std::printf("ratio=%.3f cpu_per_mib secure/authenticated, framing (%s)\n",
+                n > 0 ? sec / n : 0, cases[ci].name);
+    std::printf(
+        "ratio=%.3f cpu_per_mib secure/authenticated, end to end (%s)\n",
+        ra > 0 ? rs / ra : 0, cases[ci].name);
   }
 
   // Crypto alone, 1 MiB buffers.
@@ -305,6 +331,8 @@ int main(int argc, char** argv) {
   double crc = CryptoMsPerMiB(
       [&] { (void)crc32_iscsi(buf.data(), int(buf.size()), ~0u); }, reps);
   double tag = CryptoMsPerMiB([&] { (void)s.send.Seal(parts); }, reps);
+  double seal = CryptoMsPerMiB(
+      [&] { (void)s.send.SealEncrypt({}, parts, out.data()); }, reps);
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
   uint8_t k32[32] = {1}, iv[12] = {};
   EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, k32, nullptr);
@@ -333,12 +361,16 @@ int main(int argc, char** argv) {
   std::printf("| HMAC-SHA256, v1 | %.3f |\n", hmac);
   std::printf("| ChaCha20-Poly1305 (tag only, FrameCipher), v3 | %.3f |\n",
               tag);
+  std::printf("| ChaCha20-Poly1305 encrypt + tag (secure mode), v3 | %.3f |\n",
+              seal);
   std::printf("| AES-256-GMAC (tag only), v2 | %.3f |\n", gmac);
   std::printf("| AES-256-GCM encrypt + tag (not used) | %.3f |\n", gcm);
   std::printf("ratio=%.3f poly1305/gmac (v3/v2 tag)\n",
               gmac > 0 ? tag / gmac : 0);
   std::printf("ratio=%.3f gmac/hmac_sha256\n", hmac > 0 ? gmac / hmac : 0);
   std::printf("ratio=%.3f gcm_encrypt/gmac\n", gmac > 0 ? gcm / gmac : 0);
+  std::printf("ratio=%.3f chacha20poly1305_encrypt/poly1305_tag (secure/auth)\n",
+              tag > 0 ? seal / tag : 0);
   std::printf("loadavg at end: %s\n", LoadAvg().c_str());
   return 0;
 }

@@ -241,6 +241,31 @@ TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
   ExpectNothingLeft(vol_, mnt_);
 }
 
+// allow_other without default_permissions would leave the mount with no
+// access control at all (stripefs checks no permissions itself): refused
+// before anything is mounted or created (issue 35). Root's mounts are
+// allow_other by default, so no_default_permissions alone is refused too;
+// with no_allow_other it is the owner's private mount and allowed.
+TEST_F(CliTest, NoDefaultPermissionsWithAllowOtherIsRefused) {
+  for (const std::string opts :
+       {"allow_other,no_default_permissions", "no_default_permissions"}) {
+    if (opts == "no_default_permissions" && ::geteuid() != 0) continue;
+    int rc = 0;
+    std::string out = MountWith(opts, &rc);
+    EXPECT_NE(rc, 0) << opts;
+    auto lines = Lines(out);
+    ASSERT_EQ(lines.size(), 1u) << opts << ":\n" << out;
+    EXPECT_NE(lines[0].find("no_allow_other"), std::string::npos) << out;
+    ExpectNothingLeft(vol_, mnt_);
+  }
+  int rc = 0;
+  std::string out = MountWith("no_allow_other,no_default_permissions", &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("owner only"), std::string::npos) << out;
+  Umount(&rc);
+  EXPECT_EQ(rc, 0);
+}
+
 TEST_F(CliTest, UnknownCommandIsNamedWithWhereTheHelpIs) {
   int rc = 0;
   std::string out = Sh(Bin() + " frobnicate", &rc);

@@ -64,10 +64,31 @@ TEST_F(ClusterKeyTest, WrongSizeIsRejected) {
   for (size_t n : {0, 16, 31, 33, 64}) {
     std::string path = dir_ + "/k" + std::to_string(n);
     std::ofstream(path) << std::string(n, 'x');
+    ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
     auto k = ClusterKey::Load(path);
     ASSERT_FALSE(k.ok()) << n;
     EXPECT_EQ(k.status().code(), EINVAL);
     EXPECT_NE(k.status().message().find("stripefs keygen"), std::string::npos);
+  }
+}
+
+// A key that group or others may read (or write) is refused, naming the
+// file and `chmod 600` (before issue 35 it was accepted silently).
+TEST_F(ClusterKeyTest, GroupOrWorldAccessibleKeyIsRefusedNamingChmod600) {
+  const std::string path = dir_ + "/k";
+  ASSERT_TRUE(ClusterKey::Generate(path).ok());
+  for (mode_t mode : {0644, 0640, 0604, 0660, 0602, 0700 | 0020}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    auto k = ClusterKey::Load(path);
+    ASSERT_FALSE(k.ok()) << std::oct << mode;
+    EXPECT_EQ(k.status().code(), EPERM);
+    const std::string m = k.status().message();
+    EXPECT_NE(m.find("chmod 600 " + path), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  for (mode_t mode : {0600, 0400}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    EXPECT_TRUE(ClusterKey::Load(path).ok()) << std::oct << mode;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -253,6 +254,37 @@ TEST_F(ClusterProcessTest, DaemonsExplainAMissingKey) {
             std::string::npos)
       << c.out;
   EXPECT_NE(c.out.find("is metad running"), std::string::npos) << c.out;
+}
+
+// A daemon refuses a key file others may read, in one line naming the fix.
+TEST_F(ClusterProcessTest, DaemonsRefuseAGroupOrWorldReadableKey) {
+  auto k = RunCli("keygen " + dir_ + "/k");
+  ASSERT_EQ(k.rc, 0) << k.out;
+  ASSERT_EQ(::chmod((dir_ + "/k").c_str(), 0644), 0);
+  auto r = RunCli("metad --dir " + dir_ + "/m --listen 127.0.0.1:0 --key " +
+                  dir_ + "/k");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("chmod 600 " + dir_ + "/k"), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/m")) << "metad started";
+}
+
+// `cluster status` runs etcdctl with an argument list, not through a shell:
+// an etcd member address read from the cluster directory that holds shell
+// syntax is passed as one (bad) endpoint and runs nothing.
+TEST_F(ClusterProcessTest, ClusterStatusRunsNoShellOnAddressesFromFiles) {
+  ASSERT_EQ(RunCli("keygen " + dir_ + "/cluster.key").rc, 0);
+  std::ofstream(dir_ + "/cluster.conf")
+      << "servers 1\nk 1\nm 1\ncell_size 65536\nbase_port 0\n"
+         "etcd_members 1\nmetads 1\n";
+  const std::string planted = dir_ + "/planted";
+  std::ofstream(dir_ + "/etcd.1.addr")
+      << "127.0.0.1:1;touch " << planted << ";#\n";
+  auto r = RunCli("cluster status --dir " + dir_);
+  EXPECT_NE(r.rc, 0) << r.out;  // nothing runs there
+  EXPECT_NE(r.out.find("etcd.1"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(planted))
+      << "a shell ran the command read from etcd.1.addr:\n" << r.out;
 }
 
 TEST_F(ClusterProcessTest, StatusOfNoClusterSaysHowToStartOne) {

@@ -644,6 +644,29 @@ TEST_F(ChunkRpcTest, ReadChunkRangesAnswersEachRead) {
   EXPECT_TRUE(call({{a, 1, 0, 1}}).ok());
 }
 
+// ReadChunk's length is checked against the wire limit before the reply
+// buffer is sized by it (issue 35): a 4 GiB request is refused with EPROTO
+// naming the limit, and the store is never asked (before, the server sized
+// a 4 GiB buffer and the store then refused the read as past the end).
+TEST_F(ChunkRpcTest, OversizedReadChunkIsRefusedBeforeAllocation) {
+  const ChunkId a{44, 1, 0};
+  ASSERT_TRUE(remote_->WriteChunk(a, 1, Data(100, 3)).ok());
+  auto call = [&](uint32_t length) {
+    Msg<MsgType::kReadChunk>::Response resp;
+    AlignedBytes bulk;
+    return CallTyped<MsgType::kReadChunk>(remote_->client(),
+                                          {a, 1, 0, length}, &resp, {}, &bulk);
+  };
+  for (uint32_t length : {kMaxBulk + 1, 0xffffffffu}) {
+    Status s = call(length);
+    EXPECT_EQ(s.code(), EPROTO) << s.ToString();
+    EXPECT_NE(s.message().find("at most " + std::to_string(kMaxBulk)),
+              std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_TRUE(call(100).ok());
+}
+
 // A chunkd from before ApplyChunkOps answers EOPNOTSUPP: the stub then
 // sends the ops one by one, with the same per-op results.
 class OldChunkServer final : public RpcHandler {

@@ -14,12 +14,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <utility>
 #include <mutex>
 #include <thread>
 
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/rpc_server.h"
+#include "backend/rpc/server_core.h"
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
 #include "tests/rpc/fake_services.h"
@@ -83,7 +87,8 @@ void SendAllBytes(int fd, std::span<const uint8_t> bytes) {
 }
 
 // A TCP proxy for one connection at a time that records every byte the
-// client sends (what an eavesdropper on the wire would capture).
+// client sends, and every byte the server sends back (what an eavesdropper
+// on the wire would capture).
 class RecordingProxy {
  public:
   explicit RecordingProxy(std::string target) : target_(std::move(target)) {
@@ -100,6 +105,10 @@ class RecordingProxy {
   std::vector<uint8_t> captured() {
     std::lock_guard<std::mutex> l(mu_);
     return up_;
+  }
+  std::vector<uint8_t> captured_down() {
+    std::lock_guard<std::mutex> l(mu_);
+    return down_;
   }
 
  private:
@@ -125,9 +134,10 @@ class RecordingProxy {
         uint8_t buf[65536];
         ssize_t n = ::recv(p[i].fd, buf, sizeof(buf), 0);
         if (n <= 0) return;
-        if (i == 0) {
+        {
           std::lock_guard<std::mutex> l(mu_);
-          up_.insert(up_.end(), buf, buf + n);
+          auto& to = i == 0 ? up_ : down_;
+          to.insert(to.end(), buf, buf + n);
         }
         SendAllBytes(i == 0 ? s : c, std::span<const uint8_t>(buf, n));
       }
@@ -139,7 +149,7 @@ class RecordingProxy {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mu_;
-  std::vector<uint8_t> up_;
+  std::vector<uint8_t> up_, down_;
 };
 
 enum class Loop { kUring, kPoll };
@@ -150,11 +160,11 @@ class SecurityTest : public ::testing::TestWithParam<Loop> {
   void TearDown() override {
     if (server_) server_->Stop();
   }
-  void Start(RpcServerOptions o = {}) {
+  void Start(RpcServerOptions o = {}, bool secure = false) {
     o.log_name = "security-test";
     o.use_io_uring = GetParam() == Loop::kUring;
     handler_ = std::make_unique<ChunkServiceServer>(&store_);
-    auto s = RpcServer::Start(o, key_, handler_.get());
+    auto s = RpcServer::Start(o, key_->WithSecureWire(secure), handler_.get());
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(s).value();
     if (GetParam() == Loop::kUring && !server_->using_io_uring())
@@ -378,6 +388,164 @@ TEST_P(SecurityTest, StartedFrameHeaderMustCompleteWithinTheHeaderTimeout) {
   SendAllBytes(c->get(), part);
   EXPECT_TRUE(ClosedByPeer(c->get()));
   EXPECT_EQ(server_->counters().timed_out_connections, 1u);
+}
+
+// ---- secure mode (issue 35 hole 4) ----
+
+// Chunk data easy to find in a capture: no 16-byte run repeats.
+std::vector<uint8_t> SecretData(size_t n) {
+  std::string s;
+  for (int i = 0; s.size() < n; ++i) s += "secret-" + std::to_string(i) + ";";
+  return std::vector<uint8_t>(s.begin(), s.begin() + n);
+}
+
+// How many of the 16-byte pieces of `data` (at each multiple of 16) appear
+// anywhere in `capture` (every 8-byte window of the capture indexed once,
+// each piece then looked up and compared in full).
+size_t PiecesSeen(const std::vector<uint8_t>& capture,
+                  const std::vector<uint8_t>& data) {
+  auto load = [](const uint8_t* p) {
+    uint64_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  std::vector<std::pair<uint64_t, size_t>> index;
+  for (size_t i = 0; i + 16 <= capture.size(); ++i)
+    index.emplace_back(load(&capture[i]), i);
+  std::sort(index.begin(), index.end());
+  size_t seen = 0;
+  for (size_t at = 0; at + 16 <= data.size(); at += 16) {
+    auto range = std::equal_range(
+        index.begin(), index.end(), std::make_pair(load(&data[at]), size_t{0}),
+        [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto it = range.first; it != range.second; ++it) {
+      if (std::memcmp(&capture[it->second], &data[at], 16) == 0) {
+        ++seen;
+        break;
+      }
+    }
+  }
+  return seen;
+}
+
+// A write stream and its read-back through a tap: with secure mode on the
+// tap sees none of the written bytes in either direction; authenticated
+// only (the mode before issue 35), it sees all of them.
+TEST_P(SecurityTest, SecureModeHidesWrittenBytesFromTheWire) {
+  for (bool secure : {false, true}) {
+    SCOPED_TRACE(secure ? "secure" : "authenticated only");
+    if (server_) server_->Stop();
+    server_.reset();
+    Start({}, secure);
+    if (IsSkipped()) return;
+    const auto data = SecretData(256 << 10);
+    std::vector<uint8_t> up, down;
+    {
+      RecordingProxy tap(server_->address());
+      RemoteChunkService via(tap.address(), key_->WithSecureWire(secure));
+      for (uint32_t i = 0; i < 4; ++i) {
+        const ChunkId id{9, i, 1};
+        ASSERT_TRUE(via.WriteChunk(id, 1, data).ok());
+        auto back = via.ReadChunk(id, 1, 0, static_cast<uint32_t>(data.size()));
+        ASSERT_TRUE(back.ok()) << back.status().ToString();
+        ASSERT_TRUE(std::equal(data.begin(), data.end(), back->begin()));
+      }
+      up = tap.captured();
+      down = tap.captured_down();
+    }
+    ASSERT_GT(up.size(), 4 * data.size());
+    ASSERT_GT(down.size(), 4 * data.size());
+    const size_t pieces = data.size() / 16;
+    EXPECT_EQ(PiecesSeen(up, data), secure ? 0 : pieces);
+    EXPECT_EQ(PiecesSeen(down, data), secure ? 0 : pieces);
+  }
+}
+
+// A server in secure mode refuses a client that is not, with a reason that
+// names the fix, and runs none of its requests.
+TEST_P(SecurityTest, SecureServerRefusesAnAuthenticatedOnlyClient) {
+  Start({}, /*secure=*/true);
+  if (IsSkipped()) return;
+  RemoteChunkService plain(server_->address(), key_);
+  Status s = plain.WriteChunk({9, 0, 2}, 1, data_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--secure"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(Present({9, 0, 2}, 1));
+  EXPECT_EQ(server_->counters().requests, 0u);
+  RemoteChunkService secure(server_->address(), key_->WithSecureWire(true));
+  EXPECT_TRUE(secure.WriteChunk({9, 0, 2}, 1, data_).ok());
+}
+
+// A server not in secure mode answers a secure client securely (the reply
+// carrying the chunk is encrypted too).
+TEST_P(SecurityTest, AuthenticatedOnlyServerAnswersASecureClientSecurely) {
+  Start();
+  if (IsSkipped()) return;
+  RemoteChunkService direct(server_->address(), key_);
+  const auto data = SecretData(64 << 10);
+  ASSERT_TRUE(direct.WriteChunk({9, 1, 1}, 1, data).ok());
+  RecordingProxy tap(server_->address());
+  RemoteChunkService via(tap.address(), key_->WithSecureWire(true));
+  auto back = via.ReadChunk({9, 1, 1}, 1, 0, static_cast<uint32_t>(data.size()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(std::equal(data.begin(), data.end(), back->begin()));
+  EXPECT_EQ(PiecesSeen(tap.captured_down(), data), 0u);
+}
+
+// ---- bounded logging of rejects (issue 35 item 6) ----
+
+// A junk loop (2,000 connections, each sending bytes that are no
+// handshake) is counted in full but logs a bounded number of lines: 20 at
+// once, then one a second of the flood (before, one line per reject).
+TEST_P(SecurityTest, RejectFloodLogsABoundedNumberOfLines) {
+  Start();
+  if (IsSkipped()) return;
+  constexpr int kJunk = 2000;
+  const auto before = server_->counters();
+  const auto t0 = std::chrono::steady_clock::now();
+  ::testing::internal::CaptureStderr();
+  std::vector<uint8_t> junk(kClientHelloSize, 0x6a);
+  for (int i = 0; i < kJunk; ++i) {
+    auto fd = ConnectTcp(server_->address(), Soon());
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    SendAllBytes(fd->get(), junk);
+    ReadUntilClosed(fd->get());
+  }
+  const bool all_counted = Eventually([&] {
+    return server_->counters().rejected_total() >=
+           before.rejected_total() + kJunk;
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+  EXPECT_TRUE(all_counted);
+  size_t lines = 0;
+  for (size_t at = log.find("security-test: "); at != std::string::npos;
+       at = log.find("security-test: ", at + 1))
+    ++lines;
+  EXPECT_GE(lines, 1u);
+  EXPECT_LE(lines, 20u + static_cast<size_t>(seconds) + 1) << log.substr(0, 2000);
+}
+
+TEST(LogLimiterTest, BurstThenOneLinePerIntervalReportingTheDropped) {
+  using C = LogLimiter::Clock;
+  LogLimiter l(3, std::chrono::seconds(1));
+  const C::time_point t{std::chrono::hours(1)};
+  uint64_t dropped = 99;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(l.Allow(t, &dropped));
+    EXPECT_EQ(dropped, 0u);
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(l.Allow(t, &dropped));
+  EXPECT_FALSE(l.Allow(t + std::chrono::milliseconds(999), &dropped));
+  EXPECT_TRUE(l.Allow(t + std::chrono::seconds(1), &dropped));
+  EXPECT_EQ(dropped, 1001u);
+  EXPECT_FALSE(l.Allow(t + std::chrono::seconds(1), &dropped));
+  // A long quiet spell refills the burst, never more.
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(l.Allow(t + std::chrono::hours(1), &dropped));
+  EXPECT_FALSE(l.Allow(t + std::chrono::hours(1), &dropped));
 }
 
 INSTANTIATE_TEST_SUITE_P(Loops, SecurityTest,
