@@ -13,6 +13,7 @@ PKGS=(
   prometheus-cpp-dev libsystemd-dev
   fio iproute2 python3 python3-matplotlib kmod procps psmisc
   acl  # setfacl/getfacl: the POSIX ACL and multi-user mount tests
+  systemd  # systemd-analyze: systemd_units_verify
   etcd-server etcd-client libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   protobuf-compiler golang-etcd-server-dev golang-github-gogo-protobuf-dev
   golang-github-grpc-ecosystem-grpc-gateway-dev

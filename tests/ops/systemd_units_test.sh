@@ -7,7 +7,7 @@
 set -euo pipefail
 src=$1 bin=$2
 if ! command -v systemd-analyze >/dev/null; then
-  echo "SKIPPED: systemd-analyze is not installed (Debian package systemd)"
+  echo "SKIP: systemd-analyze is not installed (Debian package systemd)"
   exit 77
 fi
 work=$(mktemp -d)

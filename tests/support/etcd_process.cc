@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char* kEtcdBinary = "/usr/bin/etcd";
 constexpr const char* kPeerName = "stripefs-test-etcd-peer";
+constexpr const char* kEtcdctlBinary = "/usr/bin/etcdctl";
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   pid_t pid = fork();
@@ -39,16 +40,24 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
 
 }  // namespace
 
+std::string EtcdBinariesMissing() {
+  for (const char* bin : {kEtcdBinary, kEtcdctlBinary}) {
+    if (::access(bin, X_OK) != 0)
+      return std::string(bin) +
+             " is not installed (scripts/install-deps.sh installs "
+             "etcd-server and etcd-client)";
+  }
+  return "";
+}
+
 Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
                                                         int members) {
   if (!EtcdEngineMissing().empty()) {
     return Status::NotSupported("etcd engine not built: " +
                                 std::string(EtcdEngineMissing()));
   }
-  if (access(kEtcdBinary, X_OK) != 0) {
-    return Status::NotFound(std::string(kEtcdBinary) +
-                            " not installed (apt-get install etcd-server)");
-  }
+  if (std::string why = EtcdBinariesMissing(); !why.empty())
+    return Status::NotFound(why);
   std::unique_ptr<EtcdProcess> p(new EtcdProcess());
   STRIPEFS_ASSIGN_OR_RETURN(EtcdPki pki, EtcdPki::OpenOrCreate(dir + "/pki"));
   p->pki_ = std::make_unique<EtcdPki>(pki);
@@ -100,8 +109,8 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(const std::string& dir,
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   return Status(ETIMEDOUT, "etcd in " + dir +
-                               " did not answer within 30 s (see the *.log "
-                               "files there)");
+                               " is not healthy after 60 probes (see "
+                               "health.log and the *.log files there)");
 }
 
 EtcdProcess::~EtcdProcess() {
