@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs every stripefs test: installs what is missing, builds, then runs the ctest groups in
-# turn: unit, integration, fuzz (clang build) and kernel (QEMU guest). The guest kernel
+# turn: unit, integration, fuzz and sanitize (one clang ASan+UBSan build tree: the fuzz
+# targets and the unit group run again under the sanitizers) and kernel (QEMU guest). The
+# guest kernel
 # (kernel/build.sh, cached outside the repo) is built in the background from the start, so a
 # cold kernel build overlaps the other groups; its log is kept and a failed build fails the
 # kernel group. Ends with passed/failed/skipped per group (scripts/ctest_report.py).
-# Exits non-zero if a test fails, if a group has no tests, if LABEL is not one of the
-# README's labels, or if a test skipped for a reason that does not hold on this machine.
-# Usage: scripts/test.sh [-L LABEL]     Env: BUILD_DIR, FUZZ_DIR, TEST_LOG_DIR
+# Exits non-zero if a test fails, if a group has no tests or fewer cases than its minimum in
+# tests/min-counts.txt, if a registered test has no group's label, if LABEL is not one of
+# the README's labels (or sanitize), or if a test skipped for a reason that does not hold on
+# this machine.
+# Usage: scripts/test.sh [-L LABEL|-L sanitize]     Env: BUILD_DIR, FUZZ_DIR, TEST_LOG_DIR
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$top/build}
@@ -21,12 +25,12 @@ labels=$(sed -n 's/.*ctest labels \([a-z, ]*\)).*/\1/p' "$top/README.md" | head 
 [ -n "$labels" ] || { echo "test.sh: README.md lists no 'ctest labels ...'" >&2; exit 2; }
 label=""
 if [ "${1:-}" = "-L" ]; then
-  label=${2:?"usage: scripts/test.sh [-L LABEL]"}
-  case " $labels " in *" $label "*) ;; *)
-    echo "test.sh: unknown label '$label' (README.md: $labels)" >&2; exit 2 ;;
+  label=${2:?"usage: scripts/test.sh [-L LABEL|-L sanitize]"}
+  case " $labels sanitize " in *" $label "*) ;; *)
+    echo "test.sh: unknown label '$label' (README.md: $labels; or sanitize)" >&2; exit 2 ;;
   esac
 elif [ $# -gt 0 ]; then
-  echo "usage: scripts/test.sh [-L LABEL]" >&2; exit 2
+  echo "usage: scripts/test.sh [-L LABEL|-L sanitize]" >&2; exit 2
 fi
 wants() { [ -z "$label" ] || [ "$label" = "$1" ]; }
 rm -rf "$logs"
@@ -51,40 +55,51 @@ fi
 "$top/scripts/build.sh" --quiet "${kernel_opt[@]}"
 say "build done"
 
-# A test whose label is not a README group would never run: that is an error too.
-stray=""
-for l in $(cd "$BUILD_DIR" && ctest --print-labels | sed -n 's/^  *//p'); do
-  case " $labels " in *" $l "*) ;; *) stray="$stray $l" ;; esac
-done
-[ -z "$stray" ] ||
-  echo "test.sh: FAIL: tests labelled${stray}, which no group runs (README.md: $labels)" >&2
+# Every registered test must carry a label some group runs (one without would never run).
+labels_ok=1
+python3 "$top/scripts/ctest_report.py" --check-labels "$BUILD_DIR" $labels || labels_ok=0
 
 reports=()
-# group LABEL DIR [ctest args...]: runs one group, keeps its JUnit file for the report.
+# group NAME LABEL DIR [ctest args...]: runs the tests labelled LABEL in DIR as group NAME,
+# keeps its JUnit file (and DIR's gtest XML files) for the report.
 group() {
-  local l=$1 dir=$2; shift 2
-  say "=== ctest -L $l ==="
+  local name=$1 l=$2 dir=$3; shift 3
+  say "=== $name: ctest -L $l in $dir ==="
+  rm -f "$dir"/gtest-xml/*.xml
   (cd "$dir" && ctest -L "^$l\$" --no-tests=error --output-on-failure \
     --test-output-size-passed 65536 --test-output-size-failed 1048576 \
-    --output-junit "$logs/$l.xml" "$@") || true
-  reports+=("$l=$logs/$l.xml")
+    --output-junit "$logs/$name.xml" "$@") || true
+  reports+=("$name=$logs/$name.xml@$dir")
+  say "=== $name done ==="
 }
-wants unit && group unit "$BUILD_DIR" -j"$(nproc)" --timeout 600
-wants integration && group integration "$BUILD_DIR" --timeout 900
+wants unit && group unit unit "$BUILD_DIR" -j"$(nproc)" --timeout 600
+wants integration && group integration integration "$BUILD_DIR" --timeout 900
 # soak: full-size runs too long for CI (e.g. 100k entries in one etcd
 # directory); only when asked for with -L soak.
-if [ "$label" = soak ]; then group soak "$BUILD_DIR" --timeout 3600; fi
+if [ "$label" = soak ]; then group soak soak "$BUILD_DIR" --timeout 3600; fi
 
-# Fuzzers need clang's libFuzzer: a separate build dir with STRIPEFS_FUZZ=ON.
-if wants fuzz; then
+# One clang tree with ASan+UBSan everywhere (STRIPEFS_SANITIZE) and libFuzzer
+# (STRIPEFS_FUZZ): it builds the fuzz targets (fuzz group) and the unit tests, which run
+# again there as group "sanitize" (a use-after-free or UB that passes the RelWithDebInfo
+# run fails here). Clang also shows the warnings only clang has (-Wthread-safety).
+if wants fuzz || wants sanitize; then
+  targets=()
+  wants fuzz && targets+=(fuzzers)
+  wants sanitize && targets+=(unit_tests)
+  say "clang ASan+UBSan build of ${targets[*]} in $FUZZ_DIR"
   if CC=clang CXX=clang++ cmake -S "$top" -B "$FUZZ_DIR" -G Ninja \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRIPEFS_FUZZ=ON -DSTRIPEFS_WERROR=ON \
-      -DSTRIPEFS_SKIP= > "$logs/fuzz-cmake.log" &&
-    cmake --build "$FUZZ_DIR" -j"$(nproc)" --target fuzzers; then
-    group fuzz "$FUZZ_DIR" --timeout 600
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRIPEFS_FUZZ=ON -DSTRIPEFS_SANITIZE=ON \
+      -DSTRIPEFS_WERROR=ON -DSTRIPEFS_SKIP= > "$logs/fuzz-cmake.log" &&
+    cmake --build "$FUZZ_DIR" -j"$(nproc)" --target "${targets[@]}"; then
+    say "clang build done"
+    wants fuzz && group fuzz fuzz "$FUZZ_DIR" --timeout 600
+    # halt_on_error: code built without -fno-sanitize-recover stops too.
+    wants sanitize && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      ASAN_OPTIONS=detect_leaks=1 group sanitize unit "$FUZZ_DIR" -j"$(nproc)" --timeout 900
   else
-    echo "test.sh: FAIL: the fuzz build failed" >&2
-    reports+=("fuzz=-")
+    echo "test.sh: FAIL: the clang sanitizer/fuzz build failed" >&2
+    wants fuzz && reports+=("fuzz=-")
+    wants sanitize && reports+=("sanitize=-")
   fi
 fi
 
@@ -95,7 +110,7 @@ if wants kernel; then
   kbuild_pid=""
   if [ $kbuild_rc = 0 ]; then
     say "guest kernel ready: $(tail -1 "$logs/kernel-build.log")"
-    group kernel "$BUILD_DIR" --timeout 3600
+    group kernel kernel "$BUILD_DIR" --timeout 3600
   else
     tail -40 "$logs/kernel-build.log" >&2
     echo "test.sh: FAIL: kernel/build.sh exited $kbuild_rc (log: $logs/kernel-build.log)" >&2
@@ -105,6 +120,7 @@ fi
 
 say "finished; logs and JUnit files in $logs"
 rc=0
-python3 "$top/scripts/ctest_report.py" "${reports[@]}" || rc=1
-[ -z "$stray" ] || { echo "FAIL: tests labelled${stray} are in no group"; rc=1; }
+python3 "$top/scripts/ctest_report.py" --min-counts "$top/tests/min-counts.txt" \
+  "${reports[@]}" || rc=1
+[ $labels_ok = 1 ] || { echo "FAIL: some tests carry no group's label (above)"; rc=1; }
 exit $rc
