@@ -15,6 +15,7 @@
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
 #include "tests/support/cluster_volume_test.h"
+#include "tests/support/eventually.h"
 #include "tests/support/random_bytes.h"
 
 namespace stripefs {
@@ -57,6 +58,7 @@ TEST_F(ClusterFailureTest, KillingUpToMChunkdDuringIoLosesNothing) {
   std::vector<std::vector<uint8_t>> model(4);
   for (int f = 0; f < 4; ++f) files.push_back(NewFile("f" + std::to_string(f)));
   std::atomic<int> done{0}, failures{0};
+  std::atomic<bool> writer_done{false};
   std::thread writer([&] {
     std::mt19937 rng(7);
     for (int i = 0; i < 80; ++i) {
@@ -72,12 +74,23 @@ TEST_F(ClusterFailureTest, KillingUpToMChunkdDuringIoLosesNothing) {
       std::copy(data.begin(), data.end(), m.begin() + static_cast<long>(off));
       ++done;
     }
+    writer_done = true;
   });
-  while (done < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  Kill(2);
-  while (done < 45) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  Kill(5);
+  // Bounded waits that stop on a failed write or a writer that ended, and say
+  // which (instead of spinning until ctest's timeout).
+  auto reach = [&](int n) {
+    return testing::Eventually(
+        [&] { return done >= n || failures > 0 || writer_done; },
+        std::chrono::seconds(120));
+  };
+  const bool reached20 = reach(20) && done >= 20;
+  if (reached20) Kill(2);
+  const bool reached45 = reached20 && reach(45) && done >= 45;
+  if (reached45) Kill(5);
   writer.join();
+  ASSERT_TRUE(reached20 && reached45)
+      << "the writer did not reach its kill points: done=" << done.load()
+      << " failures=" << failures.load() << " ended=" << writer_done.load();
   EXPECT_EQ(failures.load(), 0) << "writes must succeed with m servers gone";
   for (int f = 0; f < 4; ++f) {
     auto got = ReadAll(files[static_cast<size_t>(f)]);
@@ -143,24 +156,33 @@ TEST_F(ClusterFailureTest, KillingMetadMidCommitLeavesNoTornStripes) {
   const int stripes = 6;
   // Round r writes byte value r+1 over all stripes, one stripe at a time.
   std::atomic<int> acked_round{0};
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, writer_done{false};
   std::thread writer([&] {
     for (int r = 1; r <= 200 && !stop; ++r) {
       std::vector<uint8_t> fill(S, static_cast<uint8_t>(r));
       for (int s = 0; s < stripes; ++s) {
         if (!client().Write(ino, static_cast<uint64_t>(s) * S, fill).ok()) {
+          writer_done = true;
           return;
         }
       }
       acked_round = r;
     }
+    writer_done = true;
   });
-  while (acked_round < 3)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Bounded: a writer that fails or ends before round 3 stops the wait.
+  const bool started = testing::Eventually(
+      [&] { return acked_round >= 3 || writer_done; }, std::chrono::seconds(120));
+  const int before_kill = acked_round.load();
   Kill("metad");
   writer.join();
   stop = true;
   const int acked = acked_round.load();
+  ASSERT_TRUE(started && before_kill >= 3)
+      << "the writer stopped before round 3 (acked " << before_kill << ")";
+  // The kill must land mid-stream, else no commit was cut (crash window
+  // missed: the writer finished all 200 rounds first).
+  EXPECT_LT(acked, 200) << "metad died after the writer had finished";
   Start("metad");
   Connect();
   auto got = ReadAll(ino);

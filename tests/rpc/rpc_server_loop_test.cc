@@ -31,6 +31,7 @@
 #include "tests/rpc/raw_session.h"
 #include "tests/rpc/test_sessions.h"
 #include "tests/support/eventually.h"
+#include "tests/support/io_uring_probe.h"
 #include "tests/support/process_counts.h"
 #include "tests/support/random_bytes.h"
 
@@ -46,19 +47,7 @@ constexpr uint16_t kBlock = 0x7E02;  // waits until released, then echoes
 // loop answers it on its own thread.
 constexpr uint16_t kInlineEcho = 0x7E03;
 
-// Why this machine refuses io_uring ("" if io_uring_setup works here): asked of
-// the kernel directly, never of the server, so a broken uring loop that falls
-// back to poll fails the uring tests instead of skipping them.
-std::string IoUringRefusedReason() {
-  io_uring_params p{};
-  long fd = ::syscall(__NR_io_uring_setup, 4, &p);
-  if (fd >= 0) {
-    ::close(static_cast<int>(fd));
-    return "";
-  }
-  return std::string("io_uring_setup fails on this machine: ") +
-         std::strerror(errno);
-}
+using stripefs::testing::IoUringRefusedReason;
 
 // Deterministic test payload (tests/support/random_bytes.h).
 std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
@@ -666,6 +655,7 @@ TEST(RpcServerFallbackTest, DefaultServerUsesIoUringWhenAvailable) {
     GTEST_SKIP() << why << " (server log: " << log << ")";
   }
   EXPECT_EQ(log, "");  // nothing to say when io_uring works
+  EXPECT_TRUE((*s)->using_io_uring()) << "the default server runs the poll loop";
   EXPECT_EQ((*s)->address().rfind("127.0.0.1:", 0), 0u);
 }
 
