@@ -38,8 +38,10 @@ def build(work, log=print):
 class Passthrough:
     """One passthrough_ll mount of `source` at `mnt`."""
 
-    def __init__(self, exe, source, mnt):
+    def __init__(self, exe, source, mnt, options=()):
+        """`options`: extra passthrough_ll -o options (e.g. "cache=never")."""
         self.exe, self.source, self.mnt = exe, source, mnt
+        self.options = list(options)
         self.proc = None
 
     @property
@@ -49,7 +51,8 @@ class Passthrough:
     def start(self, timeout_s=10):
         os.makedirs(self.mnt, exist_ok=True)
         self.proc = subprocess.Popen(
-            [self.exe, "-f", "-o", f"source={self.source}", self.mnt],
+            [self.exe, "-f", "-o", ",".join([f"source={self.source}"] + self.options),
+             self.mnt],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not run.wait_until(lambda: run.is_mounted(self.mnt), timeout_s):
             self.stop()

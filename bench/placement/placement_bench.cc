@@ -256,7 +256,7 @@ int Run(const Options& o) {
   }
   // Cost of one placement.
   std::printf(
-      "ratio=%.1f CPU us per ServersForGroup (every stripe I/O computes "
+      "value=%.1f CPU us per ServersForGroup (every stripe I/O computes "
       "one); Placement::Create %.1f ms, heap %zu bytes\n",
       base.per_group_s * 1e6, base.create_s * 1e3, base.create_heap);
   rows.push_back({"CPU time per placement (ServersForGroup)",
