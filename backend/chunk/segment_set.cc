@@ -37,22 +37,26 @@ Result<std::shared_ptr<SegmentFile>> SegmentSet::OpenFile(uint64_t seq,
   auto f = std::make_shared<SegmentFile>();
   f->seq = seq;
   f->path = dir_ + "/" + chunk_paths::SegmentFileName(seq);
-  const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+  // Created without O_DIRECT: a file system refusing O_DIRECT (tmpfs before
+  // Linux 6.6) fails the open only after creating the file, so a retry of
+  // O_CREAT | O_EXCL without it would fail with EEXIST.
+  // Read-write: small writes go through the page cache (ChunkStoreOptions::
+  // buffered_write_max_bytes).
+  f->buffered_fd.Reset(
+      ::open(f->path.c_str(),
+             O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0644));
+  if (!f->buffered_fd.valid()) {
+    return Status::FromErrno(errno, "open segment " + f->path);
+  }
   if (options_.use_direct_io) {
-    f->write_fd.Reset(::open(f->path.c_str(), flags | O_DIRECT, 0644));
+    f->write_fd.Reset(::open(f->path.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT));
     f->direct = f->write_fd.valid();
   }
   if (!f->write_fd.valid()) {
-    // No O_DIRECT here (EINVAL, e.g. some tmpfs): buffered writes.
-    f->write_fd.Reset(::open(f->path.c_str(), flags, 0644));
+    // No O_DIRECT here (EINVAL, e.g. tmpfs before 6.6): buffered writes.
+    f->write_fd.Reset(::open(f->path.c_str(), O_RDWR | O_CLOEXEC));
   }
   if (!f->write_fd.valid()) {
-    return Status::FromErrno(errno, "open segment " + f->path);
-  }
-  // Read-write: small writes go through the page cache (ChunkStoreOptions::
-  // buffered_write_max_bytes).
-  f->buffered_fd.Reset(::open(f->path.c_str(), O_RDWR | O_CLOEXEC));
-  if (!f->buffered_fd.valid()) {
     return Status::FromErrno(errno, "open segment " + f->path);
   }
   // No kernel read-ahead: a segment holds the chunks of many stripes, data

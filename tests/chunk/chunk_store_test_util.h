@@ -44,22 +44,23 @@ class TempDir {
   std::string path_;
 };
 
-// A store on a tmpfs the test mounts (root; skipped loudly otherwise) and
-// always unmounts: Mount("size=4m") from SetUp or the test body (then check
-// IsSkipped()), open the store under mnt_.
+// A store on a tmpfs (or another memory file system, e.g. ramfs) the test
+// mounts (root; skipped loudly otherwise) and always unmounts:
+// Mount("size=4m") from SetUp or the test body (then check IsSkipped()), open
+// the store under mnt_.
 class TmpfsStoreTest : public ::testing::Test {
  protected:
-  void Mount(const char* opts) {
+  void Mount(const char* opts, const char* fstype = "tmpfs") {
     if (::geteuid() != 0) {
-      GTEST_SKIP() << "SKIPPED LOUDLY: needs root to mount a tmpfs (" << opts
-                   << ")";
+      GTEST_SKIP() << "SKIPPED LOUDLY: needs root to mount a " << fstype << " ("
+                   << opts << ")";
     }
     mnt_ = dir_.path() + "/mnt";
     std::filesystem::create_directories(mnt_);
-    if (::mount("tmpfs", mnt_.c_str(), "tmpfs", 0, opts) != 0) {
+    if (::mount(fstype, mnt_.c_str(), fstype, 0, opts) != 0) {
       int err = errno;
-      GTEST_SKIP() << "SKIPPED LOUDLY: cannot mount tmpfs on " << mnt_ << ": "
-                   << std::strerror(err);
+      GTEST_SKIP() << "SKIPPED LOUDLY: cannot mount " << fstype << " on "
+                   << mnt_ << ": " << std::strerror(err);
     }
     mounted_ = true;
   }
