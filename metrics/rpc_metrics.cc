@@ -27,10 +27,11 @@ prometheus::Histogram& TimedRpcHandler::For(uint16_t type) {
   return *h;
 }
 
-void TimedRpcHandler::Handle(uint16_t type, std::span<const uint8_t> payload,
+void TimedRpcHandler::Handle(const rpc::Caller& caller, uint16_t type,
+                             std::span<const uint8_t> payload,
                              AlignedBytes& bulk, rpc::RpcReply* reply) {
   auto start = std::chrono::steady_clock::now();
-  inner_->Handle(type, payload, bulk, reply);
+  inner_->Handle(caller, type, payload, bulk, reply);
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   For(type).Observe(took.count());
 }

@@ -27,8 +27,9 @@ class TimedRpcHandler : public rpc::RpcHandler {
  public:
   TimedRpcHandler(rpc::RpcHandler* inner, prometheus::Registry& registry);
   std::string Role() const override { return inner_->Role(); }
-  void Handle(uint16_t type, std::span<const uint8_t> payload,
-              AlignedBytes& bulk, rpc::RpcReply* reply) override;
+  void Handle(const rpc::Caller&, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes& bulk,
+              rpc::RpcReply* reply) override;
   bool InlineSafe(uint16_t type,
                   std::span<const uint8_t> payload) const override {
     return inner_->InlineSafe(type, payload);

@@ -154,7 +154,8 @@ Status ExplainListenError(const Status& s, const std::string& listen) {
 void AddDaemonFlags(CLI::App* cmd, DaemonFlags* f, const std::string& listen) {
   f->listen = listen;
   cmd->add_option("--key", f->key_file,
-                  "cluster key file (make one with `stripefs keygen FILE`)")
+                  "the cluster's server key file (make one with `stripefs "
+                  "keygen FILE`)")
       ->required();
   cmd->add_option("--listen", f->listen,
                   "HOST:PORT or PORT to listen on (loopback unless a host is "
@@ -194,6 +195,7 @@ int RunKeygen(const std::string& path) {
 struct MetadFlags {
   DaemonFlags d;
   std::string dir;
+  std::string identities;  // identity table file; default: KEY.identities
   Geometry geometry;
   bool geometry_given = false;
   bool health_monitor = true;
@@ -251,9 +253,24 @@ int RunMetad(const MetadFlags& f) {
                  f.geometry.cell_size);
     return 1;
   }
+  // Admin and client identities (`stripefs auth`); the server key is
+  // always admitted.
+  const std::string id_file =
+      f.identities.empty() ? f.d.key_file + ".identities" : f.identities;
+  auto identities = rpc::IdentityTable::Open(id_file);
+  if (!identities.ok()) return Fail(who, identities.status());
+  if ((*identities)->size() == 0) {
+    std::fprintf(stderr,
+                 "metad: warning: no admin or client identities in %s: "
+                 "every process uses the server key and may call every RPC; "
+                 "give mounts their own keys with `stripefs auth add "
+                 "client.NAME` (docs/cluster.md \"Identities\")\n",
+                 id_file.c_str());
+  }
   // Mounts and repairs announce themselves here (`stripefs status`).
   rpc::ClientTable clients;
   rpc::MetaServiceServer handler(store->get(), &clients);
+  handler.ServeIdentities(identities->get(), *key);
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who, metrics.status());
   rpc::MetaInlineHandler inline_handler(
@@ -261,6 +278,7 @@ int RunMetad(const MetadFlags& f) {
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = "metad";
+  so.gate = identities->get();
   so.inline_requests = f.inline_rpc;
   auto server = rpc::RpcServer::Start(so, *key, &inline_handler);
   if (!server.ok())
@@ -380,6 +398,7 @@ int RunChunkd(const ChunkdFlags& f) {
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = who;
+  so.binding = {rpc::ServerRole::kChunkd, f.id};
   auto server = rpc::RpcServer::Start(
       so, *key, *metrics ? (*metrics)->handler() : &handler);
   if (!server.ok())
@@ -487,6 +506,9 @@ CommandRegistration daemon_commands([](CLI::App& app) {
                   "HOST is a loopback address (anyone who reaches etcd can "
                   "rewrite the volume)");
     AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
+    cmd->add_option("--identities", f->identities,
+                    "identity table of `stripefs auth` (default: the --key "
+                    "file's path + .identities)");
     auto* k = cmd->add_option("--k", f->geometry.k,
                               "data chunks per stripe (new volume)")
                   ->capture_default_str()

@@ -248,6 +248,16 @@ std::unique_ptr<rpc::ClientLease> AnnounceToMetad(
   if (o.meta_address.empty()) return nullptr;
   auto key = rpc::ClusterKey::Load(o.key_file);
   if (!key.ok()) return nullptr;  // the mount itself already loaded it
+  if ((*key)->principal() == rpc::Principal::kServer) {
+    // Migration: a one-key cluster keeps working, but say what it means.
+    std::fprintf(stderr,
+                 "stripefs mount: warning: %s is the cluster's server key: "
+                 "this mount may call every RPC (cluster map, whole-chunk "
+                 "deletes); give it a client identity instead: `stripefs "
+                 "auth add client.NAME --out FILE` (docs/cluster.md "
+                 "\"Identities\")\n",
+                 o.key_file.c_str());
+  }
   return std::make_unique<rpc::ClientLease>(
       o.meta_address, (*key)->WithSecureWire(o.secure_wire), "mount",
       o.mountpoint);

@@ -7,9 +7,11 @@ ChunkService* RemoteChunkServers::Get(const ServerInfo& info) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = current_[info.id];
   if (e.stub == nullptr || e.address != info.address) {
+    // The handshake checks that the address reaches this very server.
+    rpc::RpcClientOptions o = rpc::RemoteChunkService::DefaultOptions();
+    o.expected_server = {rpc::ServerRole::kChunkd, info.id};
     stubs_.push_back(std::make_unique<rpc::RemoteChunkService>(
-        info.address, key_, rpc::RemoteChunkService::DefaultOptions(),
-        read_timeout_));
+        info.address, key_, o, read_timeout_));
     e.address = info.address;
     e.stub = stubs_.back().get();
   }

@@ -41,9 +41,10 @@ class MetaInlineHandler final : public RpcHandler {
   MetaInlineHandler(RpcHandler* inner, const MetaService* service)
       : inner_(inner), service_(service) {}
   std::string Role() const override { return inner_->Role(); }
-  void Handle(uint16_t type, std::span<const uint8_t> payload,
-              AlignedBytes& bulk, RpcReply* reply) override {
-    inner_->Handle(type, payload, bulk, reply);
+  void Handle(const rpc::Caller& caller, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes& bulk,
+              RpcReply* reply) override {
+    inner_->Handle(caller, type, payload, bulk, reply);
   }
   bool InlineSafe(uint16_t type,
                   std::span<const uint8_t> payload) const override;

@@ -132,9 +132,10 @@ bool PollServerLoop::Evicted(Connection* c) {
 
 void PollServerLoop::Serve(Connection* c) {
   int fd = c->fd.get();
-  const ClusterKey& key = *core_->key;
+  Caller caller;
   Result<Session> s = RunServerHandshake(
-      fd, key, c->accepted + core_->options.handshake_timeout);
+      fd, core_->auth(), c->accepted + core_->options.handshake_timeout,
+      &caller);
   if (s.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (c->evicted) {
@@ -155,12 +156,13 @@ void PollServerLoop::Serve(Connection* c) {
       if (e != FrameError::kTruncated) WriteRejectFrame(fd, e);
     }
   }
-  if (s.ok()) ServeFrames(c, &*s);
+  if (s.ok()) ServeFrames(c, &*s, caller);
   ::shutdown(fd, SHUT_RDWR);
   c->done = true;
 }
 
-void PollServerLoop::ServeFrames(Connection* c, Session* session) {
+void PollServerLoop::ServeFrames(Connection* c, Session* session,
+                                 const Caller& caller) {
   int fd = c->fd.get();
   const RpcServerOptions& o = core_->options;
   while (!stopping_.load()) {
@@ -186,7 +188,7 @@ void PollServerLoop::ServeFrames(Connection* c, Session* session) {
     }
     FrameHeader rh;
     RpcReply reply;
-    if (!core_->Answer(*f, c->peer, &rh, &reply)) break;
+    if (!core_->Answer(*f, c->peer, caller, &rh, &reply)) break;
     Status ws = WriteFrame(fd, session->send, rh, reply.payload, reply.bulk,
                            Clock::now() + std::chrono::seconds(60));
     if (!ws.ok()) break;

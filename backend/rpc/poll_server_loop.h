@@ -49,7 +49,7 @@ class PollServerLoop : public ServerLoop {
       : core_(core), listen_fd_(listen_fd) {}
   void AcceptLoop();
   void Serve(Connection* c);
-  void ServeFrames(Connection* c, Session* session);
+  void ServeFrames(Connection* c, Session* session, const Caller& caller);
   bool Evicted(Connection* c);
   // Applies the limits to a new connection from `ip` (mu_ held).
   bool Admit(const std::string& ip, const std::string& peer);

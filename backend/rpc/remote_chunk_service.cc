@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 
+#include "backend/rpc/dispatch_table.h"
 #include "backend/rpc/typed_call.h"
 
 namespace stripefs::rpc {
@@ -389,230 +390,271 @@ std::span<uint8_t> ChunkServiceServer::ReplyBuffer(size_t length,
   return reply->bulk_lease.span().first(length);
 }
 
-void ChunkServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
-                                AlignedBytes& bulk, RpcReply* reply) {
-  ChunkService& s = *service_;
-  try {
-    switch (static_cast<MsgType>(type)) {
-      case MsgType::kWriteChunk:
-        return ServeTyped<MsgType::kWriteChunk>(
-            p, reply, [&](auto&, auto& id, auto version) {
-              return s.WriteChunk(id, version, bulk);
-            });
-      case MsgType::kReadChunk:
-        return ServeTyped<MsgType::kReadChunk>(
-            p, reply,
-            [&](auto&, auto& id, auto version, auto offset,
-                auto length) -> Status {
-              // The limit holds before anything is sized by the request.
-              if (length > kMaxBulk)
-                return Status(EPROTO, "chunk read of " +
-                                          std::to_string(length) +
-                                          " bytes in one request, at most " +
-                                          std::to_string(kMaxBulk));
-              // Straight into the buffer the reply is sent from.
-              std::span<uint8_t> out = ReplyBuffer(length, reply);
-              STRIPEFS_RETURN_IF_ERROR(
-                  s.ReadChunkInto(id, version, offset, out));
-              reply->bulk = out;
-              return Status::Ok();
-            });
-      case MsgType::kReadChunkRanges:
-        return ServeTyped<MsgType::kReadChunkRanges>(
-            p, reply, [&](auto& out, auto& headers) -> Status {
-              // The limits hold before anything is sized by the request.
-              if (headers.size() > kMaxChunkReadsPerRequest)
-                return Status(EPROTO,
-                              std::to_string(headers.size()) +
-                                  " chunk reads in one request, at most " +
-                                  std::to_string(kMaxChunkReadsPerRequest));
-              uint64_t total = 0;
-              for (const ChunkReadHeader& h : headers) total += h.length;
-              if (total > kMaxBulk)
-                return Status(EPROTO, "chunk reads of " +
-                                          std::to_string(total) +
-                                          " bytes in one request, at most " +
-                                          std::to_string(kMaxBulk));
-              // Every read into its place in the reply buffer; the OK
-              // ones are then packed back to back (the bulk's layout).
-              std::span<uint8_t> buf = ReplyBuffer(total, reply);
-              std::vector<ChunkRangeRead> reads;
-              reads.reserve(headers.size());
-              uint64_t at = 0;
-              for (const ChunkReadHeader& h : headers) {
-                reads.push_back(
-                    {h.id, h.version, h.offset, buf.subspan(at, h.length)});
-                at += h.length;
-              }
-              std::vector<Status> results =
-                  s.ReadChunkRanges(reads, Deadline::max());
-              auto& codes = std::get<0>(out);
-              auto& messages = std::get<1>(out);
-              uint64_t packed = 0;
-              for (size_t i = 0; i < reads.size(); ++i) {
-                const Status& r = results[i];
-                codes.push_back(r.ok() ? 0 : r.code());
-                messages.push_back(r.ok() ? std::string() : r.message());
-                if (!r.ok()) continue;
-                if (reads[i].out.data() != buf.data() + packed)
-                  std::memmove(buf.data() + packed, reads[i].out.data(),
-                               reads[i].out.size());
-                packed += reads[i].out.size();
-              }
-              reply->bulk = buf.first(packed);
-              return Status::Ok();
-            });
-      case MsgType::kDeleteChunk:
-        return ServeTyped<MsgType::kDeleteChunk>(
-            p, reply, [&](auto&, auto& id, auto keep) {
-              return s.DeleteChunk(id, keep);
-            });
-      case MsgType::kListChunks:
-        return ServeTyped<MsgType::kListChunks>(
-            p, reply, [&](auto& out, auto& after, auto limit) -> Status {
-              auto r = s.ListChunks(after, limit);
-              if (!r.ok()) return r.status();
-              std::get<0>(out) = std::move(r).value();
-              return Status::Ok();
-            });
-      case MsgType::kChunkStats:
-        return ServeTyped<MsgType::kChunkStats>(p, reply,
-                                                [&](auto& out) -> Status {
-                                                  auto r = s.Stats();
-                                                  if (!r.ok())
-                                                    return r.status();
-                                                  std::get<0>(out) = *r;
-                                                  return Status::Ok();
-                                                });
-      case MsgType::kDeleteChunkVersion:
-        return ServeTyped<MsgType::kDeleteChunkVersion>(
-            p, reply, [&](auto&, auto& id, auto version) {
-              return s.DeleteChunkVersion(id, version);
-            });
-      case MsgType::kDeleteChunkVersions:
-        return ServeTyped<MsgType::kDeleteChunkVersions>(
-            p, reply,
-            [&](auto&, auto& chunks) { return s.DeleteChunkVersions(chunks); });
-      case MsgType::kCloneChunk:
-        return ServeTyped<MsgType::kCloneChunk>(
-            p, reply, [&](auto&, auto& id, auto from, auto to, auto length) {
-              return s.CloneChunk(id, from, to, length);
-            });
-      case MsgType::kPatchChunk:
-        return ServeTyped<MsgType::kPatchChunk>(
-            p, reply,
-            [&](auto&, auto& id, auto from, auto to, auto length, auto offset) {
-              return s.PatchChunk(id, from, to, length, offset, bulk);
-            });
-      case MsgType::kApplyChunkOps:
-        return ServeTyped<MsgType::kApplyChunkOps>(
-            p, reply, [&](auto& out, auto& headers, auto& ranges) -> Status {
-              // Each op's bytes are the next `size` bytes of the bulk, a
-              // multi-range patch's ranges the next `range_count` ranges.
-              // The lists' limits hold before anything is sized by them.
-              if (headers.size() > kMaxChunkOpsPerRequest)
-                return Status(EPROTO,
-                              std::to_string(headers.size()) +
-                                  " chunk ops in one request, at most " +
-                                  std::to_string(kMaxChunkOpsPerRequest));
-              if (ranges.size() > kMaxPatchRangesPerRequest)
-                return Status(EPROTO,
-                              std::to_string(ranges.size()) +
-                                  " patch ranges in one request, at most " +
-                                  std::to_string(kMaxPatchRangesPerRequest));
-              std::vector<ChunkWriteOp> ops;
-              ops.reserve(headers.size());
-              uint64_t used = 0;
-              size_t ranges_used = 0;
-              for (const ChunkOpHeader& h : headers) {
-                if (h.kind > static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
-                  return Status(EPROTO, "unknown chunk op kind " +
-                                            std::to_string(h.kind));
-                if (h.size > bulk.size() - used)
-                  return Status(EPROTO, "chunk ops name more bytes than the " +
-                                            std::to_string(bulk.size()) +
-                                            " the request carries");
-                ChunkWriteOp op;
-                op.kind = static_cast<ChunkWriteOp::Kind>(h.kind);
-                op.id = h.id;
-                op.from_version = h.from_version;
-                op.to_version = h.to_version;
-                op.length = h.length;
-                op.offset = h.offset;
-                op.bytes = std::span<const uint8_t>(bulk).subspan(used, h.size);
-                used += h.size;
-                if (h.range_count > 0) {
-                  if (h.kind !=
-                      static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
-                    return Status(EPROTO, "chunk op of kind " +
-                                              std::to_string(h.kind) +
-                                              " has patch ranges");
-                  if (h.range_count > ranges.size() - ranges_used)
-                    return Status(EPROTO,
-                                  "chunk ops name more patch ranges than "
-                                  "the " +
-                                      std::to_string(ranges.size()) +
-                                      " the request carries");
-                  op.ranges = std::span<const PatchRange>(ranges).subspan(
-                      ranges_used, h.range_count);
-                  ranges_used += h.range_count;
-                  Status bad = CheckPatchRanges(op.ranges, h.length, h.size);
-                  if (!bad.ok())
-                    return Status(EPROTO, "chunk op " +
-                                              std::to_string(ops.size()) +
-                                              ": " + bad.message());
-                }
-                ops.push_back(op);
-              }
-              if (used != bulk.size())
-                return Status(EPROTO, "chunk ops name " + std::to_string(used) +
-                                          " bytes, the request carries " +
-                                          std::to_string(bulk.size()));
-              if (ranges_used != ranges.size())
-                return Status(EPROTO, "chunk ops name " +
-                                          std::to_string(ranges_used) +
-                                          " patch ranges, the request "
-                                          "carries " +
-                                          std::to_string(ranges.size()));
-              // The ops run concurrently: two writing one (id, version)
-              // would race in the store, so such a request is refused whole.
-              std::vector<std::pair<ChunkId, uint64_t>> targets;
-              targets.reserve(ops.size());
-              for (const ChunkWriteOp& op : ops)
-                targets.emplace_back(op.id, op.to_version);
-              std::sort(targets.begin(), targets.end());
-              auto twice = std::adjacent_find(targets.begin(), targets.end());
-              if (twice != targets.end())
-                return Status::InvalidArgument(
-                    "chunk ops write chunk " +
-                    std::to_string(twice->first.inode) + "/" +
-                    std::to_string(twice->first.stripe) + "/" +
-                    std::to_string(twice->first.index) + " version " +
-                    std::to_string(twice->second) + " twice in one request");
-              std::vector<Status> results = s.ApplyChunkOps(ops);
-              auto& codes = std::get<0>(out);
-              auto& messages = std::get<1>(out);
-              for (const Status& r : results) {
-                codes.push_back(r.ok() ? 0 : r.code());
-                messages.push_back(r.ok() ? std::string() : r.message());
-              }
-              return Status::Ok();
-            });
-      default:
-        break;
-    }
-    const char* name = MsgTypeName(type);
-    reply->payload = EncodeErrorResponse(Status::NotSupported(
-        std::string("chunkd does not serve ") +
-        (name ? std::string(name) : "message type " + std::to_string(type)) +
-        " (wrong address: is this metad?)"));
-  } catch (const std::exception& e) {
-    reply->payload = EncodeErrorResponse(
-        Status::IoError(std::string("chunkd internal error: ") + e.what()));
+// The handlers of the dispatch table below: one per message, each decoding
+// its wire struct and calling the service.
+struct ChunkServiceServer::Rows {
+  static void WriteChunk(ChunkServiceServer& m, const RpcCall& c) {
+    AlignedBytes& bulk = c.bulk;
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kWriteChunk>(c.payload, c.reply,
+                                     [&](auto&, auto& id, auto version) {
+                                       return s.WriteChunk(id, version, bulk);
+                                     });
   }
-  reply->bulk = {};
-  reply->bulk_storage.clear();
-  reply->bulk_lease.reset();
+
+  static void ReadChunk(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    RpcReply* reply = c.reply;
+    ServeTyped<MsgType::kReadChunk>(
+        c.payload, c.reply,
+        [&](auto&, auto& id, auto version, auto offset, auto length) -> Status {
+          // The limit holds before anything is sized by the request.
+          if (length > kMaxBulk)
+            return Status(EPROTO, "chunk read of " + std::to_string(length) +
+                                      " bytes in one request, at most " +
+                                      std::to_string(kMaxBulk));
+          // Straight into the buffer the reply is sent from.
+          std::span<uint8_t> out = m.ReplyBuffer(length, reply);
+          STRIPEFS_RETURN_IF_ERROR(s.ReadChunkInto(id, version, offset, out));
+          reply->bulk = out;
+          return Status::Ok();
+        });
+  }
+
+  static void ReadChunkRanges(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    RpcReply* reply = c.reply;
+    ServeTyped<MsgType::kReadChunkRanges>(
+        c.payload, c.reply, [&](auto& out, auto& headers) -> Status {
+          // The limits hold before anything is sized by the request.
+          if (headers.size() > kMaxChunkReadsPerRequest)
+            return Status(EPROTO, std::to_string(headers.size()) +
+                                      " chunk reads in one request, at most " +
+                                      std::to_string(kMaxChunkReadsPerRequest));
+          uint64_t total = 0;
+          for (const ChunkReadHeader& h : headers) total += h.length;
+          if (total > kMaxBulk)
+            return Status(EPROTO, "chunk reads of " + std::to_string(total) +
+                                      " bytes in one request, at most " +
+                                      std::to_string(kMaxBulk));
+          // Every read into its place in the reply buffer; the OK
+          // ones are then packed back to back (the bulk's layout).
+          std::span<uint8_t> buf = m.ReplyBuffer(total, reply);
+          std::vector<ChunkRangeRead> reads;
+          reads.reserve(headers.size());
+          uint64_t at = 0;
+          for (const ChunkReadHeader& h : headers) {
+            reads.push_back(
+                {h.id, h.version, h.offset, buf.subspan(at, h.length)});
+            at += h.length;
+          }
+          std::vector<Status> results =
+              s.ReadChunkRanges(reads, Deadline::max());
+          auto& codes = std::get<0>(out);
+          auto& messages = std::get<1>(out);
+          uint64_t packed = 0;
+          for (size_t i = 0; i < reads.size(); ++i) {
+            const Status& r = results[i];
+            codes.push_back(r.ok() ? 0 : r.code());
+            messages.push_back(r.ok() ? std::string() : r.message());
+            if (!r.ok()) continue;
+            if (reads[i].out.data() != buf.data() + packed)
+              std::memmove(buf.data() + packed, reads[i].out.data(),
+                           reads[i].out.size());
+            packed += reads[i].out.size();
+          }
+          reply->bulk = buf.first(packed);
+          return Status::Ok();
+        });
+  }
+
+  static void DeleteChunk(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kDeleteChunk>(
+        c.payload, c.reply,
+        [&](auto&, auto& id, auto keep) { return s.DeleteChunk(id, keep); });
+  }
+
+  static void ListChunks(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kListChunks>(
+        c.payload, c.reply, [&](auto& out, auto& after, auto limit) -> Status {
+          auto r = s.ListChunks(after, limit);
+          if (!r.ok()) return r.status();
+          std::get<0>(out) = std::move(r).value();
+          return Status::Ok();
+        });
+  }
+
+  static void ChunkStats(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kChunkStats>(c.payload, c.reply,
+                                     [&](auto& out) -> Status {
+                                       auto r = s.Stats();
+                                       if (!r.ok()) return r.status();
+                                       std::get<0>(out) = *r;
+                                       return Status::Ok();
+                                     });
+  }
+
+  static void DeleteChunkVersion(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kDeleteChunkVersion>(
+        c.payload, c.reply, [&](auto&, auto& id, auto version) {
+          return s.DeleteChunkVersion(id, version);
+        });
+  }
+
+  static void DeleteChunkVersions(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kDeleteChunkVersions>(
+        c.payload, c.reply,
+        [&](auto&, auto& chunks) { return s.DeleteChunkVersions(chunks); });
+  }
+
+  static void CloneChunk(ChunkServiceServer& m, const RpcCall& c) {
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kCloneChunk>(
+        c.payload, c.reply,
+        [&](auto&, auto& id, auto from, auto to, auto length) {
+          return s.CloneChunk(id, from, to, length);
+        });
+  }
+
+  static void PatchChunk(ChunkServiceServer& m, const RpcCall& c) {
+    AlignedBytes& bulk = c.bulk;
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kPatchChunk>(
+        c.payload, c.reply,
+        [&](auto&, auto& id, auto from, auto to, auto length, auto offset) {
+          return s.PatchChunk(id, from, to, length, offset, bulk);
+        });
+  }
+
+  static void ApplyChunkOps(ChunkServiceServer& m, const RpcCall& c) {
+    AlignedBytes& bulk = c.bulk;
+    ChunkService& s = *m.service_;
+    ServeTyped<MsgType::kApplyChunkOps>(
+        c.payload, c.reply,
+        [&](auto& out, auto& headers, auto& ranges) -> Status {
+          // Each op's bytes are the next `size` bytes of the bulk, a
+          // multi-range patch's ranges the next `range_count` ranges.
+          // The lists' limits hold before anything is sized by them.
+          if (headers.size() > kMaxChunkOpsPerRequest)
+            return Status(EPROTO, std::to_string(headers.size()) +
+                                      " chunk ops in one request, at most " +
+                                      std::to_string(kMaxChunkOpsPerRequest));
+          if (ranges.size() > kMaxPatchRangesPerRequest)
+            return Status(EPROTO,
+                          std::to_string(ranges.size()) +
+                              " patch ranges in one request, at most " +
+                              std::to_string(kMaxPatchRangesPerRequest));
+          std::vector<ChunkWriteOp> ops;
+          ops.reserve(headers.size());
+          uint64_t used = 0;
+          size_t ranges_used = 0;
+          for (const ChunkOpHeader& h : headers) {
+            if (h.kind > static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
+              return Status(EPROTO,
+                            "unknown chunk op kind " + std::to_string(h.kind));
+            if (h.size > bulk.size() - used)
+              return Status(EPROTO, "chunk ops name more bytes than the " +
+                                        std::to_string(bulk.size()) +
+                                        " the request carries");
+            ChunkWriteOp op;
+            op.kind = static_cast<ChunkWriteOp::Kind>(h.kind);
+            op.id = h.id;
+            op.from_version = h.from_version;
+            op.to_version = h.to_version;
+            op.length = h.length;
+            op.offset = h.offset;
+            op.bytes = std::span<const uint8_t>(bulk).subspan(used, h.size);
+            used += h.size;
+            if (h.range_count > 0) {
+              if (h.kind != static_cast<uint32_t>(ChunkWriteOp::Kind::kPatch))
+                return Status(EPROTO, "chunk op of kind " +
+                                          std::to_string(h.kind) +
+                                          " has patch ranges");
+              if (h.range_count > ranges.size() - ranges_used)
+                return Status(EPROTO,
+                              "chunk ops name more patch ranges than "
+                              "the " +
+                                  std::to_string(ranges.size()) +
+                                  " the request carries");
+              op.ranges = std::span<const PatchRange>(ranges).subspan(
+                  ranges_used, h.range_count);
+              ranges_used += h.range_count;
+              Status bad = CheckPatchRanges(op.ranges, h.length, h.size);
+              if (!bad.ok())
+                return Status(EPROTO, "chunk op " + std::to_string(ops.size()) +
+                                          ": " + bad.message());
+            }
+            ops.push_back(op);
+          }
+          if (used != bulk.size())
+            return Status(EPROTO, "chunk ops name " + std::to_string(used) +
+                                      " bytes, the request carries " +
+                                      std::to_string(bulk.size()));
+          if (ranges_used != ranges.size())
+            return Status(EPROTO, "chunk ops name " +
+                                      std::to_string(ranges_used) +
+                                      " patch ranges, the request "
+                                      "carries " +
+                                      std::to_string(ranges.size()));
+          // The ops run concurrently: two writing one (id, version)
+          // would race in the store, so such a request is refused whole.
+          std::vector<std::pair<ChunkId, uint64_t>> targets;
+          targets.reserve(ops.size());
+          for (const ChunkWriteOp& op : ops)
+            targets.emplace_back(op.id, op.to_version);
+          std::sort(targets.begin(), targets.end());
+          auto twice = std::adjacent_find(targets.begin(), targets.end());
+          if (twice != targets.end())
+            return Status::InvalidArgument(
+                "chunk ops write chunk " + std::to_string(twice->first.inode) +
+                "/" + std::to_string(twice->first.stripe) + "/" +
+                std::to_string(twice->first.index) + " version " +
+                std::to_string(twice->second) + " twice in one request");
+          std::vector<Status> results = s.ApplyChunkOps(ops);
+          auto& codes = std::get<0>(out);
+          auto& messages = std::get<1>(out);
+          for (const Status& r : results) {
+            codes.push_back(r.ok() ? 0 : r.code());
+            messages.push_back(r.ok() ? std::string() : r.message());
+          }
+          return Status::Ok();
+        });
+  }
+};
+
+namespace {
+
+constexpr bool kMutates = true, kReads = false;
+
+// clang-format off
+constexpr RpcRow<ChunkServiceServer> kChunkRows[] = {
+  {MsgType::kWriteChunk, ChunkServiceServer::Rows::WriteChunk, kMutates, kAnyone},
+  {MsgType::kReadChunk, ChunkServiceServer::Rows::ReadChunk, kReads, kAnyone},
+  {MsgType::kReadChunkRanges, ChunkServiceServer::Rows::ReadChunkRanges, kReads, kAnyone},
+  {MsgType::kDeleteChunk, ChunkServiceServer::Rows::DeleteChunk, kMutates, kOperators},
+  {MsgType::kListChunks, ChunkServiceServer::Rows::ListChunks, kReads, kOperators},
+  {MsgType::kChunkStats, ChunkServiceServer::Rows::ChunkStats, kReads, kAnyone},
+  {MsgType::kDeleteChunkVersion, ChunkServiceServer::Rows::DeleteChunkVersion, kMutates, kAnyone},
+  {MsgType::kDeleteChunkVersions, ChunkServiceServer::Rows::DeleteChunkVersions, kMutates, kAnyone},
+  {MsgType::kCloneChunk, ChunkServiceServer::Rows::CloneChunk, kMutates, kAnyone},
+  {MsgType::kPatchChunk, ChunkServiceServer::Rows::PatchChunk, kMutates, kAnyone},
+  {MsgType::kApplyChunkOps, ChunkServiceServer::Rows::ApplyChunkOps, kMutates, kAnyone},
+};
+// clang-format on
+static_assert(RowsUnique(kChunkRows));
+
+}  // namespace
+
+void ChunkServiceServer::Handle(const Caller& caller, uint16_t type,
+                                std::span<const uint8_t> payload,
+                                AlignedBytes& bulk, RpcReply* reply) {
+  Dispatch(kChunkRows, *this, "chunkd", "wrong address: is this metad?",
+           RpcCall{caller, payload, bulk, reply}, type);
 }
 
 }  // namespace stripefs::rpc

@@ -123,8 +123,12 @@ class ChunkServiceServer final : public RpcHandler {
  public:
   explicit ChunkServiceServer(ChunkService* service);
   std::string Role() const override { return "chunkd"; }
-  void Handle(uint16_t type, std::span<const uint8_t> payload,
-              AlignedBytes& bulk, RpcReply* reply) override;
+  // Serves one request through the dispatch table (the .cc): one row per
+  // message with its handler, whether it mutates and who may send it.
+  void Handle(const Caller& caller, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes& bulk,
+              RpcReply* reply) override;
+  struct Rows;  // the table's handlers
 
  private:
   static constexpr int kMinReadShift = 16;  // 64 KiB

@@ -1,7 +1,9 @@
 #include "backend/rpc/remote_meta_service.h"
 
+#include <algorithm>
 #include <exception>
 
+#include "backend/rpc/dispatch_table.h"
 #include "backend/rpc/typed_call.h"
 
 namespace stripefs::rpc {
@@ -36,6 +38,7 @@ Status Fill(Tuple& out, R&& r) {
 RpcClientOptions RemoteMetaService::DefaultOptions() {
   RpcClientOptions o;
   o.peer_role = "metad";
+  o.expected_server = {ServerRole::kMetad, 0};
   return o;
 }
 
@@ -43,6 +46,25 @@ RemoteMetaService::RemoteMetaService(std::string address,
                                      std::shared_ptr<const ClusterKey> key,
                                      RpcClientOptions options)
     : client_(std::move(address), std::move(key), std::move(options)) {}
+
+Result<ClusterKey> RemoteMetaService::AuthAdd(const IdentityRecord& record) {
+  Msg<MsgType::kAuthAdd>::Response resp{};
+  STRIPEFS_RETURN_IF_ERROR(
+      CallTyped<MsgType::kAuthAdd>(client_, {record}, &resp));
+  const std::vector<uint8_t>& salt = std::get<0>(resp);
+  EntitySalt s{};
+  if (salt.size() != s.size())
+    return Status(EPROTO, "metad returned a salt of " +
+                              std::to_string(salt.size()) + " bytes");
+  std::copy(salt.begin(), salt.end(), s.begin());
+  return client_.key().Unwrap(record.entity, s, std::get<1>(resp));
+}
+Result<std::vector<IdentityRecord>> RemoteMetaService::AuthList() {
+  return InvokeOne<MsgType::kAuthList>(client_, {});
+}
+Status RemoteMetaService::AuthRemove(const std::string& entity) {
+  return InvokeStatus<MsgType::kAuthRemove>(client_, {entity});
+}
 
 Result<std::string> RemoteMetaService::Ping() {
   return InvokeOne<MsgType::kPing>(client_, {});
@@ -264,217 +286,425 @@ Result<std::vector<StripeRef>> RemoteMetaService::ListStripes(
 // ---- server
 // -------------------------------------------------------------------
 
-void MetaServiceServer::Handle(uint16_t type, std::span<const uint8_t> p,
-                               AlignedBytes& /*bulk*/, RpcReply* reply) {
-  MetaService& s = *service_;
-  try {
-    switch (static_cast<MsgType>(type)) {
-      case MsgType::kGetGeometry:
-        return ServeTyped<MsgType::kGetGeometry>(
-            p, reply, [&](auto& out) { return Fill(out, s.GetGeometry()); });
-      case MsgType::kGetClusterMap:
-        return ServeTyped<MsgType::kGetClusterMap>(
-            p, reply, [&](auto& out) { return Fill(out, s.GetClusterMap()); });
-      case MsgType::kUpsertServer:
-        return ServeTyped<MsgType::kUpsertServer>(
-            p, reply, [&](auto&, auto& info) { return s.UpsertServer(info); });
-      case MsgType::kSetServerState:
-        return ServeTyped<MsgType::kSetServerState>(
-            p, reply,
-            [&](auto&, auto id, auto st) { return s.SetServerState(id, st); });
-      case MsgType::kLookup:
-        return ServeTyped<MsgType::kLookup>(
-            p, reply, [&](auto& out, auto parent, auto& name) {
-              return Fill(out, s.Lookup(parent, name));
-            });
-      case MsgType::kGetAttr:
-        return ServeTyped<MsgType::kGetAttr>(
-            p, reply,
-            [&](auto& out, auto ino) { return Fill(out, s.GetAttr(ino)); });
-      case MsgType::kSetAttr:
-        return ServeTyped<MsgType::kSetAttr>(
-            p, reply, [&](auto& out, auto ino, auto& req) {
-              auto r = s.SetAttr(ino, req, &std::get<1>(out));
-              return Fill(out, std::move(r));
-            });
-      case MsgType::kMkNode:
-        return ServeTyped<MsgType::kMkNode>(
-            p, reply,
-            [&](auto& out, auto parent, auto& name, auto mode, auto uid,
-                auto gid, auto rdev) {
-              return Fill(out, s.MkNode(parent, name, mode, uid, gid, rdev));
-            });
-      case MsgType::kMkdir:
-        return ServeTyped<MsgType::kMkdir>(
-            p, reply,
-            [&](auto& out, auto parent, auto& name, auto mode, auto uid,
-                auto gid) {
-              return Fill(out, s.Mkdir(parent, name, mode, uid, gid));
-            });
-      case MsgType::kSymlink:
-        return ServeTyped<MsgType::kSymlink>(
-            p, reply,
-            [&](auto& out, auto parent, auto& name, auto& target, auto uid,
-                auto gid) {
-              return Fill(out, s.Symlink(parent, name, target, uid, gid));
-            });
-      case MsgType::kReadLink:
-        return ServeTyped<MsgType::kReadLink>(
-            p, reply,
-            [&](auto& out, auto ino) { return Fill(out, s.ReadLink(ino)); });
-      case MsgType::kLink:
-        return ServeTyped<MsgType::kLink>(
-            p, reply, [&](auto& out, auto ino, auto np, auto& nn) {
-              return Fill(out, s.Link(ino, np, nn));
-            });
-      case MsgType::kUnlink:
-        return ServeTyped<MsgType::kUnlink>(
-            p, reply, [&](auto& out, auto parent, auto& name) {
-              return Fill(out, s.Unlink(parent, name));
-            });
-      case MsgType::kCreateEntry:
-        return ServeTyped<MsgType::kCreateEntry>(
-            p, reply,
-            [&](auto& out, auto parent, auto& name, auto mode, auto uid,
-                auto gid, auto rdev, auto flags) -> Status {
-              auto r = s.CreateEntry(CreateEntryRequest{parent, name, mode, uid,
-                                                        gid, rdev, flags});
-              if (!r.ok()) return r.status();
-              out = {r->node, r->parent};
-              return Status::Ok();
-            });
-      case MsgType::kUnlinkEntry:
-        return ServeTyped<MsgType::kUnlinkEntry>(
-            p, reply, [&](auto& out, auto parent, auto& name) -> Status {
-              auto r = s.UnlinkEntry(parent, name);
-              if (!r.ok()) return r.status();
-              out = {r->node, r->parent};
-              return Status::Ok();
-            });
-      case MsgType::kRmdir:
-        return ServeTyped<MsgType::kRmdir>(p, reply,
-                                           [&](auto&, auto parent, auto& name) {
-                                             return s.Rmdir(parent, name);
-                                           });
-      case MsgType::kRename:
-        return ServeTyped<MsgType::kRename>(
-            p, reply,
-            [&](auto& out, auto parent, auto& name, auto np, auto& nn,
-                auto flags) {
-              return s.Rename(parent, name, np, nn, flags, &std::get<0>(out));
-            });
-      case MsgType::kReadDir:
-        return ServeTyped<MsgType::kReadDir>(
-            p, reply, [&](auto& out, auto ino, auto cookie, auto max) {
-              return Fill(out, s.ReadDir(ino, cookie, max));
-            });
-      case MsgType::kPurgeInode:
-        return ServeTyped<MsgType::kPurgeInode>(
-            p, reply, [&](auto& out, auto ino) {
-              return s.PurgeInode(ino, &std::get<0>(out));
-            });
-      case MsgType::kPurgeInodes:
-        return ServeTyped<MsgType::kPurgeInodes>(
-            p, reply, [&](auto& out, auto& inos) {
-              return s.PurgeInodes(inos, &std::get<0>(out), &std::get<1>(out));
-            });
-      case MsgType::kListOrphanStripes:
-        return ServeTyped<MsgType::kListOrphanStripes>(
-            p, reply, [&](auto& out, auto& inos) {
-              return s.ListOrphanStripes(inos, &std::get<0>(out),
-                                         &std::get<1>(out));
-            });
-      case MsgType::kSyncMetadata:
-        return ServeTyped<MsgType::kSyncMetadata>(
-            p, reply, [&](auto&) { return s.Sync(); });
-      case MsgType::kListOrphans:
-        return ServeTyped<MsgType::kListOrphans>(
-            p, reply, [&](auto& out) { return Fill(out, s.ListOrphans()); });
-      case MsgType::kStatFs:
-        return ServeTyped<MsgType::kStatFs>(
-            p, reply, [&](auto& out) { return Fill(out, s.StatFs()); });
-      case MsgType::kSetXattr:
-        return ServeTyped<MsgType::kSetXattr>(
-            p, reply,
-            [&](auto&, auto ino, auto& name, auto& value, auto flags) {
-              return s.SetXattr(ino, name, value, flags);
-            });
-      case MsgType::kGetXattr:
-        return ServeTyped<MsgType::kGetXattr>(
-            p, reply, [&](auto& out, auto ino, auto& name) {
-              return Fill(out, s.GetXattr(ino, name));
-            });
-      case MsgType::kListXattr:
-        return ServeTyped<MsgType::kListXattr>(
-            p, reply,
-            [&](auto& out, auto ino) { return Fill(out, s.ListXattr(ino)); });
-      case MsgType::kRemoveXattr:
-        return ServeTyped<MsgType::kRemoveXattr>(
-            p, reply, [&](auto&, auto ino, auto& name) {
-              return s.RemoveXattr(ino, name);
-            });
-      case MsgType::kAllocateVersions:
-        return ServeTyped<MsgType::kAllocateVersions>(
-            p, reply, [&](auto& out, auto count) {
-              return Fill(out, s.AllocateVersions(count));
-            });
-      case MsgType::kGetStripes:
-        return ServeTyped<MsgType::kGetStripes>(
-            p, reply, [&](auto& out, auto ino, auto first, auto count) {
-              return Fill(out, s.GetStripes(ino, first, count));
-            });
-      case MsgType::kCommitStripe:
-        return ServeTyped<MsgType::kCommitStripe>(
-            p, reply,
-            [&](auto& out, auto ino, auto& sv, auto expected, auto min_size) {
-              return s.CommitStripe(ino, sv, expected, min_size,
-                                    &std::get<0>(out));
-            });
-      case MsgType::kCommitStripes:
-        return ServeTyped<MsgType::kCommitStripes>(
-            p, reply, [&](auto& out, auto ino, auto& commits, auto min_size) {
-              return s.CommitStripes(ino, commits, min_size, &std::get<0>(out));
-            });
-      case MsgType::kSetStripeMissing:
-        return ServeTyped<MsgType::kSetStripeMissing>(
-            p, reply,
-            [&](auto&, auto ino, auto stripe, auto version, auto mask) {
-              return s.SetStripeMissing(ino, stripe, version, mask);
-            });
-      case MsgType::kDropStripes:
-        return ServeTyped<MsgType::kDropStripes>(
-            p, reply, [&](auto& out, auto ino, auto first, auto count) {
-              return s.DropStripes(ino, first, count, &std::get<0>(out));
-            });
-      case MsgType::kListStripes:
-        return ServeTyped<MsgType::kListStripes>(
-            p, reply, [&](auto& out, auto ai, auto as, auto limit) {
-              return Fill(out, s.ListStripes(ai, as, limit));
-            });
-      case MsgType::kClientHeartbeat:
-        if (!clients_) break;
-        return ServeTyped<MsgType::kClientHeartbeat>(
-            p, reply, [&](auto&, const ClientRecord& r) {
-              return clients_->Heartbeat(r);
-            });
-      case MsgType::kListClients:
-        if (!clients_) break;
-        return ServeTyped<MsgType::kListClients>(p, reply, [&](auto& out) {
-          std::get<0>(out) = clients_->List();
+// The handlers of the dispatch table below: one per message, each decoding
+// its wire struct and calling the service.
+struct MetaServiceServer::Rows {
+  // A metad started without a client table (tests) serves no client calls.
+  static void NotServed(const RpcCall& c, MsgType t) {
+    c.reply->payload = EncodeErrorResponse(Status::NotSupported(
+        std::string("metad does not serve ") +
+        MsgTypeName(static_cast<uint16_t>(t)) + " (no client table)"));
+  }
+
+  static void GetGeometry(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGetGeometry>(c.payload, c.reply, [&](auto& out) {
+      return Fill(out, s.GetGeometry());
+    });
+  }
+
+  static void GetClusterMap(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGetClusterMap>(c.payload, c.reply, [&](auto& out) {
+      return Fill(out, s.GetClusterMap());
+    });
+  }
+
+  static void UpsertServer(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kUpsertServer>(
+        c.payload, c.reply,
+        [&](auto&, auto& info) { return s.UpsertServer(info); });
+  }
+
+  static void SetServerState(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSetServerState>(
+        c.payload, c.reply,
+        [&](auto&, auto id, auto st) { return s.SetServerState(id, st); });
+  }
+
+  static void Lookup(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kLookup>(c.payload, c.reply,
+                                 [&](auto& out, auto parent, auto& name) {
+                                   return Fill(out, s.Lookup(parent, name));
+                                 });
+  }
+
+  static void GetAttr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGetAttr>(c.payload, c.reply, [&](auto& out, auto ino) {
+      return Fill(out, s.GetAttr(ino));
+    });
+  }
+
+  static void SetAttr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSetAttr>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto& req) {
+          auto r = s.SetAttr(ino, req, &std::get<1>(out));
+          return Fill(out, std::move(r));
+        });
+  }
+
+  static void MkNode(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kMkNode>(
+        c.payload, c.reply,
+        [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid,
+            auto rdev) {
+          return Fill(out, s.MkNode(parent, name, mode, uid, gid, rdev));
+        });
+  }
+
+  static void Mkdir(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kMkdir>(
+        c.payload, c.reply,
+        [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid) {
+          return Fill(out, s.Mkdir(parent, name, mode, uid, gid));
+        });
+  }
+
+  static void Symlink(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSymlink>(
+        c.payload, c.reply,
+        [&](auto& out, auto parent, auto& name, auto& target, auto uid,
+            auto gid) {
+          return Fill(out, s.Symlink(parent, name, target, uid, gid));
+        });
+  }
+
+  static void ReadLink(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kReadLink>(
+        c.payload, c.reply,
+        [&](auto& out, auto ino) { return Fill(out, s.ReadLink(ino)); });
+  }
+
+  static void Link(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kLink>(c.payload, c.reply,
+                               [&](auto& out, auto ino, auto np, auto& nn) {
+                                 return Fill(out, s.Link(ino, np, nn));
+                               });
+  }
+
+  static void Unlink(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kUnlink>(c.payload, c.reply,
+                                 [&](auto& out, auto parent, auto& name) {
+                                   return Fill(out, s.Unlink(parent, name));
+                                 });
+  }
+
+  static void CreateEntry(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kCreateEntry>(
+        c.payload, c.reply,
+        [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid,
+            auto rdev, auto flags) -> Status {
+          auto r = s.CreateEntry(
+              CreateEntryRequest{parent, name, mode, uid, gid, rdev, flags});
+          if (!r.ok()) return r.status();
+          out = {r->node, r->parent};
           return Status::Ok();
         });
-      default:
-        break;
-    }
-    const char* name = MsgTypeName(type);
-    reply->payload = EncodeErrorResponse(Status::NotSupported(
-        std::string("metad does not serve ") +
-        (name ? name : "message type " + std::to_string(type)) +
-        " (wrong address: is this a chunkd?)"));
-  } catch (const std::exception& e) {
-    reply->payload = EncodeErrorResponse(
-        Status::IoError(std::string("metad internal error: ") + e.what()));
   }
+
+  static void UnlinkEntry(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kUnlinkEntry>(
+        c.payload, c.reply, [&](auto& out, auto parent, auto& name) -> Status {
+          auto r = s.UnlinkEntry(parent, name);
+          if (!r.ok()) return r.status();
+          out = {r->node, r->parent};
+          return Status::Ok();
+        });
+  }
+
+  static void Rmdir(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kRmdir>(
+        c.payload, c.reply,
+        [&](auto&, auto parent, auto& name) { return s.Rmdir(parent, name); });
+  }
+
+  static void Rename(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kRename>(
+        c.payload, c.reply,
+        [&](auto& out, auto parent, auto& name, auto np, auto& nn, auto flags) {
+          return s.Rename(parent, name, np, nn, flags, &std::get<0>(out));
+        });
+  }
+
+  static void ReadDir(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kReadDir>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto cookie, auto max) {
+          return Fill(out, s.ReadDir(ino, cookie, max));
+        });
+  }
+
+  static void PurgeInode(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kPurgeInode>(
+        c.payload, c.reply, [&](auto& out, auto ino) {
+          return s.PurgeInode(ino, &std::get<0>(out));
+        });
+  }
+
+  static void PurgeInodes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kPurgeInodes>(
+        c.payload, c.reply, [&](auto& out, auto& inos) {
+          return s.PurgeInodes(inos, &std::get<0>(out), &std::get<1>(out));
+        });
+  }
+
+  static void ListOrphanStripes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kListOrphanStripes>(
+        c.payload, c.reply, [&](auto& out, auto& inos) {
+          return s.ListOrphanStripes(inos, &std::get<0>(out),
+                                     &std::get<1>(out));
+        });
+  }
+
+  static void SyncMetadata(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSyncMetadata>(c.payload, c.reply,
+                                       [&](auto&) { return s.Sync(); });
+  }
+
+  static void ListOrphans(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kListOrphans>(c.payload, c.reply, [&](auto& out) {
+      return Fill(out, s.ListOrphans());
+    });
+  }
+
+  static void StatFs(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kStatFs>(
+        c.payload, c.reply, [&](auto& out) { return Fill(out, s.StatFs()); });
+  }
+
+  static void SetXattr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSetXattr>(
+        c.payload, c.reply,
+        [&](auto&, auto ino, auto& name, auto& value, auto flags) {
+          return s.SetXattr(ino, name, value, flags);
+        });
+  }
+
+  static void GetXattr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGetXattr>(c.payload, c.reply,
+                                   [&](auto& out, auto ino, auto& name) {
+                                     return Fill(out, s.GetXattr(ino, name));
+                                   });
+  }
+
+  static void ListXattr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kListXattr>(
+        c.payload, c.reply,
+        [&](auto& out, auto ino) { return Fill(out, s.ListXattr(ino)); });
+  }
+
+  static void RemoveXattr(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kRemoveXattr>(
+        c.payload, c.reply,
+        [&](auto&, auto ino, auto& name) { return s.RemoveXattr(ino, name); });
+  }
+
+  static void AllocateVersions(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kAllocateVersions>(
+        c.payload, c.reply, [&](auto& out, auto count) {
+          return Fill(out, s.AllocateVersions(count));
+        });
+  }
+
+  static void GetStripes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGetStripes>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+          return Fill(out, s.GetStripes(ino, first, count));
+        });
+  }
+
+  static void CommitStripe(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kCommitStripe>(
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto& sv, auto expected, auto min_size) {
+          return s.CommitStripe(ino, sv, expected, min_size, &std::get<0>(out));
+        });
+  }
+
+  static void CommitStripes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kCommitStripes>(
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto& commits, auto min_size) {
+          return s.CommitStripes(ino, commits, min_size, &std::get<0>(out));
+        });
+  }
+
+  static void SetStripeMissing(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kSetStripeMissing>(
+        c.payload, c.reply,
+        [&](auto&, auto ino, auto stripe, auto version, auto mask) {
+          return s.SetStripeMissing(ino, stripe, version, mask);
+        });
+  }
+
+  static void DropStripes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kDropStripes>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+          return s.DropStripes(ino, first, count, &std::get<0>(out));
+        });
+  }
+
+  static void ListStripes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kListStripes>(
+        c.payload, c.reply, [&](auto& out, auto ai, auto as, auto limit) {
+          return Fill(out, s.ListStripes(ai, as, limit));
+        });
+  }
+
+  static void ClientHeartbeat(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.clients_) return NotServed(c, MsgType::kClientHeartbeat);
+
+    ServeTyped<MsgType::kClientHeartbeat>(
+        c.payload, c.reply,
+        [&](auto&, const ClientRecord& r) { return m.clients_->Heartbeat(r); });
+  }
+
+  static void ListClients(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.clients_) return NotServed(c, MsgType::kListClients);
+
+    ServeTyped<MsgType::kListClients>(c.payload, c.reply, [&](auto& out) {
+      std::get<0>(out) = m.clients_->List();
+      return Status::Ok();
+    });
+  }
+
+  static void AuthAdd(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.identities_) return NotServed(c, MsgType::kAuthAdd);
+    ServeTyped<MsgType::kAuthAdd>(
+        c.payload, c.reply, [&](auto& out, const IdentityRecord& r) -> Status {
+          STRIPEFS_ASSIGN_OR_RETURN(ClusterKey k,
+                                    m.server_key_->NewIdentity(r.entity));
+          STRIPEFS_RETURN_IF_ERROR(m.identities_->Add(r, k.salt()));
+          // Wrapped under the caller's own key: only it can open it.
+          ClusterKey caller = c.caller.principal == Principal::kServer
+                                  ? *m.server_key_
+                                  : m.server_key_->DeriveIdentity(
+                                        c.caller.entity, c.caller.salt);
+          std::get<0>(out).assign(k.salt().begin(), k.salt().end());
+          std::get<1>(out) = k.WrapFor(caller);
+          return Status::Ok();
+        });
+  }
+
+  static void AuthList(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.identities_) return NotServed(c, MsgType::kAuthList);
+    ServeTyped<MsgType::kAuthList>(c.payload, c.reply, [&](auto& out) {
+      std::get<0>(out) = m.identities_->List();
+      return Status::Ok();
+    });
+  }
+
+  static void AuthRemove(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.identities_) return NotServed(c, MsgType::kAuthRemove);
+    ServeTyped<MsgType::kAuthRemove>(c.payload, c.reply,
+                                     [&](auto&, const std::string& entity) {
+                                       return m.identities_->Remove(entity);
+                                     });
+  }
+
+  // A read-only client sends only rows that do not mutate.
+  static Status Limits(const MetaServiceServer& m, const Caller& caller,
+                       const RpcRow<MetaServiceServer>& row) {
+    if (caller.principal != Principal::kClient || !row.mutates ||
+        !m.identities_)
+      return Status::Ok();
+    std::optional<IdentityRecord> r = m.identities_->Find(caller);
+    if (r && !r->read_only) return Status::Ok();
+    return Status(EROFS, caller.entity + " is a read-only identity (" +
+                             MsgTypeName(static_cast<uint16_t>(row.type)) +
+                             " changes the volume)");
+  }
+};
+
+namespace {
+
+constexpr bool kMutates = true, kReads = false;
+
+// clang-format off
+constexpr RpcRow<MetaServiceServer> kMetaRows[] = {
+  {MsgType::kGetGeometry, MetaServiceServer::Rows::GetGeometry, kReads, kAnyone},
+  {MsgType::kGetClusterMap, MetaServiceServer::Rows::GetClusterMap, kReads, kAnyone},
+  {MsgType::kUpsertServer, MetaServiceServer::Rows::UpsertServer, kMutates, kOperators},
+  {MsgType::kSetServerState, MetaServiceServer::Rows::SetServerState, kMutates, kOperators},
+  {MsgType::kLookup, MetaServiceServer::Rows::Lookup, kReads, kAnyone},
+  {MsgType::kGetAttr, MetaServiceServer::Rows::GetAttr, kReads, kAnyone},
+  {MsgType::kSetAttr, MetaServiceServer::Rows::SetAttr, kMutates, kAnyone},
+  {MsgType::kMkNode, MetaServiceServer::Rows::MkNode, kMutates, kAnyone},
+  {MsgType::kMkdir, MetaServiceServer::Rows::Mkdir, kMutates, kAnyone},
+  {MsgType::kSymlink, MetaServiceServer::Rows::Symlink, kMutates, kAnyone},
+  {MsgType::kReadLink, MetaServiceServer::Rows::ReadLink, kReads, kAnyone},
+  {MsgType::kLink, MetaServiceServer::Rows::Link, kMutates, kAnyone},
+  {MsgType::kUnlink, MetaServiceServer::Rows::Unlink, kMutates, kAnyone},
+  {MsgType::kCreateEntry, MetaServiceServer::Rows::CreateEntry, kMutates, kAnyone},
+  {MsgType::kUnlinkEntry, MetaServiceServer::Rows::UnlinkEntry, kMutates, kAnyone},
+  {MsgType::kRmdir, MetaServiceServer::Rows::Rmdir, kMutates, kAnyone},
+  {MsgType::kRename, MetaServiceServer::Rows::Rename, kMutates, kAnyone},
+  {MsgType::kReadDir, MetaServiceServer::Rows::ReadDir, kReads, kAnyone},
+  {MsgType::kPurgeInode, MetaServiceServer::Rows::PurgeInode, kMutates, kAnyone},
+  {MsgType::kPurgeInodes, MetaServiceServer::Rows::PurgeInodes, kMutates, kAnyone},
+  {MsgType::kListOrphanStripes, MetaServiceServer::Rows::ListOrphanStripes, kReads, kAnyone},
+  {MsgType::kSyncMetadata, MetaServiceServer::Rows::SyncMetadata, kReads, kAnyone},
+  {MsgType::kListOrphans, MetaServiceServer::Rows::ListOrphans, kReads, kAnyone},
+  {MsgType::kStatFs, MetaServiceServer::Rows::StatFs, kReads, kAnyone},
+  {MsgType::kSetXattr, MetaServiceServer::Rows::SetXattr, kMutates, kAnyone},
+  {MsgType::kGetXattr, MetaServiceServer::Rows::GetXattr, kReads, kAnyone},
+  {MsgType::kListXattr, MetaServiceServer::Rows::ListXattr, kReads, kAnyone},
+  {MsgType::kRemoveXattr, MetaServiceServer::Rows::RemoveXattr, kMutates, kAnyone},
+  {MsgType::kAllocateVersions, MetaServiceServer::Rows::AllocateVersions, kMutates, kAnyone},
+  {MsgType::kGetStripes, MetaServiceServer::Rows::GetStripes, kReads, kAnyone},
+  {MsgType::kCommitStripe, MetaServiceServer::Rows::CommitStripe, kMutates, kAnyone},
+  {MsgType::kCommitStripes, MetaServiceServer::Rows::CommitStripes, kMutates, kAnyone},
+  {MsgType::kSetStripeMissing, MetaServiceServer::Rows::SetStripeMissing, kMutates, kAnyone},
+  {MsgType::kDropStripes, MetaServiceServer::Rows::DropStripes, kMutates, kAnyone},
+  {MsgType::kListStripes, MetaServiceServer::Rows::ListStripes, kReads, kOperators},
+  {MsgType::kClientHeartbeat, MetaServiceServer::Rows::ClientHeartbeat, kReads, kAnyone},
+  {MsgType::kListClients, MetaServiceServer::Rows::ListClients, kReads, kOperators},
+  {MsgType::kAuthAdd, MetaServiceServer::Rows::AuthAdd, kMutates, kOperators},
+  {MsgType::kAuthList, MetaServiceServer::Rows::AuthList, kReads, kOperators},
+  {MsgType::kAuthRemove, MetaServiceServer::Rows::AuthRemove, kMutates, kOperators},
+};
+// clang-format on
+static_assert(RowsUnique(kMetaRows));
+
+}  // namespace
+
+void MetaServiceServer::Handle(const Caller& caller, uint16_t type,
+                               std::span<const uint8_t> payload,
+                               AlignedBytes& bulk, RpcReply* reply) {
+  Dispatch(kMetaRows, *this, "metad", "wrong address: is this a chunkd?",
+           RpcCall{caller, payload, bulk, reply}, type, Rows::Limits);
 }
 
 }  // namespace stripefs::rpc

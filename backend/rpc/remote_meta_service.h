@@ -17,6 +17,7 @@
 
 #include "backend/meta/meta_service.h"
 #include "backend/rpc/client_table.h"
+#include "backend/rpc/identity_table.h"
 #include "backend/rpc/rpc_client.h"
 #include "backend/rpc/rpc_server.h"
 
@@ -36,6 +37,12 @@ class RemoteMetaService final : public MetaService {
   // ENOTSUP from a metad that keeps no table.
   Status ClientHeartbeat(const ClientRecord& record);
   Result<std::vector<ClientRecord>> ListClients();
+  // metad's identity table (identity_table.h; admin or server key only,
+  // EPERM otherwise). AuthAdd returns the new identity with its key,
+  // unwrapped with this client's own key (it crossed the wire wrapped).
+  Result<ClusterKey> AuthAdd(const IdentityRecord& record);
+  Result<std::vector<IdentityRecord>> AuthList();
+  Status AuthRemove(const std::string& entity);
 
   Result<Geometry> GetGeometry() override;
   Result<ClusterMap> GetClusterMap() override;
@@ -112,12 +119,27 @@ class MetaServiceServer final : public RpcHandler {
                              ClientTable* clients = nullptr)
       : service_(service), clients_(clients) {}
   std::string Role() const override { return "metad"; }
-  void Handle(uint16_t type, std::span<const uint8_t> payload,
-              AlignedBytes& bulk, RpcReply* reply) override;
+  // Serves AuthAdd/AuthList/AuthRemove from `table` (not owned; also the
+  // server's IdentityGate) and holds read-only clients to reading;
+  // `server_key` derives and wraps the keys of new identities. Call before
+  // the server starts.
+  void ServeIdentities(IdentityTable* table,
+                       std::shared_ptr<const ClusterKey> server_key) {
+    identities_ = table;
+    server_key_ = std::move(server_key);
+  }
+  // Serves one request through the dispatch table (the .cc): one row per
+  // message with its handler, whether it mutates and who may send it.
+  void Handle(const Caller& caller, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes& bulk,
+              RpcReply* reply) override;
+  struct Rows;  // the table's handlers
 
  private:
   MetaService* service_;
   ClientTable* clients_;
+  IdentityTable* identities_ = nullptr;
+  std::shared_ptr<const ClusterKey> server_key_;
 };
 
 }  // namespace stripefs::rpc

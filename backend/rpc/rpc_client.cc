@@ -51,8 +51,9 @@ Status RpcClient::Unreachable(const Status& cause) const {
 
 Status RpcClient::AuthFailed(const std::string& what, const Status& s) const {
   return Status(EACCES, what + " failed authentication: " + s.message() +
-                            "; every process must use the same cluster key "
-                            "file (--key)");
+                            "; servers use the cluster's server key file, "
+                            "clients that key or an identity file of the "
+                            "same cluster (--key; docs/cluster.md)");
 }
 
 Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
@@ -73,7 +74,8 @@ Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
     if (fd.status().code() == EINVAL) return fd.status();  // bad address
   }
   if (!fd.ok()) return Unreachable(fd.status());
-  Result<Session> s = ClientHandshake(fd->get(), *key_, deadline);
+  Result<Session> s =
+      ClientHandshake(fd->get(), *key_, options_.expected_server, deadline);
   if (!s.ok()) {
     const Status& e = s.status();
     if (e.code() == ETIMEDOUT)

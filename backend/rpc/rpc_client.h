@@ -61,6 +61,11 @@ struct RpcClientOptions {
   std::chrono::milliseconds max_idle_time{60000};
   // Names the peer in error messages: "chunkd", "metad".
   std::string peer_role = "server";
+  // The server this client means to reach (its role and id from the
+  // cluster map): a handshake with any other server fails with EACCES
+  // before a frame is sent. kAny: whatever server answers (tools given
+  // one address by the operator).
+  ServerBinding expected_server;
 };
 
 struct RpcResponse {
@@ -104,6 +109,7 @@ class RpcClient {
                                size_t reply_payload = SIZE_MAX);
 
   const std::string& address() const { return address_; }
+  const ClusterKey& key() const { return *key_; }
   const RpcClientOptions& options() const { return options_; }
   // Drops every idle connection (e.g. after the map says the server moved).
   void CloseIdle();

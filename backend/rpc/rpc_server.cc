@@ -41,6 +41,18 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(
     RpcServerOptions options, std::shared_ptr<const ClusterKey> key,
     RpcHandler* handler) {
   if (!key) return Status::InvalidArgument("RpcServer needs a cluster key");
+  if (key->principal() != Principal::kServer)
+    return Status::InvalidArgument(
+        "a server needs the cluster's server key (the 32-byte file of "
+        "`stripefs keygen`), not the identity file of " +
+        std::string(key->entity()));
+  if (options.binding.role == ServerRole::kAny) {
+    // The role follows from what is served; a chunkd's id comes from the
+    // caller (RpcServerOptions::binding).
+    std::string role = handler->Role();
+    if (role == "metad") options.binding.role = ServerRole::kMetad;
+    if (role == "chunkd") options.binding.role = ServerRole::kChunkd;
+  }
   if (options.max_connections == 0 || options.max_connections_per_ip == 0 ||
       options.max_pending == 0 || options.max_pending_per_ip == 0)
     return Status::InvalidArgument(

@@ -45,6 +45,7 @@
 
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/frame.h"
+#include "backend/rpc/identity.h"
 #include "backend/rpc/tcp_socket.h"
 #include "common/status.h"
 
@@ -67,9 +68,12 @@ class RpcHandler {
   virtual ~RpcHandler() = default;
   // Role reported by Ping ("metad", "chunkd", ...).
   virtual std::string Role() const = 0;
-  // Handles one authenticated request. `bulk` may be moved from.
-  virtual void Handle(uint16_t type, std::span<const uint8_t> payload,
-                      AlignedBytes& bulk, RpcReply* reply) = 0;
+  // Handles one authenticated request from `caller` (the identity its
+  // connection proved; the handler decides what that identity may call).
+  // `bulk` may be moved from.
+  virtual void Handle(const Caller& caller, uint16_t type,
+                      std::span<const uint8_t> payload, AlignedBytes& bulk,
+                      RpcReply* reply) = 0;
   // True if this authenticated request may be handled on the server's event
   // loop thread: Handle answers it in microseconds and never sleeps (no
   // fsync, no wait for another thread's I/O, no network call, no lock held
@@ -109,6 +113,13 @@ struct RpcServerOptions {
   // Let the io_uring loop handle the requests RpcHandler::InlineSafe names
   // on its own thread (false: every request goes to a worker).
   bool inline_requests = true;
+  // Who this server is (role, id): in every ServerHello, under the proofs,
+  // so clients that expect another server refuse the connection.
+  ServerBinding binding;
+  // Asked after each handshake and before each request whether the
+  // caller's identity is (still) admitted; null: every identity derived
+  // from the server key is. Not owned; outlives the server.
+  const IdentityGate* gate = nullptr;
   std::string log_name = "rpc";  // prefix of log lines
   bool log_rejects = true;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "backend/rpc/typed_call.h"
 #include "backend/rpc/wire_messages.h"
 
 namespace stripefs::rpc {
@@ -151,14 +152,18 @@ void ConnectionLimits::Closed(const std::string& ip, bool pending) {
 }
 
 bool ServerCore::Answer(Frame& request, const std::string& peer,
-                        FrameHeader* rh, RpcReply* reply) {
+                        const Caller& caller, FrameHeader* rh,
+                        RpcReply* reply) {
   const FrameHeader& h = request.header;
   if (h.flags & kFlagResponse) {
     CountReject(Status(EPROTO, "response frame sent to a server"), peer);
     return false;
   }
   ++n_requests;
-  if (h.type == static_cast<uint16_t>(MsgType::kPing)) {
+  Status admitted = options.gate ? options.gate->Admit(caller) : Status::Ok();
+  if (!admitted.ok()) {
+    reply->payload = EncodeErrorResponse(admitted);
+  } else if (h.type == static_cast<uint16_t>(MsgType::kPing)) {
     Msg<MsgType::kPing>::Request req;
     Status st = DecodeRequest<MsgType::kPing>(request.payload, &req)
                     ? Status::Ok()
@@ -166,7 +171,7 @@ bool ServerCore::Answer(Frame& request, const std::string& peer,
     reply->payload = EncodeResponse<MsgType::kPing>(
         st, {handler->Role(), uint32_t{kProtocolVersion}});
   } else {
-    handler->Handle(h.type, request.payload, request.bulk, reply);
+    handler->Handle(caller, h.type, request.payload, request.bulk, reply);
   }
   *rh = FrameHeader();
   // A secure request gets a secure reply (SealFrame encrypts it) even from

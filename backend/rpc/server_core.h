@@ -32,6 +32,7 @@
 
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/frame.h"
+#include "backend/rpc/handshake.h"
 #include "backend/rpc/rpc_server.h"
 #include "common/status.h"
 
@@ -88,8 +89,12 @@ struct ServerCore {
   // A response frame sent to the server is refused: the frame error is
   // counted and logged here, and the caller must close the connection
   // without answering (false).
-  bool Answer(Frame& request, const std::string& peer, FrameHeader* rh,
-              RpcReply* reply);
+  // A caller the gate no longer admits (identity removed) gets EKEYREVOKED
+  // for every request.
+  bool Answer(Frame& request, const std::string& peer, const Caller& caller,
+              FrameHeader* rh, RpcReply* reply);
+  // What the handshake needs of this server.
+  ServerAuth auth() const { return {key.get(), options.binding, options.gate}; }
   // Writes "<log_name>: <line>" to stderr unless log_limiter says no.
   void Log(const std::string& line);
 };

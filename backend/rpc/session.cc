@@ -7,16 +7,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "common/coding.h"
 
 namespace stripefs::rpc {
 namespace {
 
-constexpr std::string_view kClientLabel = "stripefs v2 client proof";
-constexpr std::string_view kServerLabel = "stripefs v2 server proof";
-constexpr std::string_view kClientToServer = "stripefs v2 c2s";
-constexpr std::string_view kServerToClient = "stripefs v2 s2c";
+// The protocol version is in the transcript (every message's prefix), not
+// in the labels.
+constexpr std::string_view kClientLabel = "stripefs client proof";
+constexpr std::string_view kServerLabel = "stripefs server proof";
+constexpr std::string_view kClientToServer = "stripefs c2s";
+constexpr std::string_view kServerToClient = "stripefs s2c";
 
 std::span<const uint8_t> Bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -154,19 +157,20 @@ Nonce RandomNonce() {
   return n;
 }
 
-Proof HandshakeProof(const ClusterKey& key, Role role, const Nonce& client,
-                     const Nonce& server) {
+Proof HandshakeProof(const ClusterKey& key, Role role,
+                     std::span<const uint8_t> client_hello,
+                     std::span<const uint8_t> server_hello_head) {
   std::span<const uint8_t> parts[] = {
-      Bytes(role == Role::kClient ? kClientLabel : kServerLabel), client,
-      server};
+      Bytes(role == Role::kClient ? kClientLabel : kServerLabel), client_hello,
+      server_hello_head};
   return key.Compute(parts);
 }
 
-Session DeriveSession(const ClusterKey& key, Role role, const Nonce& client,
-                      const Nonce& server) {
-  uint8_t salt[2 * kNonceSize];
-  std::memcpy(salt, client.data(), kNonceSize);
-  std::memcpy(salt + kNonceSize, server.data(), kNonceSize);
+Session DeriveSession(const ClusterKey& key, Role role,
+                      std::span<const uint8_t> client_hello,
+                      std::span<const uint8_t> server_hello_head) {
+  std::vector<uint8_t> salt(client_hello.begin(), client_hello.end());
+  salt.insert(salt.end(), server_hello_head.begin(), server_hello_head.end());
   std::array<uint8_t, kSessionKeySize> c2s, s2c;
   key.Derive(salt, kClientToServer, c2s);
   key.Derive(salt, kServerToClient, s2c);

@@ -1,12 +1,18 @@
 // Session keys of one connection: what the handshake (handshake.h) derives
 // and what authenticates every frame after it (frame.h).
 //
-// Both ends know the 32-byte cluster key K and exchange random 32-byte
-// nonces Nc (client) and Ns (server). Each proves knowledge of K with
-//   proof = HMAC-SHA256(K, label || Nc || Ns)
+// The client holds the key K of its identity (identity.h: the server key
+// itself for "server", a key derived from it for admin.NAME / client.NAME),
+// the server derives the same K from the name and salt in the ClientHello.
+// With T = ClientHello || ServerHello up to its proof (the whole handshake
+// so far: protocol version, nonces Nc and Ns, the client's identity and the
+// server's role and id, frame.h), each end proves knowledge of K with
+//   proof = HMAC-SHA256(K, label || T)
 // (labels differ for client and server, so one proof cannot be reflected
 // as the other), and each direction gets its own key
-//   HKDF-SHA256(ikm = K, salt = Nc || Ns, info = "stripefs v2 c2s" / "s2c").
+//   HKDF-SHA256(ikm = K, salt = T, info = "stripefs c2s" / "stripefs s2c").
+// So a session is bound to the identity, the version and the server that
+// answered: a relay to another server, or an edited version byte, fails.
 // A frame is authenticated with the ChaCha20-Poly1305 AEAD (RFC 8439) used
 // as a MAC (header, payload and bulk are additional data, nothing is
 // encrypted, so bulk data is still sent from and received into the caller's
@@ -111,12 +117,16 @@ enum class Role { kClient, kServer };
 
 // Random nonce from OpenSSL's CSPRNG (aborts if it fails: unusable build).
 Nonce RandomNonce();
-// The proof `role` sends for the nonces of one handshake.
-Proof HandshakeProof(const ClusterKey& key, Role role, const Nonce& client,
-                     const Nonce& server);
-// The session keys of `role` (send = its own direction), in secure mode
-// when key.secure_wire().
-Session DeriveSession(const ClusterKey& key, Role role, const Nonce& client,
-                      const Nonce& server);
+// The proof `role` sends in the handshake whose transcript T (above) is
+// `client_hello` || `server_hello_head`, under the identity's key.
+Proof HandshakeProof(const ClusterKey& key, Role role,
+                     std::span<const uint8_t> client_hello,
+                     std::span<const uint8_t> server_hello_head);
+// The session keys of `role` (send = its own direction) for that handshake,
+// in secure mode when key.secure_wire() (secure frames are sealed with these
+// same transcript-derived keys).
+Session DeriveSession(const ClusterKey& key, Role role,
+                      std::span<const uint8_t> client_hello,
+                      std::span<const uint8_t> server_hello_head);
 
 }  // namespace stripefs::rpc

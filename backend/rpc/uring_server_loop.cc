@@ -131,6 +131,7 @@ struct Conn {
   // After it: the session (used only by the worker holding this
   // connection's request) and the frame assembler.
   std::unique_ptr<Session> session;
+  Caller caller;  // the identity it proved; read by workers
   std::unique_ptr<FrameAssembler> in;
   Clock::time_point accepted, last_active, header_started;
   std::deque<RawFrame> ready;  // complete frames, in order, not yet handled
@@ -539,7 +540,11 @@ void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
     c->read_closed = true;
     if (c->in ? c->in->mid_frame() : c->hs.started()) {
       core->CountReject(
-          Status(ECONNRESET, "connection closed mid-frame (truncated frame)"),
+          Status(ECONNRESET,
+                 c->in ? "connection closed mid-frame (truncated frame)"
+                       : "connection closed during the handshake (a client "
+                         "that refused our proof: another cluster key, or "
+                         "it expected another server)"),
           c->peer);
     }
   } else if (res != -EINTR && res != -EAGAIN) {
@@ -549,9 +554,8 @@ void UringServerLoop::Impl::OnRecv(Conn* c, int res) {
 }
 
 void UringServerLoop::Impl::OnHandshakeBytes(Conn* c, size_t n) {
-  const ClusterKey& key = *core->key;
   bool had_hello = c->hs.hello_ready();
-  Status s = c->hs.Commit(n, key);
+  Status s = c->hs.Commit(n, core->auth());
   if (!s.ok()) {
     c->read_closed = true;
     core->CountReject(s, c->peer);
@@ -561,7 +565,8 @@ void UringServerLoop::Impl::OnHandshakeBytes(Conn* c, size_t n) {
   if (!had_hello && c->hs.hello_ready())
     c->out.push_back(RawMsg(c->hs.server_hello()));
   if (!c->hs.done()) return;
-  c->session = std::make_unique<Session>(c->hs.TakeSession(key));
+  c->session = std::make_unique<Session>(c->hs.TakeSession());
+  c->caller = c->hs.caller();
   c->in = std::make_unique<FrameAssembler>();
   c->last_active = Clock::now();
   limits.Authenticated(c->ip);
@@ -744,7 +749,7 @@ Done UringServerLoop::Impl::AnswerFrame(Conn* c, Frame& frame) {
   FrameHeader rh;
   bool answer = false;
   try {
-    answer = core->Answer(*f, c->peer, &rh, &m->reply);
+    answer = core->Answer(*f, c->peer, c->caller, &rh, &m->reply);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: handler for request type %u from %s threw: %s\n",
                  core->options.log_name.c_str(), unsigned{f->header.type},

@@ -283,6 +283,15 @@ bool Get(Decoder& d, ClientRecord* v) {
          d.U64(&v->age_ms);
 }
 
+void Put(Encoder& e, const IdentityRecord& v) {
+  e.String(v.entity);
+  e.String(v.path);
+  e.Bool(v.read_only);
+}
+bool Get(Decoder& d, IdentityRecord* v) {
+  return d.String(&v->entity) && d.String(&v->path) && d.Bool(&v->read_only);
+}
+
 void PutStatus(Encoder& e, const Status& s) {
   e.I32(s.code());
   e.String(s.ok() ? std::string() : s.message());

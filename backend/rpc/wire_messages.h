@@ -22,6 +22,7 @@
 #include "backend/chunk/chunk_service.h"
 #include "backend/meta/meta_types.h"
 #include "backend/rpc/client_table.h"
+#include "backend/rpc/identity_table.h"
 #include "backend/rpc/wire_codec.h"
 #include "common/status.h"
 
@@ -77,8 +78,11 @@ namespace stripefs::rpc {
   X(ListOrphanStripes, 77, true)   \
   X(CreateEntry, 78, false)        \
   X(UnlinkEntry, 79, false)        \
-  X(ApplyChunkOps, 80, true)        \
-  X(ReadChunkRanges, 81, true)
+  X(ApplyChunkOps, 80, true)       \
+  X(ReadChunkRanges, 81, true)     \
+  X(AuthAdd, 82, false)            \
+  X(AuthList, 83, true)            \
+  X(AuthRemove, 84, false)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -142,6 +146,7 @@ void Put(Encoder& e, const ChunkInfo& v);
 void Put(Encoder& e, const ChunkStoreStats& v);
 void Put(Encoder& e, const RepairReport& v);
 void Put(Encoder& e, const ClientRecord& v);
+void Put(Encoder& e, const IdentityRecord& v);
 bool Get(Decoder& d, Geometry* v);
 bool Get(Decoder& d, Timespec* v);
 bool Get(Decoder& d, InodeAttr* v);
@@ -164,6 +169,7 @@ bool Get(Decoder& d, ChunkInfo* v);
 bool Get(Decoder& d, ChunkStoreStats* v);
 bool Get(Decoder& d, RepairReport* v);
 bool Get(Decoder& d, ClientRecord* v);
+bool Get(Decoder& d, IdentityRecord* v);
 
 template <typename T>
 void Put(Encoder& e, const std::vector<T>& v) {
@@ -313,6 +319,12 @@ template <>
 struct Msg<MsgType::kClientHeartbeat> : MsgDef<Tup<ClientRecord>, Tup<>> {};  // client_table.h
 template <>
 struct Msg<MsgType::kListClients> : MsgDef<Tup<>, Tup<std::vector<ClientRecord>>> {};
+template <>
+struct Msg<MsgType::kAuthAdd> : MsgDef<Tup<IdentityRecord>, Tup<std::vector<uint8_t>, std::vector<uint8_t>>> {};  // identity_table.h -> salt, key wrapped for the caller (docs/wire-protocol.md)
+template <>
+struct Msg<MsgType::kAuthList> : MsgDef<Tup<>, Tup<std::vector<IdentityRecord>>> {};
+template <>
+struct Msg<MsgType::kAuthRemove> : MsgDef<Tup<Str>, Tup<>> {};  // entity
 // clang-format on
 // Entries per DeleteChunkVersions frame (28 bytes each: far below
 // kMaxPayload; the client splits longer lists).

@@ -38,7 +38,8 @@ class NullHandler : public RpcHandler {
  public:
   NullHandler() : chunk_(kMiB, 0x5A) {}
   std::string Role() const override { return "bench"; }
-  void Handle(uint16_t type, std::span<const uint8_t> payload, AlignedBytes&,
+  void Handle(const rpc::Caller&, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes&,
               RpcReply* reply) override {
     reply->payload.assign(payload.begin(), payload.end());
     if (type == kRead) reply->bulk = chunk_;  // no copy

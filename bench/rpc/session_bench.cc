@@ -172,8 +172,8 @@ Sample RunLink(F client, F server, size_t payload, size_t bulk, int calls) {
 class NullHandler : public RpcHandler {
  public:
   std::string Role() const override { return "bench"; }
-  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
-              RpcReply* reply) override {
+  void Handle(const rpc::Caller&, uint16_t, std::span<const uint8_t>,
+              AlignedBytes&, RpcReply* reply) override {
     reply->payload.assign(6, 0);
   }
 };
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
           continue;
         }
         const ClusterKey& sk = k == 2 ? *secure_key : *key;
-        Nonce n1, n2;
+        Nonce n1, n2;  // stand-ins for the two hello messages
         n1.fill(uint8_t(r));
         n2.fill(uint8_t(r + 1));
         Session cs = DeriveSession(sk, Role::kClient, n1, n2);

@@ -39,8 +39,8 @@ std::unique_ptr<MetaStore> NewStore(const TempDir& tmp,
 class NoCalls : public rpc::RpcHandler {
  public:
   std::string Role() const override { return "metad"; }
-  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
-              rpc::RpcReply*) override {
+  void Handle(const rpc::Caller&, uint16_t, std::span<const uint8_t>,
+              AlignedBytes&, rpc::RpcReply*) override {
     ADD_FAILURE() << "InlineSafe must not handle the request";
   }
 };

@@ -26,8 +26,8 @@ using testing::HangingChunkService;
 class MetadRole : public rpc::RpcHandler {
  public:
   std::string Role() const override { return "metad"; }
-  void Handle(uint16_t, std::span<const uint8_t>, AlignedBytes&,
-              rpc::RpcReply*) override {}
+  void Handle(const rpc::Caller&, uint16_t, std::span<const uint8_t>,
+              AlignedBytes&, rpc::RpcReply*) override {}
 };
 
 class ChunkProberTest : public ::testing::Test {
@@ -47,6 +47,7 @@ class ChunkProberTest : public ::testing::Test {
     handler_ = std::make_unique<rpc::ChunkServiceServer>(slow_.get());
     rpc::RpcServerOptions so;
     so.log_name = "test-chunkd";
+    so.binding = {rpc::ServerRole::kChunkd, 1};  // Info()'s id
     auto server = rpc::RpcServer::Start(so, key_, handler_.get());
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
@@ -108,9 +109,12 @@ TEST_F(ChunkProberTest, AServerThatIsNotAChunkdIsAMiss) {
   auto server = rpc::RpcServer::Start(so, key_, &metad);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   ChunkProber prober(key_);
+  // The handshake already says it is metad, not the chunkd the map names.
   Status s = prober.Probe(Info((*server)->address()), milliseconds(2000));
-  EXPECT_EQ(s.code(), EPROTO) << s.ToString();
-  EXPECT_NE(s.message().find("not chunkd"), std::string::npos);
+  EXPECT_EQ(s.code(), EACCES) << s.ToString();
+  EXPECT_NE(s.message().find("reached metad, expected chunkd 1"),
+            std::string::npos)
+      << s.ToString();
   (*server)->Stop();
 }
 

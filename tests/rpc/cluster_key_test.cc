@@ -143,4 +143,47 @@ TEST_F(ClusterKeyTest, HmacIsSha256KnownAnswerAndSplitInvariant) {
 }
 
 }  // namespace
+// Identity files (`stripefs auth add`): written 0600, loaded back with the
+// same name, salt and key; the key wraps for one recipient only.
+TEST_F(ClusterKeyTest, IdentityFilesRoundTripAndWrapForTheirRecipient) {
+  std::array<uint8_t, kClusterKeySize> b;
+  b.fill(9);
+  auto server = ClusterKey::FromBytes(b);
+  EXPECT_EQ(server->entity(), "server");
+  EXPECT_EQ(server->principal(), Principal::kServer);
+  auto alice = server->NewIdentity("client.alice");
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  EXPECT_EQ(alice->principal(), Principal::kClient);
+  std::string path = dir_ + "/alice.key";
+  ASSERT_TRUE(alice->SaveIdentity(path).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(alice->SaveIdentity(path).code(), EEXIST);
+  auto loaded = ClusterKey::Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)->entity(), "client.alice");
+  EXPECT_EQ((*loaded)->salt(), alice->salt());
+  std::span<const uint8_t> parts[] = {std::span<const uint8_t>(b)};
+  EXPECT_EQ((*loaded)->Compute(parts), alice->Compute(parts));
+  EXPECT_EQ(
+      server->DeriveIdentity("client.alice", alice->salt()).Compute(parts),
+      alice->Compute(parts));
+  // Another identity cannot make anything of the wrapped key.
+  auto ops = server->NewIdentity("admin.ops");
+  ASSERT_TRUE(ops.ok());
+  std::vector<uint8_t> wrapped = alice->WrapFor(*ops);
+  auto opened = ops->Unwrap("client.alice", alice->salt(), wrapped);
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ(opened->Compute(parts), alice->Compute(parts));
+  auto other = server->Unwrap("client.alice", alice->salt(), wrapped);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->Compute(parts), alice->Compute(parts));
+  // Names and who may derive identities.
+  EXPECT_EQ(server->NewIdentity("alice").status().code(), EINVAL);
+  EXPECT_EQ(server->NewIdentity("client.a/b").status().code(), EINVAL);
+  EXPECT_EQ(server->NewIdentity("server").status().code(), EINVAL);
+  EXPECT_EQ(alice->NewIdentity("client.bob").status().code(), EPERM);
+}
+
 }  // namespace stripefs::rpc

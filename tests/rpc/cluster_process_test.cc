@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/rpc/handshake.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/tcp_socket.h"
@@ -176,6 +177,68 @@ TEST_F(ClusterProcessTest, UpServeKillRestartDown) {
   EXPECT_NE(log2.find("rejected frame"), std::string::npos) << log2;
 }
 
+// Issue 35 hole 2 with real processes: `stripefs auth add` issues a client
+// identity through metad; the client may use the namespace but not change
+// the map or delete whole chunks on a chunkd; `stripefs auth rm` refuses it
+// on its next call, with metad and chunkd still running.
+TEST_F(ClusterProcessTest, ClientIdentitiesFromStripefsAuth) {
+  auto up = RunCli(
+      "cluster up --servers 3 --k 2 --m 1 --cell-size 65536 --dir " + dir_);
+  ASSERT_EQ(up.rc, 0) << up.out;
+  for (auto n : {"metad", "chunkd.1", "chunkd.2", "chunkd.3"})
+    pids_.push_back(Pid(n));
+  const std::string meta_addr = FirstLine(dir_ + "/metad.addr");
+  const std::string server_key = dir_ + "/cluster.key";
+  const std::string common = " --meta " + meta_addr + " --key ";
+  auto add = RunCli("auth add admin.ops" + common + server_key + " --out " +
+                    dir_ + "/ops.key");
+  ASSERT_EQ(add.rc, 0) << add.out;
+  add = RunCli("auth add client.alice" + common + dir_ + "/ops.key --out " +
+               dir_ + "/alice.key");
+  ASSERT_EQ(add.rc, 0) << add.out;
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ + "/alice.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto ls = RunCli("auth ls" + common + dir_ + "/ops.key");
+  ASSERT_EQ(ls.rc, 0) << ls.out;
+  EXPECT_NE(ls.out.find("client.alice"), std::string::npos) << ls.out;
+  // A client may not add identities.
+  auto refused = RunCli("auth add client.eve" + common + dir_ +
+                        "/alice.key --out " + dir_ + "/eve.key");
+  EXPECT_NE(refused.rc, 0) << refused.out;
+  EXPECT_NE(refused.out.find("not by client.alice"), std::string::npos)
+      << refused.out;
+
+  auto alice = ClusterKey::Load(dir_ + "/alice.key");
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  EXPECT_EQ((*alice)->entity(), "client.alice");
+  RemoteMetaService meta(meta_addr, *alice);
+  auto map = meta.GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ASSERT_FALSE(map->servers.empty());
+  ServerInfo moved = map->servers[0];
+  moved.address = "127.0.0.1:9";
+  EXPECT_EQ(meta.UpsertServer(moved).code(), EPERM);
+  EXPECT_EQ(meta.SetServerState(moved.id, ServerState::kOut).code(), EPERM);
+  auto after = meta.GetClusterMap();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->servers[0].address, map->servers[0].address);
+  EXPECT_EQ(after->servers[0].state, map->servers[0].state);
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  o.expected_server = {ServerRole::kChunkd, map->servers[0].id};
+  RemoteChunkService chunk(map->servers[0].address, *alice, o);
+  const ChunkId id{424242, 0, 0};
+  std::vector<uint8_t> data(4096, 7);
+  ASSERT_TRUE(chunk.WriteChunk(id, 1, data).ok());
+  EXPECT_EQ(chunk.DeleteChunk(id, 0).code(), EPERM);
+  EXPECT_TRUE(chunk.ReadChunk(id, 1, 0, 4096).ok());
+
+  auto rm = RunCli("auth rm client.alice" + common + dir_ + "/ops.key");
+  ASSERT_EQ(rm.rc, 0) << rm.out;
+  Status next = meta.GetClusterMap().status();
+  EXPECT_EQ(next.code(), EKEYREVOKED) << next.ToString();
+}
+
 // Resident memory of a process, from /proc/PID/status (kB), or -1.
 long VmRssKb(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
@@ -191,7 +254,11 @@ long VmRssKb(pid_t pid) {
 // 4 MiB payload instead of the proof.
 std::vector<uint8_t> PreAuthClaim() {
   std::vector<uint8_t> b(kClientHelloSize + kFrameHeaderSize, 0x33);
-  EncodeHandshakePrefix(HandshakeKind::kClientHello, b.data());
+  std::array<uint8_t, kClusterKeySize> any_key;
+  any_key.fill(0x33);
+  Nonce nonce;
+  nonce.fill(0x33);
+  EncodeClientHello(*ClusterKey::FromBytes(any_key), nonce, b.data());
   FrameHeader h;
   h.type = static_cast<uint16_t>(MsgType::kWriteChunk);
   h.payload_len = 4u << 20;

@@ -503,17 +503,22 @@ struct HandshakeRun {
   Result<Session> client = Status(EIO, "not run");
   Result<Session> server = Status(EIO, "not run");
 };
-HandshakeRun RunHandshake(const ClusterKey& ck, const ClusterKey& sk) {
+HandshakeRun RunHandshake(const ClusterKey& ck, const ClusterKey& sk,
+                          ServerBinding expect = {},
+                          ServerBinding server_is = {ServerRole::kChunkd, 1},
+                          const IdentityGate* gate = nullptr,
+                          Caller* caller = nullptr) {
   SocketPair sp;
   HandshakeRun r;
   Deadline d = Clock::now() + std::chrono::seconds(20);
   std::thread t([&] {
-    r.server = RunServerHandshake(sp.b.get(), sk, d);
+    r.server = RunServerHandshake(sp.b.get(), ServerAuth{&sk, server_is, gate},
+                                  d, caller);
     if (!r.server.ok())
       WriteRejectFrame(sp.b.get(), FrameErrorOf(r.server.status()));
     sp.b.Reset();
   });
-  r.client = ClientHandshake(sp.a.get(), ck, d);
+  r.client = ClientHandshake(sp.a.get(), ck, expect, d);
   if (!r.client.ok()) sp.a.Reset();  // as RpcClient does: drop the socket
   t.join();
   return r;
@@ -548,34 +553,105 @@ TEST(HandshakeTest, WrongKeyFailsOnBothSidesNamingTheKey) {
   EXPECT_EQ(r.client.status().code(), EACCES);
   EXPECT_NE(r.client.status().message().find("cluster key"), std::string::npos)
       << r.client.status().ToString();
-  // The client refuses the server's proof, so the server never completes.
+  // The client refuses the server's proof and sends no proof of its own
+  // (no HMAC oracle for a fake server): the server sees the connection
+  // end, not a proof to check.
+  ASSERT_FALSE(r.server.ok());
+  EXPECT_NE(FrameErrorOf(r.server.status()), FrameError::kBadHandshake)
+      << r.server.status().ToString();
+}
+
+// Issue 35 hole 3: the server's role and id are under its proof and the
+// session keys, so a connection that reaches another server than the one
+// the client meant fails before any frame, and the client sends no proof.
+TEST(HandshakeTest, AnotherServerThanExpectedFailsBeforeAnyFrame) {
+  auto key = TestKey(3);
+  HandshakeRun r = RunHandshake(*key, *key, {ServerRole::kChunkd, 1},
+                                {ServerRole::kChunkd, 2});
+  ASSERT_FALSE(r.client.ok());
+  EXPECT_EQ(r.client.status().code(), EACCES);
+  EXPECT_NE(
+      r.client.status().message().find("reached chunkd 2, expected chunkd 1"),
+      std::string::npos)
+      << r.client.status().ToString();
+  EXPECT_FALSE(r.server.ok());  // it never got a client proof
+  // A metad is not a chunkd either; the expected server itself is fine.
+  r = RunHandshake(*key, *key, {ServerRole::kChunkd, 1},
+                   {ServerRole::kMetad, 0});
+  EXPECT_EQ(r.client.status().code(), EACCES);
+  r = RunHandshake(*key, *key, {ServerRole::kChunkd, 2},
+                   {ServerRole::kChunkd, 2});
+  EXPECT_TRUE(r.client.ok() && r.server.ok()) << r.client.status().ToString();
+}
+
+TEST(HandshakeTest, IdentitiesDerivedFromTheServerKeyAuthenticate) {
+  auto server = TestKey(3);
+  auto alice = server->NewIdentity("client.alice");
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  Caller caller;
+  HandshakeRun r = RunHandshake(*alice, *server, {}, {ServerRole::kMetad, 0},
+                                nullptr, &caller);
+  ASSERT_TRUE(r.client.ok()) << r.client.status().ToString();
+  ASSERT_TRUE(r.server.ok()) << r.server.status().ToString();
+  EXPECT_EQ(caller.principal, Principal::kClient);
+  EXPECT_EQ(caller.entity, "client.alice");
+  EXPECT_EQ(caller.salt, alice->salt());
+  // The same name and salt under another cluster's server key: refused.
+  auto other = TestKey(4)->DeriveIdentity("client.alice", alice->salt());
+  r = RunHandshake(other, *server);
+  EXPECT_EQ(r.client.status().code(), EACCES);
   EXPECT_FALSE(r.server.ok());
+}
+
+class RefuseAll : public IdentityGate {
+ public:
+  Status Admit(const Caller& c) const override {
+    return Status(EKEYREVOKED, "identity " + c.entity + " was removed");
+  }
+};
+
+TEST(HandshakeTest, TheGateRefusesAnIdentityAfterItsProof) {
+  auto server = TestKey(3);
+  auto bob = server->NewIdentity("client.bob");
+  ASSERT_TRUE(bob.ok());
+  RefuseAll gate;
+  HandshakeRun r =
+      RunHandshake(*bob, *server, {}, {ServerRole::kMetad, 0}, &gate);
+  ASSERT_FALSE(r.server.ok());
+  EXPECT_EQ(FrameErrorOf(r.server.status()), FrameError::kBadHandshake);
+  EXPECT_NE(r.server.status().message().find("client.bob was removed"),
+            std::string::npos)
+      << r.server.status().ToString();
 }
 
 TEST(HandshakeTest, ClientWithWrongProofIsRejected) {
   auto key = TestKey(3);
+  ServerAuth auth{key.get(), {ServerRole::kChunkd, 1}, nullptr};
   ServerHandshake hs;
   uint8_t hello[kClientHelloSize];
-  EncodeHandshakePrefix(HandshakeKind::kClientHello, hello);
-  std::memset(hello + kHandshakePrefixSize, 7, kNonceSize);
+  Nonce c;
+  c.fill(7);
+  EncodeClientHello(*key, c, hello);
   auto buf = hs.RecvBuffer();
   ASSERT_EQ(buf.size(), kClientHelloSize);
   std::memcpy(buf.data(), hello, sizeof(hello));
-  ASSERT_TRUE(hs.Commit(sizeof(hello), *key).ok());
+  ASSERT_TRUE(hs.Commit(sizeof(hello), auth).ok());
   ASSERT_TRUE(hs.hello_ready());
   EXPECT_EQ(hs.server_hello().size(), kServerHelloSize);
   // A proof captured from another handshake (other server nonce) fails.
   uint8_t proof[kClientProofSize];
   EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
-  Nonce c, other;
-  c.fill(7);
-  other.fill(8);
-  Proof p = HandshakeProof(*key, Role::kClient, c, other);
+  std::vector<uint8_t> other(hs.server_hello().begin(),
+                             hs.server_hello().end());
+  other[kHandshakePrefixSize] ^= 1;  // another server nonce
+  Proof p =
+      HandshakeProof(*key, Role::kClient, hello,
+                     std::span<const uint8_t>(other).first(kServerProofAt));
   std::memcpy(proof + kHandshakePrefixSize, p.data(), kProofSize);
   buf = hs.RecvBuffer();
   ASSERT_EQ(buf.size(), kClientProofSize);
   std::memcpy(buf.data(), proof, sizeof(proof));
-  Status s = hs.Commit(sizeof(proof), *key);
+  Status s = hs.Commit(sizeof(proof), auth);
   EXPECT_EQ(FrameErrorOf(s), FrameError::kBadHandshake) << s.ToString();
   EXPECT_FALSE(hs.done());
 }
@@ -586,11 +662,12 @@ TEST(HandshakeTest, VersionOnePeersGetAClearError) {
   ServerHandshake hs;
   FrameHeader h;
   h.version = 1;
-  uint8_t v1[kFrameHeaderSize + kMacSize] = {};
+  uint8_t v1[kClientHelloSize] = {};  // header, MAC, then its payload
   EncodeHeader(h, v1);
   auto buf = hs.RecvBuffer();
+  ASSERT_EQ(buf.size(), sizeof(v1));
   std::memcpy(buf.data(), v1, buf.size());
-  Status s = hs.Commit(buf.size(), *key);
+  Status s = hs.Commit(buf.size(), ServerAuth{key.get(), {}, nullptr});
   EXPECT_EQ(s.code(), EPROTONOSUPPORT);
   EXPECT_NE(s.message().find("version 1"), std::string::npos) << s.ToString();
   // A version-1 server answers our hello with a v1 reject frame.
@@ -601,8 +678,8 @@ TEST(HandshakeTest, VersionOnePeersGetAClearError) {
   EncodeHeader(h, reject);
   ASSERT_EQ(::write(sp.b.get(), reject, sizeof(reject)),
             static_cast<ssize_t>(sizeof(reject)));
-  auto c =
-      ClientHandshake(sp.a.get(), *key, Clock::now() + std::chrono::seconds(5));
+  auto c = ClientHandshake(sp.a.get(), *key, ServerBinding{},
+                           Clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(c.status().code(), EPROTONOSUPPORT);
   EXPECT_NE(c.status().message().find("same stripefs version"),
             std::string::npos)

@@ -26,8 +26,9 @@ inline Deadline TestDeadline() {
 inline Result<RawSession> OpenRawSession(const std::string& address,
                                          const ClusterKey& key) {
   STRIPEFS_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(address, TestDeadline()));
-  STRIPEFS_ASSIGN_OR_RETURN(Session s,
-                            ClientHandshake(fd.get(), key, TestDeadline()));
+  STRIPEFS_ASSIGN_OR_RETURN(
+      Session s,
+      ClientHandshake(fd.get(), key, ServerBinding{}, TestDeadline()));
   return RawSession{std::move(fd), std::move(s)};
 }
 

@@ -57,8 +57,9 @@ std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
 class EchoHandler : public RpcHandler {
  public:
   std::string Role() const override { return "echo"; }
-  void Handle(uint16_t type, std::span<const uint8_t> payload,
-              AlignedBytes& bulk, RpcReply* reply) override {
+  void Handle(const rpc::Caller&, uint16_t type,
+              std::span<const uint8_t> payload, AlignedBytes& bulk,
+              RpcReply* reply) override {
     if (type == kBlock) {
       std::unique_lock<std::mutex> l(mu_);
       ++blocked_;

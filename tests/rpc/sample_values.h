@@ -78,6 +78,9 @@ struct Sampler {
     Fill(v.chunks_rebuilt), Fill(v.bytes_rebuilt);
     Fill(v.elapsed_ms);
   }
+  void Fill(rpc::IdentityRecord& v) {
+    Fill(v.entity), Fill(v.path), Fill(v.read_only);
+  }
   void Fill(rpc::ClientRecord& v) {
     Fill(v.id), Fill(v.kind), Fill(v.description), Fill(v.lease_ms);
     Fill(v.finished), Fill(v.repair), Fill(v.age_ms);

@@ -4,6 +4,10 @@
 //    recording proxy) and sent verbatim on a fresh connection is refused
 //    and changes nothing; its frame is refused on another session too;
 //  - a frame replayed or reordered within its own connection is refused;
+//  - a connection relayed to another chunkd fails the handshake;
+//  - a client identity cannot change the map or delete whole chunks; a
+//    removed one is refused on its next call; a read-only one cannot
+//    change anything;
 //  - 2,000 idle connections do not lock a legitimate client out, and idle
 //    connections are closed after the handshake / idle timeout.
 // The pre-auth memory bound is tested against a real chunkd process in
@@ -22,6 +26,7 @@
 #include <thread>
 
 #include "backend/rpc/remote_chunk_service.h"
+#include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/server_core.h"
 #include "backend/rpc/tcp_socket.h"
@@ -244,6 +249,184 @@ TEST_P(SecurityTest, CapturedDeleteReplayedOnAFreshConnectionChangesNothing) {
   EXPECT_TRUE(ClosedByPeer(other->get()));
   EXPECT_TRUE(Present(a, 1));
   EXPECT_EQ(server_->counters().rejected_bad_mac, before.rejected_bad_mac + 1);
+}
+
+// Issue 35 hole 3: a man in the middle relays a client's connection meant
+// for chunkd 1 to chunkd 2 (same cluster key, so both proofs are genuine).
+// The ServerHello says "chunkd 2" under the server's proof, so the client
+// refuses before any frame: nothing is written on chunkd 2.
+TEST_P(SecurityTest, ConnectionRelayedToAnotherChunkdFailsTheHandshake) {
+  RpcServerOptions o;
+  o.binding = {ServerRole::kChunkd, 1};
+  Start(o);
+  if (IsSkipped()) return;
+  MemoryChunkService other_store;
+  ChunkServiceServer other_handler(&other_store);
+  RpcServerOptions bo;
+  bo.log_name = "security-test-b";
+  bo.use_io_uring = GetParam() == Loop::kUring;
+  bo.binding = {ServerRole::kChunkd, 2};
+  auto b = RpcServer::Start(bo, key_, &other_handler);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  RpcClientOptions meant_for_1 = RemoteChunkService::DefaultOptions();
+  meant_for_1.expected_server = {ServerRole::kChunkd, 1};
+  const ChunkId a{9, 0, 1};
+  {
+    RecordingProxy relay((*b)->address());
+    RemoteChunkService via(relay.address(), key_, meant_for_1);
+    Status w = via.WriteChunk(a, 1, data_);
+    EXPECT_EQ(w.code(), EACCES) << w.ToString();
+    EXPECT_NE(w.message().find("reached chunkd 2, expected chunkd 1"),
+              std::string::npos)
+        << w.ToString();
+    // Only the client's hello crossed the relay: no proof, no frame.
+    EXPECT_TRUE(Eventually([&] {
+      return relay.captured().size() == kClientHelloSize;
+    })) << relay.captured().size()
+        << " bytes";
+  }
+  EXPECT_FALSE(other_store.ReadChunk(a, 1, 0, 4).ok())
+      << "the relayed write landed on chunkd 2";
+  EXPECT_EQ((*b)->counters().requests, 0u);
+  // The client reaches chunkd 1 itself, directly.
+  RemoteChunkService direct(server_->address(), key_, meant_for_1);
+  EXPECT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+  EXPECT_TRUE(Present(a, 1));
+  (*b)->Stop();
+}
+
+// Issue 35 hole 2: a client identity's key no longer gives every power.
+// The dispatch tables' identity column refuses cluster-map and whole-chunk
+// calls from client sessions (EPERM, nothing runs); the admin identity and
+// the server key may send them.
+TEST_P(SecurityTest, ClientIdentityCannotChangeTheMapOrDeleteWholeChunks) {
+  Start();
+  if (IsSkipped()) return;
+  testing::ScriptedMetaService meta;
+  MetaServiceServer meta_handler(&meta);
+  RpcServerOptions mo;
+  mo.log_name = "security-test-metad";
+  mo.use_io_uring = GetParam() == Loop::kUring;
+  auto metad = RpcServer::Start(mo, key_, &meta_handler);
+  ASSERT_TRUE(metad.ok()) << metad.status().ToString();
+  auto alice = key_->NewIdentity("client.alice");
+  auto ops = key_->NewIdentity("admin.ops");
+  ASSERT_TRUE(alice.ok() && ops.ok());
+  auto alice_key = std::make_shared<const ClusterKey>(*alice);
+  auto ops_key = std::make_shared<const ClusterKey>(*ops);
+
+  RemoteMetaService as_alice((*metad)->address(), alice_key);
+  ServerInfo evil{1, "127.0.0.1:9", "evil", ServerState::kUp};
+  Status up = as_alice.UpsertServer(evil);
+  EXPECT_EQ(up.code(), EPERM) << up.ToString();
+  EXPECT_NE(up.message().find("not by client.alice"), std::string::npos)
+      << up.ToString();
+  Status st = as_alice.SetServerState(1, ServerState::kOut);
+  EXPECT_EQ(st.code(), EPERM) << st.ToString();
+  EXPECT_EQ(meta.last_call(), "") << "a refused call reached the service";
+  // Namespace calls are a client's business.
+  meta.Script(InodeAttr{});
+  EXPECT_TRUE(as_alice.GetAttr(1).ok());
+  EXPECT_EQ(meta.last_call(), "GetAttr");
+
+  const ChunkId a{5, 0, 2};
+  RemoteChunkService chunk_alice(server_->address(), alice_key);
+  ASSERT_TRUE(chunk_alice.WriteChunk(a, 1, data_).ok());
+  Status del = chunk_alice.DeleteChunk(a, /*keep_version=*/0);
+  EXPECT_EQ(del.code(), EPERM) << del.ToString();
+  EXPECT_TRUE(Present(a, 1)) << "the client's DeleteChunk ran";
+  EXPECT_FALSE(chunk_alice.ListChunks({}, 10).ok());
+
+  // The operators may.
+  RemoteMetaService as_ops((*metad)->address(), ops_key);
+  EXPECT_TRUE(as_ops.UpsertServer(evil).ok());
+  EXPECT_EQ(meta.last_call(), "UpsertServer");
+  RemoteChunkService chunk_ops(server_->address(), ops_key);
+  EXPECT_TRUE(chunk_ops.DeleteChunk(a, 0).ok());
+  EXPECT_FALSE(Present(a, 1));
+  (*metad)->Stop();
+}
+
+// A metad (scripted service) with an identity table, as `stripefs metad`
+// runs it: the table is the server's gate and serves `stripefs auth`.
+struct MetadWithIdentities {
+  explicit MetadWithIdentities(std::shared_ptr<const ClusterKey> key,
+                               Loop loop) {
+    file = ::testing::TempDir() + "/identities-" + std::to_string(getpid()) +
+           "-" + std::to_string(counter++);
+    ::unlink(file.c_str());
+    auto t = IdentityTable::Open(file);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    table = std::move(t).value();
+    handler.ServeIdentities(table.get(), key);
+    RpcServerOptions o;
+    o.log_name = "security-test-metad";
+    o.use_io_uring = loop == Loop::kUring;
+    o.gate = table.get();
+    auto s = RpcServer::Start(o, key, &handler);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    server = std::move(s).value();
+  }
+  ~MetadWithIdentities() {
+    server->Stop();
+    ::unlink(file.c_str());
+  }
+  static inline int counter = 0;
+  std::string file;
+  testing::ScriptedMetaService meta;
+  std::unique_ptr<IdentityTable> table;
+  MetaServiceServer handler{&meta};
+  std::unique_ptr<RpcServer> server;
+};
+
+// Issue 35 hole 2: `stripefs auth rm` takes effect at once. The removed
+// client's open (authenticated, pooled) session is refused on its next
+// call, and a new connection fails the handshake; no restart.
+TEST_P(SecurityTest, RemovedClientIsRefusedOnItsNextCall) {
+  MetadWithIdentities metad(key_, GetParam());
+  RemoteMetaService as_server(metad.server->address(), key_);
+  auto carol = as_server.AuthAdd({"client.carol", "/", false});
+  ASSERT_TRUE(carol.ok()) << carol.status().ToString();
+  auto carol_key = std::make_shared<const ClusterKey>(*carol);
+  RemoteMetaService as_carol(metad.server->address(), carol_key);
+  metad.meta.Script(InodeAttr{});
+  ASSERT_TRUE(as_carol.GetAttr(1).ok());
+  auto listed = as_server.AuthList();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].entity, "client.carol");
+  // A client may not manage identities.
+  EXPECT_EQ(as_carol.AuthRemove("client.carol").code(), EPERM);
+
+  ASSERT_TRUE(as_server.AuthRemove("client.carol").ok());
+  metad.meta.Script(InodeAttr{});
+  Status next = as_carol.GetAttr(1).status();
+  EXPECT_EQ(next.code(), EKEYREVOKED) << next.ToString();
+  EXPECT_NE(next.message().find("client.carol"), std::string::npos);
+  RemoteMetaService fresh(metad.server->address(), carol_key);
+  Status hs = fresh.GetAttr(1).status();
+  EXPECT_EQ(hs.code(), EACCES) << hs.ToString();
+  // Added again, the name gets a new key: the old file stays refused.
+  auto again = as_server.AuthAdd({"client.carol", "/", false});
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->salt(), carol->salt());
+  RemoteMetaService old_file(metad.server->address(), carol_key);
+  EXPECT_EQ(old_file.GetAttr(1).status().code(), EACCES);
+}
+
+TEST_P(SecurityTest, ReadOnlyClientMayReadButNotChange) {
+  MetadWithIdentities metad(key_, GetParam());
+  RemoteMetaService as_server(metad.server->address(), key_);
+  auto ro = as_server.AuthAdd({"client.reader", "/", true});
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  RemoteMetaService reader(metad.server->address(),
+                           std::make_shared<const ClusterKey>(*ro));
+  metad.meta.Script(InodeAttr{});
+  EXPECT_TRUE(reader.GetAttr(1).ok());
+  metad.meta.Script(InodeAttr{});
+  Status mk = reader.Mkdir(1, "x", 0755, 0, 0).status();
+  EXPECT_EQ(mk.code(), EROFS) << mk.ToString();
+  EXPECT_EQ(metad.meta.last_call(), "GetAttr");
 }
 
 TEST_P(SecurityTest, FrameReplayedWithinItsConnectionIsRefused) {

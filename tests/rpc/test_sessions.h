@@ -29,7 +29,7 @@ struct Link {
 // Deterministic nonces from `seed`: the same seed gives the same keys, a
 // different seed stands for another connection.
 inline Link MakeLink(const ClusterKey& key, uint8_t seed = 1) {
-  Nonce c, s;
+  std::array<uint8_t, 8> c, s;  // stand-ins for the two hello messages
   c.fill(seed);
   s.fill(static_cast<uint8_t>(seed ^ 0xA5));
   Session client = DeriveSession(key, Role::kClient, c, s);

@@ -32,7 +32,8 @@ void FeedServer(std::span<const uint8_t> in, size_t step) {
     size_t n = std::min({buf.size(), in.size() - off, step});
     std::memcpy(buf.data(), in.data() + off, n);
     off += n;
-    if (!hs.Commit(n, key).ok()) break;
+    if (!hs.Commit(n, ServerAuth{&key, {ServerRole::kChunkd, 1}, nullptr}).ok())
+      break;
     if (hs.hello_ready() &&
         !ParseHandshakePrefix(hs.server_hello(), HandshakeKind::kServerHello)
              .ok())
@@ -50,9 +51,10 @@ void OverSocket(std::span<const uint8_t> in, bool server) {
   ::shutdown(a.get(), SHUT_WR);
   Deadline d = Clock::now() + std::chrono::seconds(1);
   if (server) {
-    (void)RunServerHandshake(b.get(), *FuzzKey(), d);
+    (void)RunServerHandshake(b.get(), ServerAuth{FuzzKey().get(), {}, nullptr},
+                             d, nullptr);
   } else {
-    (void)ClientHandshake(b.get(), *FuzzKey(), d);
+    (void)ClientHandshake(b.get(), *FuzzKey(), ServerBinding{}, d);
   }
 }
 
@@ -60,12 +62,12 @@ void OverSocket(std::span<const uint8_t> in, bool server) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const size_t step_choices[] = {1, 3, 7, 8, 39, 40, 41, 80};
+  const size_t step_choices[] = {1, 3, 7, 8, 39, 40, 104, 144};
   std::span<const uint8_t> in(data + 1, size - 1);
   FeedServer(in, step_choices[data[0] % 8]);
   if (in.size() >= kServerHelloSize) {
     (void)AcceptServerHello(in.first(kServerHelloSize), *FuzzKey(),
-                            FuzzClientNonce());
+                            FuzzClientHello(), ServerBinding{});
   }
   for (HandshakeKind k :
        {HandshakeKind::kClientHello, HandshakeKind::kServerHello,

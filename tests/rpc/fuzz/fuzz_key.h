@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/rpc/cluster_key.h"
+#include "backend/rpc/handshake.h"
 #include "tests/rpc/test_sessions.h"
 
 namespace stripefs::rpc {
@@ -21,11 +22,14 @@ inline stripefs::testing::Link FuzzLink() {
   return stripefs::testing::MakeLink(*FuzzKey());
 }
 
-// The client nonce the handshake fuzzer uses for AcceptServerHello.
-inline Nonce FuzzClientNonce() {
+// The ClientHello (fuzz key's identity, fixed nonce) the handshake fuzzer
+// answers with AcceptServerHello.
+inline std::array<uint8_t, kClientHelloSize> FuzzClientHello() {
   Nonce n;
   n.fill(0xc1);
-  return n;
+  std::array<uint8_t, kClientHelloSize> hello;
+  EncodeClientHello(*FuzzKey(), n, hello.data());
+  return hello;
 }
 
 }  // namespace stripefs::rpc

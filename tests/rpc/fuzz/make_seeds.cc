@@ -106,23 +106,26 @@ int main(int argc, char** argv) {
   // client nonce.
   std::string hs_dir = std::string(argv[1]) + "/handshake";
   std::filesystem::create_directories(hs_dir);
-  Nonce client = FuzzClientNonce(), server;
+  auto hello = FuzzClientHello();
+  Nonce server;
   server.fill(0x5e);
-  std::vector<uint8_t> c(1 + kClientHelloSize + kClientProofSize, 0);
-  c[0] = 5;
-  EncodeHandshakePrefix(HandshakeKind::kClientHello, c.data() + 1);
-  std::memcpy(c.data() + 1 + kHandshakePrefixSize, client.data(), kNonceSize);
-  uint8_t* proof = c.data() + 1 + kClientHelloSize;
-  EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
-  Proof cp = HandshakeProof(*FuzzKey(), Role::kClient, client, server);
-  std::memcpy(proof + kHandshakePrefixSize, cp.data(), kProofSize);
-  Write(hs_dir + "/client_messages", c);
   std::vector<uint8_t> sh(1 + kServerHelloSize, 0);
   EncodeHandshakePrefix(HandshakeKind::kServerHello, sh.data() + 1);
   std::memcpy(sh.data() + 1 + kHandshakePrefixSize, server.data(), kNonceSize);
-  Proof sp = HandshakeProof(*FuzzKey(), Role::kServer, client, server);
-  std::memcpy(sh.data() + 1 + kHandshakePrefixSize + kNonceSize, sp.data(),
-              kProofSize);
+  sh[1 + kHandshakePrefixSize + kNonceSize] =
+      static_cast<uint8_t>(ServerRole::kChunkd);
+  sh[1 + kHandshakePrefixSize + kNonceSize + 4] = 1;  // chunkd 1
+  std::span<const uint8_t> head(sh.data() + 1, kServerProofAt);
+  Proof sp = HandshakeProof(*FuzzKey(), Role::kServer, hello, head);
+  std::memcpy(sh.data() + 1 + kServerProofAt, sp.data(), kProofSize);
+  std::vector<uint8_t> c(1 + kClientHelloSize + kClientProofSize, 0);
+  c[0] = 5;
+  std::memcpy(c.data() + 1, hello.data(), kClientHelloSize);
+  uint8_t* proof = c.data() + 1 + kClientHelloSize;
+  EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
+  Proof cp = HandshakeProof(*FuzzKey(), Role::kClient, hello, head);
+  std::memcpy(proof + kHandshakePrefixSize, cp.data(), kProofSize);
+  Write(hs_dir + "/client_messages", c);
   Write(hs_dir + "/server_hello", sh);
   std::vector<uint8_t> rej(1 + kRejectFrameSize);
   EncodeRejectFrame(FrameError::kBadHandshake, rej.data() + 1);
