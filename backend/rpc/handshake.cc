@@ -65,8 +65,13 @@ void EncodeClientHello(const ClusterKey& key, const Nonce& client,
 ServerHandshake::ServerHandshake() : server_(RandomNonce()) {}
 
 std::span<uint8_t> ServerHandshake::RecvBuffer() {
-  if (step_ == Step::kHello)
-    return std::span<uint8_t>(hello_ + have_, kClientHelloSize - have_);
+  if (step_ == Step::kHello) {
+    // The prefix first, so an older peer (shorter hello) or a stray frame
+    // header is refused at once instead of waiting for bytes never sent.
+    size_t want =
+        have_ < kHandshakePrefixSize ? kHandshakePrefixSize : kClientHelloSize;
+    return std::span<uint8_t>(hello_ + have_, want - have_);
+  }
   if (step_ == Step::kProof)
     return std::span<uint8_t>(proof_ + have_, kClientProofSize - have_);
   return {};
@@ -74,7 +79,11 @@ std::span<uint8_t> ServerHandshake::RecvBuffer() {
 
 Status ServerHandshake::Commit(size_t n, const ServerAuth& auth) {
   have_ += n;
-  if (step_ == Step::kHello && have_ == kClientHelloSize) {
+  if (step_ == Step::kHello && have_ == kHandshakePrefixSize) {
+    STRIPEFS_RETURN_IF_ERROR(ParseHandshakePrefix(
+        std::span<const uint8_t>(hello_, kHandshakePrefixSize),
+        HandshakeKind::kClientHello));
+  } else if (step_ == Step::kHello && have_ == kClientHelloSize) {
     STRIPEFS_RETURN_IF_ERROR(
         ParseHandshakePrefix(std::span<const uint8_t>(hello_, kClientHelloSize),
                              HandshakeKind::kClientHello));

@@ -40,7 +40,8 @@ class ServerHandshake {
   ServerHandshake();  // draws the server nonce
 
   // Where the next bytes from the client go (exactly what the current
-  // message still needs); empty once done.
+  // message still needs, the ClientHello's 8-byte prefix on its own so a
+  // peer of another version is refused at once); empty once done.
   std::span<uint8_t> RecvBuffer();
   // `n` bytes arrived in RecvBuffer(). After the ClientHello is complete,
   // server_hello() must be sent; after the ClientProof, done() is true.

@@ -632,10 +632,15 @@ TEST(HandshakeTest, ClientWithWrongProofIsRejected) {
   Nonce c;
   c.fill(7);
   EncodeClientHello(*key, c, hello);
+  // The prefix is asked for on its own, then the rest of the hello.
   auto buf = hs.RecvBuffer();
-  ASSERT_EQ(buf.size(), kClientHelloSize);
-  std::memcpy(buf.data(), hello, sizeof(hello));
-  ASSERT_TRUE(hs.Commit(sizeof(hello), auth).ok());
+  ASSERT_EQ(buf.size(), kHandshakePrefixSize);
+  std::memcpy(buf.data(), hello, buf.size());
+  ASSERT_TRUE(hs.Commit(buf.size(), auth).ok());
+  buf = hs.RecvBuffer();
+  ASSERT_EQ(buf.size(), kClientHelloSize - kHandshakePrefixSize);
+  std::memcpy(buf.data(), hello + kHandshakePrefixSize, buf.size());
+  ASSERT_TRUE(hs.Commit(buf.size(), auth).ok());
   ASSERT_TRUE(hs.hello_ready());
   EXPECT_EQ(hs.server_hello().size(), kServerHelloSize);
   // A proof captured from another handshake (other server nonce) fails.
@@ -662,10 +667,10 @@ TEST(HandshakeTest, VersionOnePeersGetAClearError) {
   ServerHandshake hs;
   FrameHeader h;
   h.version = 1;
-  uint8_t v1[kClientHelloSize] = {};  // header, MAC, then its payload
+  uint8_t v1[kFrameHeaderSize + kMacSize] = {};
   EncodeHeader(h, v1);
-  auto buf = hs.RecvBuffer();
-  ASSERT_EQ(buf.size(), sizeof(v1));
+  auto buf = hs.RecvBuffer();  // the prefix: refused without waiting
+  ASSERT_EQ(buf.size(), kHandshakePrefixSize);
   std::memcpy(buf.data(), v1, buf.size());
   Status s = hs.Commit(buf.size(), ServerAuth{key.get(), {}, nullptr});
   EXPECT_EQ(s.code(), EPROTONOSUPPORT);
