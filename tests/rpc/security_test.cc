@@ -682,6 +682,33 @@ TEST_P(SecurityTest, AuthenticatedOnlyServerAnswersASecureClientSecurely) {
   EXPECT_EQ(PiecesSeen(tap.captured_down(), data), 0u);
 }
 
+// Secure mode holds for a client identity too: the server derives
+// client.alice's key from its own (secure) key, so its session with alice
+// refuses her cleartext frames and runs her secure ones, encrypted with the
+// session keys of the v4 handshake (the tap sees none of her bytes).
+TEST_P(SecurityTest, SecureServerRequiresEncryptionOfAClientIdentity) {
+  Start({}, /*secure=*/true);
+  if (IsSkipped()) return;
+  auto alice = key_->NewIdentity("client.alice");
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  auto alice_key = std::make_shared<const ClusterKey>(*alice);
+  RemoteChunkService plain(server_->address(), alice_key);
+  Status s = plain.WriteChunk({9, 2, 1}, 1, data_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--secure"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(Present({9, 2, 1}, 1));
+  const auto data = SecretData(64 << 10);
+  RecordingProxy tap(server_->address());
+  RemoteChunkService secure(tap.address(), alice_key->WithSecureWire(true));
+  ASSERT_TRUE(secure.WriteChunk({9, 2, 1}, 1, data).ok());
+  auto back =
+      secure.ReadChunk({9, 2, 1}, 1, 0, static_cast<uint32_t>(data.size()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(std::equal(data.begin(), data.end(), back->begin()));
+  EXPECT_EQ(PiecesSeen(tap.captured(), data), 0u);
+  EXPECT_EQ(PiecesSeen(tap.captured_down(), data), 0u);
+}
+
 // ---- bounded logging of rejects (issue 35 item 6) ----
 
 // A junk loop (2,000 connections, each sending bytes that are no
