@@ -63,12 +63,15 @@ labels_ok=1
 python3 "$top/scripts/ctest_report.py" --check-labels "$BUILD_DIR" $labels || labels_ok=0
 
 reports=()
+# Stale gtest XML goes once, before any group: several groups share BUILD_DIR's gtest-xml/,
+# and a group must not delete the files of one that ran before it (the kernel group did
+# that to the integration group's, and the report then failed six suites as "no XML").
+rm -f "$BUILD_DIR"/gtest-xml/*.xml "$FUZZ_DIR"/gtest-xml/*.xml
 # group NAME LABEL DIR [ctest args...]: runs the tests labelled LABEL in DIR as group NAME,
 # keeps its JUnit file (and DIR's gtest XML files) for the report.
 group() {
   local name=$1 l=$2 dir=$3; shift 3
   say "=== $name: ctest -L $l in $dir ==="
-  rm -f "$dir"/gtest-xml/*.xml
   (cd "$dir" && ctest -L "^$l\$" --no-tests=error --output-on-failure \
     --test-output-size-passed 65536 --test-output-size-failed 1048576 \
     --output-junit "$logs/$name.xml" "$@") || true
