@@ -314,9 +314,25 @@ Status HoldingMetaService::CommitStripe(uint64_t ino, const StripeVersion& sv,
 Status HoldingMetaService::CommitStripes(
     uint64_t ino, const std::vector<StripeCommit>& commits,
     uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  return CommitStripesHeld(ino, commits, min_file_size, /*keep_times=*/false,
+                           obsolete);
+}
+Status HoldingMetaService::CommitStripesKeepTimes(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  return CommitStripesHeld(ino, commits, min_file_size, /*keep_times=*/true,
+                           obsolete);
+}
+Status HoldingMetaService::CommitStripesHeld(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, bool keep_times,
+    std::vector<ObsoleteStripe>* obsolete) {
   bool retried = false;
   Status st = Hold("CommitStripes", &retried, [&] {
-    return inner_->CommitStripes(ino, commits, min_file_size, obsolete);
+    return keep_times
+               ? inner_->CommitStripesKeepTimes(ino, commits, min_file_size,
+                                                obsolete)
+               : inner_->CommitStripes(ino, commits, min_file_size, obsolete);
   });
   if (!retried || st.code() != ESTALE) return st;
   // Did the lost reply belong to a batch that went through (all of it: a
@@ -350,6 +366,14 @@ Status HoldingMetaService::DropStripes(uint64_t ino, uint64_t first,
   return Hold("DropStripes", nullptr, [&] {
     if (obsolete) obsolete->clear();
     return inner_->DropStripes(ino, first, count, obsolete);
+  });
+}
+Status HoldingMetaService::DropStripesKeepTimes(
+    uint64_t ino, uint64_t first, uint64_t count,
+    std::vector<ObsoleteStripe>* obsolete) {
+  return Hold("DropStripes", nullptr, [&] {
+    if (obsolete) obsolete->clear();
+    return inner_->DropStripesKeepTimes(ino, first, count, obsolete);
   });
 }
 Result<std::vector<StripeRef>> HoldingMetaService::ListStripes(

@@ -119,6 +119,13 @@ class HoldingMetaService final : public MetaService {
                           uint32_t missing_mask) override;
   Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
                      std::vector<ObsoleteStripe>* obsolete) override;
+  // As CommitStripes and DropStripes.
+  Status CommitStripesKeepTimes(uint64_t ino,
+                                const std::vector<StripeCommit>& commits,
+                                uint64_t min_file_size,
+                                std::vector<ObsoleteStripe>* obsolete) override;
+  Status DropStripesKeepTimes(uint64_t ino, uint64_t first, uint64_t count,
+                              std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;
@@ -129,6 +136,12 @@ class HoldingMetaService final : public MetaService {
   // taken effect already).
   template <typename Call>
   auto Hold(const char* what, bool* retried, Call&& call) -> decltype(call());
+  // CommitStripes(KeepTimes), and after a retried ESTALE, whether the lost
+  // reply's batch went through.
+  Status CommitStripesHeld(uint64_t ino,
+                           const std::vector<StripeCommit>& commits,
+                           uint64_t min_file_size, bool keep_times,
+                           std::vector<ObsoleteStripe>* obsolete);
   // A retried create that got EEXIST: the entry, if it looks like ours.
   Result<InodeAttr> ResolveCreated(uint64_t parent, const std::string& name,
                                    uint32_t type, uint32_t uid, uint32_t gid,

@@ -59,7 +59,7 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
   writer_ = std::make_unique<StripeWriteExecutor>(
       StripeWriteExecutor::Parts{meta, codec_.get(), view_.get(), fanout_.get(),
                                  reader_.get(), &locks_, collector_.get(),
-                                 &counters_, &maps_},
+                                 &counters_, &maps_, &keep_file_times_},
       geo_, wo);
 }
 
@@ -159,7 +159,7 @@ Result<InodeAttr> StripeClient::Truncate(uint64_t ino, uint64_t old_size,
     STRIPEFS_RETURN_IF_ERROR(st.Annotate("truncate"));
   }
   SetAttrRequest req;
-  req.mask = kSetSize;
+  req.mask = kSetSize | (keep_file_times() ? kKeepTimes : 0u);
   req.size = new_size;
   std::vector<ObsoleteStripe> obsolete;
   auto attr = meta_->SetAttr(ino, req, &obsolete);

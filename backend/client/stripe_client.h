@@ -29,6 +29,7 @@
 // make one retry fail spuriously (its base version was collected).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -151,6 +152,19 @@ class StripeClient {
   // commits' CAS checks (StripeMapCache::Distrust).
   void DistrustStripeMap(uint64_t ino) { maps_.Distrust(ino); }
 
+  // Whether commits, truncates and punched holes leave the files' mtime
+  // and ctime alone (MetaService::CommitStripesKeepTimes, kKeepTimes): set
+  // under the writeback cache, whose kernel owns them and stores them with
+  // SETATTR. Off (the default): the metadata service stamps them with its
+  // own clock, as every commit always did. A service without the calls
+  // stamps them anyway.
+  void SetKeepFileTimes(bool keep) {
+    keep_file_times_.store(keep, std::memory_order_relaxed);
+  }
+  bool keep_file_times() const {
+    return keep_file_times_.load(std::memory_order_relaxed);
+  }
+
   // Re-reads the cluster map (server states, new servers) from metadata.
   Status RefreshClusterMap() { return view_->Refresh(); }
   // Same, but only rebuilds placement when the map changed; true if it did.
@@ -187,6 +201,7 @@ class StripeClient {
   const std::unique_ptr<ec::Codec> codec_;
   const StripeClientOptions options_;
   ClientCounters counters_;
+  std::atomic<bool> keep_file_times_{false};
   StripeMapCache maps_;
   StripeDataCache stripes_;  // outlives the read-ahead loads
   StripeLocks locks_;

@@ -556,6 +556,18 @@ void StripeWriteExecutor::Committed(const Prepared& p) {
   if (p.failed != 0) ClientCounters::Add(p_.counters->degraded_writes);
 }
 
+Status StripeWriteExecutor::Commit(uint64_t ino,
+                                   const std::vector<StripeCommit>& commits,
+                                   uint64_t min_file_size,
+                                   std::vector<ObsoleteStripe>* obsolete) {
+  if (KeepTimes()) {
+    Status st =
+        p_.meta->CommitStripesKeepTimes(ino, commits, min_file_size, obsolete);
+    if (st.code() != EOPNOTSUPP) return st;
+  }
+  return p_.meta->CommitStripes(ino, commits, min_file_size, obsolete);
+}
+
 Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
   STRIPEFS_RETURN_IF_ERROR(ValidateWriteRequest(geo_, req));
   ObsoleteStripe obsolete;
@@ -572,9 +584,19 @@ Status StripeWriteExecutor::Write(const StripeWriteRequest& req) {
       if (retry) continue;
       if (p.skip) return Status::Ok();
       const StripeVersion sv{req.stripe, p.version, p.failed, p.plan.chunk_len};
-      Status st =
-          p_.meta->CommitStripe(req.ino, sv, p.exists ? p.base.version : 0,
-                                req.min_file_size, &obsolete);
+      const uint64_t expected = p.exists ? p.base.version : 0;
+      const bool keep = KeepTimes();
+      Status st;
+      if (keep) {
+        std::vector<ObsoleteStripe> replaced;
+        st = Commit(req.ino, {StripeCommit{sv, expected}}, req.min_file_size,
+                    &replaced);
+        if (st.ok() && !replaced.empty()) obsolete = replaced.front();
+      }
+      if (!keep || st.code() == EOPNOTSUPP) {
+        st = p_.meta->CommitStripe(req.ino, sv, expected, req.min_file_size,
+                                   &obsolete);
+      }
       if (st.code() == ESTALE) {
         ClientCounters::Add(p_.counters->commit_conflicts);
         Abandon(p);
@@ -728,9 +750,8 @@ Status StripeWriteExecutor::WriteMany(
       return failed;
     }
     std::vector<ObsoleteStripe> obsolete;
-    Status st = commits.empty()
-                    ? Status::Ok()
-                    : p_.meta->CommitStripes(ino, commits, min_size, &obsolete);
+    Status st = commits.empty() ? Status::Ok()
+                                : Commit(ino, commits, min_size, &obsolete);
     if (st.code() == ESTALE) {
       // All or nothing: another client committed one of them; redo each.
       ClientCounters::Add(p_.counters->commit_conflicts);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -153,6 +154,9 @@ class StripeWriteExecutor {
     // Where writes find their base versions, and name the versions they
     // commit (see stripe_map_cache.h: valid because every commit is a CAS).
     StripeMapCache* maps;
+    // True: commits leave mtime and ctime (CommitStripesKeepTimes, falling
+    // back to CommitStripes on a service without it). Null: stamp them.
+    const std::atomic<bool>* keep_times = nullptr;
   };
   StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
                       const StripeWriteOptions& options)
@@ -197,6 +201,12 @@ class StripeWriteExecutor {
     Wave* wave = nullptr;
     size_t member = 0;
   };
+  // CommitStripes, or CommitStripesKeepTimes when parts.keep_times says so.
+  Status Commit(uint64_t ino, const std::vector<StripeCommit>& commits,
+                uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete);
+  bool KeepTimes() const {
+    return p_.keep_times && p_.keep_times->load(std::memory_order_relaxed);
+  }
   // Writes the chunks of a new version of req's stripe (stripe lock held).
   // *retry: start over (base moved on or map changed); else !ok = give up.
   Status Prepare(const StripeWriteRequest& req, bool last_attempt,

@@ -237,6 +237,19 @@ class MetaService {
     (void)obsolete;
     return Status::NotSupported("CommitStripes");
   }
+  // CommitStripes that leaves the file's mtime and ctime as they are (the
+  // size still grows): under the writeback cache the kernel owns them and
+  // stores them with SETATTR. EOPNOTSUPP by default (an older metad);
+  // callers then commit with CommitStripes, which stamps them.
+  virtual Status CommitStripesKeepTimes(
+      uint64_t ino, const std::vector<StripeCommit>& commits,
+      uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+    (void)ino;
+    (void)commits;
+    (void)min_file_size;
+    (void)obsolete;
+    return Status::NotSupported("CommitStripesKeepTimes");
+  }
   // Punches whole stripes: drops the committed stripes [first, first+count)
   // of regular file `ino` (they read back as zeros and store nothing) and
   // returns them in `obsolete`; the size stays. A service without it
@@ -248,6 +261,17 @@ class MetaService {
     (void)count;
     (void)obsolete;
     return Status::NotSupported("DropStripes");
+  }
+  // DropStripes that leaves mtime and ctime as they are (see
+  // CommitStripesKeepTimes); EOPNOTSUPP by default.
+  virtual Status DropStripesKeepTimes(uint64_t ino, uint64_t first,
+                                      uint64_t count,
+                                      std::vector<ObsoleteStripe>* obsolete) {
+    (void)ino;
+    (void)first;
+    (void)count;
+    (void)obsolete;
+    return Status::NotSupported("DropStripesKeepTimes");
   }
   // Repair: sets the missing mask of the committed `version` of a stripe
   // (ESTALE if another version was committed meanwhile).

@@ -1178,7 +1178,7 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
             DropStripesFrom(m, ino, first_dropped, &dropped));
       }
       m.stats().bytes_used = m.stats().bytes_used - a.size + new_size;
-      if (new_size != a.size) a.mtime = now;
+      if (new_size != a.size && !(req.mask & kKeepTimes)) a.mtime = now;
       a.size = new_size;
     }
     if (req.mask & kSetMode) a.mode = (a.mode & S_IFMT) | (req.mode & 07777);
@@ -1188,7 +1188,11 @@ Result<InodeAttr> MetaStore::SetAttr(uint64_t ino, const SetAttrRequest& req,
     if (req.mask & kSetAtimeNow) a.atime = now;
     if (req.mask & kSetMtime) a.mtime = req.mtime;
     if (req.mask & kSetMtimeNow) a.mtime = now;
-    a.ctime = (req.mask & kSetCtime) ? req.ctime : now;
+    if (req.mask & kSetCtime) {
+      a.ctime = req.ctime;
+    } else if (!(req.mask & kKeepTimes)) {
+      a.ctime = now;
+    }
     InodeAttr attr = a;
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
     return attr;
@@ -1220,6 +1224,18 @@ Status MetaStore::DropStripesFrom(Mutation& m, uint64_t ino,
 
 Status MetaStore::DropStripes(uint64_t ino, uint64_t first, uint64_t count,
                               std::vector<ObsoleteStripe>* obsolete) {
+  return DropStripesImpl(ino, first, count, /*stamp=*/true, obsolete);
+}
+
+Status MetaStore::DropStripesKeepTimes(uint64_t ino, uint64_t first,
+                                       uint64_t count,
+                                       std::vector<ObsoleteStripe>* obsolete) {
+  return DropStripesImpl(ino, first, count, /*stamp=*/false, obsolete);
+}
+
+Status MetaStore::DropStripesImpl(uint64_t ino, uint64_t first, uint64_t count,
+                                  bool stamp,
+                                  std::vector<ObsoleteStripe>* obsolete) {
   if (count == 0 || first > std::numeric_limits<uint64_t>::max() - count) {
     return Status::InvalidArgument("stripe range out of bounds");
   }
@@ -1232,7 +1248,7 @@ Status MetaStore::DropStripes(uint64_t ino, uint64_t first, uint64_t count,
     std::vector<ObsoleteStripe> dropped;
     STRIPEFS_RETURN_IF_ERROR(
         DropStripesFrom(m, ino, first, &dropped, first + count));
-    rec->attr.mtime = rec->attr.ctime = m.now();
+    if (stamp) rec->attr.mtime = rec->attr.ctime = m.now();
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
     if (obsolete)
       obsolete->insert(obsolete->end(), dropped.begin(), dropped.end());
@@ -1607,6 +1623,21 @@ Status MetaStore::CommitStripes(uint64_t ino,
                                 const std::vector<StripeCommit>& commits,
                                 uint64_t min_file_size,
                                 std::vector<ObsoleteStripe>* obsolete) {
+  return CommitStripesImpl(ino, commits, min_file_size, /*stamp=*/true,
+                           obsolete);
+}
+
+Status MetaStore::CommitStripesKeepTimes(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  return CommitStripesImpl(ino, commits, min_file_size, /*stamp=*/false,
+                           obsolete);
+}
+
+Status MetaStore::CommitStripesImpl(uint64_t ino,
+                                    const std::vector<StripeCommit>& commits,
+                                    uint64_t min_file_size, bool stamp,
+                                    std::vector<ObsoleteStripe>* obsolete) {
   if (obsolete) obsolete->clear();
   if (commits.empty()) return Status::InvalidArgument("no stripes to commit");
   if (commits.size() > kMaxStripesPerCommit) {
@@ -1639,7 +1670,7 @@ Status MetaStore::CommitStripes(uint64_t ino,
     const size_t n = std::min(group, commits.size() - i);
     const bool last_group = i + n == commits.size();
     STRIPEFS_RETURN_IF_ERROR(CommitStripeGroup(
-        ino, &commits[i], n, last_group ? min_file_size : 0, &replaced));
+        ino, &commits[i], n, last_group ? min_file_size : 0, stamp, &replaced));
   }
   if (obsolete) *obsolete = std::move(replaced);
   return Status::Ok();
@@ -1647,6 +1678,7 @@ Status MetaStore::CommitStripes(uint64_t ino,
 
 Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
                                     size_t n, uint64_t min_file_size,
+                                    bool stamp,
                                     std::vector<ObsoleteStripe>* replaced) {
   const size_t replaced_before = replaced->size();
   return Mutate([&]() -> Status {
@@ -1682,7 +1714,7 @@ Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
       m.stats().bytes_used += min_file_size - a.size;
       a.size = min_file_size;
     }
-    a.mtime = a.ctime = m.now();
+    if (stamp) a.mtime = a.ctime = m.now();
     return m.Commit();
   });
 }

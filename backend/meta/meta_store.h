@@ -203,10 +203,16 @@ class MetaStore final : public MetaService {
   Status CommitStripes(uint64_t ino, const std::vector<StripeCommit>& commits,
                        uint64_t min_file_size,
                        std::vector<ObsoleteStripe>* obsolete) override;
+  Status CommitStripesKeepTimes(uint64_t ino,
+                                const std::vector<StripeCommit>& commits,
+                                uint64_t min_file_size,
+                                std::vector<ObsoleteStripe>* obsolete) override;
   Status SetStripeMissing(uint64_t ino, uint64_t stripe, uint64_t version,
                           uint32_t missing_mask) override;
   Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
                      std::vector<ObsoleteStripe>* obsolete) override;
+  Status DropStripesKeepTimes(uint64_t ino, uint64_t first, uint64_t count,
+                              std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;
@@ -331,10 +337,18 @@ class MetaStore final : public MetaService {
   // One atomic group of PurgeInodes: codes[i] for inos[i].
   Status PurgeInodeGroup(const uint64_t* inos, size_t n, int32_t* codes,
                          std::vector<ObsoleteStripe>* dropped);
+  // CommitStripes(KeepTimes): `stamp` sets mtime and ctime to now.
+  Status CommitStripesImpl(uint64_t ino,
+                           const std::vector<StripeCommit>& commits,
+                           uint64_t min_file_size, bool stamp,
+                           std::vector<ObsoleteStripe>* obsolete);
   // One atomic group of CommitStripes; appends what it replaced.
   Status CommitStripeGroup(uint64_t ino, const StripeCommit* commits, size_t n,
-                           uint64_t min_file_size,
+                           uint64_t min_file_size, bool stamp,
                            std::vector<ObsoleteStripe>* replaced);
+  // DropStripes(KeepTimes): `stamp` sets mtime and ctime to now.
+  Status DropStripesImpl(uint64_t ino, uint64_t first, uint64_t count,
+                         bool stamp, std::vector<ObsoleteStripe>* obsolete);
   // EINVAL unless `version` was handed out by AllocateVersions (here or by
   // another MetaStore of the volume).
   Status CheckAllocated(uint64_t version);

@@ -55,6 +55,12 @@ enum SetAttrMask : uint32_t {
   // With kSetSize: only raise the size (max(size, req.size)), never shrink or
   // drop stripes. Used to move EOF up once the stripes below it committed.
   kSetSizeAtLeast = 1u << 9,
+  // mtime and ctime move only where this request sets them (kSetMtime,
+  // kSetCtime, kSetMtimeNow), not to now for a size change or as the
+  // change's own ctime: the writeback cache's kernel owns a regular file's
+  // times and sends them itself, and an atime update changes no ctime.
+  // A metad that predates it ignores it (and stamps as before).
+  kKeepTimes = 1u << 10,
 };
 
 struct SetAttrRequest {

@@ -263,6 +263,15 @@ Status RemoteMetaService::CommitStripes(
   if (obsolete) *obsolete = std::move(r).value();
   return Status::Ok();
 }
+Status RemoteMetaService::CommitStripesKeepTimes(
+    uint64_t ino, const std::vector<StripeCommit>& commits,
+    uint64_t min_file_size, std::vector<ObsoleteStripe>* obsolete) {
+  auto r = InvokeOne<MsgType::kCommitStripesKeepTimes>(
+      client_, {ino, commits, min_file_size});
+  if (!r.ok()) return r.status();
+  if (obsolete) *obsolete = std::move(r).value();
+  return Status::Ok();
+}
 Status RemoteMetaService::SetStripeMissing(uint64_t ino, uint64_t stripe,
                                            uint64_t version,
                                            uint32_t missing_mask) {
@@ -273,6 +282,15 @@ Status RemoteMetaService::DropStripes(uint64_t ino, uint64_t first,
                                       uint64_t count,
                                       std::vector<ObsoleteStripe>* obsolete) {
   auto r = InvokeOne<MsgType::kDropStripes>(client_, {ino, first, count});
+  if (!r.ok()) return r.status();
+  if (obsolete) *obsolete = std::move(r).value();
+  return Status::Ok();
+}
+Status RemoteMetaService::DropStripesKeepTimes(
+    uint64_t ino, uint64_t first, uint64_t count,
+    std::vector<ObsoleteStripe>* obsolete) {
+  auto r =
+      InvokeOne<MsgType::kDropStripesKeepTimes>(client_, {ino, first, count});
   if (!r.ok()) return r.status();
   if (obsolete) *obsolete = std::move(r).value();
   return Status::Ok();
@@ -558,6 +576,16 @@ struct MetaServiceServer::Rows {
         });
   }
 
+  static void CommitStripesKeepTimes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kCommitStripesKeepTimes>(
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto& commits, auto min_size) {
+          return s.CommitStripesKeepTimes(ino, commits, min_size,
+                                          &std::get<0>(out));
+        });
+  }
+
   static void SetStripeMissing(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kSetStripeMissing>(
@@ -572,6 +600,14 @@ struct MetaServiceServer::Rows {
     ServeTyped<MsgType::kDropStripes>(
         c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
           return s.DropStripes(ino, first, count, &std::get<0>(out));
+        });
+  }
+
+  static void DropStripesKeepTimes(MetaServiceServer& m, const RpcCall& c) {
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kDropStripesKeepTimes>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+          return s.DropStripesKeepTimes(ino, first, count, &std::get<0>(out));
         });
   }
 
@@ -686,8 +722,10 @@ constexpr RpcRow<MetaServiceServer> kMetaRows[] = {
   {MsgType::kGetStripes, MetaServiceServer::Rows::GetStripes, kReads, kAnyone},
   {MsgType::kCommitStripe, MetaServiceServer::Rows::CommitStripe, kMutates, kAnyone},
   {MsgType::kCommitStripes, MetaServiceServer::Rows::CommitStripes, kMutates, kAnyone},
+  {MsgType::kCommitStripesKeepTimes, MetaServiceServer::Rows::CommitStripesKeepTimes, kMutates, kAnyone},
   {MsgType::kSetStripeMissing, MetaServiceServer::Rows::SetStripeMissing, kMutates, kAnyone},
   {MsgType::kDropStripes, MetaServiceServer::Rows::DropStripes, kMutates, kAnyone},
+  {MsgType::kDropStripesKeepTimes, MetaServiceServer::Rows::DropStripesKeepTimes, kMutates, kAnyone},
   {MsgType::kListStripes, MetaServiceServer::Rows::ListStripes, kReads, kOperators},
   {MsgType::kClientHeartbeat, MetaServiceServer::Rows::ClientHeartbeat, kReads, kAnyone},
   {MsgType::kListClients, MetaServiceServer::Rows::ListClients, kReads, kOperators},

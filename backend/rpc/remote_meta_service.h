@@ -104,6 +104,12 @@ class RemoteMetaService final : public MetaService {
                           uint32_t missing_mask) override;
   Status DropStripes(uint64_t ino, uint64_t first, uint64_t count,
                      std::vector<ObsoleteStripe>* obsolete) override;
+  Status CommitStripesKeepTimes(uint64_t ino,
+                                const std::vector<StripeCommit>& commits,
+                                uint64_t min_file_size,
+                                std::vector<ObsoleteStripe>* obsolete) override;
+  Status DropStripesKeepTimes(uint64_t ino, uint64_t first, uint64_t count,
+                              std::vector<ObsoleteStripe>* obsolete) override;
   Result<std::vector<StripeRef>> ListStripes(uint64_t after_inode,
                                              uint64_t after_stripe,
                                              uint32_t limit) override;

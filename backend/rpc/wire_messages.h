@@ -82,7 +82,9 @@ namespace stripefs::rpc {
   X(ReadChunkRanges, 81, true)     \
   X(AuthAdd, 82, false)            \
   X(AuthList, 83, true)            \
-  X(AuthRemove, 84, false)
+  X(AuthRemove, 84, false)         \
+  X(CommitStripesKeepTimes, 85, false) \
+  X(DropStripesKeepTimes, 86, false)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -285,10 +287,15 @@ template <>
 struct Msg<MsgType::kCommitStripe> : MsgDef<Tup<U64, StripeVersion, U64, U64>, Tup<ObsoleteStripe>> {};  // ino sv expected min_size
 template <>
 struct Msg<MsgType::kCommitStripes> : MsgDef<Tup<U64, std::vector<StripeCommit>, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino commits min_size
+// As CommitStripes, leaving mtime and ctime (MetaService::CommitStripesKeepTimes).
+template <>
+struct Msg<MsgType::kCommitStripesKeepTimes> : MsgDef<Tup<U64, std::vector<StripeCommit>, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino commits min_size
 template <>
 struct Msg<MsgType::kSetStripeMissing> : MsgDef<Tup<U64, U64, U64, U32>, Tup<>> {};
 template <>
 struct Msg<MsgType::kDropStripes> : MsgDef<Tup<U64, U64, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino first count
+template <>
+struct Msg<MsgType::kDropStripesKeepTimes> : MsgDef<Tup<U64, U64, U64>, Tup<std::vector<ObsoleteStripe>>> {};  // ino first count
 template <>
 struct Msg<MsgType::kListStripes> : MsgDef<Tup<U64, U64, U32>, Tup<std::vector<StripeRef>>> {};
 template <>

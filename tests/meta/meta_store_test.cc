@@ -1466,6 +1466,59 @@ TEST_P(MetaStoreTest, CommitUpdatesTimesAndStats) {
   EXPECT_EQ(Must(store_->StatFs()).bytes_used, 4096u);
 }
 
+// The writeback cache's kernel owns a file's mtime and ctime: commits,
+// size raises and punched holes of such a mount leave them as it set them
+// (and an atime update moves no ctime); the size still grows.
+TEST_P(MetaStoreTest, KeepTimesCallsLeaveMtimeAndCtime) {
+  uint64_t f = File(kRootInode, "f");
+  const uint64_t S = geo_.stripe_size();
+  SetAttrRequest r;
+  r.mask = kSetMtime | kSetCtime;
+  r.mtime = {10, 5};
+  r.ctime = {11, 7};
+  Must(store_->SetAttr(f, r, nullptr));
+  std::vector<ObsoleteStripe> ob;
+  const uint64_t v = Must(store_->AllocateVersions(2));
+  ASSERT_TRUE(store_
+                  ->CommitStripesKeepTimes(
+                      f, {{{0, v, 0, 4096}, 0}, {{1, v + 1, 0, 4096}, 0}},
+                      S + 4096, &ob)
+                  .ok());
+  EXPECT_EQ(ob, (std::vector<ObsoleteStripe>{{f, 0, 0}, {f, 1, 0}}));
+  auto a = Attr(f);
+  EXPECT_EQ(a.size, S + 4096);
+  EXPECT_EQ(a.mtime, (Timespec{10, 5}));
+  EXPECT_EQ(a.ctime, (Timespec{11, 7}));
+
+  SetAttrRequest grow;
+  grow.mask = kSetSize | kSetSizeAtLeast | kKeepTimes;
+  grow.size = 2 * S;
+  EXPECT_EQ(Must(store_->SetAttr(f, grow, nullptr)).size, 2 * S);
+  SetAttrRequest atime;
+  atime.mask = kSetAtime | kKeepTimes;
+  atime.atime = {20, 1};
+  a = Must(store_->SetAttr(f, atime, nullptr));
+  EXPECT_EQ(a.atime, (Timespec{20, 1}));
+  ob.clear();
+  ASSERT_TRUE(store_->DropStripesKeepTimes(f, 1, 1, &ob).ok());
+  EXPECT_EQ(ob, (std::vector<ObsoleteStripe>{{f, 1, v + 1}}));
+  Reopen();
+  a = Attr(f);
+  EXPECT_EQ(a.size, 2 * S);
+  EXPECT_EQ(a.mtime, (Timespec{10, 5}));
+  EXPECT_EQ(a.ctime, (Timespec{11, 7}));
+  EXPECT_EQ(a.atime, (Timespec{20, 1}));
+
+  // Without kKeepTimes changes stamp them, as before.
+  grow.mask = kSetSize | kSetSizeAtLeast;
+  Must(store_->SetAttr(f, grow, nullptr));  // no size change: ctime only
+  EXPECT_EQ(Attr(f).mtime, (Timespec{10, 5}));
+  EXPECT_GT(Attr(f).ctime.sec, 11);
+  grow.size = 3 * S;
+  EXPECT_GT(Must(store_->SetAttr(f, grow, nullptr)).mtime.sec, 10);
+  CheckInvariants(*store_);
+}
+
 TEST_P(MetaStoreTest, GetStripesRangeAndHoles) {
   uint64_t f = File(kRootInode, "f");
   const uint64_t S = geo_.stripe_size();

@@ -118,9 +118,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
   // Including DropStripes (45), DeleteChunkVersions (72), PurgeInodes (73),
   // SyncMetadata (74), ClientHeartbeat (75), ListClients (76),
   // ListOrphanStripes (77), CreateEntry (78), UnlinkEntry (79),
-  // ApplyChunkOps (80), ReadChunkRanges (81), AuthAdd (82), AuthList (83)
-  // and AuthRemove (84).
-  EXPECT_EQ(AllMsgTypes().size(), 52u);
+  // ApplyChunkOps (80), ReadChunkRanges (81), AuthAdd (82), AuthList (83),
+  // AuthRemove (84), CommitStripesKeepTimes (85) and DropStripesKeepTimes (86).
+  EXPECT_EQ(AllMsgTypes().size(), 54u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 
