@@ -3,12 +3,16 @@
 // the read), and the change marker that decides whether the file's cached
 // stripe map is still valid.
 //
-// Change marker: (size, mtime, ctime). Every metadata commit of a stripe
-// sets mtime = ctime = now (CLOCK_REALTIME, nanoseconds), as do truncate and
-// every attribute change, so another client's write moves it. Update()
+// Change marker: (size, mtime, ctime). Without the writeback cache every
+// metadata commit of a stripe sets mtime = ctime = now (CLOCK_REALTIME,
+// nanoseconds), as do truncate and every attribute change; with it the
+// writer's kernel stores its write() times after the commits (StripeFs
+// SETATTR), so another client's closed write moves it. Update()
 // reports a moved (or unknown) marker; the caller then forgets the file's
 // stripe map (StripeClient::ForgetStripeMap). Known limit: two commits
-// with an equal timestamp and size (a clock stepped back) look unchanged.
+// with an equal timestamp and size (a clock stepped back, or under the
+// writeback cache a rewrite within one kernel clock tick of the previous
+// time flush) look unchanged.
 //
 // Own changes: the file system calls Forget() after its own size or data
 // changes; an Update() whose fetch began before that Forget() is dropped

@@ -495,7 +495,12 @@ Status MountService::Up() {
     permissions_ += ", not checked by the kernel (no_default_permissions)";
   }
 
-  fs_ = std::make_unique<StripeFs>(volume_.get(), o_.fs);
+  // The kernel never updates atime of a FUSE inode (S_NOATIME): the atime
+  // options the mount is given are carried out by StripeFs.
+  StripeFsOptions fs_options = o_.fs;
+  fs_options.atime = AtimeOptionsFrom(o_.mount_options, o_.fs.atime);
+  fs_options.atime.read_only |= mo.read_only;
+  fs_ = std::make_unique<StripeFs>(volume_.get(), fs_options);
   session_ = std::make_unique<fuse::Session>(fs_.get(), so);
   fs_->AttachSession(session_.get());
   auto mount = fuse::FuseMount::Mount(o_.mountpoint, mo);

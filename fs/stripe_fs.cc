@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <set>
 #include <span>
@@ -22,6 +23,13 @@ using fuse::Replier;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// CLOCK_REALTIME, as the kernel stamps times.
+Timespec RealNow() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return {static_cast<int64_t>(ts.tv_sec), static_cast<uint32_t>(ts.tv_nsec)};
+}
 
 // How long a handler waits for the kernel to take a growth push before it
 // answers anyway (GrowthNotifier: the push may wait for a READ queued
@@ -134,6 +142,7 @@ StripeFs::StripeFs(Volume* volume, StripeFsOptions options)
                    std::max<size_t>(
                        2, std::min<size_t>(options_.send_window + 2,
                                            (size_t{32} << 20) / stripe_size_))),
+      atimes_(options_.atime),
       growth_(
           [this](uint64_t ino, uint64_t offset, std::span<const uint8_t> data) {
             fuse::Session* s = session_.load();
@@ -171,11 +180,17 @@ StripeFs::~StripeFs() {
 
 void StripeFs::FlusherLoop() {
   std::unique_lock<std::mutex> lock(flusher_mu_);
+  auto atimes_written = Clock::now();
   for (;;) {
     flusher_cv_.wait_for(lock, std::chrono::milliseconds(200),
                          [&] { return stop_; });
     if (stop_) return;
     lock.unlock();
+    if (!options_.atime.lazytime &&
+        Clock::now() - atimes_written >= options_.atime_flush) {
+      WriteAtimes();
+      atimes_written = Clock::now();
+    }
     std::vector<std::shared_ptr<StripeWriter>> writers;
     {
       std::lock_guard<std::mutex> nl(nodes_mu_);
@@ -200,7 +215,43 @@ void StripeFs::FlusherLoop() {
   }
 }
 
+void StripeFs::StoreAtime(uint64_t ino, Timespec atime) {
+  SetAttrRequest req;
+  req.mask = kSetAtime | kKeepTimes;
+  req.atime = atime;
+  std::vector<ObsoleteStripe> none;
+  auto a = meta_.SetAttr(ino, req, &none);
+  // A file removed meanwhile has no atime to keep.
+  if (!a.ok() && a.status().code() != ENOENT)
+    counters_.CountError(a.status().code());
+}
+
+void StripeFs::WriteAtime(uint64_t ino) {
+  if (auto t = atimes_.Take(ino)) StoreAtime(ino, *t);
+}
+
+void StripeFs::WriteAtimes() {
+  for (const auto& [ino, t] : atimes_.TakeAll()) StoreAtime(ino, t);
+}
+
+void StripeFs::NoteAccess(uint64_t ino, bool dir, const InodeAttr* known) {
+  if (!atimes_.Enabled(dir)) return;
+  std::optional<InodeAttr> a;
+  if (known) {
+    a = *known;
+  } else if (!dir) {
+    a = attr_cache_.Get(ino);
+  }
+  if (!a) {
+    auto f = dir ? meta_.GetAttr(ino) : FetchAttr(ino, Growth::kIgnore);
+    if (!f.ok()) return;
+    a = *f;
+  }
+  atimes_.Access(*a, RealNow());
+}
+
 Status StripeFs::FlushAll(FlushReason why) {
+  WriteAtimes();
   std::vector<std::shared_ptr<StripeWriter>> writers;
   {
     std::lock_guard<std::mutex> lock(nodes_mu_);
@@ -303,7 +354,9 @@ uint64_t StripeFs::StoredBytes(const InodeAttr& a) {
   return bytes;
 }
 
-fuse_attr StripeFs::ToAttr(const InodeAttr& a) {
+fuse_attr StripeFs::ToAttr(const InodeAttr& attr) {
+  InodeAttr a = attr;
+  atimes_.Apply(&a);  // an access not written yet
   fuse_attr o{};
   o.ino = a.ino;
   o.size = a.size;
@@ -492,6 +545,9 @@ void StripeFs::Init(const fuse::NegotiatedInit& negotiated) {
   max_write_.store(negotiated.max_write);
   dont_mask_.store(negotiated.Has(FUSE_DONT_MASK));
   writeback_cache_.store(negotiated.writeback_cache());
+  // The kernel owns regular files' mtime and ctime under the writeback
+  // cache: our commits must not move them (see the header).
+  client_.SetKeepFileTimes(negotiated.writeback_cache());
 }
 
 void StripeFs::Destroy() {
@@ -537,6 +593,9 @@ void StripeFs::Forget(uint64_t nodeid, uint64_t nlookup) {
   }
   attr_cache_.Forget(nodeid);
   client_.ForgetStripeMap(nodeid);
+  // Evicted: a pending atime is written now (also with lazytime).
+  if (!orphan) WriteAtime(nodeid);
+  atimes_.Forget(nodeid);
   if (orphan) {
     if (w) w->Discard();
     Purge(nodeid);
@@ -607,9 +666,19 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
   }
   attr_cache_.Forget(nodeid);
   dir_attrs_.Forget(nodeid);
+  if (in.valid & (FATTR_ATIME | FATTR_ATIME_NOW)) atimes_.Forget(nodeid);
   if (in.valid & FATTR_SIZE) {
     auto a = Resize(nodeid, in.size);
     if (!a.ok()) return Fail(r, a.status());
+  } else if ((in.valid & (FATTR_MTIME | FATTR_CTIME)) &&
+             writeback_cache_.load(std::memory_order_relaxed)) {
+    // The kernel's times (its inode writeback, close, fsync): they land
+    // after the data they describe, so a client that sees them move also
+    // sees the stripes (the commits themselves keep the times).
+    if (auto w = WriterFor(nodeid, false)) {
+      Status st = w->Flush(FlushReason::kOther);
+      if (!st.ok()) return Fail(r, st);
+    }
   }
   SetAttrRequest req;
   if (in.valid & FATTR_MODE) req.mask |= kSetMode, req.mode = in.mode & 07777;
@@ -899,11 +968,18 @@ void StripeFs::Read(Replier r, uint64_t nodeid, const fuse_read_in& in) {
                     : Result<size_t>(Status::WouldBlock("not cached"));
     if (!n.ok()) return r.WouldBlock();
     counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
+    NoteAccess(nodeid, false, &*cached);  // no metadata call
     return r.Data(std::span<const uint8_t>(buf.data(), *n));
   }
   auto n = w ? w->Read(in.offset, buf) : ReadCommitted(nodeid, in.offset, buf);
   if (!n.ok()) return Fail(r, n.status());
   counters_.read_bytes.fetch_add(*n, std::memory_order_relaxed);
+  if (!w) {
+    NoteAccess(nodeid, false);  // ReadCommitted cached the attributes
+  } else if (auto c = attr_cache_.Get(nodeid)) {
+    // A file being written: no attribute fetch per READ just for atime.
+    NoteAccess(nodeid, false, &*c);
+  }
   r.Data(std::span<const uint8_t>(buf.data(), *n));
 }
 
@@ -979,7 +1055,10 @@ void StripeFs::Release(Replier r, uint64_t nodeid, const fuse_release_in& in) {
     }
     last_close = it == nodes_.end() || it->second.opens == 0;
   }
-  if (last_close) DropIdleWriter(nodeid);
+  if (last_close) {
+    DropIdleWriter(nodeid);
+    if (!options_.atime.lazytime) WriteAtime(nodeid);
+  }
   MaybePurge(nodeid);
   r.Ok();
 }
@@ -989,6 +1068,7 @@ void StripeFs::Fsync(Replier r, uint64_t nodeid, const fuse_fsync_in&) {
     Status st = w->Flush(FlushReason::kFsync);
     if (!st.ok()) return Fail(r, st);
   }
+  WriteAtime(nodeid);
   // The file's own namespace changes (its create, a rename) too: a metad
   // may acknowledge them before its WAL sync.
   if (Status st = meta_.Sync(); !st.ok()) return Fail(r, st);
@@ -1072,6 +1152,7 @@ void StripeFs::ReplyReadDir(Replier& r, uint64_t ino, const fuse_read_in& in,
   const uint32_t max_entries = std::max<uint32_t>(1, in.size / min_entry + 1);
   auto entries = meta_.ReadDir(ino, in.offset, max_entries);
   if (!entries.ok()) return Fail(r, entries.status());
+  if (in.offset == 0) NoteAccess(ino, /*dir=*/true);  // once per listing
   std::vector<uint8_t> own;
   std::span<uint8_t> buf = ReplyBufferOr(r, in.size, &own);
   if (!plus) {
@@ -1123,7 +1204,8 @@ void StripeFs::ReleaseDir(Replier r, uint64_t, const fuse_release_in&) {
   r.Ok();
 }
 
-void StripeFs::FsyncDir(Replier r, uint64_t, const fuse_fsync_in&) {
+void StripeFs::FsyncDir(Replier r, uint64_t nodeid, const fuse_fsync_in&) {
+  WriteAtime(nodeid);
   // Directory changes may be acknowledged before metad's WAL sync.
   if (Status st = meta_.Sync(); !st.ok()) return Fail(r, st);
   r.Ok();
@@ -1211,7 +1293,16 @@ Result<uint64_t> StripeFs::PunchWholeStripes(uint64_t ino, uint64_t from,
     STRIPEFS_RETURN_IF_ERROR(w->Flush(FlushReason::kTruncate));
   }
   std::vector<ObsoleteStripe> obsolete;
-  Status st = meta_.DropStripes(ino, first, last_end - first, &obsolete);
+  // Under the writeback cache the kernel keeps its times for a punch
+  // (fuse_file_fallocate): metadata keeps them too.
+  Status st =
+      client_.keep_file_times()
+          ? meta_.DropStripesKeepTimes(ino, first, last_end - first, &obsolete)
+          : Status::NotSupported("stamping");
+  if (st.code() == EOPNOTSUPP) {
+    obsolete.clear();
+    st = meta_.DropStripes(ino, first, last_end - first, &obsolete);
+  }
   if (st.code() == EOPNOTSUPP) return to;  // zeros everywhere instead
   STRIPEFS_RETURN_IF_ERROR(st);
   if (!obsolete.empty()) client_.DeleteStripes(obsolete);

@@ -36,6 +36,17 @@
 // (after flushing the file's buffered stripes), and GETATTR reports
 // size = max(committed size, end of buffered data).
 //
+// Times (docs/filesystem.md "Timestamps"): with the writeback cache the
+// kernel owns a regular file's mtime and ctime (it sets them at write()
+// and sends them with SETATTR): stripe commits, size raises, truncates and
+// punched holes leave them (StripeClient::SetKeepFileTimes), and a
+// SETATTR of times first commits the file's buffered stripes, so the
+// times land after the data they describe. Without it the metadata
+// service stamps them at each commit. atime is this file system's
+// (AtimeTracker: relatime, strictatime, noatime, lazytime; the kernel
+// never updates atime of a FUSE inode): set on READ and READDIR, written
+// in batches, shown in every attribute reply meanwhile.
+//
 // Permissions: the mount uses default_permissions, so the kernel checks
 // modes itself, and POSIX ACLs when FUSE_POSIX_ACL was agreed; mode and
 // ACLs are kept in step here (posix_acl.h). ACCESS answers from the mode
@@ -60,6 +71,7 @@
 
 #include "backend/client/orphan_purger.h"
 #include "backend/client/volume.h"
+#include "fs/atime_tracker.h"
 #include "fs/attr_cache.h"
 #include "fs/fs_counters.h"
 #include "fs/growth_notifier.h"
@@ -99,6 +111,10 @@ struct StripeFsOptions {
   std::chrono::milliseconds entry_timeout{1000};
   bool purge_orphans_at_start = true;
   std::string mountpoint;  // for the stats only
+  // atime policy (from the mount's -o values, AtimeOptionsFrom), and how
+  // often pending atime updates are written (not with lazytime).
+  AtimeOptions atime;
+  std::chrono::milliseconds atime_flush{1000};
 };
 
 // The windows for `stripe_size` where `o` leaves them to it: per mount,
@@ -287,6 +303,15 @@ class StripeFs : public fuse::RawFileSystem {
   // nlink 0 and nothing here has it open (nothing is stored: see SetAttr).
   std::optional<InodeAttr> UnlinkedTimes(uint64_t ino,
                                          const fuse_abi::fuse_setattr_in& in);
+  // A READ of `ino` (or READDIR of a directory, `dir`) happened: atime
+  // pending per policy. `known`: its attributes when at hand (else the
+  // cached ones, or a fetch).
+  void NoteAccess(uint64_t ino, bool dir, const InodeAttr* known = nullptr);
+  // Writes the pending atime of `ino` / of every inode (metadata SetAttr
+  // of atime only, kKeepTimes); errors are counted.
+  void WriteAtime(uint64_t ino);
+  void WriteAtimes();
+  void StoreAtime(uint64_t ino, Timespec atime);
   // Resize through the stripe client (after flushing buffered data).
   Result<InodeAttr> Resize(uint64_t ino, uint64_t new_size);
 
@@ -314,6 +339,7 @@ class StripeFs : public fuse::RawFileSystem {
   std::unordered_map<uint64_t, std::shared_ptr<StripeWriter>> writers_;
   AttrCache attr_cache_;
   DirAttrCache dir_attrs_;
+  AtimeTracker atimes_;
   // CreateEntry/UnlinkEntry answered (false after EOPNOTSUPP: older metad).
   std::atomic<bool> entry_calls_{true};
   std::atomic<uint64_t> next_fh_{1};

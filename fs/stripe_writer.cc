@@ -192,7 +192,8 @@ void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
 
 Status StripeWriter::RaiseSize(uint64_t target) {
   SetAttrRequest req;
-  req.mask = kSetSize | kSetSizeAtLeast;
+  req.mask = kSetSize | kSetSizeAtLeast |
+             (client_->keep_file_times() ? kKeepTimes : 0u);
   req.size = target;
   std::vector<ObsoleteStripe> none;  // a raise never drops stripes
   auto attr = meta_->SetAttr(ino_, req, &none);
