@@ -200,7 +200,9 @@ void StripeFs::FlusherLoop() {
     const auto cutoff = now - options_.idle_flush;
     const auto frontier_cutoff = now - options_.frontier_hold;
     for (auto& w : writers) {
-      if (w->OldestWrite() < cutoff) w->FlushIdle(cutoff, frontier_cutoff);
+      // (Also a writer whose times wait only for its last commit.)
+      if (w->OldestWrite() < cutoff || w->HoldsTimes())
+        w->FlushIdle(cutoff, frontier_cutoff);
     }
     while (budget_.over()) {
       StripeWriter* oldest = nullptr;
@@ -417,7 +419,7 @@ void StripeFs::DropIdleWriter(uint64_t ino) {
     // dropping loses nothing.
     const StripeWriter& sw = *it->second;
     if (it->second.use_count() != 1 || sw.HasBuffered() ||
-        sw.BufferedEnd() != 0)
+        sw.BufferedEnd() != 0 || sw.HoldsTimes())
       return;
     w = std::move(it->second);
     writers_.erase(it);
@@ -486,13 +488,19 @@ Result<size_t> StripeFs::ReadCommitted(uint64_t ino, uint64_t offset,
   return client_.Read(ino, offset, out, size);
 }
 
+void StripeFs::WithBuffered(InodeAttr* a) {
+  if (!S_ISREG(a->mode)) return;
+  if (auto w = WriterFor(a->ino, false)) {
+    a->size = std::max(a->size, w->BufferedEnd());
+    const StripeWriter::Times t = w->HeldTimes();
+    if (t.mtime) a->mtime = *t.mtime;
+    if (t.ctime) a->ctime = *t.ctime;
+  }
+}
+
 Result<InodeAttr> StripeFs::AttrWithBuffered(uint64_t ino) {
   auto a = FetchAttr(ino);
-  if (!a.ok()) return a;
-  if (S_ISREG(a->mode)) {
-    if (auto w = WriterFor(ino, false))
-      a->size = std::max(a->size, w->BufferedEnd());
-  }
+  if (a.ok()) WithBuffered(&*a);
   return a;
 }
 
@@ -670,17 +678,30 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
   if (in.valid & FATTR_SIZE) {
     auto a = Resize(nodeid, in.size);
     if (!a.ok()) return Fail(r, a.status());
-  } else if ((in.valid & (FATTR_MTIME | FATTR_CTIME)) &&
-             writeback_cache_.load(std::memory_order_relaxed)) {
-    // The kernel's times (its inode writeback, close, fsync): they land
-    // after the data they describe, so a client that sees them move also
-    // sees the stripes (the commits themselves keep the times).
+  }
+  // The kernel's times (its inode writeback, close, fsync) describe data
+  // that may still be buffered here: held with it and stored right after
+  // the commit that makes it durable (StripeWriter "Times"), so a client
+  // that sees them move also sees the stripes. Never a commit forced by
+  // times: each writeback time flush would cut a partial stripe.
+  bool held = false;
+  if (!(in.valid & FATTR_SIZE) &&
+      (in.valid & (FATTR_MTIME | FATTR_MTIME_NOW | FATTR_CTIME)) &&
+      writeback_cache_.load(std::memory_order_relaxed)) {
     if (auto w = WriterFor(nodeid, false)) {
-      Status st = w->Flush(FlushReason::kOther);
-      if (!st.ok()) return Fail(r, st);
+      StripeWriter::Times t;
+      if (in.valid & FATTR_MTIME_NOW) {
+        t.mtime = RealNow();
+      } else if (in.valid & FATTR_MTIME) {
+        t.mtime = Timespec{static_cast<int64_t>(in.mtime), in.mtimensec};
+      }
+      if (in.valid & FATTR_CTIME)
+        t.ctime = Timespec{static_cast<int64_t>(in.ctime), in.ctimensec};
+      held = w->HoldTimes(t);  // false: nothing buffered, stored below
     }
   }
   SetAttrRequest req;
+  if (held) req.mask |= kKeepTimes;  // the held ctime follows
   if (in.valid & FATTR_MODE) req.mask |= kSetMode, req.mode = in.mode & 07777;
   if (in.valid & FATTR_UID) req.mask |= kSetUid, req.uid = in.uid;
   if (in.valid & FATTR_GID) req.mask |= kSetGid, req.gid = in.gid;
@@ -690,13 +711,15 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
     req.mask |= kSetAtime;
     req.atime = {static_cast<int64_t>(in.atime), in.atimensec};
   }
-  if (in.valid & FATTR_MTIME_NOW) {
+  if (held) {
+    // mtime and ctime are the writer's now.
+  } else if (in.valid & FATTR_MTIME_NOW) {
     req.mask |= kSetMtimeNow;
   } else if (in.valid & FATTR_MTIME) {
     req.mask |= kSetMtime;
     req.mtime = {static_cast<int64_t>(in.mtime), in.mtimensec};
   }
-  if (in.valid & FATTR_CTIME) {
+  if ((in.valid & FATTR_CTIME) && !held) {
     req.mask |= kSetCtime;
     req.ctime = {static_cast<int64_t>(in.ctime), in.ctimensec};
   }
@@ -712,7 +735,7 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
   // GetAttr is needed (the kernel's ctime flush after every UNLINK of a
   // file comes here), except after a chmod, whose ACL update moves ctime.
   std::optional<InodeAttr> after;
-  if (req.mask != 0) {
+  if ((req.mask & ~kKeepTimes) != 0) {
     const uint64_t token = attr_cache_.BeginFetch();
     std::vector<ObsoleteStripe> obsolete;
     auto set = meta_.SetAttr(nodeid, req, &obsolete);
@@ -724,10 +747,7 @@ void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
     } else {
       Revalidate(token, *set);
       after = *set;
-      if (S_ISREG(after->mode)) {
-        if (auto w = WriterFor(nodeid, false))
-          after->size = std::max(after->size, w->BufferedEnd());
-      }
+      WithBuffered(&*after);
     }
   }
   Result<InodeAttr> a =

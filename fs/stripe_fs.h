@@ -40,8 +40,11 @@
 // kernel owns a regular file's mtime and ctime (it sets them at write()
 // and sends them with SETATTR): stripe commits, size raises, truncates and
 // punched holes leave them (StripeClient::SetKeepFileTimes), and a
-// SETATTR of times first commits the file's buffered stripes, so the
-// times land after the data they describe. Without it the metadata
+// SETATTR of times on a file with buffered data is held with that data
+// (StripeWriter::HoldTimes) and stored right after the commit that makes
+// it durable, never forcing one, so the times land after the data they
+// describe and time flushes cut no partial stripes; attribute replies
+// show held times meanwhile. Without it the metadata
 // service stamps them at each commit. atime is this file system's
 // (AtimeTracker: relatime, strictatime, noatime, lazytime; the kernel
 // never updates atime of a FUSE inode): set on READ and READDIR, written
@@ -252,6 +255,9 @@ class StripeFs : public fuse::RawFileSystem {
   fuse_abi::fuse_entry_out MakeEntry(const InodeAttr& a);
   // GetAttr with the buffered size applied.
   Result<InodeAttr> AttrWithBuffered(uint64_t ino);
+  // Size and times of `a` (a regular file) as its writer has them: the end
+  // of buffered data and the times held for it.
+  void WithBuffered(InodeAttr* a);
   // Whether a revalidation pushes another client's growth to the kernel:
   // not at all (READ: it may hold the page the push needs), when the size
   // grew from the one last fetched, or also when that one is unknown (OPEN:

@@ -190,14 +190,26 @@ void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
   cv_.notify_all();
 }
 
-Status StripeWriter::RaiseSize(uint64_t target) {
+Status StripeWriter::RaiseSize(uint64_t target, const Times* times) {
   SetAttrRequest req;
-  req.mask = kSetSize | kSetSizeAtLeast |
-             (client_->keep_file_times() ? kKeepTimes : 0u);
-  req.size = target;
+  if (target > 0) {
+    req.mask = kSetSize | kSetSizeAtLeast |
+               (client_->keep_file_times() ? kKeepTimes : 0u);
+    req.size = target;
+  }
+  if (times) {
+    req.mask |= kKeepTimes;  // a time not held is not stamped either
+    if (times->mtime) req.mask |= kSetMtime, req.mtime = *times->mtime;
+    if (times->ctime) req.mask |= kSetCtime, req.ctime = *times->ctime;
+  }
+  if (req.mask == 0) return Status::Ok();
   std::vector<ObsoleteStripe> none;  // a raise never drops stripes
   auto attr = meta_->SetAttr(ino_, req, &none);
-  if (!attr.ok()) return attr.status().Annotate("raising the file size");
+  if (!attr.ok()) {
+    return attr.status().Annotate(target > 0 ? "raising the file size"
+                                             : "storing the file's times");
+  }
+  if (target == 0) return Status::Ok();
   Bump(counters_->size_raises);
   std::lock_guard<std::mutex> lock(mu_);
   raised_to_ = std::max(raised_to_, target);
@@ -205,6 +217,60 @@ Status StripeWriter::RaiseSize(uint64_t target) {
   ++size_epoch_;
   NoteCommitted(0, target);
   return Status::Ok();
+}
+
+StripeWriter::TimesHold StripeWriter::Held() const {
+  if (hold_gen_ <= stored_gen_) return {};
+  return {held_, hold_gen_};
+}
+
+bool StripeWriter::Idle() const {
+  return buffers_.empty() && inflight_.empty() && unsized_end_ == 0;
+}
+
+bool StripeWriter::HoldTimes(const Times& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Idle() && !storing_times_ && hold_gen_ <= stored_gen_) return false;
+  if (hold_gen_ <= stored_gen_) held_ = {};
+  if (t.mtime) held_.mtime = t.mtime;
+  if (t.ctime) held_.ctime = t.ctime;
+  ++hold_gen_;
+  return true;
+}
+
+StripeWriter::Times StripeWriter::HeldTimes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Held().times;
+}
+
+bool StripeWriter::HoldsTimes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hold_gen_ > stored_gen_;
+}
+
+Status StripeWriter::StoreTimes(const TimesHold& first_hold, uint64_t raise) {
+  std::lock_guard<std::mutex> serial(store_mu_);
+  TimesHold hold = first_hold;
+  Status first;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hold.gen <= stored_gen_) hold = {};  // a later one is stored
+      if (hold.gen == 0 && raise == 0) break;
+      storing_times_ = true;
+    }
+    Status st = RaiseSize(raise, hold.gen != 0 ? &hold.times : nullptr);
+    if (first.ok()) first = st;
+    raise = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    storing_times_ = false;
+    // Stored, or dropped on failure (reported by the caller).
+    stored_gen_ = std::max(stored_gen_, hold.gen);
+    // Held while this store ran, with nothing pending: theirs now.
+    hold = Idle() ? Held() : TimesHold{};
+    if (hold.gen == 0) break;
+  }
+  return first;
 }
 
 void StripeWriter::SeedContig(std::unique_lock<std::mutex>& lock) {
@@ -258,6 +324,25 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
   // A failed stripe's data is dropped: nothing of it needs a size. EOF over
   // a capped stripe moves with the next commit that has nothing pending
   // below it, or by RaiseSize() (Flush, FlushIdle).
+  if (st.ok() && cap >= data_end) {
+    // The last pending stripe is in: the held times follow it now (before
+    // it retires, while `this` is still ours).
+    TimesHold times;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (buffers_.empty() && inflight_.size() == 1 &&
+          inflight_.begin()->second == buf && unsized_end_ == 0)
+        times = Held();
+    }
+    if (times.gen != 0) {
+      Status ts = StoreTimes(times, 0);
+      if (!ts.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        Bump(counters_->deferred_errors);
+        if (deferred_.ok()) deferred_ = ts;
+      }
+    }
+  }
   Retire(buf, defer ? st : Status::Ok(), st.ok(),
          st.ok() && cap < data_end ? data_end : 0);
   return st;  // `buf` retired: a pipelined send must not touch `this` now
@@ -514,6 +599,9 @@ Status StripeWriter::Flush(FlushReason why) {
   for (const auto& [s, b] : buffers_) stripes.push_back(s);
   std::vector<BufferPtr> pending;
   for (const auto& [s, b] : inflight_) pending.push_back(b);
+  // Times held now describe data buffered or in flight now: stored once
+  // this flush has committed it.
+  const TimesHold times = Held();
   std::vector<BufferPtr> batch;
   for (uint64_t s : stripes) {
     // Waits for a send of `s` by someone else (its error, if deferred, is
@@ -536,7 +624,8 @@ Status StripeWriter::Flush(FlushReason why) {
   }
   const uint64_t raise = RaiseTarget();
   lock.unlock();
-  if (first.ok() && raise > 0) first = RaiseSize(raise);
+  if (first.ok() && (raise > 0 || times.gen != 0))
+    first = StoreTimes(times, raise);
   return first;
 }
 
@@ -569,6 +658,18 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff,
   if (raise > contig_end_) raise = contig_end_ > raised_to_ ? contig_end_ : 0;
   lock.unlock();
   if (raise > 0) (void)RaiseSize(raise);
+  // Times held with nothing pending (their data went in meanwhile).
+  lock.lock();
+  const TimesHold times = Idle() ? Held() : TimesHold{};
+  lock.unlock();
+  if (times.gen != 0) {
+    Status ts = StoreTimes(times, 0);
+    if (!ts.ok()) {
+      lock.lock();
+      Bump(counters_->deferred_errors);
+      if (deferred_.ok()) deferred_ = ts;
+    }
+  }
 }
 
 bool StripeWriter::FlushOldest(FlushReason why) {

@@ -70,6 +70,20 @@
 // elsewhere, close-to-open). So a READ makes no metadata call while the file
 // is only being written into buffers, and at most one per commit.
 //
+// Times (the kernel's mtime and ctime under the writeback cache, sent by
+// SETATTR at its inode writeback, close and fsync): HoldTimes() keeps them
+// with the data buffered or in flight when they arrive, never forcing a
+// commit (a time flush that cut a partial stripe would break coalescing).
+// They are stored, with kKeepTimes, by the metadata update that follows
+// the commit making that data durable: Flush() stores the times it found
+// held with its size raise (one SetAttr) or alone after its commits; a
+// pipelined or idle stripe commit that leaves nothing pending stores them
+// right after its commit; FlushIdle() stores them once nothing is
+// pending. So metadata never shows times newer than its data, and an
+// older hold never lands after a newer one (stores are serialized and
+// numbered). A failed store drops the times (like a failed flush's data)
+// and is reported by the next Flush().
+//
 // With coalescing off every Write() goes straight to the backend (and the
 // size rule does not apply: each write raises the size to its own end).
 //
@@ -94,6 +108,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -261,6 +276,20 @@ class StripeWriter {
   // it from metadata again.
   void ForgetCommittedSize();
 
+  // mtime and/or ctime to store (see Times above).
+  struct Times {
+    std::optional<Timespec> mtime;
+    std::optional<Timespec> ctime;
+  };
+  // Holds `t` (merged over earlier held times) if anything is buffered, in
+  // flight, committed but not sized, or a times store is running; false
+  // when nothing is pending: the caller stores `t` itself, now.
+  bool HoldTimes(const Times& t);
+  // The held times not stored yet (both empty if none), for attribute
+  // replies.
+  Times HeldTimes() const;
+  bool HoldsTimes() const;
+
   uint64_t ino() const { return ino_; }
 
  private:
@@ -301,9 +330,23 @@ class StripeWriter {
   // Where EOF may be raised to now: min(unsized_end_, start of the lowest
   // pending stripe); 0 if nothing to raise. Lock held.
   uint64_t RaiseTarget() const;
-  // Raises the committed size to at least `target`, then forgets
-  // unsized_end_ up to it. Called without mu_.
-  Status RaiseSize(uint64_t target);
+  // Raises the committed size to at least `target` (0: no raise), then
+  // forgets unsized_end_ up to it; with `times`, the same SetAttr stores
+  // them. Called without mu_.
+  Status RaiseSize(uint64_t target, const Times* times = nullptr);
+  // Held times numbered by hold (gen 0: none).
+  struct TimesHold {
+    Times times;
+    uint64_t gen = 0;
+  };
+  // The held times not stored yet (gen 0 if none). Lock held.
+  TimesHold Held() const;
+  // Nothing buffered, in flight or unsized. Lock held.
+  bool Idle() const;
+  // Stores `hold` (skipped if a later hold was stored) together with a
+  // size raise to `raise` (0: none), then, while the writer is idle, any
+  // times held meanwhile. Called without mu_; serialized by store_mu_.
+  Status StoreTimes(const TimesHold& hold, uint64_t raise);
   // Waits until none of `bufs` is in flight any more. Lock held.
   void WaitRetired(std::unique_lock<std::mutex>& lock,
                    const std::vector<BufferPtr>& bufs);
@@ -353,7 +396,12 @@ class StripeWriter {
   uint64_t size_epoch_ = 1;
   uint64_t cached_size_epoch_ = 0;
   uint64_t cached_size_ = 0;
-  Status deferred_;  // first error of a background send not yet reported
+  Status deferred_;        // first error of a background send not yet reported
+  Times held_;             // merged holds not stored yet
+  uint64_t hold_gen_ = 0;  // number of the newest hold
+  uint64_t stored_gen_ = 0;     // newest hold stored (or dropped)
+  bool storing_times_ = false;  // a StoreTimes() is running
+  std::mutex store_mu_;         // serializes StoreTimes(); taken before mu_
 };
 
 }  // namespace stripefs::fs

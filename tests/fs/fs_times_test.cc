@@ -243,6 +243,61 @@ TEST_P(FsTimesTest, FallocateTimesSurviveARemount) {
   ExpectTimesSurviveRemount(p, "fallocate");
 }
 
+// The kernel's time flush (here a futimens, the same SETATTR of mtime and
+// ctime) while a partial stripe is buffered in the file system: the times
+// wait for the data's commit instead of forcing one (a commit per
+// writeback time flush cut partial stripes, breaking coalescing). Metadata
+// (what another client reads) shows them only once the data is in.
+TEST_P(FsTimesTest, TimesOfBufferedDataWaitForItsCommit) {
+  const std::string p = P("f");
+  const size_t n = 64 * 1024;  // O_DIRECT: straight into the stripe buffer
+  void* buf = nullptr;
+  ASSERT_EQ(::posix_memalign(&buf, 4096, n), 0);
+  std::unique_ptr<void, decltype(&std::free)> own(buf, &std::free);
+  const auto data = RandomBytes(n, 6);
+  std::memcpy(buf, data.data(), n);
+  int fd = ::open(p.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  PwriteAll(fd, buf, n, 0);
+  const auto flushes = [&](const char* why) {
+    return m_->fs()
+        .StatsJson()["coalescing"]["partial_flushes"][why]
+        .get<uint64_t>();
+  };
+  const uint64_t other_before = flushes("other");
+  const uint64_t fsync_before = flushes("fsync");
+  struct timespec ts[2];
+  ts[0].tv_sec = 0;
+  ts[0].tv_nsec = UTIME_OMIT;
+  ts[1].tv_sec = 1500000000;
+  ts[1].tv_nsec = 123456789;
+  ASSERT_EQ(::futimens(fd, ts), 0) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_TRUE(st.st_mtim == ts[1]) << Str(st.st_mtim);
+  // Still buffered, no partial flush, and metadata has not got the time.
+  EXPECT_GT(
+      m_->fs().StatsJson()["coalescing"]["buffered_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(flushes("other"), other_before);
+  auto stored = m_->volume().meta().GetAttr(st.st_ino);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_NE(stored->mtime.sec, ts[1].tv_sec)
+      << "stored at once, not held with its data";
+  // fsync commits the data, and the times with it.
+  ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  EXPECT_EQ(flushes("fsync"), fsync_before + 1);
+  stored = m_->volume().meta().GetAttr(st.st_ino);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->size, n);
+  EXPECT_EQ(stored->mtime.sec, ts[1].tv_sec);
+  EXPECT_EQ(stored->mtime.nsec, static_cast<uint32_t>(ts[1].tv_nsec));
+  EXPECT_EQ(stored->ctime.sec, st.st_ctim.tv_sec);
+  EXPECT_EQ(stored->ctime.nsec, static_cast<uint32_t>(st.st_ctim.tv_nsec));
+  ASSERT_EQ(::close(fd), 0);
+  ExpectTimesSurviveRemount(p, "futimens of buffered data");
+  EXPECT_TRUE(Stat(p).st_mtim == ts[1]);
+}
+
 TEST_P(FsTimesTest, RelatimeMovesAtimeOnTheFirstReadAfterAWriteOnly) {
   const std::string p = P("f");
   const auto data = RandomBytes(100 * 1024, 6);
@@ -334,8 +389,8 @@ TEST_P(FsTimesTest, NoatimeNeverMovesAtime) {
     const auto seen = AtimesOfThreeReads(p, data);
     for (size_t i = 0; i < seen.size(); ++i) {
       if (noatime) {
-        EXPECT_TRUE(seen[i] == a0) << "noatime, read " << i << ": "
-                                   << Str(a0) << " -> " << Str(seen[i]);
+        EXPECT_TRUE(seen[i] == a0) << "noatime, read " << i << ": " << Str(a0)
+                                   << " -> " << Str(seen[i]);
       } else if (i == 0) {
         EXPECT_TRUE(a0 < seen[i]) << "relatime, first read: " << Str(a0);
       }
