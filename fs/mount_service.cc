@@ -380,6 +380,10 @@ Result<std::unique_ptr<MountService>> MountService::Start(
   return s;
 }
 
+// How long a mount waits for a volume that an exiting daemon still holds.
+constexpr int kBusyVolumeWaitMs = 10000;
+constexpr int kBusyVolumeRetryMs = 100;
+
 Status MountService::OpenVolume() {
   if (!o_.meta_address.empty()) {
     MetaHoldOptions hold;
@@ -401,6 +405,21 @@ Status MountService::OpenVolume() {
   vo.root_uid = o_.root_uid;
   vo.root_gid = o_.root_gid;
   auto v = Volume::OpenEmbedded(dir, vo);
+  // umount(8) returns once the kernel lets go, while the previous daemon may
+  // still be closing the volume: `umount; mount` must work, so a busy volume
+  // that no mount shows is waited for, boundedly. One that is mounted is
+  // refused at once, naming where.
+  for (int waited_ms = 0; !v.ok() && v.status().code() == EBUSY;
+       waited_ms += kBusyVolumeRetryMs) {
+    if (auto mnt = fuse::FuseMountOfSource(Volume::EmbeddedDescription(dir))) {
+      return Status(EBUSY, "volume " + dir + " is already mounted at " + *mnt +
+                               "; unmount it first (stripefs umount " + *mnt +
+                               ")");
+    }
+    if (waited_ms >= kBusyVolumeWaitMs) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kBusyVolumeRetryMs));
+    v = Volume::OpenEmbedded(dir, vo);
+  }
   if (!v.ok()) {
     if (v.status().code() == EBADMSG) {
       return Status(EBADMSG, "volume " + dir + ": " + v.status().message() +

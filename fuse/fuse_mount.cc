@@ -203,9 +203,12 @@ void UnmountOrDetach(const std::string& mountpoint) {
   (void)UnmountPath(mountpoint, /*lazy=*/true);
 }
 
-bool IsFuseMountPoint(const std::string& path) {
-  char resolved[PATH_MAX];
-  std::string want = ::realpath(path.c_str(), resolved) ? resolved : path;
+namespace {
+
+// Calls `each(mountpoint, fstype, source)` for every line of
+// /proc/self/mountinfo, unescaped, until it returns true.
+template <typename Fn>
+void ForEachMount(Fn each) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -215,11 +218,38 @@ bool IsFuseMountPoint(const std::string& path) {
     auto dash = line.find(" - ");
     if (dash == std::string::npos) continue;
     std::istringstream rest(line.substr(dash + 3));
-    std::string fstype;
-    rest >> fstype;
-    if (Unescape(mnt) == want && fstype.rfind("fuse", 0) == 0) return true;
+    std::string fstype, source;
+    rest >> fstype >> source;
+    if (each(Unescape(mnt), fstype, Unescape(source))) return;
   }
-  return false;
+}
+
+std::string RealPathOr(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) ? resolved : path;
+}
+
+}  // namespace
+
+bool IsFuseMountPoint(const std::string& path) {
+  const std::string want = RealPathOr(path);
+  bool found = false;
+  ForEachMount([&](const std::string& mnt, const std::string& fstype,
+                   const std::string&) {
+    found = mnt == want && fstype.rfind("fuse", 0) == 0;
+    return found;
+  });
+  return found;
+}
+
+std::optional<std::string> FuseMountOfSource(const std::string& source) {
+  std::optional<std::string> found;
+  ForEachMount([&](const std::string& mnt, const std::string& fstype,
+                   const std::string& src) {
+    if (fstype.rfind("fuse", 0) == 0 && src == source) found = mnt;
+    return found.has_value();
+  });
+  return found;
 }
 
 }  // namespace stripefs::fuse

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -63,5 +64,9 @@ void UnmountOrDetach(const std::string& mountpoint);
 
 // True if `path` is a mount point of a FUSE file system (/proc/self/mountinfo).
 bool IsFuseMountPoint(const std::string& path);
+
+// The mount point of a FUSE mount whose source (as /proc/self/mountinfo shows
+// it) is `source`; nullopt if none.
+std::optional<std::string> FuseMountOfSource(const std::string& source);
 
 }  // namespace stripefs::fuse

@@ -100,6 +100,12 @@ def no_overlay_module():
     return subprocess.run(["modprobe", "-n", "overlay"], capture_output=True).returncode != 0
 
 
+def package_installed(name):
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", name], capture_output=True,
+                       text=True)
+    return r.returncode == 0 and r.stdout.endswith(" installed")
+
+
 # (pattern of the skip message, machine condition that makes the skip legitimate, what the
 # condition is). The first matching pattern decides; the condition gets the match. A skip
 # that matches none fails the run.
@@ -128,6 +134,10 @@ SKIP_REASONS = [
     (r"systemd-analyze is not installed", lambda m: shutil.which("systemd-analyze") is None,
      "systemd-analyze missing"),
     (r"no overlayfs in this kernel", lambda m: no_overlay_module(), "no overlay module"),
+    (r"a stripefs package is already installed on this machine",
+     lambda m: package_installed("stripefs"), "the stripefs package is installed"),
+    (r"another mount helper is at (\S+)", lambda m: os.path.lexists(m.group(1)),
+     "that mount helper exists"),
 ]
 
 # Why ctest may mark a test "not run" and the report still call it a skip.

@@ -18,6 +18,7 @@ PKGS=(
   protobuf-compiler golang-etcd-server-dev golang-github-gogo-protobuf-dev
   golang-github-grpc-ecosystem-grpc-gateway-dev
   linux-perf  # bench write: syncs per MiB and --profile
+  dpkg-dev  # dpkg-shlibdeps: the stripefs .deb's Depends (package_deb_install)
 )
 KERNEL_PKGS=(
   qemu-system-x86 busybox-static cpio bc bison flex libelf-dev libssl-dev

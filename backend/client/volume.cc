@@ -109,7 +109,7 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
       std::move(meta).value(),
       std::make_unique<LocalChunkServers>(std::move(stores)), options.client);
   if (!volume.ok()) return volume.status();
-  (*volume)->description_ = "embedded:" + dir;
+  (*volume)->description_ = EmbeddedDescription(dir);
   return volume;
 }
 

@@ -65,8 +65,12 @@ class Volume {
   StripeClient& client() { return *client_; }
   ChunkServerSet& servers() { return *servers_; }
   const Geometry& geometry() const { return client_->geometry(); }
-  // "embedded:<dir>" or "cluster:<meta address>".
+  // "embedded:<dir>" or "cluster:<meta address>"; a mount's source in
+  // /proc/mounts.
   const std::string& description() const { return description_; }
+  static std::string EmbeddedDescription(const std::string& dir) {
+    return "embedded:" + dir;
+  }
 
  private:
   Volume() = default;

@@ -165,6 +165,34 @@ TEST_F(CliTest, EnableUringFlagMountsOverUringAndRestoresTheKnob) {
   EXPECT_EQ(now, "N");
 }
 
+// A second mount of a mounted volume says where it is mounted; umount(8), which
+// returns before the daemon has closed the volume, followed at once by a mount
+// works (the mount waits for the exiting daemon instead of failing on its
+// lock).
+TEST_F(CliTest, MountedVolumeIsNamedAndUmountThenMountAtOnceWorks) {
+  int rc = 0;
+  std::string out = Mount(&rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string mnt2 = root_ + "/mnt2";
+  std::filesystem::create_directories(mnt2);
+  out = Sh("timeout 60 " + Bin() + " mount " + vol_ + " " + mnt2, &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("is already mounted at " + mnt_), std::string::npos)
+      << out;
+  EXPECT_FALSE(fuse::IsFuseMountPoint(mnt2));
+  for (int round = 0; round < 3; ++round) {
+    Put(mnt_ + "/f", 300000, static_cast<char>('a' + round), false);
+    out = Sh("timeout 60 umount " + mnt_, &rc);
+    ASSERT_EQ(rc, 0) << out;
+    out = Mount(&rc);
+    ASSERT_EQ(rc, 0) << "round " << round << ": " << out;
+    EXPECT_EQ(Get(mnt_ + "/f"),
+              std::string(300000, static_cast<char>('a' + round)));
+  }
+  out = Umount(&rc);
+  EXPECT_EQ(rc, 0) << out;
+}
+
 TEST_F(CliTest, ErrorsNameTheFix) {
   int rc = 0;
   std::string out =
