@@ -6,6 +6,8 @@
 #include <string>
 #include <tuple>
 
+#include "common/option_list.h"
+
 namespace stripefs::fs {
 namespace {
 
@@ -18,25 +20,16 @@ bool Before(const Timespec& a, const Timespec& b) {
 AtimeOptions AtimeOptionsFrom(const std::vector<std::string>& mount_options,
                               AtimeOptions base) {
   AtimeOptions o = base;
-  for (const std::string& opt : mount_options) {
-    size_t start = 0;
-    while (start <= opt.size()) {
-      const size_t comma = opt.find(',', start);
-      const std::string v =
-          opt.substr(start, comma == std::string::npos ? std::string::npos
-                                                       : comma - start);
-      if (v == "noatime") o.mode = AtimeMode::kNoatime;
-      if (v == "atime" || v == "relatime") o.mode = AtimeMode::kRelatime;
-      if (v == "strictatime") o.mode = AtimeMode::kStrictatime;
-      if (v == "nodiratime") o.nodiratime = true;
-      if (v == "diratime") o.nodiratime = false;
-      if (v == "lazytime") o.lazytime = true;
-      if (v == "nolazytime") o.lazytime = false;
-      if (v == "ro") o.read_only = true;
-      if (v == "rw") o.read_only = false;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+  for (const std::string& v : SplitOptionLists(mount_options)) {
+    if (v == "noatime") o.mode = AtimeMode::kNoatime;
+    if (v == "atime" || v == "relatime") o.mode = AtimeMode::kRelatime;
+    if (v == "strictatime") o.mode = AtimeMode::kStrictatime;
+    if (v == "nodiratime") o.nodiratime = true;
+    if (v == "diratime") o.nodiratime = false;
+    if (v == "lazytime") o.lazytime = true;
+    if (v == "nolazytime") o.lazytime = false;
+    if (v == "ro") o.read_only = true;
+    if (v == "rw") o.read_only = false;
   }
   return o;
 }

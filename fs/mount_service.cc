@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/human_bytes.h"
+#include "common/option_list.h"
 #include "common/unique_fd.h"
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
@@ -154,39 +155,30 @@ Status ParseMountOptions(const MountServiceOptions& so, fuse::MountOptions* mo,
   // Multi-user by default when root mounts: the kernel checks permissions
   // (default_permissions), so allow_other is safe.
   mo->allow_other = ::geteuid() == 0;
-  for (const auto& opt : so.mount_options) {
-    size_t start = 0;
-    while (start <= opt.size()) {
-      const size_t comma = opt.find(',', start);
-      const std::string o =
-          opt.substr(start, comma == std::string::npos ? std::string::npos
-                                                       : comma - start);
-      const VfsOption* vfs = FindVfsOption(o);
-      if (o == "ro" || o == "rw") {
-        mo->read_only = o == "ro";
-      } else if (vfs && vfs->to_libfuse) {
-        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
-      } else if (vfs) {
-        after_mount->Add(*vfs);
-      } else if (o == "allow_other") {
-        mo->allow_other = true;
-      } else if (o == "no_allow_other") {
-        mo->allow_other = false;
-      } else if (o == "default_permissions") {
-        mo->default_permissions = true;
-      } else if (o == "no_default_permissions") {
-        mo->default_permissions = false;
-      } else if (o == "auto_unmount") {
-        mo->auto_unmount = true;
-      } else if (o.rfind("fsname=", 0) == 0 || o.rfind("subtype=", 0) == 0) {
-        return Status::InvalidArgument("-o " + o +
-                                       ": stripefs sets fsname and subtype "
-                                       "itself; drop it");
-      } else if (!o.empty()) {
-        mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+  for (const std::string& o : SplitOptionLists(so.mount_options)) {
+    const VfsOption* vfs = FindVfsOption(o);
+    if (o == "ro" || o == "rw") {
+      mo->read_only = o == "ro";
+    } else if (vfs && vfs->to_libfuse) {
+      mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
+    } else if (vfs) {
+      after_mount->Add(*vfs);
+    } else if (o == "allow_other") {
+      mo->allow_other = true;
+    } else if (o == "no_allow_other") {
+      mo->allow_other = false;
+    } else if (o == "default_permissions") {
+      mo->default_permissions = true;
+    } else if (o == "no_default_permissions") {
+      mo->default_permissions = false;
+    } else if (o == "auto_unmount") {
+      mo->auto_unmount = true;
+    } else if (o.rfind("fsname=", 0) == 0 || o.rfind("subtype=", 0) == 0) {
+      return Status::InvalidArgument("-o " + o +
+                                     ": stripefs sets fsname and subtype "
+                                     "itself; drop it");
+    } else if (!o.empty()) {
+      mo->extra_options += (mo->extra_options.empty() ? "" : ",") + o;
     }
   }
   if (::geteuid() != 0) {
@@ -275,20 +267,11 @@ Status ValidateGeometryChoice(const GeometryChoice& c) {
 Status CheckAccessControl(const std::vector<std::string>& options) {
   bool allow_other = ::geteuid() == 0;  // ParseMountOptions' default
   bool default_permissions = true;
-  for (const auto& list : options) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      const size_t comma = list.find(',', start);
-      const std::string o = list.substr(
-          start, comma == std::string::npos ? std::string::npos
-                                            : comma - start);
-      if (o == "allow_other") allow_other = true;
-      if (o == "no_allow_other") allow_other = false;
-      if (o == "default_permissions") default_permissions = true;
-      if (o == "no_default_permissions") default_permissions = false;
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+  for (const std::string& o : SplitOptionLists(options)) {
+    if (o == "allow_other") allow_other = true;
+    if (o == "no_allow_other") allow_other = false;
+    if (o == "default_permissions") default_permissions = true;
+    if (o == "no_default_permissions") default_permissions = false;
   }
   if (allow_other && !default_permissions)
     return Status::InvalidArgument(

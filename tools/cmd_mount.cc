@@ -20,6 +20,7 @@
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/client_lease.h"
 #include "common/human_bytes.h"
+#include "common/option_list.h"
 #include "common/stop_signals.h"
 #include "fs/mount_service.h"
 #include "fs/stats_socket.h"
@@ -380,7 +381,8 @@ int RunMount(const MountArgs& a) {
   if (::pipe2(p, O_CLOEXEC) != 0)
     return Fail(std::string("pipe: ") + std::strerror(errno));
   const fs::RuntimePaths rp = fs::RuntimePathsFor(mnt);
-  if (Status d = fs::EnsureRuntimeDir(rp.dir); !d.ok()) return Fail(d.message());
+  if (Status d = fs::EnsureRuntimeDir(rp.dir); !d.ok())
+    return Fail(d.message());
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));
@@ -466,25 +468,17 @@ int RunMountHelper(int argc, char** argv) {
         "volume directory, or cluster:NAME with -o meta=HOST:PORT,key=FILE)");
   }
   a.fsname = a.positional[0];
-  for (const auto& list : opts) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      const size_t comma = list.find(',', start);
-      const std::string o = list.substr(
-          start, comma == std::string::npos ? comma : comma - start);
-      if (o.rfind("meta=", 0) == 0) {
-        a.meta_address = o.substr(5);
-      } else if (o.rfind("key=", 0) == 0) {
-        a.key_file = o.substr(4);
-      } else if (o.rfind("metrics=", 0) == 0) {
-        a.metrics = o.substr(8);
-        if (Status s = CheckMetricsOption(a.metrics); !s.ok())
-          return Fail(s.message());
-      } else if (!o.empty() && !IsMountCommandOption(o)) {
-        a.options.push_back(o);
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+  for (const std::string& o : SplitOptionLists(opts)) {
+    if (o.rfind("meta=", 0) == 0) {
+      a.meta_address = o.substr(5);
+    } else if (o.rfind("key=", 0) == 0) {
+      a.key_file = o.substr(4);
+    } else if (o.rfind("metrics=", 0) == 0) {
+      a.metrics = o.substr(8);
+      if (Status s = CheckMetricsOption(a.metrics); !s.ok())
+        return Fail(s.message());
+    } else if (!o.empty() && !IsMountCommandOption(o)) {
+      a.options.push_back(o);
     }
   }
   const bool cluster = a.fsname.rfind("cluster:", 0) == 0;
