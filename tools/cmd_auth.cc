@@ -106,7 +106,7 @@ CommandRegistration auth_commands([](CLI::App& app) {
   add->add_option("entity", f->entity, "client.NAME or admin.NAME")->required();
   add->add_option("--out", f->out, "key file to write (mode 0600)");
   add->add_option("--path", f->path,
-                  "subtree the client is given (recorded; not yet enforced)");
+                  "subtree the client is given: metad refuses every inode outside it");
   add->add_flag("--read-only", f->read_only,
                 "the client may only read (metad refuses every change)");
   common(add);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -280,9 +281,15 @@ int RunMetad(const MetadFlags& f) {
   so.log_name = "metad";
   so.gate = identities->get();
   so.inline_requests = f.inline_rpc;
+  // `stripefs auth rm` closes the removed identity's open sessions at once.
+  std::atomic<rpc::RpcServer*> serving{nullptr};
+  handler.OnIdentityRemoved([&serving](const std::string& entity) {
+    if (rpc::RpcServer* s = serving.load()) s->CloseSessionsOf(entity);
+  });
   auto server = rpc::RpcServer::Start(so, *key, &inline_handler);
   if (!server.ok())
     return Fail(who, ExplainListenError(server.status(), f.d.listen));
+  serving = server->get();
   if (*metrics) {
     (*metrics)->server().AddCollector(
         metrics::RpcServerCollector(server->get(), "metad"));

@@ -4,8 +4,8 @@
 //
 // An identity's key is derived from the server key and its salt
 // (identity.h), so the table holds no secrets: name, salt, and the client's
-// limits (read-only; the subtree is recorded for `auth ls` and is not yet
-// enforced, see docs/cluster.md). `stripefs auth add` adds a row with a fresh
+// limits (read-only; the subtree, which MetaServiceServer enforces through
+// subtree_guard.h). `stripefs auth add` adds a row with a fresh
 // salt, `auth rm` removes it: from then on the identity's handshakes and,
 // through the gate, every request of its open sessions are refused, with no
 // restart. The server key ("server") is always admitted and has no row.

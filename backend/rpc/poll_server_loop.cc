@@ -144,6 +144,7 @@ void PollServerLoop::Serve(Connection* c) {
       limits_.Authenticated(c->ip);
       c->pending = false;
       --core_->n_pending;
+      core_->RegisterSession(fd, caller);
     }
   } else if (!stopping_.load() && !Evicted(c)) {
     FrameError e = FrameErrorOf(s.status());
@@ -157,6 +158,7 @@ void PollServerLoop::Serve(Connection* c) {
     }
   }
   if (s.ok()) ServeFrames(c, &*s, caller);
+  core_->UnregisterSession(fd);  // before Reap closes the fd
   ::shutdown(fd, SHUT_RDWR);
   c->done = true;
 }

@@ -1,5 +1,7 @@
 #include "backend/rpc/remote_meta_service.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -307,6 +309,35 @@ Result<std::vector<StripeRef>> RemoteMetaService::ListStripes(
 // The handlers of the dispatch table below: one per message, each decoding
 // its wire struct and calling the service.
 struct MetaServiceServer::Rows {
+  // The subtree checks of a --path client (null for everyone else): `check`
+  // runs with the Limit and its refusal is the answer.
+  template <typename F>
+  static Status Within(MetaServiceServer& m, const RpcCall& c, F check) {
+    std::optional<SubtreeGuard::Limit> lim = m.LimitOf(c.caller);
+    if (!lim) return Status::Ok();
+    return check(*lim);
+  }
+  static Status Dir(MetaServiceServer& m, const RpcCall& c, uint64_t dir) {
+    return Within(m, c, [&](auto& l) { return l.Dir(dir); });
+  }
+  static Status Node(MetaServiceServer& m, const RpcCall& c, uint64_t ino) {
+    return Within(m, c, [&](auto& l) { return l.Node(ino); });
+  }
+  static Status Visible(MetaServiceServer& m, const RpcCall& c, uint64_t ino) {
+    return Within(m, c, [&](auto& l) { return l.Visible(ino); });
+  }
+  static void Reached(MetaServiceServer& m, const RpcCall& c, uint64_t ino) {
+    (void)Within(m, c, [&](auto& l) {
+      l.Reached(ino);
+      return Status::Ok();
+    });
+  }
+  template <typename R>
+  static R Created(MetaServiceServer& m, const RpcCall& c, R r) {
+    if (r.ok()) Reached(m, c, r->ino);
+    return r;
+  }
+
   // A metad started without a client table (tests) serves no client calls.
   static void NotServed(const RpcCall& c, MsgType t) {
     c.reply->payload = EncodeErrorResponse(Status::NotSupported(
@@ -344,23 +375,29 @@ struct MetaServiceServer::Rows {
 
   static void Lookup(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kLookup>(c.payload, c.reply,
-                                 [&](auto& out, auto parent, auto& name) {
-                                   return Fill(out, s.Lookup(parent, name));
-                                 });
+    ServeTyped<MsgType::kLookup>(
+        c.payload, c.reply, [&](auto& out, auto parent, auto& name) {
+          auto r = s.Lookup(parent, name);
+          STRIPEFS_RETURN_IF_ERROR(Within(
+              m, c, [&](auto& l) { return l.Looked(parent, name, r); }));
+          return Fill(out, std::move(r));
+        });
   }
 
   static void GetAttr(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kGetAttr>(c.payload, c.reply, [&](auto& out, auto ino) {
-      return Fill(out, s.GetAttr(ino));
-    });
+    ServeTyped<MsgType::kGetAttr>(
+        c.payload, c.reply, [&](auto& out, auto ino) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Visible(m, c, ino));
+          return Fill(out, s.GetAttr(ino));
+        });
   }
 
   static void SetAttr(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kSetAttr>(
-        c.payload, c.reply, [&](auto& out, auto ino, auto& req) {
+        c.payload, c.reply, [&](auto& out, auto ino, auto& req) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           auto r = s.SetAttr(ino, req, &std::get<1>(out));
           return Fill(out, std::move(r));
         });
@@ -371,8 +408,10 @@ struct MetaServiceServer::Rows {
     ServeTyped<MsgType::kMkNode>(
         c.payload, c.reply,
         [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid,
-            auto rdev) {
-          return Fill(out, s.MkNode(parent, name, mode, uid, gid, rdev));
+            auto rdev) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
+          return Fill(out, Created(m, c, s.MkNode(parent, name, mode, uid, gid,
+                                                  rdev)));
         });
   }
 
@@ -380,7 +419,9 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kMkdir>(
         c.payload, c.reply,
-        [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid) {
+        [&](auto& out, auto parent, auto& name, auto mode, auto uid,
+            auto gid) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
           return Fill(out, s.Mkdir(parent, name, mode, uid, gid));
         });
   }
@@ -390,8 +431,10 @@ struct MetaServiceServer::Rows {
     ServeTyped<MsgType::kSymlink>(
         c.payload, c.reply,
         [&](auto& out, auto parent, auto& name, auto& target, auto uid,
-            auto gid) {
-          return Fill(out, s.Symlink(parent, name, target, uid, gid));
+            auto gid) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
+          return Fill(out,
+                      Created(m, c, s.Symlink(parent, name, target, uid, gid)));
         });
   }
 
@@ -399,23 +442,29 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kReadLink>(
         c.payload, c.reply,
-        [&](auto& out, auto ino) { return Fill(out, s.ReadLink(ino)); });
+        [&](auto& out, auto ino) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
+          return Fill(out, s.ReadLink(ino));
+        });
   }
 
   static void Link(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kLink>(c.payload, c.reply,
-                               [&](auto& out, auto ino, auto np, auto& nn) {
-                                 return Fill(out, s.Link(ino, np, nn));
-                               });
+    ServeTyped<MsgType::kLink>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto np, auto& nn) {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, np));
+          return Fill(out, s.Link(ino, np, nn));
+        });
   }
 
   static void Unlink(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kUnlink>(c.payload, c.reply,
-                                 [&](auto& out, auto parent, auto& name) {
-                                   return Fill(out, s.Unlink(parent, name));
-                                 });
+    ServeTyped<MsgType::kUnlink>(
+        c.payload, c.reply, [&](auto& out, auto parent, auto& name) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
+          return Fill(out, s.Unlink(parent, name));
+        });
   }
 
   static void CreateEntry(MetaServiceServer& m, const RpcCall& c) {
@@ -424,9 +473,11 @@ struct MetaServiceServer::Rows {
         c.payload, c.reply,
         [&](auto& out, auto parent, auto& name, auto mode, auto uid, auto gid,
             auto rdev, auto flags) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
           auto r = s.CreateEntry(
               CreateEntryRequest{parent, name, mode, uid, gid, rdev, flags});
           if (!r.ok()) return r.status();
+          if (!S_ISDIR(r->node.mode)) Reached(m, c, r->node.ino);
           out = {r->node, r->parent};
           return Status::Ok();
         });
@@ -436,6 +487,7 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kUnlinkEntry>(
         c.payload, c.reply, [&](auto& out, auto parent, auto& name) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
           auto r = s.UnlinkEntry(parent, name);
           if (!r.ok()) return r.status();
           out = {r->node, r->parent};
@@ -447,14 +499,21 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kRmdir>(
         c.payload, c.reply,
-        [&](auto&, auto parent, auto& name) { return s.Rmdir(parent, name); });
+        [&](auto&, auto parent, auto& name) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
+          return s.Rmdir(parent, name);
+        });
   }
 
   static void Rename(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kRename>(
         c.payload, c.reply,
-        [&](auto& out, auto parent, auto& name, auto np, auto& nn, auto flags) {
+        [&](auto& out, auto parent, auto& name, auto np, auto& nn,
+            auto flags) -> Status {
+          // Both directories: nothing moves into or out of the subtree.
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, parent));
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, np));
           return s.Rename(parent, name, np, nn, flags, &std::get<0>(out));
         });
   }
@@ -462,15 +521,24 @@ struct MetaServiceServer::Rows {
   static void ReadDir(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kReadDir>(
-        c.payload, c.reply, [&](auto& out, auto ino, auto cookie, auto max) {
-          return Fill(out, s.ReadDir(ino, cookie, max));
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto cookie, auto max) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Dir(m, c, ino));
+          auto r = s.ReadDir(ino, cookie, max);
+          if (r.ok()) {
+            for (const DirEntry& e : *r)
+              if (e.name != "." && e.name != ".." && !S_ISDIR(e.mode))
+                Reached(m, c, e.ino);
+          }
+          return Fill(out, std::move(r));
         });
   }
 
   static void PurgeInode(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kPurgeInode>(
-        c.payload, c.reply, [&](auto& out, auto ino) {
+        c.payload, c.reply, [&](auto& out, auto ino) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.PurgeInode(ino, &std::get<0>(out));
         });
   }
@@ -478,7 +546,8 @@ struct MetaServiceServer::Rows {
   static void PurgeInodes(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kPurgeInodes>(
-        c.payload, c.reply, [&](auto& out, auto& inos) {
+        c.payload, c.reply, [&](auto& out, auto& inos) -> Status {
+          for (uint64_t ino : inos) STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.PurgeInodes(inos, &std::get<0>(out), &std::get<1>(out));
         });
   }
@@ -486,7 +555,8 @@ struct MetaServiceServer::Rows {
   static void ListOrphanStripes(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kListOrphanStripes>(
-        c.payload, c.reply, [&](auto& out, auto& inos) {
+        c.payload, c.reply, [&](auto& out, auto& inos) -> Status {
+          for (uint64_t ino : inos) STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.ListOrphanStripes(inos, &std::get<0>(out),
                                      &std::get<1>(out));
         });
@@ -500,9 +570,17 @@ struct MetaServiceServer::Rows {
 
   static void ListOrphans(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kListOrphans>(c.payload, c.reply, [&](auto& out) {
-      return Fill(out, s.ListOrphans());
-    });
+    ServeTyped<MsgType::kListOrphans>(
+        c.payload, c.reply, [&](auto& out) -> Status {
+          auto r = s.ListOrphans();
+          if (r.ok() && m.LimitOf(c.caller)) {
+            // A --path client sees only the orphans it reached.
+            std::erase_if(*r, [&](uint64_t ino) {
+              return !Node(m, c, ino).ok();
+            });
+          }
+          return Fill(out, std::move(r));
+        });
   }
 
   static void StatFs(MetaServiceServer& m, const RpcCall& c) {
@@ -515,31 +593,39 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kSetXattr>(
         c.payload, c.reply,
-        [&](auto&, auto ino, auto& name, auto& value, auto flags) {
+        [&](auto&, auto ino, auto& name, auto& value, auto flags) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.SetXattr(ino, name, value, flags);
         });
   }
 
   static void GetXattr(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
-    ServeTyped<MsgType::kGetXattr>(c.payload, c.reply,
-                                   [&](auto& out, auto ino, auto& name) {
-                                     return Fill(out, s.GetXattr(ino, name));
-                                   });
+    ServeTyped<MsgType::kGetXattr>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto& name) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Visible(m, c, ino));
+          return Fill(out, s.GetXattr(ino, name));
+        });
   }
 
   static void ListXattr(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kListXattr>(
         c.payload, c.reply,
-        [&](auto& out, auto ino) { return Fill(out, s.ListXattr(ino)); });
+        [&](auto& out, auto ino) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Visible(m, c, ino));
+          return Fill(out, s.ListXattr(ino));
+        });
   }
 
   static void RemoveXattr(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kRemoveXattr>(
         c.payload, c.reply,
-        [&](auto&, auto ino, auto& name) { return s.RemoveXattr(ino, name); });
+        [&](auto&, auto ino, auto& name) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
+          return s.RemoveXattr(ino, name);
+        });
   }
 
   static void AllocateVersions(MetaServiceServer& m, const RpcCall& c) {
@@ -553,7 +639,9 @@ struct MetaServiceServer::Rows {
   static void GetStripes(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kGetStripes>(
-        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto first, auto count) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return Fill(out, s.GetStripes(ino, first, count));
         });
   }
@@ -562,7 +650,9 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kCommitStripe>(
         c.payload, c.reply,
-        [&](auto& out, auto ino, auto& sv, auto expected, auto min_size) {
+        [&](auto& out, auto ino, auto& sv, auto expected,
+            auto min_size) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.CommitStripe(ino, sv, expected, min_size, &std::get<0>(out));
         });
   }
@@ -571,7 +661,8 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kCommitStripes>(
         c.payload, c.reply,
-        [&](auto& out, auto ino, auto& commits, auto min_size) {
+        [&](auto& out, auto ino, auto& commits, auto min_size) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.CommitStripes(ino, commits, min_size, &std::get<0>(out));
         });
   }
@@ -590,7 +681,8 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kSetStripeMissing>(
         c.payload, c.reply,
-        [&](auto&, auto ino, auto stripe, auto version, auto mask) {
+        [&](auto&, auto ino, auto stripe, auto version, auto mask) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.SetStripeMissing(ino, stripe, version, mask);
         });
   }
@@ -598,7 +690,9 @@ struct MetaServiceServer::Rows {
   static void DropStripes(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kDropStripes>(
-        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto first, auto count) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.DropStripes(ino, first, count, &std::get<0>(out));
         });
   }
@@ -666,7 +760,11 @@ struct MetaServiceServer::Rows {
     if (!m.identities_) return NotServed(c, MsgType::kAuthRemove);
     ServeTyped<MsgType::kAuthRemove>(c.payload, c.reply,
                                      [&](auto&, const std::string& entity) {
-                                       return m.identities_->Remove(entity);
+                                       STRIPEFS_RETURN_IF_ERROR(
+                                           m.identities_->Remove(entity));
+                                       m.subtree_.Forget(entity);
+                                       if (m.on_removed_) m.on_removed_(entity);
+                                       return Status::Ok();
                                      });
   }
 
@@ -737,6 +835,14 @@ constexpr RpcRow<MetaServiceServer> kMetaRows[] = {
 static_assert(RowsUnique(kMetaRows));
 
 }  // namespace
+
+std::optional<SubtreeGuard::Limit> MetaServiceServer::LimitOf(
+    const Caller& caller) {
+  if (caller.principal != Principal::kClient || !identities_) return {};
+  std::optional<IdentityRecord> r = identities_->Find(caller);
+  if (!r || r->path == "/" || r->path.empty()) return {};
+  return SubtreeGuard::Limit(&subtree_, r->entity, r->path);
+}
 
 void MetaServiceServer::Handle(const Caller& caller, uint16_t type,
                                std::span<const uint8_t> payload,

@@ -11,7 +11,9 @@
 // Thread-safety: both are safe to use from many threads.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "backend/rpc/identity_table.h"
 #include "backend/rpc/rpc_client.h"
 #include "backend/rpc/rpc_server.h"
+#include "backend/rpc/subtree_guard.h"
 
 namespace stripefs::rpc {
 
@@ -123,16 +126,23 @@ class MetaServiceServer final : public RpcHandler {
   // `clients` (optional, not owned): serves ClientHeartbeat / ListClients.
   explicit MetaServiceServer(MetaService* service,
                              ClientTable* clients = nullptr)
-      : service_(service), clients_(clients) {}
+      : service_(service), clients_(clients), subtree_(service) {}
   std::string Role() const override { return "metad"; }
   // Serves AuthAdd/AuthList/AuthRemove from `table` (not owned; also the
-  // server's IdentityGate) and holds read-only clients to reading;
-  // `server_key` derives and wraps the keys of new identities. Call before
-  // the server starts.
+  // server's IdentityGate), holds read-only clients to reading and clients
+  // given --path to their subtree (subtree_guard.h); `server_key` derives
+  // and wraps the keys of new identities. Call before the server starts.
   void ServeIdentities(IdentityTable* table,
                        std::shared_ptr<const ClusterKey> server_key) {
     identities_ = table;
     server_key_ = std::move(server_key);
+  }
+  // Called (on a server thread) with the name of each identity AuthRemove
+  // removed, after the table has dropped it: metad closes its open
+  // sessions there (RpcServer::CloseSessionsOf). Call before the first
+  // AuthRemove can arrive; the function must be thread-safe.
+  void OnIdentityRemoved(std::function<void(const std::string&)> f) {
+    on_removed_ = std::move(f);
   }
   // Serves one request through the dispatch table (the .cc): one row per
   // message with its handler, whether it mutates and who may send it.
@@ -144,8 +154,13 @@ class MetaServiceServer final : public RpcHandler {
  private:
   MetaService* service_;
   ClientTable* clients_;
+  // The subtree checks of `caller`, if it is a client limited by --path.
+  std::optional<SubtreeGuard::Limit> LimitOf(const Caller& caller);
+
   IdentityTable* identities_ = nullptr;
   std::shared_ptr<const ClusterKey> server_key_;
+  SubtreeGuard subtree_;
+  std::function<void(const std::string&)> on_removed_;
 };
 
 }  // namespace stripefs::rpc

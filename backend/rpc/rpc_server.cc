@@ -92,6 +92,10 @@ Result<std::unique_ptr<RpcServer>> RpcServer::Start(
 
 RpcServer::~RpcServer() { Stop(); }
 
+size_t RpcServer::CloseSessionsOf(const std::string& entity) {
+  return core_ ? core_->CloseSessionsOf(entity) : 0;
+}
+
 RpcServerCounters RpcServer::counters() const { return core_->Counters(); }
 
 void RpcServer::Stop() {

@@ -161,6 +161,10 @@ class RpcServer {
   RpcServerCounters counters() const;
   // True when the io_uring loop serves (false: the poll fallback).
   bool using_io_uring() const { return using_io_uring_; }
+  // Closes every open session of identity `entity` now (its identity was
+  // removed): a call in progress finishes, its reply may be lost, and the
+  // client sees the connection closed. Returns how many were open.
+  size_t CloseSessionsOf(const std::string& entity);
   void Stop();
 
  private:

@@ -1,5 +1,7 @@
 #include "backend/rpc/server_core.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -180,6 +182,28 @@ bool ServerCore::Answer(Frame& request, const std::string& peer,
   rh->type = h.type;
   rh->request_id = h.request_id;
   return true;
+}
+
+void ServerCore::RegisterSession(int fd, const Caller& caller) {
+  if (caller.principal == Principal::kServer) return;  // never removed
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  sessions_[fd] = caller.entity;
+}
+
+void ServerCore::UnregisterSession(int fd) {
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  sessions_.erase(fd);
+}
+
+size_t ServerCore::CloseSessionsOf(const std::string& entity) {
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  size_t n = 0;
+  for (const auto& [fd, who] : sessions_) {
+    if (who != entity) continue;
+    ::shutdown(fd, SHUT_RDWR);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace stripefs::rpc

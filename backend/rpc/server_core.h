@@ -97,6 +97,20 @@ struct ServerCore {
   ServerAuth auth() const { return {key.get(), options.binding, options.gate}; }
   // Writes "<log_name>: <line>" to stderr unless log_limiter says no.
   void Log(const std::string& line);
+
+  // Authenticated connections by the identity they proved, so that
+  // RpcServer::CloseSessionsOf can shut them down. A loop registers a
+  // connection once its handshake is done and unregisters it before it
+  // closes the fd (so a shutdown never reaches a reused descriptor).
+  void RegisterSession(int fd, const Caller& caller);
+  void UnregisterSession(int fd);
+  // shutdown(SHUT_RDWR) of every registered connection of `entity`: the
+  // loops see the close and free them as usual. Returns how many.
+  size_t CloseSessionsOf(const std::string& entity);
+
+ private:
+  std::mutex sessions_mu_;
+  std::unordered_map<int, std::string> sessions_;  // fd -> entity
 };
 
 // Counts open connections per peer IP and in total, pending (handshake not

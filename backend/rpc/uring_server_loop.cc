@@ -570,6 +570,7 @@ void UringServerLoop::Impl::OnHandshakeBytes(Conn* c, size_t n) {
   c->in = std::make_unique<FrameAssembler>();
   c->last_active = Clock::now();
   limits.Authenticated(c->ip);
+  core->RegisterSession(c->fd.get(), c->caller);
   pending_conns.erase(c->pending_pos);
   c->pending = false;
   --core->n_pending;
@@ -684,6 +685,7 @@ void UringServerLoop::Impl::Pump(Conn* c) {
   }
   if (c->recv_armed || c->send_armed || c->in_worker) return;
   ::shutdown(c->fd.get(), SHUT_RDWR);
+  if (c->session) core->UnregisterSession(c->fd.get());
   Detach(c);
   conns.erase(c);
   delete c;  // closes the fd

@@ -16,15 +16,18 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 #include <mutex>
 #include <thread>
 
+#include "backend/meta/meta_store.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
@@ -412,6 +415,151 @@ TEST_P(SecurityTest, RemovedClientIsRefusedOnItsNextCall) {
   EXPECT_NE(again->salt(), carol->salt());
   RemoteMetaService old_file(metad.server->address(), carol_key);
   EXPECT_EQ(old_file.GetAttr(1).status().code(), EACCES);
+}
+
+// Issue 35 hole 2: removing a client closes its open sessions at once,
+// not only on its next call: an idle authenticated connection of the
+// identity is closed by the server, while another identity's stays open.
+TEST_P(SecurityTest, RemovingAClientClosesItsOpenSessions) {
+  MetadWithIdentities metad(key_, GetParam());
+  metad.handler.OnIdentityRemoved([&](const std::string& entity) {
+    metad.server->CloseSessionsOf(entity);
+  });
+  RemoteMetaService as_server(metad.server->address(), key_);
+  auto dave = as_server.AuthAdd({"client.dave", "/", false});
+  auto erin = as_server.AuthAdd({"client.erin", "/", false});
+  ASSERT_TRUE(dave.ok() && erin.ok());
+  auto dave_conn = OpenRawSession(metad.server->address(), *dave);
+  auto erin_conn = OpenRawSession(metad.server->address(), *erin);
+  ASSERT_TRUE(dave_conn.ok()) << dave_conn.status().ToString();
+  ASSERT_TRUE(erin_conn.ok()) << erin_conn.status().ToString();
+  ASSERT_TRUE(as_server.AuthRemove("client.dave").ok());
+  EXPECT_TRUE(ClosedByPeer(dave_conn->get()))
+      << "the removed identity's session stayed open";
+  // erin's session is untouched: nothing to read, still open.
+  uint8_t b;
+  EXPECT_EQ(::recv(erin_conn->get(), &b, 1, MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+// Issue 35 hole 2: a client given --path /a reaches nothing outside /a,
+// against a real MetaStore: no lookup, listing, stat, write, rename across
+// the boundary, link or xattr outside, even by an inode number it forges;
+// inside /a everything works, and the mount's walk from "/" down to /a is
+// allowed (the next component only).
+TEST_P(SecurityTest, ClientLimitedToAPathReachesNothingOutsideIt) {
+  const std::string dir = ::testing::TempDir() + "/subtree-" +
+                          std::to_string(getpid()) + "-" +
+                          std::to_string(static_cast<int>(GetParam()));
+  std::filesystem::remove_all(dir);
+  auto store = MetaStore::Create(dir, Geometry{4, 2, 4096});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  MetaService& s = **store;
+  auto a = s.Mkdir(kRootInode, "a", 0755, 0, 0);
+  auto b = s.Mkdir(kRootInode, "b", 0755, 0, 0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto secret = s.MkNode(b->ino, "secret", S_IFREG | 0644, 0, 0, 0);
+  auto bsub = s.Mkdir(b->ino, "sub", 0755, 0, 0);
+  auto mine = s.MkNode(a->ino, "mine", S_IFREG | 0644, 0, 0, 0);
+  ASSERT_TRUE(secret.ok() && bsub.ok() && mine.ok());
+
+  auto file = ::testing::TempDir() + "/subtree-ids-" +
+              std::to_string(getpid()) + "-" +
+              std::to_string(static_cast<int>(GetParam()));
+  ::unlink(file.c_str());
+  auto table = IdentityTable::Open(file);
+  ASSERT_TRUE(table.ok());
+  MetaServiceServer handler(&s);
+  handler.ServeIdentities(table->get(), key_);
+  RpcServerOptions o;
+  o.log_name = "security-test-metad";
+  o.use_io_uring = GetParam() == Loop::kUring;
+  o.gate = table->get();
+  auto server = RpcServer::Start(o, key_, &handler);
+  ASSERT_TRUE(server.ok());
+  RemoteMetaService as_server((*server)->address(), key_);
+  auto alice = as_server.AuthAdd({"client.alice", "/a", false});
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  RemoteMetaService c((*server)->address(),
+                      std::make_shared<const ClusterKey>(*alice));
+  auto refused = [](const Status& st) {
+    return st.code() == EACCES ? ::testing::AssertionSuccess()
+                               : ::testing::AssertionFailure() << st.ToString();
+  };
+
+  // The walk down: "/" may be stat'ed, and "a" looked up in it; nothing
+  // else there.
+  EXPECT_TRUE(c.GetAttr(kRootInode).ok());
+  auto got_a = c.Lookup(kRootInode, "a");
+  ASSERT_TRUE(got_a.ok()) << got_a.status().ToString();
+  EXPECT_EQ(got_a->ino, a->ino);
+  EXPECT_TRUE(refused(c.Lookup(kRootInode, "b").status()));
+  EXPECT_TRUE(refused(c.Lookup(kRootInode, "nothing-here").status()));
+  EXPECT_TRUE(refused(c.ReadDir(kRootInode, 0, 100).status()));
+  EXPECT_TRUE(refused(c.Mkdir(kRootInode, "x", 0755, 0, 0).status()));
+  EXPECT_TRUE(refused(c.Lookup(a->ino, "..").status()));
+
+  // Inside: everything works.
+  EXPECT_TRUE(c.ReadDir(a->ino, 0, 100).ok());
+  auto f = c.Lookup(a->ino, "mine");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(c.GetAttr(f->ino).ok());
+  EXPECT_TRUE(c.SetXattr(f->ino, "user.k", "v", 0).ok());
+  auto made = c.Mkdir(a->ino, "d", 0755, 0, 0);
+  ASSERT_TRUE(made.ok());
+  auto created = c.MkNode(made->ino, "new", S_IFREG | 0644, 0, 0, 0);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_TRUE(c.GetStripes(created->ino, 0, 4).ok());
+  EXPECT_TRUE(c.Rename(made->ino, "new", a->ino, "moved", 0, nullptr).ok());
+
+  // Outside, by forged numbers: read, list, stat, write, xattrs, stripes.
+  EXPECT_TRUE(refused(c.GetAttr(b->ino).status()));
+  EXPECT_TRUE(refused(c.GetAttr(secret->ino).status()));
+  EXPECT_TRUE(refused(c.GetAttr(bsub->ino).status()));
+  EXPECT_TRUE(refused(c.ReadDir(b->ino, 0, 100).status()));
+  EXPECT_TRUE(refused(c.Lookup(b->ino, "secret").status()));
+  EXPECT_TRUE(refused(c.Lookup(b->ino, "absent").status()));
+  EXPECT_TRUE(refused(c.GetStripes(secret->ino, 0, 4).status()));
+  EXPECT_TRUE(refused(c.GetXattr(secret->ino, "user.k").status()));
+  EXPECT_TRUE(refused(c.SetXattr(secret->ino, "user.k", "v", 0)));
+  SetAttrRequest chmod;
+  chmod.mask = kSetMode;
+  chmod.mode = 0777;
+  EXPECT_TRUE(refused(c.SetAttr(secret->ino, chmod, nullptr).status()));
+  EXPECT_TRUE(refused(c.SetAttr(b->ino, chmod, nullptr).status()));
+  EXPECT_TRUE(refused(
+      c.MkNode(b->ino, "planted", S_IFREG | 0644, 0, 0, 0).status()));
+  EXPECT_TRUE(refused(c.Mkdir(bsub->ino, "planted", 0755, 0, 0).status()));
+  EXPECT_TRUE(refused(c.Unlink(b->ino, "secret").status()));
+  EXPECT_TRUE(refused(c.Rmdir(b->ino, "sub")));
+  EXPECT_TRUE(refused(c.PurgeInode(secret->ino, nullptr)));
+  EXPECT_TRUE(refused(c.DropStripes(secret->ino, 0, 1, nullptr)));
+  // Renames across the boundary, both ways, and links of or into outside.
+  EXPECT_TRUE(refused(c.Rename(b->ino, "secret", a->ino, "stolen", 0, nullptr)));
+  EXPECT_TRUE(refused(c.Rename(a->ino, "mine", b->ino, "leaked", 0, nullptr)));
+  EXPECT_TRUE(refused(c.Link(secret->ino, a->ino, "stolen").status()));
+  EXPECT_TRUE(refused(c.Link(f->ino, b->ino, "leaked").status()));
+  auto orphans = c.ListOrphans();
+  ASSERT_TRUE(orphans.ok());
+
+  // Nothing outside changed.
+  auto still = s.GetAttr(secret->ino);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(still->mode & 07777, 0644u);
+  EXPECT_TRUE(s.Lookup(b->ino, "secret").ok());
+  EXPECT_FALSE(s.Lookup(b->ino, "leaked").ok());
+  EXPECT_FALSE(s.Lookup(b->ino, "planted").ok());
+  EXPECT_FALSE(s.Lookup(a->ino, "stolen").ok());
+  EXPECT_TRUE(s.Lookup(a->ino, "mine").ok());
+  // A directory moved out of /a by the server is out at once.
+  ASSERT_TRUE(s.Rename(a->ino, "d", b->ino, "d-out", 0, nullptr).ok());
+  EXPECT_TRUE(refused(c.ReadDir(made->ino, 0, 100).status()));
+  // The server key and an unlimited client are not held to /a.
+  EXPECT_TRUE(as_server.GetAttr(secret->ino).ok());
+  (*server)->Stop();
+  ::unlink(file.c_str());
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_P(SecurityTest, ReadOnlyClientMayReadButNotChange) {
