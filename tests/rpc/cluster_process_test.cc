@@ -235,8 +235,12 @@ TEST_F(ClusterProcessTest, ClientIdentitiesFromStripefsAuth) {
 
   auto rm = RunCli("auth rm client.alice" + common + dir_ + "/ops.key");
   ASSERT_EQ(rm.rc, 0) << rm.out;
+  // metad closed the pooled session when it removed the identity, so the
+  // next call opens a new connection, whose handshake is refused (EACCES);
+  // a request that raced the close would get EKEYREVOKED.
   Status next = meta.GetClusterMap().status();
-  EXPECT_EQ(next.code(), EKEYREVOKED) << next.ToString();
+  EXPECT_TRUE(next.code() == EACCES || next.code() == EKEYREVOKED)
+      << next.ToString();
 }
 
 // Resident memory of a process, from /proc/PID/status (kB), or -1.
