@@ -671,7 +671,8 @@ struct MetaServiceServer::Rows {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kCommitStripesKeepTimes>(
         c.payload, c.reply,
-        [&](auto& out, auto ino, auto& commits, auto min_size) {
+        [&](auto& out, auto ino, auto& commits, auto min_size) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.CommitStripesKeepTimes(ino, commits, min_size,
                                           &std::get<0>(out));
         });
@@ -700,7 +701,9 @@ struct MetaServiceServer::Rows {
   static void DropStripesKeepTimes(MetaServiceServer& m, const RpcCall& c) {
     MetaService& s = *m.service_;
     ServeTyped<MsgType::kDropStripesKeepTimes>(
-        c.payload, c.reply, [&](auto& out, auto ino, auto first, auto count) {
+        c.payload, c.reply,
+        [&](auto& out, auto ino, auto first, auto count) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
           return s.DropStripesKeepTimes(ino, first, count, &std::get<0>(out));
         });
   }

@@ -534,6 +534,11 @@ TEST_P(SecurityTest, ClientLimitedToAPathReachesNothingOutsideIt) {
   EXPECT_TRUE(refused(c.Rmdir(b->ino, "sub")));
   EXPECT_TRUE(refused(c.PurgeInode(secret->ino, nullptr)));
   EXPECT_TRUE(refused(c.DropStripes(secret->ino, 0, 1, nullptr)));
+  EXPECT_TRUE(refused(c.DropStripesKeepTimes(secret->ino, 0, 1, nullptr)));
+  const std::vector<StripeCommit> commit = {{{0, 1, 0, 4096}, 0}};
+  EXPECT_TRUE(refused(c.CommitStripes(secret->ino, commit, 4096, nullptr)));
+  EXPECT_TRUE(
+      refused(c.CommitStripesKeepTimes(secret->ino, commit, 4096, nullptr)));
   // Renames across the boundary, both ways, and links of or into outside.
   EXPECT_TRUE(refused(c.Rename(b->ino, "secret", a->ino, "stolen", 0, nullptr)));
   EXPECT_TRUE(refused(c.Rename(a->ino, "mine", b->ino, "leaked", 0, nullptr)));
@@ -546,6 +551,7 @@ TEST_P(SecurityTest, ClientLimitedToAPathReachesNothingOutsideIt) {
   auto still = s.GetAttr(secret->ino);
   ASSERT_TRUE(still.ok());
   EXPECT_EQ(still->mode & 07777, 0644u);
+  EXPECT_EQ(still->size, 0u);
   EXPECT_TRUE(s.Lookup(b->ino, "secret").ok());
   EXPECT_FALSE(s.Lookup(b->ino, "leaked").ok());
   EXPECT_FALSE(s.Lookup(b->ino, "planted").ok());
