@@ -71,6 +71,10 @@ fuse::SessionOptions LossyFs::SessionOptionsForLossyFs() {
   o.init.readdirplus = false;
   o.init.readdirplus_auto = false;
   o.init.handle_killpriv_v2 = false;
+  // An io_uring O_DIRECT write would otherwise travel as a background
+  // request that may reach us after its killed writer was reaped, i.e.
+  // after the cut meant to end it.
+  o.init.async_dio = false;
   return o;
 }
 

@@ -78,7 +78,7 @@ class LossyFs : public fuse::RawFileSystem {
   ~LossyFs() override;
 
   // What the mount should negotiate for the rules above to hold (no
-  // writeback cache, no readdirplus, /dev/fuse transport).
+  // writeback cache, no readdirplus, no async direct I/O, /dev/fuse transport).
   static fuse::SessionOptions SessionOptionsForLossyFs();
 
   CutReport PowerCut(bool tear);
