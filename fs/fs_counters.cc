@@ -65,6 +65,8 @@ nlohmann::json StatsJson(const StatsInputs& in) {
         n.align_page_order ? (uint64_t{1} << n.align_page_order) : 0;
     neg["alignment_offset"] = n.align_offset;
     neg["uring_offered"] = n.uring_offered;
+    neg["compound_offered"] = n.Offered(fuse_abi::FUSE_HAS_COMPOUND);
+    neg["compound_agreed"] = n.Has(fuse_abi::FUSE_HAS_COMPOUND);
     neg["transport"] = in.engine.transport;
     neg["flags"] = fuse::InitFlagNames(n.flags);
     j["negotiated"] = neg;

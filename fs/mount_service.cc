@@ -451,6 +451,8 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
   so->uring_read_workers = o_.uring_read_workers;
   so->uring_inline_lone_reads = o_.uring_inline_lone_reads;
   so->uring_try_reads = o_.uring_try_reads;
+  so->init.compound = o_.compound;
+  so->refuse_compound = o_.refuse_compound;
   so->init.max_pages = pages;
   so->init.max_write = pages * kPageBytes;
   so->init.max_readahead =
@@ -571,6 +573,13 @@ std::vector<std::string> MountService::Describe() const {
            ? "yes (" + HumanBytes(uint64_t{1} << n.align_page_order) + ")"
            : "no") +
       ", acknowledged by kernel: " + (n.align_acknowledged ? "yes" : "no"));
+  out.push_back(
+      std::string("  compound requests: ") +
+      (n.Has(fuse_abi::FUSE_HAS_COMPOUND)
+           ? (o_.refuse_compound ? "agreed, answered ENOSYS (--compound enosys)"
+                                 : "agreed (OPEN+GETATTR in one round trip)")
+           : n.Offered(fuse_abi::FUSE_HAS_COMPOUND) ? "off"
+                                                    : "kernel does not offer"));
   const StripeFsOptions& fo = fs_->options();
   out.push_back(
       std::string("  coalescing: ") +

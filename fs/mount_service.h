@@ -57,6 +57,7 @@ inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
 // How long the kernel keeps a name's entry without a LOOKUP (ms;
 // StripeFsOptions::entry_timeout).
 inline constexpr OptionRange kEntryTimeoutMsRange{0, 3'600'000};
+inline constexpr OptionRange kAttrTimeoutMsRange{0, 3'600'000};
 // Stripe buffer memory cap (MiB).
 inline constexpr OptionRange kMemoryCapMibRange{1, 1 << 20};
 // The mount's bdi max_ratio (percent).
@@ -109,6 +110,11 @@ struct MountServiceOptions {
   bool uring_try_reads = true;
   bool writeback_cache = true;
   bool align = true;          // request opt-alignment to the stripe size
+  // FUSE_COMPOUND: accept it when the kernel offers it (compound), and if
+  // so, answer every one ENOSYS (refuse_compound: tests the kernel's
+  // fallback to single requests).
+  bool compound = true;
+  bool refuse_compound = false;
   bool enable_uring = false;  // set the fuse module's enable_uring (root)
   int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
   int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO

@@ -23,6 +23,8 @@ nlohmann::json NegotiatedToJson(const NegotiatedInit& n) {
                     {"acknowledged", n.align_acknowledged},
                     {"align_page_order", n.align_page_order},
                     {"offset", n.align_offset}};
+  j["compound"] = {{"offered", n.Offered(fuse_abi::FUSE_HAS_COMPOUND)},
+                   {"agreed", n.Has(fuse_abi::FUSE_HAS_COMPOUND)}};
   j["io_uring"] = {{"offered", n.uring_offered},
                    {"requested", n.uring_requested}};
   return j;

@@ -65,6 +65,11 @@ inline constexpr uint64_t FUSE_OVER_IO_URING = 1ULL << 41;
 inline constexpr uint64_t FUSE_REQUEST_TIMEOUT = 1ULL << 42;
 // opt-alignment extension (DDN redfs ABI): bit 18 of flags2.
 inline constexpr uint64_t FUSE_ALIGN_PG_ORDER = 1ULL << 50;
+// Compound requests (stripefs series, patch 0006; DDN redfs's FUSE_COMPOUND
+// opcode): bit 19 of flags2, next to opt-alignment. The kernel offers it in
+// fuse_init_in; a server that sets it in fuse_init_out accepts FUSE_COMPOUND
+// and the kernel then sends OPEN+GETATTR as one request.
+inline constexpr uint64_t FUSE_HAS_COMPOUND = 1ULL << 51;
 
 // ---- fuse_setattr_in.valid ----
 inline constexpr uint32_t FATTR_MODE = 1u << 0;
@@ -167,10 +172,11 @@ enum Opcode : uint32_t {
   FUSE_TMPFILE = 51,
   FUSE_STATX = 52,
   FUSE_COPY_FILE_RANGE_64 = 53,
+  FUSE_COMPOUND = 101,  // DDN redfs's number; not upstream
   CUSE_INIT = 4096,
 };
 // One past the largest regular opcode; sizes per-opcode tables.
-inline constexpr uint32_t kOpcodeLimit = 54;
+inline constexpr uint32_t kOpcodeLimit = 102;
 
 enum NotifyCode : int32_t {
   FUSE_NOTIFY_POLL = 1,
@@ -431,6 +437,27 @@ constexpr size_t AlignPageOrderOffset(uint32_t kernel_minor) {
   return kernel_minor >= 43 ? 42 : 40;
 }
 
+// FUSE_COMPOUND: fuse_compound_in, then `count` whole sub-requests, each a
+// fuse_in_header (len = header + its arguments) and its arguments, back to
+// back (no padding). The reply body is fuse_compound_out, then one whole
+// sub-reply per sub-request in order: fuse_out_header (len = header +
+// payload, error = 0 or -errno, unique echoed) and its payload. The layout
+// is DDN's (its `reserved` after result_size is 8-aligned; the padding word
+// is written out here).
+inline constexpr uint32_t FUSE_MAX_COMPOUND_OPS = 16;
+struct fuse_compound_in {
+  uint32_t count;        // sub-requests, 1..FUSE_MAX_COMPOUND_OPS
+  uint32_t flags;        // none defined; ignored
+  uint32_t result_size;  // sum of the sub-replies' payload sizes (a hint)
+  uint32_t padding;
+  uint64_t reserved;
+};
+struct fuse_compound_out {
+  uint32_t count;  // sub-replies that follow (== the request's count)
+  uint32_t flags;  // 0
+  uint64_t reserved;
+};
+
 struct fuse_interrupt_in {
   uint64_t unique;
 };
@@ -671,6 +698,9 @@ static_assert(offsetof(fuse_init_out, unused) == 42);
 static_assert(AlignPageOrderOffset(45) == 42);
 static_assert(AlignPageOrderOffset(40) == 40);
 static_assert((FUSE_ALIGN_PG_ORDER >> 32) == (1u << 18));
+static_assert((FUSE_HAS_COMPOUND >> 32) == (1u << 19));
+static_assert(sizeof(fuse_compound_in) == 24);
+static_assert(sizeof(fuse_compound_out) == 16);
 static_assert(sizeof(fuse_interrupt_in) == 8);
 static_assert(sizeof(fuse_bmap_in) == 16);
 static_assert(sizeof(fuse_ioctl_in) == 32);

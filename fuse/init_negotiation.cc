@@ -31,6 +31,7 @@ uint64_t WantedFlags(const InitOptions& o, bool want_uring) {
   if (o.explicit_inval_data) want |= FUSE_EXPLICIT_INVAL_DATA;
   if (o.auto_inval_data) want |= FUSE_AUTO_INVAL_DATA;
   if (o.direct_io_allow_mmap) want |= FUSE_DIRECT_IO_ALLOW_MMAP;
+  if (o.compound) want |= FUSE_HAS_COMPOUND;
   if (want_uring || o.over_io_uring) want |= FUSE_OVER_IO_URING;
   return want;
 }

@@ -132,6 +132,8 @@ void CopyFileRange(const OpCall& c) {
   c.fs.CopyFileRange(c.Reply(), c.node(), c.q.In<fuse_copy_file_range_in>());
 }
 void SyncFs(const OpCall& c) { c.fs.SyncFs(c.Reply(), c.node()); }
+// Each sub-request goes through its own row's handler (fuse/compound.h).
+void Compound(const OpCall& c) { c.engine.Compound(c.inflight, c.q); }
 // Parsed but not served (locks, bmap, ioctl, poll, tmpfile, statx): the
 // kernel falls back or reports ENOSYS to the caller.
 void Unsupported(const OpCall& c) { c.Reply().Error(ENOSYS); }
@@ -224,6 +226,7 @@ constexpr OpcodeRow kRows[] = {
   R(FUSE_TMPFILE,      "TMPFILE",      sizeof(fuse_create_in),      Tail::kName,     TmpFile),
   R(FUSE_STATX,        "STATX",        sizeof(fuse_statx_in),       Tail::kNone,     Unsupported),
   R(FUSE_COPY_FILE_RANGE_64, "COPY_FILE_RANGE_64", sizeof(fuse_copy_file_range_in), Tail::kNone, CopyFileRange),
+  R(FUSE_COMPOUND,     "COMPOUND",     sizeof(fuse_compound_in),    Tail::kAny,      Compound),
 };
 // clang-format on
 

@@ -59,6 +59,9 @@ class OpEngine {
   virtual void Init(InFlight* inflight, const ParsedRequest& q) = 0;
   virtual void Interrupt(InFlight* inflight, uint64_t target) = 0;
   virtual void Destroy(InFlight* inflight) = 0;
+  // FUSE_COMPOUND: decodes the sub-requests and serves each through its
+  // row's handler (fuse/compound.h); answers ENOSYS when refused by option.
+  virtual void Compound(InFlight* inflight, const ParsedRequest& q) = 0;
 
  protected:
   ~OpEngine() = default;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 
+#include "fuse/compound.h"
 #include "fuse/dev_transport.h"
 #include "fuse/init_negotiation.h"
 #include "fuse/kernel_knobs.h"
@@ -111,6 +112,8 @@ struct Session::Impl final : OpEngine, ReplyObserver {
     CallDestroy();
     f->Complete(0, {});
   }
+  void Compound(InFlight* f, const ParsedRequest& q) override;
+  void DispatchSub(InFlight* sub, const CompoundSubRequest& s);
   // ---- ReplyObserver ----
   void OnReply(InFlight* f) override;
 };
@@ -136,6 +139,64 @@ void Session::Impl::OnReply(InFlight* f) {
   std::lock_guard<std::mutex> lock(sh.mu);
   auto it = sh.map.find(f->ctx.unique);
   if (it != sh.map.end() && it->second == f) sh.map.erase(it);
+}
+
+namespace {
+
+// What handlers of sub-requests talk back to: their replies go to the
+// compound (untracked: an INTERRUPT names the compound, not its parts).
+// The engine opcodes never reach it (AllowedInCompound refuses them).
+class SubRequestEngine final : public OpEngine {
+ public:
+  Replier Track(InFlight* f) override { return Replier(f, nullptr); }
+  void Init(InFlight* f, const ParsedRequest&) override { f->Complete(EIO, {}); }
+  void Interrupt(InFlight* f, uint64_t) override { f->Complete(EIO, {}); }
+  void Destroy(InFlight* f) override { f->Complete(EIO, {}); }
+  void Compound(InFlight* f, const ParsedRequest&) override {
+    f->Complete(EIO, {});
+  }
+};
+SubRequestEngine sub_request_engine;
+
+}  // namespace
+
+void Session::Impl::Compound(InFlight* f, const ParsedRequest& q) {
+  Replier parent = Track(f);
+  if (opts.refuse_compound) {
+    parent.Error(ENOSYS);
+    return;
+  }
+  // Sub-requests may wait (metadata, disk): not on an io-uring queue thread.
+  if (f->ctx.must_not_block) {
+    parent.WouldBlock();
+    return;
+  }
+  CompoundDecode d = DecodeCompound(
+      std::span<const uint8_t>(q.in, q.in_size), q.data, parse_opts);
+  if (d.error != 0) {
+    malformed.fetch_add(1, std::memory_order_relaxed);
+    log.Log("malformed request: " + d.reason);
+    parent.Error(d.error);
+    return;
+  }
+  const RequestContext base = f->ctx;
+  RunCompound(std::move(parent), base, std::move(d),
+              [this](InFlight* sub, const CompoundSubRequest& s) {
+                DispatchSub(sub, s);
+              });
+}
+
+void Session::Impl::DispatchSub(InFlight* sub, const CompoundSubRequest& s) {
+  ParseResult pr = ParseRequest(s.header, s.arg0, s.rest, parse_opts);
+  if (pr.error != 0) {
+    malformed.fetch_add(1, std::memory_order_relaxed);
+    log.Log("malformed request in a compound: " + pr.reason);
+    sub->Complete(pr.error, {});
+    return;
+  }
+  per_opcode[s.header.opcode].fetch_add(1, std::memory_order_relaxed);
+  const OpcodeRow& row = *FindOpcode(s.header.opcode);  // decoded, so known
+  row.handler(OpCall{pr.req, *fs, sub_request_engine, sub});
 }
 
 void Session::Impl::Interrupt(InFlight* f, uint64_t target) {

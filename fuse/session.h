@@ -77,6 +77,10 @@ struct SessionOptions {
   bool uring_try_reads = false;
   bool uring_pin_threads = true;
   bool log_requests = false;  // one stderr line per request (debug)
+  // Answer every FUSE_COMPOUND with ENOSYS (the kernel then falls back to
+  // single requests for good). With init.compound on, the kernel is told
+  // compounds are welcome first: this is how the fallback is tested.
+  bool refuse_compound = false;
   RequestObserver* request_observer = nullptr;  // not owned; may be null
 };
 

@@ -55,7 +55,7 @@ std::string InitFlagNames(uint64_t flags) {
       nullptr,
       nullptr,
       "ALIGN_PG_ORDER",
-      nullptr,
+      "HAS_COMPOUND",
   };
   std::string out;
   for (int i = 0; i < 64; ++i) {

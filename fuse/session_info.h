@@ -61,6 +61,10 @@ struct InitOptions {
   // request. Requested as FUSE_ALIGN_PG_ORDER with the byte at the offset
   // the kernel's protocol minor implies (fuse_abi::AlignPageOrderOffset).
   uint8_t align_page_order = 0;
+  // FUSE_HAS_COMPOUND: accept FUSE_COMPOUND (the kernel of the stripefs
+  // series then sends OPEN+GETATTR as one request); asked for only when the
+  // kernel offers it.
+  bool compound = true;
   // Ask for FUSE_OVER_IO_URING (set by the Session when its transport
   // choice wants io-uring; file systems normally leave it).
   bool over_io_uring = false;

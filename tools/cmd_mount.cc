@@ -145,6 +145,8 @@ struct MountArgs {
   int64_t idle_flush_ms = 2000;
   int64_t frontier_hold_ms = 30000;
   int64_t entry_timeout_ms = 1000;
+  int64_t attr_timeout_ms = 1000;
+  std::string compound = "on";
   int64_t memory_cap_mib = 256;
   std::string writeback_cache = "on";
   int dev_threads = 4;
@@ -208,6 +210,9 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.fs.idle_flush = std::chrono::milliseconds(a.idle_flush_ms);
   o.fs.frontier_hold = std::chrono::milliseconds(a.frontier_hold_ms);
   o.fs.entry_timeout = std::chrono::milliseconds(a.entry_timeout_ms);
+  o.fs.attr_timeout = std::chrono::milliseconds(a.attr_timeout_ms);
+  o.compound = a.compound != "off";
+  o.refuse_compound = a.compound == "enosys";
   o.fs.memory_cap = static_cast<uint64_t>(a.memory_cap_mib) << 20;
   constexpr size_t kAuto = fs::StripeFsOptions::kWindowFromStripeSize;
   o.fs.send_window =
@@ -597,6 +602,16 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "(LOOKUP); another client's unlink or rename of it shows "
                   "here after at most this (default 1000)")
         ->check(InRange(fs::kEntryTimeoutMsRange));
+    c->add_option("--attr-timeout-ms", a.attr_timeout_ms,
+                  "how long the kernel keeps a file's attributes (size, "
+                  "times) without asking again (GETATTR) (default 1000)")
+        ->check(InRange(fs::kAttrTimeoutMsRange));
+    c->add_option("--compound", a.compound,
+                  "compound requests (kernels with the stripefs series): on "
+                  "(default: OPEN+GETATTR in one round trip) | off (not "
+                  "offered to the kernel) | enosys (offered, then refused: "
+                  "the kernel falls back; for tests)")
+        ->check(CLI::IsMember({"on", "off", "enosys"}));
     c->add_option("--memory-cap-mib", a.memory_cap_mib,
                   "total stripe buffer memory before the oldest are written "
                   "(default 256)")

@@ -5,12 +5,15 @@
 //   * an io-uring split: the first 40 bytes are the header, byte 40 picks
 //     the fixed-arg length (0..128), the rest is the payload;
 //   * the bytes as a READDIR / READDIRPLUS body.
+// A buffer that parses as FUSE_COMPOUND also goes through DecodeCompound and
+// each decoded sub-request through ParseRequest (seed: corpus/compound).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <vector>
 
+#include "fuse/compound.h"
 #include "fuse/dirent_encoder.h"
 #include "fuse/request_parser.h"
 
@@ -33,6 +36,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto b = r.req.In<stripefs::fuse_abi::fuse_batch_forget_in>();
         for (uint32_t i = 0; i < b.count; ++i)
           sum = sum + r.req.ForgetEntry(i).nodeid;
+      }
+      if (r.req.opcode == stripefs::fuse_abi::FUSE_COMPOUND) {
+        CompoundDecode d = DecodeCompound(
+            std::span<const uint8_t>(r.req.in, r.req.in_size), r.req.data, o);
+        for (const auto& sub : d.subs) {
+          ParseResult sr = ParseRequest(sub.header, sub.arg0, sub.rest, o);
+          sum = sum + sr.req.name.size() + sr.req.data.size();
+        }
       }
       (void)sum;
     }

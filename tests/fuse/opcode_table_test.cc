@@ -25,8 +25,11 @@ TEST(OpcodeTable, EveryRegularOpcodeHasOneNamedRow) {
     EXPECT_TRUE(names.insert(r->name).second) << r->name;
     EXPECT_EQ(OpcodeName(op), r->name);
   }
-  // fuse_abi::Opcode lists 51 regular opcodes (1..53 without 7 and 19).
-  EXPECT_EQ(rows, 51);
+  // fuse_abi::Opcode lists 52 regular opcodes (1..53 without 7 and 19, and
+  // the series' FUSE_COMPOUND, 101).
+  EXPECT_EQ(rows, 52);
+  EXPECT_EQ(FindOpcode(54), nullptr);
+  EXPECT_EQ(OpcodeName(FUSE_COMPOUND), "COMPOUND");
   EXPECT_EQ(FindOpcode(0), nullptr);
   EXPECT_EQ(FindOpcode(7), nullptr);
   EXPECT_EQ(FindOpcode(kOpcodeLimit), nullptr);
