@@ -55,6 +55,7 @@ tests=(
   "product_dio patched 2 1024 product_dio 20"
   "product_uring stock 2 1024 product_uring bg,burst"
   "product_uring patched 2 1024 product_uring bg,burst"
+  "product_compound patched 2 1024 product_compound 200"
 )
 # The same probe tests on each distribution kernel line (tests/kernel/CMakeLists.txt).
 line_tests=(
