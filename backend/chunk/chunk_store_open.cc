@@ -29,6 +29,7 @@
 #include "backend/chunk/uring_file_io.h"
 #include "common/buffer_pool.h"
 #include "common/coding.h"
+#include "common/durable_dirs.h"
 #include "common/rocks_glue.h"
 #include "common/unique_fd.h"
 #include "ec/crc32c.h"
@@ -38,20 +39,6 @@ namespace stripefs {
 using chunk_paths::Log;
 
 namespace {
-
-// mkdir -p.
-Status MakeDirs(const std::string& dir) {
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos == dir.size() || dir[pos] == '/') {
-      std::string part = dir.substr(0, pos);
-      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-        return Status::FromErrno(errno,
-                                 "cannot create chunk store directory " + part);
-      }
-    }
-  }
-  return Status::Ok();
-}
 
 // Writes the marker durably (tmp file, fsync, rename, fsync dir).
 Status WriteMarker(const std::string& dir) {
@@ -152,7 +139,8 @@ Result<std::string> CheckStoreDir(const std::string& dir_in,
       return Status::NotFound("chunk store directory " + dir +
                               " does not exist; check the path");
     }
-    STRIPEFS_RETURN_IF_ERROR(MakeDirs(dir));
+    // Durable in its parent too: Open syncs only what is inside.
+    STRIPEFS_RETURN_IF_ERROR(MakeDirsDurably(dir, "chunk store directory"));
     if (::stat(dir.c_str(), &st) != 0) {
       return Status::FromErrno(errno, "stat " + dir);
     }

@@ -15,6 +15,7 @@
 
 #include "backend/meta/etcd_kv.h"
 #include "backend/meta/rocks_kv.h"
+#include "common/durable_dirs.h"
 
 namespace stripefs {
 
@@ -321,12 +322,8 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
                           "to start a new volume");
   }
   if (!IsEtcdLocation(dir)) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return Status(ec.value(),
-                    "cannot create directory " + dir + ": " + ec.message());
-    }
+    // Durable in its parent too: RocksDB syncs only what is inside.
+    STRIPEFS_RETURN_IF_ERROR(MakeDirsDurably(dir, "metadata directory"));
   }
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<KvStore> kv,
                             OpenKv(dir, /*create=*/true, options));
