@@ -72,18 +72,8 @@ void HealthMonitor::Loop() {
 
 Status HealthMonitor::RunRound() {
   std::lock_guard<std::mutex> round(round_mu_);
-  if (!options_.leader_id.empty()) {
-    auto leader =
-        store_->HoldLeadership(options_.leader_id, 3 * options_.interval);
-    if (!leader.ok()) {
-      return leader.status().Annotate("health monitor: leader lease");
-    }
-    if (!*leader) {
-      std::lock_guard<std::mutex> lock(mu_);
-      counters_.skipped_not_leader++;
-      return Status::Ok();
-    }
-  }
+  STRIPEFS_ASSIGN_OR_RETURN(bool leader, HoldsLeaderLease());
+  if (!leader) return Status::Ok();
   auto map = store_->GetClusterMap();
   if (!map.ok()) {
     return map.status().Annotate("health monitor: reading the cluster map");
@@ -93,69 +83,86 @@ Status HealthMonitor::RunRound() {
     if (s.state != ServerState::kOut && !s.address.empty())
       targets.push_back(s);
   }
+  const std::vector<Status> results = ProbeAll(targets);
+  return ApplyChanges(RecordResults(targets, results));
+}
 
-  // Probe in parallel: one hung server must not delay the others.
+Result<bool> HealthMonitor::HoldsLeaderLease() {
+  if (options_.leader_id.empty()) return true;
+  auto leader =
+      store_->HoldLeadership(options_.leader_id, 3 * options_.interval);
+  if (!leader.ok()) {
+    return leader.status().Annotate("health monitor: leader lease");
+  }
+  if (!*leader) {
+    MutexLock lock(&mu_);
+    counters_.skipped_not_leader++;
+  }
+  return *leader;
+}
+
+std::vector<Status> HealthMonitor::ProbeAll(
+    const std::vector<ServerInfo>& targets) const {
   std::vector<Status> results(targets.size());
-  {
-    std::vector<std::thread> threads;
-    threads.reserve(targets.size());
-    for (size_t i = 0; i < targets.size(); ++i) {
-      threads.emplace_back([&, i] {
-        results[i] = prober_->Probe(targets[i], options_.probe_timeout);
-      });
-    }
-    for (auto& t : threads) t.join();
+  std::vector<std::thread> threads;
+  threads.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = prober_->Probe(targets[i], options_.probe_timeout);
+    });
   }
+  for (auto& t : threads) t.join();
+  return results;
+}
 
-  struct Change {
-    ServerInfo seen;
-    ServerState to;
-    std::string why;
-  };
+std::vector<HealthMonitor::Change> HealthMonitor::RecordResults(
+    const std::vector<ServerInfo>& targets,
+    const std::vector<Status>& results) {
   std::vector<Change> changes;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    counters_.rounds++;
-    std::set<uint32_t> probed;
-    for (const auto& t : targets) probed.insert(t.id);
-    for (auto it = health_.begin(); it != health_.end();) {
-      it = probed.count(it->first) ? std::next(it) : health_.erase(it);
+  MutexLock lock(&mu_);
+  counters_.rounds++;
+  std::set<uint32_t> probed;
+  for (const auto& t : targets) probed.insert(t.id);
+  for (auto it = health_.begin(); it != health_.end();) {
+    it = probed.count(it->first) ? std::next(it) : health_.erase(it);
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const ServerInfo& s = targets[i];
+    ServerHealth& h = health_[s.id];
+    if (h.address != s.address || h.probes == 0) {
+      h = ServerHealth{};
+      h.id = s.id;
+      h.address = s.address;
     }
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const ServerInfo& s = targets[i];
-      ServerHealth& h = health_[s.id];
-      if (h.address != s.address || h.probes == 0) {
-        h = ServerHealth{};
-        h.id = s.id;
-        h.address = s.address;
+    h.state = s.state;
+    h.probes++;
+    counters_.probes++;
+    if (results[i].ok()) {
+      h.misses = 0;
+      h.answers++;
+      if (s.state == ServerState::kDown && h.answers >= options_.up_after) {
+        changes.push_back(
+            {s, ServerState::kUp,
+             "answers again (" + std::to_string(h.answers) +
+                 (h.answers == 1 ? " probe)" : " probes in a row)")});
       }
-      h.state = s.state;
-      h.probes++;
-      counters_.probes++;
-      if (results[i].ok()) {
-        h.misses = 0;
-        h.answers++;
-        if (s.state == ServerState::kDown && h.answers >= options_.up_after) {
-          changes.push_back(
-              {s, ServerState::kUp,
-               "answers again (" + std::to_string(h.answers) +
-                   (h.answers == 1 ? " probe)" : " probes in a row)")});
-        }
-      } else {
-        h.answers = 0;
-        h.misses++;
-        h.last_error = results[i].ToString();
-        counters_.misses++;
-        if (s.state == ServerState::kUp && h.misses >= options_.down_after) {
-          changes.push_back({s, ServerState::kDown,
-                             "missed " + std::to_string(h.misses) +
-                                 " probes in a row (last: " + h.last_error +
-                                 ")"});
-        }
+    } else {
+      h.answers = 0;
+      h.misses++;
+      h.last_error = results[i].ToString();
+      counters_.misses++;
+      if (s.state == ServerState::kUp && h.misses >= options_.down_after) {
+        changes.push_back({s, ServerState::kDown,
+                           "missed " + std::to_string(h.misses) +
+                               " probes in a row (last: " + h.last_error +
+                               ")"});
       }
     }
   }
+  return changes;
+}
 
+Status HealthMonitor::ApplyChanges(const std::vector<Change>& changes) {
   Status first_error;
   for (const Change& c : changes) {
     auto changed = store_->SetServerStateIf(c.seen, c.to);
@@ -171,7 +178,7 @@ Status HealthMonitor::RunRound() {
     uint64_t epoch = 0;
     if (auto m = store_->GetClusterMap(); m.ok()) epoch = m->epoch;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       (c.to == ServerState::kDown ? counters_.marked_down
                                   : counters_.marked_up)++;
       auto it = health_.find(c.seen.id);
@@ -185,14 +192,14 @@ Status HealthMonitor::RunRound() {
 }
 
 std::vector<ServerHealth> HealthMonitor::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<ServerHealth> out;
   for (const auto& [id, h] : health_) out.push_back(h);
   return out;
 }
 
 HealthMonitorCounters HealthMonitor::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return counters_;
 }
 

@@ -29,6 +29,7 @@
 #include "backend/meta/meta_store.h"
 #include "backend/meta/server_prober.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs {
 
@@ -85,11 +86,33 @@ class HealthMonitor {
   // returned (and the round's probe results still count).
   Status RunRound();
 
-  std::vector<ServerHealth> Snapshot() const;
-  HealthMonitorCounters counters() const;
+  std::vector<ServerHealth> Snapshot() const STRIPEFS_EXCLUDES(mu_);
+  HealthMonitorCounters counters() const STRIPEFS_EXCLUDES(mu_);
 
  private:
+  // A state change a round decided on: `seen` is the map entry probed.
+  struct Change {
+    ServerInfo seen;
+    ServerState to;
+    std::string why;
+  };
+
   void Loop();
+  // With a leader_id: false (and counted) when another metad holds the
+  // lease, so this round is left to it.
+  Result<bool> HoldsLeaderLease() STRIPEFS_EXCLUDES(mu_);
+  // Probes every target in parallel: one hung server must not delay the
+  // others. One result per target.
+  std::vector<Status> ProbeAll(const std::vector<ServerInfo>& targets) const;
+  // Counts the round's results per server and returns the changes that
+  // crossed down_after / up_after.
+  std::vector<Change> RecordResults(const std::vector<ServerInfo>& targets,
+                                    const std::vector<Status>& results)
+      STRIPEFS_EXCLUDES(mu_);
+  // Compare-and-sets each change in the map and logs those made; the first
+  // error writing the map.
+  Status ApplyChanges(const std::vector<Change>& changes)
+      STRIPEFS_EXCLUDES(mu_);
 
   MetaStore* const store_;
   ServerProber* const prober_;
@@ -97,9 +120,9 @@ class HealthMonitor {
   LogFn log_;
 
   std::mutex round_mu_;  // one round at a time
-  mutable std::mutex mu_;
-  std::map<uint32_t, ServerHealth> health_;  // guarded by mu_
-  HealthMonitorCounters counters_;           // guarded by mu_
+  mutable Mutex mu_;
+  std::map<uint32_t, ServerHealth> health_ STRIPEFS_GUARDED_BY(mu_);
+  HealthMonitorCounters counters_ STRIPEFS_GUARDED_BY(mu_);
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
