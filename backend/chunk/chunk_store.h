@@ -175,6 +175,10 @@ struct ChunkStoreOptions {
   // Memory for the version cache (approximate bytes; see "Version cache").
   // 0: no cache, every write and delete scans the index.
   uint64_t version_cache_bytes = uint64_t{32} << 20;
+  // Test hook: called by the committer with each batch's op count after it
+  // takes the batch and before anything of it is written (so a test can hold
+  // one batch while writers queue behind it). Unset in production.
+  std::function<void(size_t ops)> before_commit_batch;
 };
 
 // What one Sweep() found and did.
@@ -318,6 +322,8 @@ class ChunkStore final : public ChunkService {
       STRIPEFS_EXCLUDES(compact_mu_);
 
   ChunkStoreCounters Counters() const;
+  // Ops queued for the committer and not yet taken into a batch (tests).
+  size_t queued_commit_ops() const STRIPEFS_EXCLUDES(queue_mu_);
   std::vector<SegmentInfo> Segments();
   // Compares every version cache entry with a fresh scan of the index
   // (under the entry's chunk lock, shared): Corruption naming the first
@@ -645,7 +651,7 @@ class ChunkStore final : public ChunkService {
   // The group commit's queue and its hand-offs to the commit and index
   // threads (and each queued CommitOp's `done`, which the analysis cannot
   // name). Taken after chunk locks, before the parts' own mutexes.
-  Mutex queue_mu_;
+  mutable Mutex queue_mu_;
   std::condition_variable queue_cv_;  // work for the commit thread
   std::condition_variable stop_cv_;   // the compactor's sleep ends early
   std::vector<CommitOp*> queue_ STRIPEFS_GUARDED_BY(queue_mu_);

@@ -131,6 +131,11 @@ Status ChunkStore::SubmitAll(const std::vector<CommitOp*>& ops) {
   return Status::Ok();
 }
 
+size_t ChunkStore::queued_commit_ops() const {
+  MutexLock lock(&queue_mu_);
+  return queue_.size();
+}
+
 void ChunkStore::CommitLoop() {
   UniqueMutexLock lock(&queue_mu_);
   for (;;) {
@@ -143,6 +148,8 @@ void ChunkStore::CommitLoop() {
     std::vector<CommitOp*> batch;
     batch.swap(queue_);
     lock.Unlock();
+    if (options_.before_commit_batch)
+      options_.before_commit_batch(batch.size());
     const auto taken = std::chrono::steady_clock::now();
     uint64_t queued = 0;
     for (const CommitOp* op : batch) queued += NanosSince(op->queued_at);

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "ec/crc32c.h"
 #include "tests/chunk/chunk_store_files.h"
 #include "tests/chunk/chunk_store_test_util.h"
+#include "tests/support/eventually.h"
 
 namespace stripefs {
 namespace {
@@ -82,6 +85,80 @@ TEST(ChunkEngine, GroupCommitSharesSyncsAcrossWriters) {
   EXPECT_GE(c.commit_wait_ns, c.batch_ns);
   EXPECT_GT(c.data_sync_ns, 0u);
   EXPECT_GT(c.index_sync_ns, 0u);
+}
+
+// The race forced instead of hoped for: the committer holds its first batch
+// (one write) until 7 more writers are queued behind it; those 7 must go
+// down as one batch with one synced index write.
+TEST(ChunkEngine, WritersQueuedBehindABatchShareTheNextOne) {
+  TempDir tmp;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool armed = false, holding = false, release = false;
+  std::vector<size_t> sizes;
+  ChunkStoreOptions o = EngineOptions();
+  o.before_commit_batch = [&](size_t ops) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!armed) return;
+    sizes.push_back(ops);
+    if (sizes.size() == 1) {
+      holding = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    }
+  };
+  auto s = OpenStore(tmp.path() + "/store", o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto& store = *s;
+  const auto before = store->Counters();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    armed = true;
+  }
+  constexpr int kQueued = 7;
+  std::atomic<int> failures{0};
+  auto write = [&](uint64_t n) {
+    if (!store->WriteChunk({2, n, 0}, 1, Payload(20000 + n, n)).ok())
+      ++failures;
+  };
+  std::vector<std::thread> writers;
+  writers.emplace_back(write, 0);
+  bool held;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    held = cv.wait_for(lock, std::chrono::seconds(60), [&] { return holding; });
+  }
+  if (held) {
+    for (int t = 1; t <= kQueued; ++t)
+      writers.emplace_back(write, static_cast<uint64_t>(t));
+  }
+  const bool queued =
+      held && stripefs::testing::Eventually(
+                  [&] { return store->queued_commit_ops() == size_t{kQueued}; },
+                  std::chrono::seconds(60));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  }
+  for (auto& w : writers) w.join();
+  ASSERT_TRUE(held) << "the committer never took the first write";
+  ASSERT_TRUE(queued) << "only " << store->queued_commit_ops()
+                      << " writes queued behind the held batch";
+  ASSERT_EQ(failures.load(), 0);
+  const auto c = store->Counters();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(sizes, (std::vector<size_t>{1, size_t{kQueued}}));
+  }
+  EXPECT_EQ(c.committed_ops - before.committed_ops, uint64_t{kQueued + 1});
+  EXPECT_EQ(c.commit_batches - before.commit_batches, 2u);
+  EXPECT_EQ(c.index_syncs - before.index_syncs, 2u);
+  for (uint64_t n = 0; n <= kQueued; ++n) {
+    auto got = store->ReadChunk({2, n, 0}, 1, 0, 20000 + n);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, Payload(20000 + n, n));
+  }
 }
 
 TEST(ChunkEngine, DeleteChunkVersionsIsOneCommit) {
