@@ -162,6 +162,11 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     co["read_size_fetches"] = Ld(c.read_size_fetches);
   }
   j["coalescing"] = co;
+  if (in.has_meta_hold) {
+    j["meta_hold"] = {{"held_calls", in.meta_held_calls},
+                      {"expired_calls", in.meta_expired_calls},
+                      {"failovers", in.meta_failovers}};
+  }
 
   const auto& b = in.client;
   const uint64_t stripe_writes = b.full_stripe_writes + b.new_partial_stripes +

@@ -95,6 +95,11 @@ struct StatsInputs {
   const FsCounters* fs = nullptr;
   const CoalesceCounters* coalesce_counters = nullptr;
   ClientCountersSnapshot client;
+  // metad outages (present with a hold time: HoldingMetaService): metadata
+  // calls that waited for metad, and those that gave up with EIO.
+  // And (cluster) connections that failed over to another metad.
+  bool has_meta_hold = false;
+  uint64_t meta_held_calls = 0, meta_expired_calls = 0, meta_failovers = 0;
   // engine (absent when no session is attached)
   bool has_engine = false;
   fuse::EngineStats engine;

@@ -289,6 +289,12 @@ nlohmann::json StripeFs::StatsJson() const {
   in.fs = &counters_;
   in.coalesce_counters = &coalesce_counters_;
   in.client = client_.counters();
+  if (const HoldingMetaService* h = volume_->holding_meta()) {
+    in.has_meta_hold = true;
+    in.meta_held_calls = h->held_calls();
+    in.meta_expired_calls = h->expired_calls();
+    in.meta_failovers = volume_->meta_failovers();
+  }
   if (fuse::Session* s = session_.load()) {
     in.has_engine = true;
     in.engine = s->Stats();

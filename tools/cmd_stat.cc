@@ -102,6 +102,13 @@ void PrintTable(const json& j) {
             " / " + Num(b["abandoned_chunk_reads"]));
     Row("cluster map updates", Num(b["map_updates"]));
   }
+  if (j.contains("meta_hold")) {
+    Section("metad outages");
+    const json& h = j["meta_hold"];
+    Row("calls held / expired (EIO)",
+        Num(h["held_calls"]) + " / " + Num(h["expired_calls"]));
+    Row("failovers to another metad", Num(h["failovers"]));
+  }
   Section("errors by kind");
   if (!j.contains("errors") || j["errors"].empty())
     Row("(none)", "");

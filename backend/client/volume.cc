@@ -113,6 +113,10 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
   return volume;
 }
 
+uint64_t Volume::meta_failovers() const {
+  return remote_meta_ ? remote_meta_->client().failovers() : 0;
+}
+
 Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
     const std::string& meta_address, const std::string& key_file,
     const StripeClientOptions& options, const MetaHoldOptions* hold) {
@@ -127,9 +131,13 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
         " (is `stripefs metad` running there, and is " + key_file +
         " the cluster's key?)");
   }
+  rpc::RemoteMetaService* remote = meta.get();
   std::unique_ptr<MetaService> service = std::move(meta);
+  HoldingMetaService* holding = nullptr;
   if (hold) {
-    service = std::make_unique<HoldingMetaService>(std::move(service), *hold);
+    auto h = std::make_unique<HoldingMetaService>(std::move(service), *hold);
+    holding = h.get();
+    service = std::move(h);
   }
   auto volume = FromParts(
       std::move(service),
@@ -137,6 +145,8 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
       options);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "cluster:" + meta_address;
+  (*volume)->holding_ = holding;
+  (*volume)->remote_meta_ = remote;
   return volume;
 }
 

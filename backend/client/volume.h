@@ -23,6 +23,10 @@
 
 namespace stripefs {
 
+namespace rpc {
+class RemoteMetaService;
+}
+
 struct EmbeddedVolumeOptions {
   Geometry geometry;  // used when the volume is created
   bool create_if_missing = true;
@@ -65,6 +69,12 @@ class Volume {
   StripeClient& client() { return *client_; }
   ChunkServerSet& servers() { return *servers_; }
   const Geometry& geometry() const { return client_->geometry(); }
+  // The metad outage holder under meta() (ConnectCluster with `hold`), or
+  // null: its held/expired counters for `stripefs stat`.
+  const HoldingMetaService* holding_meta() const { return holding_; }
+  // Connections to metad that went to another metad of the --meta list than
+  // the last one that answered (0 for an embedded volume).
+  uint64_t meta_failovers() const;
   // "embedded:<dir>" or "cluster:<meta address>"; a mount's source in
   // /proc/mounts.
   const std::string& description() const { return description_; }
@@ -78,6 +88,8 @@ class Volume {
   std::unique_ptr<ChunkServerSet> servers_;
   std::unique_ptr<StripeClient> client_;  // destroyed first
   std::string description_;
+  HoldingMetaService* holding_ = nullptr;          // inside meta_, when holding
+  rpc::RemoteMetaService* remote_meta_ = nullptr;  // inside meta_ (cluster)
 };
 
 }  // namespace stripefs

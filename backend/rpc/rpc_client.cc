@@ -69,6 +69,7 @@ Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
     fd = ConnectTcp(addresses_[(first + i) % n], cd);
     if (fd.ok()) {
       preferred_.store((first + i) % n);
+      if (i != 0) failovers_.fetch_add(1, std::memory_order_relaxed);
       break;
     }
     if (fd.status().code() == EINVAL) return fd.status();  // bad address

@@ -111,6 +111,11 @@ class RpcClient {
   const std::string& address() const { return address_; }
   const ClusterKey& key() const { return *key_; }
   const RpcClientOptions& options() const { return options_; }
+  // New connections that went to another server of the address list than
+  // the one that answered before (the preferred one refused): failovers.
+  uint64_t failovers() const {
+    return failovers_.load(std::memory_order_relaxed);
+  }
   // Drops every idle connection (e.g. after the map says the server moved).
   void CloseIdle();
 
@@ -145,6 +150,7 @@ class RpcClient {
   const std::string address_;
   const std::vector<std::string> addresses_;  // address_ split at ','
   std::atomic<size_t> preferred_{0};          // the last one that connected
+  std::atomic<uint64_t> failovers_{0};
   const std::shared_ptr<const ClusterKey> key_;
   const RpcClientOptions options_;
   std::atomic<uint64_t> next_request_id_{1};

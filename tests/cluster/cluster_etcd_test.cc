@@ -212,7 +212,9 @@ TEST_F(EtcdClusterTest, MetadKilledUnderFioVerifyIsNoApplicationError) {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // The mount was given metad.1 first: that is the one it talks to.
+  // The mount was given metad.1 first: that is the one it talks to (the
+  // failover count below shows it moved).
+  const uint64_t failovers_before = m_->volume().meta_failovers();
   Status killed = cluster().Signal(cluster().metad_name(1), SIGKILL);
   const bool running = fio_rc.load() == -1;
   // While metad.1 is down, namespace operations go to metad.2.
@@ -225,7 +227,10 @@ TEST_F(EtcdClusterTest, MetadKilledUnderFioVerifyIsNoApplicationError) {
   std::ifstream f(out);
   std::string report((std::istreambuf_iterator<char>(f)), {});
   EXPECT_EQ(fio_rc.load(), 0) << report << cluster().Log();
+  EXPECT_FALSE(report.empty()) << "fio wrote no report";
   EXPECT_EQ(report.find("err="), report.find("err= 0")) << report;
+  EXPECT_GT(m_->volume().meta_failovers(), failovers_before)
+      << "no connection moved to metad.2: the kill tested nothing";
   ASSERT_TRUE(cluster().StartServer(cluster().metad_name(1)).ok())
       << cluster().Log();
 }

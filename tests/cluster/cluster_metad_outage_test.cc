@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -178,6 +181,11 @@ TEST_F(MetadOutageTest, OutageLongerThanTheHoldIsEio) {
   ASSERT_TRUE(w.Write(0, StripeBytes(S, 0, 0)).ok());  // buffered
   Status st = w.Flush(fs::FlushReason::kFsync);
   EXPECT_EQ(st.code(), EIO) << st.ToString();
+  // The EIOs came from a hold that ran out, not from a call given up at once.
+  const HoldingMetaService* h = volume_->holding_meta();
+  ASSERT_NE(h, nullptr);
+  EXPECT_GE(h->held_calls(), 3u);
+  EXPECT_GE(h->expired_calls(), 3u);
   StartMetad();
 }
 
@@ -216,13 +224,29 @@ TEST_F(MetadOutageTest, RestartWithinTheHoldIsNoApplicationError) {
   }
   KillMetad();
   EXPECT_EQ(fio_rc.load(), -1) << "fio ended before the outage began";
+  // A metadata call made during the outage: it must wait, then succeed.
+  std::atomic<int> mkdir_errno{-1};
+  std::thread mk([&] {
+    mkdir_errno =
+        ::mkdir((mnt_ + "/made-during-outage").c_str(), 0755) == 0 ? 0 : errno;
+  });
   std::this_thread::sleep_for(std::chrono::seconds(3));  // the outage
   StartMetad();
   fio.join();
+  mk.join();
   std::ifstream out(cluster_->dir() + "/fio.out");
   std::string report((std::istreambuf_iterator<char>(out)), {});
   EXPECT_EQ(fio_rc.load(), 0) << report << cluster_->Log();
+  EXPECT_FALSE(report.empty()) << "fio wrote no report";
   EXPECT_EQ(report.find("err="), report.find("err= 0")) << report;
+  EXPECT_EQ(mkdir_errno.load(), 0) << std::strerror(mkdir_errno.load());
+  // The daemon held calls through the outage and let none expire.
+  auto doc = fs::FetchStats(fs::RuntimePathsFor(mnt_).socket);
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto j = nlohmann::json::parse(*doc, nullptr, false);
+  ASSERT_TRUE(j.contains("meta_hold")) << *doc;
+  EXPECT_GT(j["meta_hold"]["held_calls"].get<uint64_t>(), 0u) << *doc;
+  EXPECT_EQ(j["meta_hold"]["expired_calls"].get<uint64_t>(), 0u) << *doc;
   EXPECT_EQ(cluster_->Cli("umount " + mnt_), 0) << cluster_->Log();
   mnt_.clear();
 }
