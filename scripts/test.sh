@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every stripefs test: installs what is missing, builds, then runs the ctest groups in
-# turn: unit, integration, fuzz (a clang ASan+UBSan build tree) and kernel (QEMU guest);
-# with -L sanitize, the unit group again in that clang tree. The guest kernel
+# turn: unit, integration, fuzz (a clang ASan+UBSan build tree), sanitize (the unit group
+# again in that clang tree) and kernel (QEMU guest). The guest kernel
 # (kernel/build.sh, cached outside the repo) is built in the background from the start, so a
 # cold kernel build overlaps the other groups; its log is kept and a failed build fails the
 # kernel group. Ends with passed/failed/skipped per group (scripts/ctest_report.py).
@@ -32,10 +32,10 @@ elif [ $# -gt 0 ]; then
   echo "usage: scripts/test.sh [-L LABEL|-L sanitize]" >&2; exit 2
 fi
 wants() { [ -z "$label" ] || [ "$label" = "$1" ]; }
-# The sanitize group runs only when asked for (-L sanitize): it has not yet passed end to end
-# once (LeakSanitizer over the whole unit group untried), and its clang build adds ~15 min
-# to a cold CI run; it joins the default run when it has.
-wants_sanitize() { [ "$label" = sanitize ]; }
+# The sanitize group (the unit group again under ASan+UBSan, LeakSanitizer on) runs by
+# default and with -L sanitize; it passed end to end on 2026-12-07 (565 cases, 86 s of tests
+# on 2 loaded cores; its clang build of the unit tests is the larger cost).
+wants_sanitize() { [ -z "$label" ] || [ "$label" = sanitize ]; }
 rm -rf "$logs"
 mkdir -p "$logs"
 
