@@ -83,14 +83,6 @@ Status Tc(const std::string& ns, std::vector<std::string> args) {
   return Ip(ns, std::move(args), "tc");
 }
 
-std::string Tag(const std::string& dir) {
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : dir) h = (h ^ c) * 16777619u;
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", h);
-  return buf;
-}
-
 std::string SubnetPrefix(uint32_t subnet) {  // "198.18.7."
   return "198." + std::to_string(18 + subnet / 256) + "." +
          std::to_string(subnet % 256) + ".";
@@ -196,7 +188,7 @@ Result<std::unique_ptr<NetnsNetwork>> NetnsNetwork::Build(
   if (!lock.valid() || ::flock(lock.get(), LOCK_EX) != 0)
     return Status::FromErrno(errno, std::string("lock ") + kAllocLock);
   NetnsLayout l;
-  l.tag = Tag(dir);
+  l.tag = NetnsTag(dir);
   l.servers = servers;
   std::vector<bool> used = UsedSubnets();
   uint32_t first =

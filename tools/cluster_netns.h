@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,16 @@
 #include "common/status.h"
 
 namespace stripefs::tools {
+
+// The tag of the cluster in `dir` (its absolute path): 8 hex digits of
+// its FNV-1a hash. Its namespaces are "sfs-<tag>-*".
+inline std::string NetnsTag(const std::string& dir) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : dir) h = (h ^ c) * 16777619u;
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", h);
+  return buf;
+}
 
 struct NetnsOptions {
   std::string link_rate;  // tc rate ("1gbit", "100mbit"); "": unlimited

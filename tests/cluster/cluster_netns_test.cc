@@ -7,6 +7,8 @@
 // and up again after `heal`. The suite fails if `cluster down` leaves a
 // namespace or link behind. Needs root and iproute2: skips loudly without.
 // Every wait is a bounded poll on an outcome, never a wall-clock assertion.
+#include "tools/cluster_netns.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -248,13 +250,17 @@ TEST_F(ClusterNetnsSetupTest, FailedUpUndoesItsNetwork) {
   // chunkd 1's store directory is a file: its start fails after the
   // network was made.
   { std::ofstream(dir_ + "/chunkd.1") << "not a directory\n"; }
-  const std::string before = Namespaces();
+  // Only this cluster's namespaces: other tests on the machine may make
+  // and remove theirs meanwhile.
+  const std::string mine =
+      "sfs-" + tools::NetnsTag(std::filesystem::absolute(dir_).string()) + "-";
+  EXPECT_EQ(Namespaces().find(mine), std::string::npos) << Namespaces();
   auto up = Cli("cluster up --netns --servers 3 --k 2 --m 1 --timeout 20");
   EXPECT_NE(up.rc, 0) << up.out;
   EXPECT_NE(up.out.find("chunkd.1"), std::string::npos) << up.out;
   EXPECT_EQ(up.out.find("undoing the network"), std::string::npos) << up.out;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/netns.state"));
-  EXPECT_EQ(Namespaces(), before);
+  EXPECT_EQ(Namespaces().find(mine), std::string::npos) << Namespaces();
   auto down = Cli("cluster down");
   EXPECT_EQ(down.rc, 0) << down.out;
 }
@@ -274,6 +280,8 @@ TEST_F(ClusterNetnsSetupTest, DownAfterAKilledUpRemovesEverything) {
   RunCommand("kill -9 " + pid);
   const std::string tag = Tag();
   ASSERT_EQ(tag.size(), 8u);
+  // The tag FailedUpUndoesItsNetwork computes for its own check.
+  EXPECT_EQ(tag, tools::NetnsTag(std::filesystem::absolute(dir_).string()));
   // Reap-free wait: the shell's child is gone once kill -0 fails.
   for (int i = 0; i < 500 && RunCommand("kill -0 " + pid).rc == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
