@@ -279,6 +279,7 @@ int RunMetad(const MetadFlags& f) {
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = "metad";
+  so.binding = {rpc::ServerRole::kMetad, 0, (*store)->volume_uuid()};
   so.gate = identities->get();
   so.inline_requests = f.inline_rpc;
   // `stripefs auth rm` closes the removed identity's open sessions at once.
@@ -302,17 +303,19 @@ int RunMetad(const MetadFlags& f) {
   if (Status s = files.WriteAddress((*server)->address()); !s.ok())
     return Fail(who, s);
   std::fprintf(stderr,
-               "metad: %s volume in %s (%u+%u, cell %u bytes); listening on "
-               "%s\n",
-               created ? "created" : "opened", f.dir.c_str(), geometry->k,
-               geometry->m, geometry->cell_size, (*server)->address().c_str());
+               "metad: %s volume %s in %s (%u+%u, cell %u bytes); listening "
+               "on %s\n",
+               created ? "created" : "opened",
+               rpc::VolumeIdHex((*store)->volume_uuid()).c_str(), f.dir.c_str(),
+               geometry->k, geometry->m, geometry->cell_size,
+               (*server)->address().c_str());
   std::printf("%s\n", (*server)->address().c_str());
   std::fflush(stdout);
   NotifyReady("serving on " + (*server)->address());
 
   // Failure detector: marks chunk servers that stop answering down (and up
   // again), see backend/meta/health_monitor.h and docs/cluster.md.
-  ChunkProber prober(*key);
+  ChunkProber prober(*key, (*store)->volume_uuid());
   // Several metads may serve an etcd volume: one monitors at a time.
   if (MetaStore::IsEtcdLocation(f.dir)) {
     ho.leader_id = (*server)->address() + "/" + std::to_string(getpid());
@@ -386,6 +389,34 @@ Status Register(rpc::RemoteMetaService& meta, const ServerInfo& me,
   return last;
 }
 
+// The UUID of the volume metad serves (from its handshake), waiting while
+// metad is not reachable yet: chunkd names it in its own handshake, so
+// clients of another volume that share the key refuse it.
+Result<rpc::VolumeId> LearnVolume(const std::string& meta_address,
+                                  std::shared_ptr<const rpc::ClusterKey> key,
+                                  int timeout_s) {
+  rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
+  mo.call_timeout = std::chrono::milliseconds(5000);
+  rpc::RemoteMetaService meta(meta_address, std::move(key), mo);
+  auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  Status last;
+  do {
+    auto role = meta.Ping();
+    if (role.ok()) {
+      rpc::VolumeId v = meta.client().volume();
+      if (rpc::IsZero(v))
+        return Status(EPROTO, "metad at " + meta_address +
+                                  " names no volume UUID in its handshake");
+      return v;
+    }
+    last = role.status();
+    if (!rpc::IsTransportError(last)) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (std::chrono::steady_clock::now() < until);
+  return last;
+}
+
 int RunChunkd(const ChunkdFlags& f) {
   std::string who = "chunkd " + std::to_string(f.id);
   auto stop = StopSignals::Install();
@@ -402,10 +433,16 @@ int RunChunkd(const ChunkdFlags& f) {
   rpc::ChunkServiceServer handler(store->get());
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who.c_str(), metrics.status());
+  auto volume = LearnVolume(f.meta, *key, f.register_timeout_s);
+  if (!volume.ok())
+    return Fail(who.c_str(),
+                volume.status().Annotate(
+                    "cannot register with metad at " + f.meta +
+                    " (chunkd learns the volume's UUID from it first)"));
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = who;
-  so.binding = {rpc::ServerRole::kChunkd, f.id};
+  so.binding = {rpc::ServerRole::kChunkd, f.id, *volume};
   auto server = rpc::RpcServer::Start(
       so, *key, *metrics ? (*metrics)->handler() : &handler);
   if (!server.ok())
@@ -442,6 +479,7 @@ int RunChunkd(const ChunkdFlags& f) {
     // its clients (mounts, tools), which `stripefs status` reports.
     rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
     mo.call_timeout = std::chrono::milliseconds(5000);
+    mo.expected_server.volume = *volume;  // the metad we learned it from
     rpc::RemoteMetaService meta(f.meta, *key, mo);
     if (Status s = Register(meta, me, f.register_timeout_s); !s.ok()) {
       (*server)->Stop();

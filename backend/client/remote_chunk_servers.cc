@@ -9,7 +9,7 @@ ChunkService* RemoteChunkServers::Get(const ServerInfo& info) {
   if (e.stub == nullptr || e.address != info.address) {
     // The handshake checks that the address reaches this very server.
     rpc::RpcClientOptions o = rpc::RemoteChunkService::DefaultOptions();
-    o.expected_server = {rpc::ServerRole::kChunkd, info.id};
+    o.expected_server = {rpc::ServerRole::kChunkd, info.id, volume_};
     stubs_.push_back(std::make_unique<rpc::RemoteChunkService>(
         info.address, key_, o, read_timeout_));
     e.address = info.address;

@@ -24,15 +24,18 @@ namespace stripefs {
 class RemoteChunkServers : public ChunkServerSet {
  public:
   // `read_timeout` > 0: deadline of each chunk read RPC (see
-  // RemoteChunkService); zero keeps the 10 s call timeout.
+  // RemoteChunkService); zero keeps the 10 s call timeout. `volume`: the
+  // volume metad serves (its handshake); each chunkd must serve it too.
   explicit RemoteChunkServers(std::shared_ptr<const rpc::ClusterKey> key,
-                              std::chrono::milliseconds read_timeout = {})
-      : key_(std::move(key)), read_timeout_(read_timeout) {}
+                              std::chrono::milliseconds read_timeout = {},
+                              rpc::VolumeId volume = {})
+      : key_(std::move(key)), read_timeout_(read_timeout), volume_(volume) {}
   ChunkService* Get(const ServerInfo& info) override;
 
  private:
   std::shared_ptr<const rpc::ClusterKey> key_;
   const std::chrono::milliseconds read_timeout_;
+  const rpc::VolumeId volume_;
   std::mutex mu_;
   struct Entry {
     std::string address;

@@ -132,6 +132,8 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
         " the cluster's key?)");
   }
   rpc::RemoteMetaService* remote = meta.get();
+  // metad's handshake named its volume; every chunkd must serve the same.
+  const rpc::VolumeId volume_id = meta->client().volume();
   std::unique_ptr<MetaService> service = std::move(meta);
   HoldingMetaService* holding = nullptr;
   if (hold) {
@@ -141,7 +143,8 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
   }
   auto volume = FromParts(
       std::move(service),
-      std::make_unique<RemoteChunkServers>(*key, options.chunk_read_timeout),
+      std::make_unique<RemoteChunkServers>(*key, options.chunk_read_timeout,
+                                           volume_id),
       options);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "cluster:" + meta_address;

@@ -52,6 +52,9 @@ inline constexpr std::string_view kMetaStats = "stats";        // FsStats
 inline constexpr std::string_view kMetaStatsShard = "stats/";  // + id
 inline constexpr std::string_view kMetaCluster = "cluster";    // ClusterMap
 inline constexpr std::string_view kMetaLeader = "leader";      // LeaderLease
+// 16 random bytes made with the volume; a volume made before it gets one
+// the first time it is opened (one transaction: concurrent openers agree).
+inline constexpr std::string_view kMetaVolumeUuid = "volume_uuid";
 
 // Who runs the volume-wide background work (the health monitor) until
 // when: one holder at a time among the metads of a volume.

@@ -6,6 +6,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -44,6 +45,18 @@ bool IsDir(uint32_t mode) { return S_ISDIR(mode); }
 bool IsReg(uint32_t mode) { return S_ISREG(mode); }
 
 std::string InoStr(uint64_t ino) { return "inode " + std::to_string(ino); }
+
+// 16 bytes from the OS's random source (std::random_device is getrandom
+// on Linux): the value of M volume_uuid.
+std::string NewVolumeUuid() {
+  std::random_device rd;
+  std::string u(16, '\0');
+  for (size_t i = 0; i < u.size(); i += 4) {
+    uint32_t r = rd();
+    std::memcpy(u.data() + i, &r, 4);
+  }
+  return u;
+}
 
 // Checks a directory entry name. "." and ".." pass; callers decide.
 Status ValidateName(const std::string& name) {
@@ -355,6 +368,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
   b->Put(MetaKey(kMetaStats), EncodeStats(FsStats{1, 0}));
   b->Put(MetaKey(kMetaCluster), EncodeClusterMap(ClusterMap{}));
   b->Put(MetaKey(kMetaFormat), EncodeU32(kFormatVersion));
+  b->Put(MetaKey(kMetaVolumeUuid), NewVolumeUuid());
   auto ticket = b->Commit();
   if (ticket.ok()) STRIPEFS_RETURN_IF_ERROR(kv->WaitDurable(*ticket));
   if (ticket.status().code() == kKvConflict) {
@@ -434,6 +448,7 @@ Status MetaStore::LoadState() {
   // Versions below the durable limit may have been handed out before a
   // restart: never hand them out again.
   next_version_ = version_limit_;
+  STRIPEFS_RETURN_IF_ERROR(LoadVolumeUuid());
   // No inode block leased yet: the first create leases one.
   next_inode_ = inode_limit_ = 0;
   if (!IsEtcdLocation(dir_)) {
@@ -447,6 +462,30 @@ Status MetaStore::LoadState() {
   // Shards of MetaStores gone since (and of live ones: harmless) are folded
   // into the base, so their number stays near the number of live metads.
   return FoldStatsShards();
+}
+
+Status MetaStore::LoadVolumeUuid() {
+  for (int attempt = 1;; ++attempt) {
+    std::unique_ptr<KvTxn> txn = kv_->Begin();
+    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                              txn->Get(MetaKey(kMetaVolumeUuid)));
+    if (v) {
+      if (v->size() != volume_uuid_.size())
+        return Status::Corruption("volume UUID record of " +
+                                  std::to_string(v->size()) + " bytes");
+      std::memcpy(volume_uuid_.data(), v->data(), volume_uuid_.size());
+      return Status::Ok();
+    }
+    // A volume made before volumes had a UUID gets one now.
+    txn->Put(MetaKey(kMetaVolumeUuid), NewVolumeUuid());
+    auto ticket = txn->Commit();
+    if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
+      BackOff(attempt);
+      continue;  // another opener wrote it: read theirs
+    }
+    STRIPEFS_RETURN_IF_ERROR(ticket.status());
+    STRIPEFS_RETURN_IF_ERROR(kv_->WaitDurable(*ticket));
+  }
 }
 
 Result<uint64_t> MetaStore::TakeInode() {

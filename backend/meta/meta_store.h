@@ -129,6 +129,9 @@ class MetaStore final : public MetaService {
 
   // --- MetaService ----------------------------------------------------------
   Result<Geometry> GetGeometry() override;
+  // The volume's UUID (immutable once open, never all zero: an older volume
+  // gets one when it is opened).
+  const VolumeUuid& volume_uuid() const { return volume_uuid_; }
   Result<ClusterMap> GetClusterMap() override;
   Status UpsertServer(const ServerInfo& info) override;
   Status SetServerState(uint32_t id, ServerState state) override;
@@ -247,6 +250,8 @@ class MetaStore final : public MetaService {
   static Result<bool> Holds(const std::string& dir,
                             const MetaStoreOptions& options);
   Status LoadState();
+  // Reads M volume_uuid, writing a new one first for an older volume.
+  Status LoadVolumeUuid();
   // The next inode number of this MetaStore's leased block, leasing a new
   // block (its own transaction on M next_inode) when it is used up. With
   // mu_ held. Needs no durability wait: the lease is committed before any
@@ -362,6 +367,7 @@ class MetaStore final : public MetaService {
   const MetaStoreOptions options_;
   std::unique_ptr<KvStore> kv_;
   Geometry geometry_;  // immutable once the volume exists
+  VolumeUuid volume_uuid_{};  // immutable once open
 
   std::mutex mu_;  // serialises mutations; guards the fields below
   // This process's reserved range of versions: [next_version_,

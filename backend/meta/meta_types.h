@@ -3,6 +3,7 @@
 // Copyable values, no behaviour beyond small helpers; thread-compatible.
 #pragma once
 
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,9 @@
 namespace stripefs {
 
 inline constexpr uint64_t kRootInode = 1;
+// A volume's UUID (16 random bytes, M volume_uuid): servers name it in
+// their handshake so a client cannot be led to another volume's servers.
+using VolumeUuid = std::array<uint8_t, 16>;
 
 // EC geometry of a volume: k data + m parity cells of cell_size bytes.
 struct Geometry {

@@ -13,7 +13,7 @@ Status ChunkProber::Probe(const ServerInfo& info,
       o.call_timeout = timeout;
       o.connect_timeout = timeout;
       o.max_idle_connections = 1;
-      o.expected_server = {rpc::ServerRole::kChunkd, info.id};
+      o.expected_server = {rpc::ServerRole::kChunkd, info.id, volume_};
       s.service =
           std::make_shared<rpc::RemoteChunkService>(info.address, key_, o);
       s.address = info.address;

@@ -25,13 +25,16 @@ namespace stripefs {
 
 class ChunkProber final : public ServerProber {
  public:
-  explicit ChunkProber(std::shared_ptr<const rpc::ClusterKey> key)
-      : key_(std::move(key)) {}
+  // `volume`: metad's volume, which every chunkd probed must serve.
+  explicit ChunkProber(std::shared_ptr<const rpc::ClusterKey> key,
+                       rpc::VolumeId volume = {})
+      : key_(std::move(key)), volume_(volume) {}
   Status Probe(const ServerInfo& info,
                std::chrono::milliseconds timeout) override;
 
  private:
   std::shared_ptr<const rpc::ClusterKey> key_;
+  const rpc::VolumeId volume_;
   std::mutex mu_;
   struct Stub {
     std::string address;

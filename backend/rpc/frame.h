@@ -1,22 +1,22 @@
-// Wire layouts of the stripefs protocol (version 4): the session handshake
+// Wire layouts of the stripefs protocol (version 5): the session handshake
 // that opens every connection, and the frames that follow it.
 //
 // Handshake (fixed sizes, no lengths from the peer; see session.h for the
 // cryptography, identity.h for identities and server bindings). Every
 // message starts with an 8-byte prefix
-//   @0 u32 magic 'SFS1'  @4 u8 version (4)  @5 u8 kind  @6 u16 reserved (0)
+//   @0 u32 magic 'SFS1'  @4 u8 version (5)  @5 u8 kind  @6 u16 reserved (0)
 //   ClientHello (kind 0x41): prefix, @8 32-byte client nonce,
 //                @40 16-byte identity salt, @56 48-byte identity name
 //                (NUL-padded; "server", admin.NAME, client.NAME)  = 104
 //   ServerHello (kind 0x42): prefix, @8 server nonce, @40 u8 server role
 //                (1 metad, 2 chunkd), @41 3 zero bytes, @44 u32 server id,
-//                @48 server proof                                  = 80
+//                @48 16-byte volume UUID, @64 server proof         = 96
 //   ClientProof (kind 0x43): prefix, @8 32-byte client proof          = 40
 // The proofs and session keys cover every byte before the server proof
-// (session.h), so the version, the identity and the server's role and id
-// are all under the MAC. The prefix shares magic and version with a frame
-// header, so an older peer (version 1-3) reports "protocol version 4 not
-// supported" and we report its version.
+// (session.h), so the version, the identity and the server's role, id and
+// volume are all under the MAC. The prefix shares magic and version with a
+// frame header, so an older peer (version 1-4) reports "protocol version 5
+// not supported" and we report its version.
 // The kinds have bits outside kKnownFlags set, so a frame header is never
 // mistaken for a handshake message or the reverse.
 //
@@ -61,7 +61,7 @@
 namespace stripefs::rpc {
 
 inline constexpr uint32_t kFrameMagic = 0x31534653;  // "SFS1"
-inline constexpr uint8_t kProtocolVersion = 4;
+inline constexpr uint8_t kProtocolVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 32;
 inline constexpr uint32_t kMaxPayload = 16u << 20;  // encoded fields
 inline constexpr uint32_t kMaxBulk = 64u << 20;     // raw chunk bytes
@@ -71,7 +71,8 @@ inline constexpr size_t kHandshakePrefixSize = 8;
 inline constexpr size_t kHelloSaltAt = kHandshakePrefixSize + kNonceSize;
 inline constexpr size_t kHelloNameAt = kHelloSaltAt + kEntitySaltSize;
 inline constexpr size_t kClientHelloSize = kHelloNameAt + kEntityNameMax;
-inline constexpr size_t kBindingSize = 8;  // role, 3 zero bytes, u32 id
+// role, 3 zero bytes, u32 id, volume UUID
+inline constexpr size_t kBindingSize = 8 + kVolumeIdSize;
 inline constexpr size_t kServerProofAt =
     kHandshakePrefixSize + kNonceSize + kBindingSize;
 inline constexpr size_t kServerHelloSize = kServerProofAt + kProofSize;
@@ -82,7 +83,7 @@ enum class HandshakeKind : uint8_t {
   kServerHello = 0x42,
   kClientProof = 0x43,
 };
-static_assert(kClientHelloSize == 104 && kServerHelloSize == 80 &&
+static_assert(kClientHelloSize == 104 && kServerHelloSize == 96 &&
               kClientProofSize == 40);
 static_assert(kHandshakePrefixSize <= kFrameHeaderSize);
 

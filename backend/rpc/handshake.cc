@@ -103,6 +103,7 @@ Status ServerHandshake::Commit(size_t n, const ServerAuth& auth) {
     std::memset(binding, 0, kBindingSize);
     binding[0] = static_cast<uint8_t>(auth.binding.role);
     coding::StoreLe<uint32_t>(binding + 4, auth.binding.id);
+    std::memcpy(binding + 8, auth.binding.volume.data(), kVolumeIdSize);
     Proof p =
         HandshakeProof(identity_key_, Role::kServer,
                        std::span<const uint8_t>(hello_), ServerHelloHead(out));
@@ -151,7 +152,7 @@ Caller ServerHandshake::caller() const {
 Result<Session> AcceptServerHello(std::span<const uint8_t> hello,
                                   const ClusterKey& key,
                                   std::span<const uint8_t> client_hello,
-                                  ServerBinding expect) {
+                                  ServerBinding expect, ServerBinding* server) {
   if (hello.size() != kServerHelloSize ||
       client_hello.size() != kClientHelloSize)
     return Status(EPROTO, "ServerHello of the wrong size");
@@ -168,20 +169,31 @@ Result<Session> AcceptServerHello(std::span<const uint8_t> hello,
   const uint8_t* b = hello.data() + kHandshakePrefixSize + kNonceSize;
   ServerBinding got{static_cast<ServerRole>(b[0]),
                     coding::LoadLe<uint32_t>(b + 4)};
+  std::memcpy(got.volume.data(), b + 8, kVolumeIdSize);
   if (b[1] != 0 || b[2] != 0 || b[3] != 0)
     return Status(EPROTO, "ServerHello with reserved bits set");
-  if (expect.role != ServerRole::kAny && !(got == expect)) {
+  if (expect.role != ServerRole::kAny &&
+      (got.role != expect.role || got.id != expect.id)) {
     return Status(EACCES, "reached " + DescribeServer(got) + ", expected " +
                               DescribeServer(expect) +
                               " (the address leads to another server: a "
                               "stale cluster map or a relay)");
   }
+  if (!IsZero(expect.volume) && got.volume != expect.volume) {
+    return Status(EACCES, "reached " + DescribeServer(got) + " of volume " +
+                              VolumeIdHex(got.volume) + ", expected volume " +
+                              VolumeIdHex(expect.volume) +
+                              " (a server of another volume or cluster that "
+                              "shares the key: a wrong address or a relay)");
+  }
+  if (server) *server = got;
   return DeriveSession(key, Role::kClient, client_hello,
                        ServerHelloHead(hello.data()));
 }
 
 Result<Session> ClientHandshake(int fd, const ClusterKey& key,
-                                ServerBinding expect, Deadline deadline) {
+                                ServerBinding expect, Deadline deadline,
+                                ServerBinding* server) {
   Nonce client = RandomNonce();
   uint8_t hello[kClientHelloSize];
   EncodeClientHello(key, client, hello);
@@ -192,7 +204,7 @@ Result<Session> ClientHandshake(int fd, const ClusterKey& key,
   // No proof of ours goes out unless the server proved itself and is the
   // one we meant: a fake server must not get a proof to test keys against.
   STRIPEFS_ASSIGN_OR_RETURN(
-      Session s, AcceptServerHello(server_hello, key, hello, expect));
+      Session s, AcceptServerHello(server_hello, key, hello, expect, server));
   uint8_t proof[kClientProofSize];
   EncodeHandshakePrefix(HandshakeKind::kClientProof, proof);
   Proof p =

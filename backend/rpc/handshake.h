@@ -1,7 +1,7 @@
 // The session handshake that opens every connection (layout in frame.h,
 // keys and proofs in session.h, identities in identity.h):
 //   client -> server  ClientHello (Nc, identity name and salt)
-//   server -> client  ServerHello (Ns, server role and id, server proof)
+//   server -> client  ServerHello (Ns, server role, id and volume, proof)
 //   client -> server  ClientProof (client proof), then frames.
 // The client checks the server's proof and that the server is the one it
 // meant to reach before it sends anything else: after a failed check it
@@ -71,12 +71,14 @@ class ServerHandshake {
 };
 
 // Runs the client side on `fd` with `key` (its identity), expecting the
-// server `expect` (role kAny: any server). EACCES when the server's proof
-// is wrong, it is another server than expected, or it rejected us;
-// EPROTONOSUPPORT when it speaks another version (message names both),
-// transport errors as ReadFull/SendAll.
+// server `expect` (role kAny: any server; an all-zero volume: any volume).
+// EACCES when the server's proof is wrong, it is another server or serves
+// another volume than expected, or it rejected us; EPROTONOSUPPORT when it
+// speaks another version (message names both), transport errors as
+// ReadFull/SendAll. *server (if given) is what the server said it is.
 Result<Session> ClientHandshake(int fd, const ClusterKey& key,
-                                ServerBinding expect, Deadline deadline);
+                                ServerBinding expect, Deadline deadline,
+                                ServerBinding* server = nullptr);
 // Runs the server side on `fd` (the poll loop); *caller is the identity
 // the client proved.
 Result<Session> RunServerHandshake(int fd, const ServerAuth& auth,
@@ -87,7 +89,8 @@ Result<Session> RunServerHandshake(int fd, const ServerAuth& auth,
 Result<Session> AcceptServerHello(std::span<const uint8_t> hello,
                                   const ClusterKey& key,
                                   std::span<const uint8_t> client_hello,
-                                  ServerBinding expect);
+                                  ServerBinding expect,
+                                  ServerBinding* server = nullptr);
 // Fills a ClientHello for `key`'s identity with nonce `client`.
 void EncodeClientHello(const ClusterKey& key, const Nonce& client,
                        uint8_t out[kClientHelloSize]);

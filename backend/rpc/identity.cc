@@ -55,4 +55,17 @@ std::string DescribeServer(ServerBinding b) {
   return "any server";
 }
 
+bool IsZero(const VolumeId& v) { return v == VolumeId{}; }
+
+std::string VolumeIdHex(const VolumeId& v) {
+  if (IsZero(v)) return "none";
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : v) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
 }  // namespace stripefs::rpc

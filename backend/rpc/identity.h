@@ -75,14 +75,23 @@ class IdentityGate {
 
 // What a server says it is. The ServerHello carries it and both handshake
 // proofs and the session keys cover it, so a connection relayed to another
-// server fails the client's check before any frame.
+// server, or to a server of another volume that shares the key, fails the
+// client's check before any frame.
 enum class ServerRole : uint8_t { kAny = 0, kMetad = 1, kChunkd = 2 };
+// The volume's UUID (metad keeps it in the volume's metadata; chunkd learns
+// it from its metad before it serves). All zero: not known.
+inline constexpr size_t kVolumeIdSize = 16;
+using VolumeId = std::array<uint8_t, kVolumeIdSize>;
 struct ServerBinding {
   ServerRole role = ServerRole::kAny;  // kAny in a client: accept any server
   uint32_t id = 0;                     // chunkd: its id; metad: 0
+  VolumeId volume{};  // in a client: all zero accepts any volume
   friend bool operator==(const ServerBinding&, const ServerBinding&) = default;
 };
 // "chunkd 3", "metad", "any server".
 std::string DescribeServer(ServerBinding b);
+bool IsZero(const VolumeId& v);
+// 32 hex digits; "none" for all zero.
+std::string VolumeIdHex(const VolumeId& v);
 
 }  // namespace stripefs::rpc

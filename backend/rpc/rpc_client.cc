@@ -32,7 +32,13 @@ RpcClient::RpcClient(std::string address, std::shared_ptr<const ClusterKey> key,
     : address_(std::move(address)),
       addresses_(SplitAddresses(address_)),
       key_(std::move(key)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      volume_(options_.expected_server.volume) {}
+
+VolumeId RpcClient::volume() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return volume_;
+}
 
 RpcClient::~RpcClient() = default;
 
@@ -75,8 +81,15 @@ Result<std::unique_ptr<RpcClient::Connection>> RpcClient::Connect(
     if (fd.status().code() == EINVAL) return fd.status();  // bad address
   }
   if (!fd.ok()) return Unreachable(fd.status());
+  ServerBinding expect = options_.expected_server;
+  expect.volume = volume();
+  ServerBinding server;
   Result<Session> s =
-      ClientHandshake(fd->get(), *key_, options_.expected_server, deadline);
+      ClientHandshake(fd->get(), *key_, expect, deadline, &server);
+  if (s.ok() && IsZero(expect.volume) && !IsZero(server.volume)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (IsZero(volume_)) volume_ = server.volume;  // pinned from now on
+  }
   if (!s.ok()) {
     const Status& e = s.status();
     if (e.code() == ETIMEDOUT)

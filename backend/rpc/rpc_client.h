@@ -64,7 +64,9 @@ struct RpcClientOptions {
   // The server this client means to reach (its role and id from the
   // cluster map): a handshake with any other server fails with EACCES
   // before a frame is sent. kAny: whatever server answers (tools given
-  // one address by the operator).
+  // one address by the operator). Its volume, when all zero, is learned
+  // from the first server that answers and then expected of every later
+  // connection of this client (a metad given by address pins its volume).
   ServerBinding expected_server;
 };
 
@@ -116,6 +118,9 @@ class RpcClient {
   uint64_t failovers() const {
     return failovers_.load(std::memory_order_relaxed);
   }
+  // The volume the servers of this client serve: expected_server's, or the
+  // one learned from the first handshake (all zero before it).
+  VolumeId volume() const;
   // Drops every idle connection (e.g. after the map says the server moved).
   void CloseIdle();
 
@@ -154,8 +159,9 @@ class RpcClient {
   const std::shared_ptr<const ClusterKey> key_;
   const RpcClientOptions options_;
   std::atomic<uint64_t> next_request_id_{1};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  VolumeId volume_;  // guarded by mu_
 };
 
 // True for errors made by the transport (unreachable, timeout, rejected,

@@ -6,7 +6,7 @@
 // the server derives the same K from the name and salt in the ClientHello.
 // With T = ClientHello || ServerHello up to its proof (the whole handshake
 // so far: protocol version, nonces Nc and Ns, the client's identity and the
-// server's role and id, frame.h), each end proves knowledge of K with
+// server's role, id and volume, frame.h), each end proves knowledge of K with
 //   proof = HMAC-SHA256(K, label || T)
 // (labels differ for client and server, so one proof cannot be reflected
 // as the other), and each direction gets its own key

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backend/meta/meta_schema.h"
+#include "backend/meta/rocks_kv.h"
 #include "tests/meta/meta_test_util.h"
 
 namespace stripefs {
@@ -182,6 +183,39 @@ TEST(MetaStoreLifecycle, CreateTwiceIsEexistAndOpenChecks) {
   EXPECT_EQ(Err(MetaStore::OpenOrCreate(tmp.sub("v"), Geometry{4, 2, 4096})),
             EINVAL);
   EXPECT_TRUE(MetaStore::OpenOrCreate(tmp.sub("w"), g).ok());
+}
+
+// The volume UUID servers bind into their handshake (issue 35): made with
+// the volume, the same on every open, and made once for an older volume
+// that has none.
+TEST(MetaStoreLifecycle, VolumeUuidIsMadeOnceAndKept) {
+  TempDir tmp;
+  Geometry g{4, 2, 4096};
+  VolumeUuid first;
+  {
+    auto s = Must(MetaStore::Create(tmp.sub("v"), g));
+    first = s->volume_uuid();
+    EXPECT_NE(first, VolumeUuid{});
+  }
+  EXPECT_EQ(Must(MetaStore::Open(tmp.sub("v")))->volume_uuid(), first);
+  EXPECT_NE(Must(MetaStore::Create(tmp.sub("w"), g))->volume_uuid(), first);
+  {
+    // An older volume: no M volume_uuid record.
+    auto kv = Must(RocksKv::Open(tmp.sub("v"), /*create=*/false));
+    auto txn = kv->Begin();
+    txn->Delete(meta_schema::MetaKey(meta_schema::kMetaVolumeUuid));
+    auto ticket = txn->Commit();
+    ASSERT_TRUE(ticket.ok());
+    ASSERT_TRUE(kv->WaitDurable(*ticket).ok());
+  }
+  VolumeUuid made;
+  {
+    auto s = Must(MetaStore::Open(tmp.sub("v")));
+    made = s->volume_uuid();
+    EXPECT_NE(made, VolumeUuid{});
+    EXPECT_NE(made, first);
+  }
+  EXPECT_EQ(Must(MetaStore::Open(tmp.sub("v")))->volume_uuid(), made);
 }
 
 TEST(MetaStoreLifecycle, OpenMissingOrForeign) {

@@ -298,6 +298,57 @@ TEST_P(SecurityTest, ConnectionRelayedToAnotherChunkdFailsTheHandshake) {
   (*b)->Stop();
 }
 
+// Issue 35 hole 3, across volumes: two clusters (or volumes) that share a
+// key and server ids are told apart by the volume UUID in the ServerHello.
+// A relay from chunkd 1 of volume A to chunkd 1 of volume B fails the
+// client's check before any frame; a client that was given no volume pins
+// the one its first server names.
+TEST_P(SecurityTest, ConnectionToAServerOfAnotherVolumeFailsTheHandshake) {
+  VolumeId vol_a, vol_b;
+  vol_a.fill(0xaa);
+  vol_b.fill(0xbb);
+  RpcServerOptions o;
+  o.binding = {ServerRole::kChunkd, 1, vol_a};
+  Start(o);
+  if (IsSkipped()) return;
+  MemoryChunkService other_store;
+  ChunkServiceServer other_handler(&other_store);
+  RpcServerOptions bo;
+  bo.log_name = "security-test-b";
+  bo.use_io_uring = GetParam() == Loop::kUring;
+  bo.binding = {ServerRole::kChunkd, 1, vol_b};
+  auto b = RpcServer::Start(bo, key_, &other_handler);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  RpcClientOptions meant = RemoteChunkService::DefaultOptions();
+  meant.expected_server = {ServerRole::kChunkd, 1, vol_a};
+  const ChunkId a{9, 0, 1};
+  {
+    RecordingProxy relay((*b)->address());
+    RemoteChunkService via(relay.address(), key_, meant);
+    Status w = via.WriteChunk(a, 1, data_);
+    EXPECT_EQ(w.code(), EACCES) << w.ToString();
+    EXPECT_NE(w.message().find("of volume " + VolumeIdHex(vol_b) +
+                               ", expected volume " + VolumeIdHex(vol_a)),
+              std::string::npos)
+        << w.ToString();
+    EXPECT_TRUE(Eventually([&] {
+      return relay.captured().size() == kClientHelloSize;
+    })) << relay.captured().size()
+        << " bytes";
+  }
+  EXPECT_FALSE(other_store.ReadChunk(a, 1, 0, 4).ok())
+      << "the relayed write landed on the other volume's chunkd";
+  EXPECT_EQ((*b)->counters().requests, 0u);
+  RemoteChunkService direct(server_->address(), key_, meant);
+  EXPECT_TRUE(direct.WriteChunk(a, 1, data_).ok());
+
+  // Pinning: no volume given, the first server's is kept and expected.
+  RemoteChunkService learner(server_->address(), key_);
+  ASSERT_TRUE(learner.Ping().ok());
+  EXPECT_EQ(learner.client().volume(), vol_a);
+  (*b)->Stop();
+}
+
 // Issue 35 hole 2: a client identity's key no longer gives every power.
 // The dispatch tables' identity column refuses cluster-map and whole-chunk
 // calls from client sessions (EPERM, nothing runs); the admin identity and
