@@ -165,12 +165,7 @@ void RunCompound(Replier parent, const RequestContext& base,
     run->reply(i).unique = h.unique;
     RequestContext& c = run->sub(i)->ctx;
     c = base;
-    c.unique = h.unique;
-    c.nodeid = h.nodeid;
-    c.opcode = h.opcode;
-    c.uid = h.uid;
-    c.gid = h.gid;
-    c.pid = h.pid;
+    c.SetFromHeader(h);
     c.background = false;
     c.must_not_block = false;
     c.retried = false;

@@ -53,6 +53,16 @@ struct RequestContext {
   // served again on a worker thread, with `retried` set and this cleared.
   bool must_not_block = false;
   bool retried = false;  // given back once (Replier::WouldBlock)
+
+  // The caller's identity and target from a request's header.
+  void SetFromHeader(const fuse_abi::fuse_in_header& h) {
+    unique = h.unique;
+    nodeid = h.nodeid;
+    opcode = h.opcode;
+    uid = h.uid;
+    gid = h.gid;
+    pid = h.pid;
+  }
 };
 
 // Transport side of one in-flight request (implemented by transports; file

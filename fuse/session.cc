@@ -455,12 +455,7 @@ void Session::Dispatch(InFlight* f, const fuse_in_header& h,
                        std::span<const uint8_t> rest) {
   Impl& m = *impl_;
   RequestContext& c = f->ctx;
-  c.unique = h.unique;
-  c.nodeid = h.nodeid;
-  c.opcode = h.opcode;
-  c.uid = h.uid;
-  c.gid = h.gid;
-  c.pid = h.pid;
+  c.SetFromHeader(h);
   if (c.cpu < 0) c.cpu = sched_getcpu();
 
   int qidx = c.uring ? m.uring_base + c.queue : c.queue;
