@@ -20,20 +20,13 @@
 // With --netns every daemon runs in a network namespace of its own
 // (tools/cluster_netns.h, D/netns.state): `partition`/`heal` cut and restore
 // one host's link, `down` removes the namespaces too.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
