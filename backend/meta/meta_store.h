@@ -23,6 +23,9 @@
 // written (safe from a process crash) and are synced within that delay, by
 // Sync(), or by the next durable mutation.
 //
+// Implementation: one file per concern, meta_store*.cc (the list is in
+// meta_store_mutation.h, which holds the transaction helpers they share).
+//
 // Known limit: on an engine with a per-transaction bound (etcd), a
 // CommitStripes larger than the bound is committed in several atomic groups
 // (each stripe is still all-or-nothing; see docs/metadata.md).
@@ -237,7 +240,7 @@ class MetaStore final : public MetaService {
   const std::string& dir() const { return dir_; }
 
  private:
-  class Mutation;  // one atomic change under mu_, see meta_store.cc
+  class Mutation;  // one atomic change under mu_: meta_store_mutation.h
 
   MetaStore(std::string dir, MetaStoreOptions options,
             std::unique_ptr<KvStore> kv);
@@ -366,7 +369,7 @@ class MetaStore final : public MetaService {
   const std::string dir_;
   const MetaStoreOptions options_;
   std::unique_ptr<KvStore> kv_;
-  Geometry geometry_;  // immutable once the volume exists
+  Geometry geometry_;         // immutable once the volume exists
   VolumeUuid volume_uuid_{};  // immutable once open
 
   std::mutex mu_;  // serialises mutations; guards the fields below
