@@ -92,6 +92,7 @@ void OrphanPurger::PurgeGroup(const std::vector<uint64_t>& inos) {
     p_.client->DeleteStripes(stripes);
     p_.client->DrainGarbage();
   }
+  if (p_.after_chunk_deletes) p_.after_chunk_deletes();
   std::vector<ObsoleteStripe> dropped = PurgeMetadata(orphans);
   // Stripes the listing did not see (none without a writer) go too.
   std::sort(stripes.begin(), stripes.end(), StripeLess);

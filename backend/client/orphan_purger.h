@@ -43,6 +43,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "backend/client/background_queue.h"
@@ -58,6 +59,10 @@ class OrphanPurger {
     StripeClient* client;
     std::atomic<uint64_t>* purged;  // inodes removed
     std::atomic<uint64_t>* errors;  // metadata errors (the orphan stays)
+    // Test hook: called after a group's chunk deletes were attempted and
+    // before its metadata goes, the window a crash leaves orphans whose
+    // chunks are gone (a test kills the process there). Unset in production.
+    std::function<void()> after_chunk_deletes = nullptr;
   };
   // Inodes that may wait, and inodes per group (one PurgeInodes call and
   // one DeleteChunkVersions per server).

@@ -1,7 +1,9 @@
 // Child of OrphanPurgeCrashTest: in the embedded volume at argv[1], writes
 // round argv[2]'s live file and kDeadPerRound files, unlinks those, writes
 // 'P' to fd argv[3], then purges every orphan as a mount does (the test
-// kills it with SIGKILL meanwhile) and writes 'D' when done.
+// kills it with SIGKILL meanwhile) and writes 'D' when done. With argv[4]
+// "mid" it stops inside the purge instead, after the chunk deletes and
+// before the metadata goes, writes 'M' and waits for the kill there.
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,10 +27,11 @@ int Fail(const std::string& what, const Status& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: orphan_purge_child DIR ROUND FD\n");
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "mid")) {
+    std::fprintf(stderr, "usage: orphan_purge_child DIR ROUND FD [mid]\n");
     return 2;
   }
+  const bool stop_mid = argc == 5;
   const int round = std::atoi(argv[2]);
   const int fd = std::atoi(argv[3]);
   EmbeddedVolumeOptions o;
@@ -56,7 +59,14 @@ int main(int argc, char** argv) {
   if (::write(fd, "P", 1) != 1) return 1;
   std::atomic<uint64_t> purged{0}, errors{0};
   {
-    OrphanPurger purger({&meta, &client, &purged, &errors});
+    OrphanPurger::Parts parts{&meta, &client, &purged, &errors};
+    if (stop_mid) {
+      parts.after_chunk_deletes = [fd] {
+        if (::write(fd, "M", 1) == 1) ::pause();  // until killed
+        _exit(1);
+      };
+    }
+    OrphanPurger purger(parts);
     auto orphans = meta.ListOrphans();
     if (!orphans.ok()) return Fail("list orphans", orphans.status());
     for (uint64_t ino : *orphans) purger.Enqueue(ino);

@@ -109,7 +109,7 @@ void ExpectNoLeak(Volume& v) {
   EXPECT_EQ(leaked, 0u) << "chunks no committed stripe names";
 }
 
-pid_t SpawnChild(const std::string& dir, int round, int* fd) {
+pid_t SpawnChild(const std::string& dir, int round, bool stop_mid, int* fd) {
   int p[2];
   if (::pipe(p) != 0) return -1;
   pid_t pid = ::fork();
@@ -117,7 +117,8 @@ pid_t SpawnChild(const std::string& dir, int round, int* fd) {
     ::close(p[0]);
     const std::string r = std::to_string(round), w = std::to_string(p[1]);
     ::execl(ORPHAN_PURGE_CHILD, ORPHAN_PURGE_CHILD, dir.c_str(), r.c_str(),
-            w.c_str(), static_cast<char*>(nullptr));
+            w.c_str(), stop_mid ? "mid" : static_cast<char*>(nullptr),
+            static_cast<char*>(nullptr));
     _exit(127);
   }
   ::close(p[1]);
@@ -142,12 +143,20 @@ TEST(OrphanPurgeCrashTest, KillDuringPurgeLeaksNothingAfterRestart) {
   int finished = 0;
   bool last_finished = false;
   for (int round = 0; round < kRounds; ++round) {
+    // Odd rounds, the last among them, are killed at a fixed point: after
+    // the chunk deletes, before the metadata purge (the window a random
+    // kill may miss). Even rounds are killed at a random moment.
+    const bool stop_mid = round % 2 == 1;
     int fd = -1;
-    const pid_t pid = SpawnChild(tmp.vol(), round, &fd);
+    const pid_t pid = SpawnChild(tmp.vol(), round, stop_mid, &fd);
     ASSERT_GT(pid, 0);
     ASSERT_EQ(ReadMark(fd), 'P') << "child failed before its purge";
-    // Anywhere in the chunk deletes, the metadata purges, or after them.
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 150000));
+    if (stop_mid) {
+      ASSERT_EQ(ReadMark(fd), 'M') << "child never reached the hook";
+    } else {
+      // Anywhere in the chunk deletes, the metadata purges, or after them.
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 150000));
+    }
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -160,17 +169,25 @@ TEST(OrphanPurgeCrashTest, KillDuringPurgeLeaksNothingAfterRestart) {
     ASSERT_TRUE(WIFSIGNALED(status)) << "child exited on its own";
   }
   std::printf("%d of %d purges finished before the kill\n", finished, kRounds);
+  ASSERT_FALSE(last_finished) << "the last round must die inside its purge";
   auto v = OpenVolume(tmp.vol());
   ASSERT_TRUE(v.ok()) << v.status().ToString();
+  // The last child died with its orphans' chunks deleted and their metadata
+  // kept: they are still listed, and none of their chunks is stored.
+  auto pending = (*v)->meta().ListOrphans();
+  ASSERT_TRUE(pending.ok()) << pending.status().ToString();
+  EXPECT_GE(pending->size(), static_cast<size_t>(kDeadPerRound));
+  const std::set<uint64_t> pending_set(pending->begin(), pending->end());
+  size_t pending_chunks = 0;
+  for (const auto& c : StoredChunks(**v))
+    pending_chunks += pending_set.count(std::get<0>(c));
+  EXPECT_EQ(pending_chunks, 0u) << "the killed purge had deleted them";
   const size_t chunks_before = StoredChunks(**v).size();
   const uint64_t resumed = PurgeOrphans(**v);
   const size_t chunks_after = StoredChunks(**v).size();
   std::printf("restart purged %" PRIu64 " orphans: %zu -> %zu chunks\n",
               resumed, chunks_before, chunks_after);
-  // A child killed before its purge finished: the restart resumes it.
-  if (!last_finished) {
-    EXPECT_GT(resumed, 0u);
-  }
+  EXPECT_EQ(resumed, pending->size()) << "the restart resumes every orphan";
   EXPECT_EQ(chunks_after, kRounds * 4u * 6u);  // 4 stripes per live file
   auto orphans = (*v)->meta().ListOrphans();
   ASSERT_TRUE(orphans.ok());
