@@ -19,8 +19,11 @@
 #include "backend/rpc/handshake.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "backend/rpc/rpc_server.h"
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
+#include "metrics/scrape.h"
+#include "tests/support/eventually.h"
 #include "tests/support/run_command.h"
 
 #ifndef STRIPEFS_BINARY
@@ -133,6 +136,12 @@ TEST_F(ClusterProcessTest, UpServeKillRestartDown) {
 
   auto status = RunCli("cluster status --dir " + dir_);
   EXPECT_EQ(status.rc, 0) << status.out;
+
+  // partition/heal need network namespaces; a loopback cluster says which.
+  auto part = RunCli("cluster partition --server 1 --dir " + dir_);
+  EXPECT_NE(part.rc, 0) << part.out;
+  EXPECT_NE(part.out.find("`stripefs cluster up --netns`"), std::string::npos)
+      << part.out;
 
   // kill -9 chunkd 2: unreachable, status reports it.
   auto kill = RunCli("cluster kill --server 2 --dir " + dir_);
@@ -305,6 +314,32 @@ TEST_F(ClusterProcessTest, UnauthenticatedPeersCannotMakeChunkdAllocate) {
   EXPECT_LT(peak - before, 32 * 1024)
       << "chunkd RSS grew from " << before << " kB to " << peak
       << " kB for 200 unauthenticated connections";
+  // The RSS bound holds by the connection limits as much as by the
+  // protocol: check that the limits did the refusing, so a change to them
+  // shows here. Every claim is either still pending (at most the per-IP
+  // limit) or was refused, evicted or timed out.
+  const std::string metrics = FirstLine(dir_ + "/chunkd.1.metrics");
+  const size_t per_ip = rpc::RpcServerOptions{}.max_pending_per_ip;
+  double pending = 0, refused = 0, timed_out = 0;
+  const bool counted = testing::Eventually(
+      [&] {
+        auto text = metrics::Scrape(metrics);
+        if (!text.ok()) return false;
+        const metrics::Exposition e = metrics::ParseExposition(*text);
+        pending = e.Sum("stripefs_rpc_pending_connections");
+        refused = e.Sum("stripefs_rpc_refused_connections_total");
+        timed_out = e.Sum("stripefs_rpc_timed_out_connections_total");
+        return pending + refused + timed_out >= 200;
+      },
+      std::chrono::seconds(10));
+  std::printf("chunkd: %.0f pending, %.0f refused, %.0f timed out\n", pending,
+              refused, timed_out);
+  EXPECT_TRUE(counted) << "chunkd did not account for all 200 claims";
+  EXPECT_LE(pending, static_cast<double>(per_ip));
+  EXPECT_GT(refused, 0) << "200 claims from one address no longer exceed "
+                           "the per-address pending limit ("
+                        << per_ip << ")";
+  EXPECT_GE(refused, 200.0 - static_cast<double>(per_ip));
   conns.clear();
   ASSERT_TRUE(legit.Stats().ok());
 }
