@@ -7,11 +7,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend/client/placement.h"
 #include "backend/client/volume.h"
@@ -21,6 +25,24 @@
 
 namespace stripefs {
 namespace {
+
+// Whether `cluster status` output has server `id`'s row in metad's map as
+// down and unreachable ("3  ADDR  DOMAIN  down  NO (...)"), not merely the
+// word "down" somewhere.
+bool StatusShowsDown(const std::string& status, uint32_t id) {
+  std::istringstream lines(status);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words),
+                               std::istream_iterator<std::string>()};
+    if (w.empty() || w[0] != std::to_string(id)) continue;
+    const auto has = [&](const char* t) {
+      return std::find(w.begin() + 1, w.end(), t) != w.end();
+    };
+    if (has("down") && has("NO")) return true;
+  }
+  return false;
+}
 
 using testing::RandomBytes;
 
@@ -59,8 +81,10 @@ TEST_F(ClusterHealthTest, KilledChunkdIsMarkedDownAndUpAgainWhileIoContinues) {
   EXPECT_GT(down_epoch, epoch0);
   EXPECT_TRUE(MetadLogged("chunkd 3 at")) << Read("metad.log");
   EXPECT_TRUE(MetadLogged("marked down")) << Read("metad.log");
+  const size_t log_mark = cluster_->Log().size();
   EXPECT_NE(cluster_->Cli("cluster status --dir " + cluster_->dir()), 0);
-  EXPECT_NE(cluster_->Log().find("down"), std::string::npos);
+  const std::string status = cluster_->Log().substr(log_mark);
+  EXPECT_TRUE(StatusShowsDown(status, 3)) << status;
   ASSERT_TRUE(WaitForClientEpoch(down_epoch))
       << "the client never picked up the new map";
 
