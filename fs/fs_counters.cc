@@ -68,6 +68,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     neg["compound_offered"] = n.Offered(fuse_abi::FUSE_HAS_COMPOUND);
     neg["compound_agreed"] = n.Has(fuse_abi::FUSE_HAS_COMPOUND);
     neg["transport"] = in.engine.transport;
+    neg["uring_queues"] = in.engine.uring_queues;  // 0 on /dev/fuse
     neg["flags"] = fuse::InitFlagNames(n.flags);
     j["negotiated"] = neg;
     json queues = json::array();

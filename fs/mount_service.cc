@@ -21,6 +21,7 @@
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
+#include "fuse/uring_transport.h"
 
 namespace stripefs::fs {
 namespace {
@@ -291,6 +292,17 @@ Status ValidateMountOptions(const MountServiceOptions& o) {
   if (!kUringReadWorkersRange.Contains(o.uring_read_workers))
     return OutOfRange("--uring-read-workers", o.uring_read_workers,
                       kUringReadWorkersRange);
+  if (o.uring_queues != 0) {
+    const int cpus = fuse::PossibleCpuCount();
+    const OptionRange queues{1, std::min<int64_t>(cpus, kUringQueuesRange.max)};
+    if (!queues.Contains(o.uring_queues)) {
+      return Status::InvalidArgument(
+          "--uring-queues " + std::to_string(o.uring_queues) +
+          " is out of range: give a value in " + queues.ToString() +
+          " (this machine has " + std::to_string(cpus) +
+          " possible CPUs), or leave it out for one queue per CPU");
+    }
+  }
   if (!kIdleFlushMsRange.Contains(o.fs.idle_flush.count()))
     return OutOfRange("--idle-flush-ms", o.fs.idle_flush.count(),
                       kIdleFlushMsRange);
@@ -449,6 +461,7 @@ void MountService::DeriveFuseOptions(fuse::SessionOptions* so) {
   so->dev_threads = o_.dev_threads;
   so->dev_poll = o_.dev_poll;
   so->uring_read_workers = o_.uring_read_workers;
+  so->uring_queues = o_.uring_queues;
   so->uring_inline_lone_reads = o_.uring_inline_lone_reads;
   so->uring_try_reads = o_.uring_try_reads;
   so->init.compound = o_.compound;

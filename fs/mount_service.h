@@ -51,6 +51,9 @@ struct OptionRange {
 inline constexpr OptionRange kDevThreadsRange{1, 64};
 // io-uring READ workers, shared by all queues (0: READs on the queue thread).
 inline constexpr OptionRange kUringReadWorkersRange{0, 64};
+// io-uring queues (MountServiceOptions::uring_queues); a mount also checks
+// them against the possible CPUs.
+inline constexpr OptionRange kUringQueuesRange{1, 4096};
 // Idle flush of buffered partial stripes, and the frontier hold (ms).
 inline constexpr OptionRange kIdleFlushMsRange{1, 3'600'000};
 inline constexpr OptionRange kFrontierHoldMsRange{0, 3'600'000};
@@ -104,6 +107,9 @@ struct MountServiceOptions {
   // wait (every request wakes every idle worker), kept for A/B benches.
   bool dev_poll = false;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
+  // io-uring queues on CPUs 0..n-1; 0 = one per possible CPU, else 1 to the
+  // possible CPUs (fuse::SessionOptions::uring_queues).
+  int uring_queues = 0;
   bool uring_inline_lone_reads = true;  // a lone READ on an idle queue inline
   // A READ for the workers is first tried on the queue thread without
   // blocking (fuse::SessionOptions::uring_try_reads).

@@ -570,7 +570,15 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
   }
   if (use_uring) {
     UringTransportOptions uo;
-    uo.queues = m.ncpu;
+    uo.queues = m.opts.uring_queues > 0 ? std::min(m.opts.uring_queues, m.ncpu)
+                                        : m.ncpu;
+    if (uo.queues < m.ncpu) {
+      m.log.Log("io-uring with " + std::to_string(uo.queues) + " of " +
+                std::to_string(m.ncpu) +
+                " queues: CPUs without a queue rely on the kernel mapping "
+                "them to a registered one (stripefs fuse.ko patch 7); "
+                "without it every request waits for the missing queues");
+    }
     uo.depth = m.opts.uring_queue_depth;
     uo.read_workers = std::max(0, m.opts.uring_read_workers);
     uo.inline_lone_reads = m.opts.uring_inline_lone_reads;

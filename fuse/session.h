@@ -70,6 +70,11 @@ struct SessionOptions {
   // idle worker) instead of blocking reads (one wake per request); for A/B.
   bool dev_poll = false;
   int uring_queue_depth = 8;   // entries per io-uring queue
+  // io-uring queues, qid 0..n-1 on CPUs 0..n-1; 0 = one per possible CPU.
+  // Fewer than the CPUs needs a kernel that maps CPUs without a queue to a
+  // registered one (stripefs patch 7); on others every request after INIT
+  // waits for the missing queues. Clamped to the possible CPUs.
+  int uring_queues = 0;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_inline_lone_reads = true;  // UringTransportOptions'
   // UringTransportOptions::try_reads: READs tried on the queue thread

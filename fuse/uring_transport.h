@@ -1,6 +1,8 @@
 // UringTransport: FUSE-over-io-uring (Linux >= 6.14, protocol >= 7.42).
 //
-// One queue per possible CPU (the kernel picks queue = task_cpu() of the
+// One queue per possible CPU by default, or `queues` of them on CPUs 0..n-1
+// (a kernel with stripefs patch 7 maps the other CPUs onto those; stock 7.2
+// never makes such a ring ready; the kernel picks queue = task_cpu() of the
 // requesting task), each served by its own thread pinned to that CPU with
 // its own io_uring (IORING_SETUP_SQE128). Each queue registers `depth`
 // entries: IORING_OP_URING_CMD on the /dev/fuse fd, cmd_op REGISTER, a
@@ -45,7 +47,7 @@
 namespace stripefs::fuse {
 
 struct UringTransportOptions {
-  int queues = 0;        // 0 = number of possible CPUs (what 7.2 expects)
+  int queues = 0;        // 0 = number of possible CPUs (what stock 7.2 needs)
   int depth = 8;         // entries per queue
   int read_workers = 4;  // threads serving READs; 0 = on the queue thread
   // With read workers: a READ that arrives alone on an idle queue is served

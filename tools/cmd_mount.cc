@@ -151,6 +151,7 @@ struct MountArgs {
   std::string writeback_cache = "on";
   int dev_threads = 4;
   int uring_read_workers = 4;
+  int uring_queues = 0;  // 0: one per possible CPU
   std::string uring_lone_reads = "inline";
   std::string uring_try_reads = "on";
   bool no_align = false;
@@ -225,6 +226,7 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.dev_threads = a.dev_threads;
   o.dev_poll = a.dev_wait == "poll";
   o.uring_read_workers = a.uring_read_workers;
+  o.uring_queues = a.uring_queues;
   o.uring_inline_lone_reads = a.uring_lone_reads == "inline";
   o.uring_try_reads = a.uring_try_reads != "off";
   o.writeback_cache = a.writeback_cache != "off";
@@ -630,6 +632,12 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "io-uring transport: threads serving READs, shared by all "
                   "queues; 0 = on the queue thread (default 4)")
         ->check(InRange(fs::kUringReadWorkersRange));
+    c->add_option("--uring-queues", a.uring_queues,
+                  "io-uring transport: queues to register, on CPUs 0..N-1 "
+                  "(default: one per CPU). Fewer than the CPUs needs a kernel "
+                  "that sends the other CPUs' requests to them (stripefs "
+                  "fuse.ko patch 7); on stock 7.2 I/O waits forever")
+        ->check(InRange(fs::kUringQueuesRange));
     c->add_option("--uring-lone-reads", a.uring_lone_reads,
                   "io-uring transport: a READ that arrives alone on an idle "
                   "queue is served on the queue thread: inline (default, one "

@@ -21,6 +21,7 @@
 #include "fs/stats_socket.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/kernel_knobs.h"
+#include "fuse/uring_transport.h"
 #include "metrics/scrape.h"
 #include "tests/fs/fs_mount.h"
 #include "tests/support/killpriv_checks.h"
@@ -235,6 +236,7 @@ TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
       {"--uring-read-workers 65", "0 to 64"},
       {"--uring-read-workers -1", "0 to 64"},
       {"--uring-try-reads maybe", "not in {on,off}"},
+      {"--uring-queues 0", "1 to 4096"},
       {"--memory-cap-mib -5", "1 to 1048576"},
       {"--idle-flush-ms -1", "1 to 3600000"},
       {"--frontier-hold-ms -1", "0 to 3600000"},
@@ -266,6 +268,17 @@ TEST_F(CliTest, OutOfRangeValuesAreOneLineErrorsBeforeAnyMount) {
   EXPECT_NE(rc, 0);
   EXPECT_EQ(Lines(out).size(), 1u) << out;
   EXPECT_NE(out.find("multiple of 4K"), std::string::npos) << out;
+  ExpectNothingLeft(vol_, mnt_);
+  // More io-uring queues than this machine has CPUs: the range names them.
+  const int cpus = fuse::PossibleCpuCount();
+  out = Sh(Bin() + " mount --uring-queues " + std::to_string(cpus + 1) + " " +
+               vol_ + " " + mnt_,
+           &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(Lines(out).size(), 1u) << out;
+  EXPECT_NE(out.find("[1, " + std::to_string(cpus) + "]"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("one queue per CPU"), std::string::npos) << out;
   ExpectNothingLeft(vol_, mnt_);
 }
 
