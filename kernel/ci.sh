@@ -8,9 +8,9 @@
 # build/tools/stripefs of this checkout (build it first; missing, they fail).
 # Exit status: 0 all passed, 1 a build step or test failed, 77 qemu unavailable (skipped).
 # Runtime: cold = the guest kernel build (58 min wall at load 11-23, ~14 min CPU; see
-# docs/kernel.md) + the VM tests (~5 min warm for the 12 probe tests; the 9 product tests
-# add an estimated ~8 min on a quiet machine, of which product_compound 59 s at load ~6;
-# see docs/kernel.md).
+# docs/kernel.md) + the VM tests (~5 min warm for the 12 probe tests; the 10 product tests
+# add an estimated ~10 min on a quiet machine, of which product_compound 59 s at load ~6
+# and product_uring_reduced (8 vCPUs) 119 s at load ~15; see docs/kernel.md).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -57,6 +57,7 @@ tests=(
   "product_uring stock 2 1024 product_uring bg,burst"
   "product_uring patched 2 1024 product_uring bg,burst"
   "product_compound patched 2 1024 product_compound 50"
+  "product_uring_reduced patched 8 1024 product_uring_reduced reduced,full 2 20 1"
 )
 # The same probe tests on each distribution kernel line (tests/kernel/CMakeLists.txt).
 line_tests=(
