@@ -59,16 +59,21 @@ tests=(
   "product_compound patched 2 1024 product_compound 50"
   "product_uring_reduced patched 8 1024 product_uring_reduced reduced,full 2 20 1"
 )
-# The same probe tests on each distribution kernel line (tests/kernel/CMakeLists.txt).
+# The same probe tests on each distribution kernel line, and the product tests
+# (tests/kernel/CMakeLists.txt; FIRST_SPLIT=1: docs/kernel.md, "Kernel lines").
 line_tests=(
   "negotiation stock 2 1024 negotiation"
   "negotiation patched 2 1024 negotiation"
-  "align stock 2 2048 align 1,10,70 1,4 1 64 20 0 100"
-  "align patched 2 2048 align 1,10,70 1,4 1 64 20 0 100"
+  "align stock 2 2048 align 1,10,70 1,4 1 64 20 0 100 1"
+  "align patched 2 2048 align 1,10,70 1,4 1 64 20 0 100 1"
   "dio stock 2 1024 dio 20 1"
   "dio patched 2 1024 dio 20 1"
   "hold stock 2 1024 hold"
   "hold patched 2 1024 hold"
+  "product_negotiation stock 2 1024 product_negotiation"
+  "product_negotiation patched 2 1024 product_negotiation"
+  "product_dio patched 2 1024 product_dio 20"
+  "product_align patched 2 4096 product_align 1,10,70 1,4 10 1 32 100 0 1"
 )
 lines=${STRIPEFS_KERNEL_LINES-debian12}
 logdir=${STRIPEFS_KERNEL_CI_LOGS:-$(mktemp -d /tmp/stripefs-kernel-ci.XXXXXX)}

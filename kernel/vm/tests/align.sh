@@ -1,11 +1,15 @@
 # Alignment of writeback WRITEs vs the FUSE bdi max_ratio, with 1 and N parallel writers.
 # Args: [RATIOS (comma list)] [WRITERS (comma list)] [RUNS] [MIB per run] [ALIGN_ORDER]
-#       [MIN_PCT] [EXTRA_KIB]
+#       [MIN_PCT] [EXTRA_KIB] [FIRST_SPLIT]
 # Each writer writes MIB/WRITERS MiB (dd bs=1M) plus EXTRA_KIB KiB (so that the file ends
 # mid-stripe), then everything is synced. Prints one "RESULT align ..." line per run.
 # On the patched module (which asks for 1 MiB alignment) a run fails if any WRITE crosses a
 # stripe boundary, or if MIN_PCT > 0 and fewer than MIN_PCT % of the WRITEs that are not
-# short file-end WRITEs are aligned (aligned_xeof_pct). Stock is the recorded baseline. On
+# short file-end WRITEs are aligned (aligned_xeof_pct), or, with FIRST_SPLIT=1, if any WRITE
+# after a file's first stripe is neither a whole stripe nor the file end (split_later; kernels
+# before the wb_thresh floor of __wb_calc_thresh(), 6.1 and 6.12, make writers on a fresh bdi
+# stall after 32 pages, so a file's first stripe may go out in parts; docs/kernel.md).
+# Stock is the recorded baseline. On
 # both modules a run fails unless every dd succeeds and the writeback WRITEs cover exactly the
 # bytes written, and unless alignment was acknowledged on patched and not on stock.
 . ./lib.sh
@@ -16,8 +20,9 @@ mib=${4:-64}
 order=${5:-20}
 min_pct=${6:-0}
 extra_kib=${7:-0}
+first_split=${8:-0}
 echo "CONFIG align ratios=$ratios writers=$writers_list runs=$runs mib_per_run=$mib" \
-  "extra_kib=$extra_kib min_pct=$min_pct" \
+  "extra_kib=$extra_kib min_pct=$min_pct first_split=$first_split" \
   "mem_kib=$(awk '/MemTotal/ {print $2}' /proc/meminfo)" \
   "dirty_ratio=$(cat /proc/sys/vm/dirty_ratio) dirty_bg_ratio=$(cat /proc/sys/vm/dirty_background_ratio)"
 for ratio in $(echo $ratios | tr , ' '); do
@@ -55,6 +60,7 @@ for ratio in $(echo $ratios | tr , ' '); do
           prev = $0 }' "$PROBE_LOG"
       crossing=$(echo "$st" | sed -n 's/.*crossing=\([0-9]*\).*/\1/p')
       xpct=$(echo "$st" | sed -n 's/.*aligned_xeof_pct=\([0-9.]*\).*/\1/p')
+      later=$(echo "$st" | sed -n 's/.*split_later=\([0-9]*\).*/\1/p')
       expect_writes $((w * (per * 1048576 + extra_kib * 1024)))
       if [ "$MODULE" = patched ]; then expect_ack 1; else expect_ack 0; fi
       if [ "$MODULE" = patched ] && [ "$order" -ge 12 ]; then
@@ -64,6 +70,10 @@ for ratio in $(echo $ratios | tr , ' '); do
         fi
         if [ "$min_pct" -gt 0 ] && ! awk -v x="$xpct" -v m="$min_pct" 'BEGIN { exit !(x >= m) }'; then
           echo "FAIL: only $xpct % of the WRITEs (without file-end ones) are aligned at max_ratio $ratio with $w writers, wanted >= $min_pct %"
+          fail=1
+        fi
+        if [ "$first_split" = 1 ] && [ "$later" != 0 ]; then
+          echo "FAIL: $later WRITEs after a file's first stripe are neither whole stripes nor the file end at max_ratio $ratio with $w writers"
           fail=1
         fi
       fi

@@ -114,6 +114,9 @@ bdi_dir() {
 #   ending at the file's end); and the percentages of aligned, full and non-crossing WRITEs.
 #   aligned_xeof_pct: aligned % among the WRITEs that are not short file-end WRITEs (a file
 #   whose size is not a multiple of the stripe must end with one short WRITE).
+#   split_later: WRITEs that are neither whole stripes nor the file-end WRITE and start after
+#   their file's first stripe (a kernel whose writers stall at a fresh bdi splits only the
+#   first stripe, see align.sh's FIRST_SPLIT).
 write_stats() {
   awk -v S="$STRIPE" -v FS_=" " '
     /^WRITE / && / cache=1 / {
@@ -132,9 +135,10 @@ write_stats() {
         if (off % S == 0 && sz == S) full++
         if (sz < S) { sh++; if (end == fend[f[k]]) { se++; continue } }
         xn++; if (off % S == 0 && !cross) xa++
+        if (off >= S && (off % S || sz != S)) sl++
       }
-      printf "total=%d aligned=%d full=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f full_pct=%.1f noncrossing_pct=%.1f aligned_xeof_pct=%.1f\n", \
+      printf "total=%d aligned=%d full=%d crossing=%d short=%d short_eof=%d aligned_pct=%.1f full_pct=%.1f noncrossing_pct=%.1f aligned_xeof_pct=%.1f split_later=%d\n", \
         n, a, full, c, sh, se, n ? 100.0 * a / n : 0, n ? 100.0 * full / n : 0, \
-        n ? 100.0 * (n - c) / n : 0, xn ? 100.0 * xa / xn : 100
+        n ? 100.0 * (n - c) / n : 0, xn ? 100.0 * xa / xn : 100, sl
     }' "$PROBE_LOG"
 }
