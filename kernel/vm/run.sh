@@ -9,10 +9,11 @@
 #   in the guest as /bin/stripefs; product_* tests need it (default: $STRIPEFS_BIN, else
 #   build/tools/stripefs of this checkout).
 #   --line LINE boots the distribution's own kernel image of kernel/lines/LINE with its stock
-#   or patched (out-of-tree built) fuse.ko (kernel/lines/build-line.sh); without it, the 7.2
-#   tinyconfig guest of kernel/build.sh. --ko FILE loads FILE instead of the build's module
-#   (e.g. the DKMS-built fuse.ko of packaging/dkms/ci-dkms.sh); --module still says which
-#   behaviour the test expects.
+#   or patched (out-of-tree built) fuse.ko (kernel/lines/build-line.sh), or, for a line whose
+#   kernel builds FUSE in (debian13), that line's tinyconfig guest rebuilt from the
+#   distribution's source (kernel/build.sh --line LINE); without it, the 7.2 tinyconfig guest.
+#   --ko FILE loads FILE instead of the build's module (e.g. the DKMS-built fuse.ko of
+#   packaging/dkms/ci-dkms.sh); --module still says which behaviour the test expects.
 #   Exit status: the test's, 77 if qemu cannot run here (skip), 124 on timeout.
 # Needs the artifacts of kernel/build.sh (run it first; this script runs it if none exist);
 # STRIPEFS_KERNEL_ENV=FILE picks one build's env file instead of the cache's current.env.
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --modparams) modparams=$2; shift 2 ;;
     --stripefs) stripefs_bin=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     --*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -68,8 +69,13 @@ if [ -n "$line" ]; then
     { echo "run.sh: no kernel line '$line' (kernel/lines/*/line.conf)" >&2; exit 2; }
   envf=${STRIPEFS_KERNEL_ENV:-$cache/line-$line.env}
   if [ ! -e "$envf" ]; then
-    echo "run.sh: no build artifacts for line $line yet, running kernel/lines/build-line.sh" >&2
-    "$here/../lines/build-line.sh" "$line" >/dev/null
+    if grep -qx 'LINE_BUILDER=kernel/build.sh' "$here/../lines/$line/line.conf"; then
+      echo "run.sh: no build artifacts for line $line yet, running kernel/build.sh --line $line" >&2
+      "$here/../build.sh" --line "$line" >/dev/null
+    else
+      echo "run.sh: no build artifacts for line $line yet, running kernel/lines/build-line.sh" >&2
+      "$here/../lines/build-line.sh" "$line" >/dev/null
+    fi
   fi
 else
   envf=${STRIPEFS_KERNEL_ENV:-$cache/current.env}
