@@ -385,6 +385,7 @@ Status MountService::OpenVolume() {
     hold.hold = std::chrono::seconds(o_.meta_hold_s);
     StripeClientOptions co;
     co.secure_wire = o_.secure_wire;
+    co.refuse_degraded_enospc = o_.refuse_degraded_writes;
     auto v = Volume::ConnectCluster(o_.meta_address, o_.key_file, co, &hold);
     if (!v.ok()) return v.status().Annotate("cluster " + o_.meta_address);
     volume_ = std::move(v).value();
@@ -399,6 +400,7 @@ Status MountService::OpenVolume() {
   vo.geometry = want;
   vo.root_uid = o_.root_uid;
   vo.root_gid = o_.root_gid;
+  vo.client.refuse_degraded_enospc = o_.refuse_degraded_writes;
   auto v = Volume::OpenEmbedded(dir, vo);
   // umount(8) returns once the kernel lets go, while the previous daemon may
   // still be closing the volume: `umount; mount` must work, so a busy volume

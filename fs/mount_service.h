@@ -115,7 +115,7 @@ struct MountServiceOptions {
   // blocking (fuse::SessionOptions::uring_try_reads).
   bool uring_try_reads = true;
   bool writeback_cache = true;
-  bool align = true;          // request opt-alignment to the stripe size
+  bool align = true;  // request opt-alignment to the stripe size
   // FUSE_COMPOUND: accept it when the kernel offers it (compound), and if
   // so, answer every one ENOSYS (refuse_compound: tests the kernel's
   // fallback to single requests).
@@ -125,6 +125,10 @@ struct MountServiceOptions {
   int max_ratio = -1;         // bdi max_ratio once mounted; -1 = leave it
   int meta_hold_s = 60;       // cluster: wait for metad this long, then EIO
   bool secure_wire = false;   // cluster: encrypt RPC traffic (-o secure)
+  // -o degraded_writes=refuse: a stripe write whose chunk writes the stores
+  // refuse for space fails ENOSPC instead of committing degraded
+  // (StripeClientOptions::refuse_degraded_enospc). Default allow.
+  bool refuse_degraded_writes = false;
   // -o values (comma lists). Ours: allow_other / no_allow_other (default:
   // allow_other when running as root, the kernel checking permissions),
   // default_permissions / no_default_permissions (default on; off also

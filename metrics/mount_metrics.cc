@@ -61,7 +61,8 @@ const std::set<std::string>& GaugeKeys() {
                                           "buffered_bytes",
                                           "aligned_pct",
                                           "mean_size",
-                                          "full_stripe_pct"};
+                                          "full_stripe_pct",
+                                          "still_degraded"};
   return s;
 }
 

@@ -157,8 +157,9 @@ struct MountArgs {
   bool no_align = false;
   bool enable_uring = false;
   int meta_hold_s = 60;
-  int send_window = -1;       // -1: from the stripe size
-  int file_send_window = -1;  // -1: from the stripe size
+  std::string degraded_writes = "allow";  // or "refuse"
+  int send_window = -1;                   // -1: from the stripe size
+  int file_send_window = -1;              // -1: from the stripe size
   std::string fsname;   // the source /proc/mounts shows ("" = the volume's)
   bool quiet = false;   // print errors only (mount(8) helper)
   std::string metrics;  // ADDR:PORT of /metrics; empty: none
@@ -234,12 +235,20 @@ Result<fs::MountServiceOptions> ToServiceOptions(const MountArgs& a,
   o.enable_uring = a.enable_uring;
   o.max_ratio = a.max_ratio;
   // -o secure is ours (encrypted RPC traffic), not the kernel's.
+  // -o degraded_writes=allow|refuse is ours too (overrides the flag).
+  std::string degraded = a.degraded_writes;
   for (const std::string& opt : a.options) {
     if (opt == "secure")
       o.secure_wire = true;
+    else if (opt.rfind("degraded_writes=", 0) == 0)
+      degraded = opt.substr(16);
     else
       o.mount_options.push_back(opt);
   }
+  if (degraded != "allow" && degraded != "refuse")
+    return Status::InvalidArgument("degraded_writes=" + degraded +
+                                   ": expected allow or refuse");
+  o.refuse_degraded_writes = degraded == "refuse";
   if (o.secure_wire && o.meta_address.empty())
     return Status::InvalidArgument(
         "-o secure encrypts cluster traffic: it needs a cluster mount "
@@ -651,6 +660,13 @@ const CommandRegistration kRegister([](CLI::App& app) {
                   "(default) | off (every such READ handed over)")
         ->check(on_off);
     c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
+    c->add_option("--degraded-writes", a.degraded_writes,
+                  "near full, a stripe whose chunk writes the stores refuse "
+                  "for space (up to m of them): allow (default: commit it "
+                  "degraded; counted, HEALTH_WARN in status, repaired in the "
+                  "background once space returns) | refuse (the write fails "
+                  "ENOSPC, old data kept). Also -o degraded_writes=...")
+        ->check(CLI::IsMember({"allow", "refuse"}));
     c->add_option("--meta-hold-s", a.meta_hold_s,
                   "cluster mode: seconds metadata calls wait for an "
                   "unreachable metad before failing with EIO (default 60)")

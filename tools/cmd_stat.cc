@@ -93,6 +93,13 @@ void PrintTable(const json& j) {
   Row("parity-delta updates", Num(b["parity_delta_updates"]));
   Row("degraded writes / reads",
       Num(b["degraded_writes"]) + " / " + Num(b["degraded_reads"]));
+  if (b.contains("degraded_queued")) {
+    Row("degraded commits queued / repaired / still degraded",
+        Num(b["degraded_queued"]) + " / " + Num(b["degraded_repaired"]) +
+            " / " + Num(b["still_degraded"]));
+    Row("degraded queue overflow / refused (ENOSPC)",
+        Num(b["degraded_queue_overflow"]) + " / " + Num(b["degraded_refused"]));
+  }
   Row("failed writes", Num(b["failed_writes"]));
   Row("chunk read / CRC errors",
       Num(b["chunk_read_errors"]) + " / " + Num(b["crc_errors"]));

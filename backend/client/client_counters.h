@@ -35,6 +35,14 @@ struct ClientCountersSnapshot {
   uint64_t degraded_stripe_loads = 0;  // degraded stripes loaded whole
   uint64_t stripe_cache_hits = 0;      // stripe reads served from those
   uint64_t stripe_cache_bytes = 0;     // bytes the stripe data cache holds
+  // Degraded commits (degraded_queue.h): noted for background repair,
+  // healed, dropped because the queue was full, held now; and writes
+  // refused with ENOSPC instead (StripeClientOptions::refuse_degraded_enospc).
+  uint64_t degraded_queued = 0;
+  uint64_t degraded_repaired = 0;
+  uint64_t degraded_queue_overflow = 0;
+  uint64_t still_degraded = 0;
+  uint64_t degraded_refused = 0;
 };
 
 struct ClientCounters {
@@ -62,6 +70,10 @@ struct ClientCounters {
   STRIPEFS_CLIENT_COUNTER(read_ahead_loads)
   STRIPEFS_CLIENT_COUNTER(degraded_stripe_loads)
   STRIPEFS_CLIENT_COUNTER(stripe_cache_hits)
+  STRIPEFS_CLIENT_COUNTER(degraded_queued)
+  STRIPEFS_CLIENT_COUNTER(degraded_repaired)
+  STRIPEFS_CLIENT_COUNTER(degraded_queue_overflow)
+  STRIPEFS_CLIENT_COUNTER(degraded_refused)
 #undef STRIPEFS_CLIENT_COUNTER
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -95,6 +107,10 @@ struct ClientCounters {
     s.read_ahead_loads = ld(read_ahead_loads);
     s.degraded_stripe_loads = ld(degraded_stripe_loads);
     s.stripe_cache_hits = ld(stripe_cache_hits);
+    s.degraded_queued = ld(degraded_queued);
+    s.degraded_repaired = ld(degraded_repaired);
+    s.degraded_queue_overflow = ld(degraded_queue_overflow);
+    s.degraded_refused = ld(degraded_refused);
     return s;
   }
 };

@@ -56,14 +56,19 @@ StripeClient::StripeClient(MetaService* meta, ChunkServerSet* servers,
   wo.commit_retries = options.commit_retries;
   wo.parity_delta = options.parity_delta;
   wo.version_batch = options.version_batch;
+  wo.refuse_degraded_enospc = options.refuse_degraded_enospc;
+  degraded_ =
+      std::make_unique<DegradedQueue>(this, &counters_, options.degraded_queue);
   writer_ = std::make_unique<StripeWriteExecutor>(
       StripeWriteExecutor::Parts{meta, codec_.get(), view_.get(), fanout_.get(),
                                  reader_.get(), &locks_, collector_.get(),
-                                 &counters_, &maps_, &keep_file_times_},
+                                 &counters_, &maps_, &keep_file_times_,
+                                 degraded_.get()},
       geo_, wo);
 }
 
 StripeClient::~StripeClient() {
+  degraded_->Stop();
   ahead_pool_.reset();  // finishes the read-ahead loads
   writer_.reset();
   collector_.reset();  // drains queued deletions

@@ -40,6 +40,7 @@
 #include "backend/client/chunk_server_set.h"
 #include "backend/client/client_counters.h"
 #include "backend/client/cluster_view.h"
+#include "backend/client/degraded_queue.h"
 #include "backend/client/stripe_data_cache.h"
 #include "backend/client/stripe_geometry.h"
 #include "backend/client/stripe_locks.h"
@@ -86,6 +87,14 @@ struct StripeClientOptions {
   // How long the collector lets obsolete versions gather before it deletes
   // them (one request and one index commit per server for the lot).
   std::chrono::milliseconds gc_linger{100};
+  // A stripe write that would commit degraded because chunk writes were
+  // refused with ENOSPC (the stores' reserve, near full) fails with ENOSPC
+  // instead, nothing committed for that stripe (the old version stays).
+  // Off (the default): it commits degraded, counted, and is healed in the
+  // background (degraded_queue.h) once the stores take writes again.
+  bool refuse_degraded_enospc = false;
+  // Background repair of this client's degraded commits.
+  DegradedQueueOptions degraded_queue;
 };
 
 class StripeClient {
@@ -93,7 +102,8 @@ class StripeClient {
   static Result<std::unique_ptr<StripeClient>> Create(
       MetaService* meta, ChunkServerSet* servers,
       const StripeClientOptions& options = {});
-  ~StripeClient();  // finishes queued garbage collection
+  // Stops the degraded-commit repair, finishes queued garbage collection.
+  ~StripeClient();
 
   const Geometry& geometry() const { return geometry_; }
   uint64_t stripe_size() const { return geometry_.stripe_size(); }
@@ -179,6 +189,7 @@ class StripeClient {
     s.stripe_map_hits = maps_.hits();
     s.stripe_map_misses = maps_.misses();
     s.stripe_cache_bytes = stripes_.used();
+    s.still_degraded = degraded_ ? degraded_->still_degraded() : 0;
     return s;
   }
   const ec::Codec& codec() const { return *codec_; }
@@ -213,6 +224,8 @@ class StripeClient {
   std::unique_ptr<ThreadPool> ahead_pool_;  // read-ahead loads; before reader_
   std::unique_ptr<VersionCollector> collector_;
   std::unique_ptr<StripeWriteExecutor> writer_;
+  // Stopped first by the destructor: its worker uses the parts above.
+  std::unique_ptr<DegradedQueue> degraded_;
 };
 
 }  // namespace stripefs

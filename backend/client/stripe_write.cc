@@ -507,8 +507,22 @@ Status StripeWriteExecutor::Prepare(const StripeWriteRequest& req,
                              ? "parity-delta read"
                              : "read-modify-write");
   }
-  if (static_cast<uint32_t>(Popcount(out->failed)) <= geo_.m())
+  // KeepWorseError ranks ENOSPC first: set when any chunk was refused so.
+  out->nospace = out->failed != 0 && write_error.code() == ENOSPC;
+  const bool refuse = out->nospace && options_.refuse_degraded_enospc;
+  if (!refuse && static_cast<uint32_t>(Popcount(out->failed)) <= geo_.m())
     return Status::Ok();
+  if (refuse && static_cast<uint32_t>(Popcount(out->failed)) <= geo_.m()) {
+    // Would commit degraded for lack of space, and the user said no.
+    Abandon(*out);
+    ClientCounters::Add(p_.counters->degraded_refused);
+    return Status(ENOSPC, StripeName(req.ino, req.stripe) + ": " +
+                              std::to_string(Popcount(out->failed)) +
+                              " chunk writes refused for space; not committed "
+                              "degraded (degraded_writes=refuse), previous "
+                              "data kept (" +
+                              write_error.ToString() + ")");
+  }
   // Remove what did land of the new version; the old one stays.
   Abandon(*out);
   if (!last_attempt) {
@@ -553,7 +567,14 @@ void StripeWriteExecutor::Committed(const Prepared& p) {
       ClientCounters::Add(p_.counters->parity_delta_updates);
       break;
   }
-  if (p.failed != 0) ClientCounters::Add(p_.counters->degraded_writes);
+  if (p.failed != 0) {
+    ClientCounters::Add(p_.counters->degraded_writes);
+    // Space refusals heal once space returns; a server that was down is
+    // for `stripefs repair` once it is back or marked out (docs/backend.md).
+    if (p_.degraded && p.nospace)
+      p_.degraded->Note(p.req->ino,
+                        {p.req->stripe, p.version, p.failed, p.plan.chunk_len});
+  }
 }
 
 Status StripeWriteExecutor::Commit(uint64_t ino,

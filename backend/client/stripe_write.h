@@ -15,10 +15,14 @@
 //                untouched cells (chosen when those windows are fewer
 //                bytes than the k cells an RMW reads: so several small
 //                ranges in different cells take a delta too).
-// Up to m failed chunk writes commit the stripe as degraded (missing mask);
-// more fail with EIO (ENOSPC when that is why) and the previous version
-// stays committed. No torn stripes: readers only see committed versions.
-// The replaced version's chunks go to the VersionCollector (background).
+// Up to m failed chunk writes commit the stripe as degraded (missing mask;
+// when a store refused a chunk for space, noted in the DegradedQueue for
+// background repair), unless
+// refuse_degraded_enospc and a failure was ENOSPC: then, like more than m
+// failures, the write fails (EIO, or ENOSPC when that is why) and the
+// previous version stays committed. No torn stripes: readers only see committed
+// versions. The replaced version's chunks go to the VersionCollector
+// (background).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +36,7 @@
 #include "backend/client/chunk_fanout.h"
 #include "backend/client/client_counters.h"
 #include "backend/client/cluster_view.h"
+#include "backend/client/degraded_queue.h"
 #include "backend/client/stripe_geometry.h"
 #include "backend/client/stripe_locks.h"
 #include "backend/client/stripe_map_cache.h"
@@ -129,6 +134,9 @@ struct StripeWriteOptions {
   // read round and one write round).
   size_t parallel_stripes = 64;
   uint64_t wave_bytes = uint64_t{16} << 20;
+  // ENOSPC instead of a degraded commit when chunk writes were refused for
+  // space (StripeClientOptions::refuse_degraded_enospc).
+  bool refuse_degraded_enospc = false;
 };
 
 // Carries out write plans. A full stripe is encoded in place: the data
@@ -157,6 +165,9 @@ class StripeWriteExecutor {
     // True: commits leave mtime and ctime (CommitStripesKeepTimes, falling
     // back to CommitStripes on a service without it). Null: stamp them.
     const std::atomic<bool>* keep_times = nullptr;
+    // Told of every commit left degraded because a store refused a chunk
+    // for space (null: nobody).
+    DegradedQueue* degraded = nullptr;
   };
   StripeWriteExecutor(const Parts& parts, StripeGeometry geometry,
                       const StripeWriteOptions& options)
@@ -195,7 +206,8 @@ class StripeWriteExecutor {
     WritePlan plan;
     ChunkLayout layout;
     uint64_t version = 0;
-    uint32_t failed = 0;  // chunk writes that failed (<= m)
+    uint32_t failed = 0;   // chunk writes that failed (<= m)
+    bool nospace = false;  // one of them for space (ENOSPC)
     // WriteMany: the wave this stripe's reads and chunk writes join
     // (member `member`); null: read and sent on their own.
     Wave* wave = nullptr;

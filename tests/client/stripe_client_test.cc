@@ -36,12 +36,13 @@ class StripeClientTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(8, Geometry{4, 2, 4096}); }
 
-  void Open(int servers, Geometry g) {
+  void Open(int servers, Geometry g, const StripeClientOptions& client = {}) {
     faults_.clear();
     vol_.reset();
     testing::InProcessVolumeOptions o;
     o.servers = servers;
     o.geometry = g;
+    o.client = client;
     o.wrap_meta = [this](std::unique_ptr<MetaService> inner) {
       auto counting = std::make_unique<CountingMetaService>(std::move(inner));
       counting_ = counting.get();
@@ -394,6 +395,111 @@ TEST_F(StripeClientTest, SurvivesUpToMServersDown) {
   SetDown(servers[1], true);
   SetDown(servers[2], true);
   EXPECT_EQ(ReadAll(ino), data);
+}
+
+// A stripe committed degraded because a store refused its chunk for space
+// is healed by the client itself once the store takes writes again: no
+// `stripefs repair`, the missing mask cleared, every chunk really there.
+TEST_F(StripeClientTest,
+       DegradedCommitIsRepairedInTheBackgroundOnceSpaceIsBack) {
+  StripeClientOptions co;
+  co.degraded_queue.initial_backoff = std::chrono::milliseconds(20);
+  co.degraded_queue.max_backoff = std::chrono::milliseconds(100);
+  Open(8, Geometry{4, 2, 4096}, co);
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(3 * S(), 31);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  const std::vector<uint32_t> servers = ServersOf(ino, 1);
+  faults_[servers[2]]->fail_writes = true;  // ENOSPC: its reserve is hit
+  auto patch = RandomBytes(S(), 32);
+  ASSERT_TRUE(client().Write(ino, S(), patch).ok());
+  std::copy(patch.begin(), patch.end(), model.begin() + static_cast<long>(S()));
+  auto sv = meta().GetStripes(ino, 1, 1);
+  ASSERT_TRUE(sv.ok());
+  EXPECT_EQ(sv->front().missing_mask, ChunkBit(2));
+  auto c = client().counters();
+  EXPECT_EQ(c.degraded_writes, 1u);
+  EXPECT_EQ(c.degraded_queued, 1u);
+  // Still full: several retries (20..100 ms apart) fail, it stays queued.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  c = client().counters();
+  EXPECT_EQ(c.degraded_repaired, 0u);
+  EXPECT_EQ(c.still_degraded, 1u);
+  EXPECT_EQ(meta().GetStripes(ino, 1, 1)->front().missing_mask, ChunkBit(2));
+  // Space is back: healed within a bounded wait.
+  faults_[servers[2]]->fail_writes = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (client().counters().degraded_repaired == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  c = client().counters();
+  ASSERT_EQ(c.degraded_repaired, 1u) << "not repaired within 10 s";
+  EXPECT_EQ(c.still_degraded, 0u);
+  EXPECT_EQ(c.degraded_queue_overflow, 0u);
+  EXPECT_EQ(meta().GetStripes(ino, 1, 1)->front().missing_mask, 0u);
+  EXPECT_EQ(ReadAll(ino), model);
+  // Chunk 2 is really back: with two other chunks of stripe 1 gone, the
+  // stripe is only readable through it.
+  SetDown(servers[0], true);
+  SetDown(servers[1], true);
+  EXPECT_EQ(ReadAll(ino), model);
+  SetDown(servers[0], false);
+  SetDown(servers[1], false);
+  // A commit degraded by a server that is down is not queued: that is for
+  // `stripefs repair` once the server is back or marked out.
+  SetDown(servers[3], true);
+  ASSERT_TRUE(client().Write(ino, S(), patch).ok());
+  c = client().counters();
+  EXPECT_EQ(c.degraded_writes, 2u);
+  EXPECT_EQ(c.degraded_queued, 1u);
+  EXPECT_EQ(c.still_degraded, 0u);
+  SetDown(servers[3], false);
+}
+
+// degraded_writes=refuse: a chunk refused for space fails the write with
+// ENOSPC, nothing committed, the old version readable; a degraded commit
+// for another cause (a server down) still goes through.
+TEST_F(StripeClientTest, RefuseDegradedEnospcFailsTheWriteAndKeepsOldData) {
+  StripeClientOptions co;
+  co.refuse_degraded_enospc = true;
+  Open(8, Geometry{4, 2, 4096}, co);
+  const uint64_t ino = NewFile("f");
+  auto model = RandomBytes(2 * S(), 41);
+  ASSERT_TRUE(client().Write(ino, 0, model).ok());
+  const uint64_t before = meta().GetStripes(ino, 0, 1)->front().version;
+  const std::vector<uint32_t> servers = ServersOf(ino, 0);
+  faults_[servers[4]]->fail_writes = true;
+  Status st = client().Write(ino, 0, RandomBytes(S(), 42));
+  EXPECT_EQ(st.code(), ENOSPC) << st.ToString();
+  // The fsync path (WriteStripes, several stripes) refuses as well, and
+  // commits none of them.
+  std::vector<uint8_t> two = RandomBytes(2 * S(), 43);
+  std::vector<StripeWriteRequest> reqs(2);
+  for (uint64_t s = 0; s < 2; ++s) {
+    reqs[s].ino = ino;
+    reqs[s].stripe = s;
+    reqs[s].bytes = std::span<const uint8_t>(two).subspan(s * S(), S());
+    reqs[s].ranges = {{0, static_cast<uint32_t>(S())}};
+    reqs[s].min_file_size = 2 * S();
+  }
+  EXPECT_EQ(client().WriteStripes(reqs).code(), ENOSPC);
+  auto c = client().counters();
+  EXPECT_EQ(c.degraded_refused, 2u);
+  EXPECT_EQ(c.degraded_writes, 0u);
+  EXPECT_EQ(c.degraded_queued, 0u);
+  EXPECT_EQ(meta().GetStripes(ino, 0, 1)->front().version, before);
+  EXPECT_EQ(meta().GetStripes(ino, 0, 1)->front().missing_mask, 0u);
+  EXPECT_EQ(ReadAll(ino), model);
+  faults_[servers[4]]->fail_writes = false;
+  // Not for space: a server down still commits degraded.
+  SetDown(servers[4], true);
+  auto patch = RandomBytes(S(), 44);
+  ASSERT_TRUE(client().Write(ino, 0, patch).ok());
+  std::copy(patch.begin(), patch.end(), model.begin());
+  EXPECT_EQ(client().counters().degraded_writes, 1u);
+  EXPECT_EQ(ReadAll(ino), model);
+  SetDown(servers[4], false);
 }
 
 TEST_F(StripeClientTest, MoreThanMFailuresIsEioAndKeepsOldData) {
