@@ -38,6 +38,11 @@
 namespace stripefs::tools {
 namespace {
 
+void RevokeOnChunkServers(MetaStore* store,
+                          const std::shared_ptr<const rpc::ClusterKey>& key,
+                          const std::string& entity,
+                          const rpc::EntitySalt& salt);
+
 using rpc::ClusterKey;
 
 int Fail(const char* who, const Status& s) {
@@ -272,6 +277,10 @@ int RunMetad(const MetadFlags& f) {
   rpc::ClientTable clients;
   rpc::MetaServiceServer handler(store->get(), &clients);
   handler.ServeIdentities(identities->get(), *key);
+  // Chunk grants: clients get them here and show them to chunkd.
+  auto grant_key = rpc::GrantKey::Derive(**key, (*store)->volume_uuid());
+  if (!grant_key.ok()) return Fail(who, grant_key.status());
+  handler.ServeGrants(*grant_key);
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who, metrics.status());
   rpc::MetaInlineHandler inline_handler(
@@ -282,11 +291,17 @@ int RunMetad(const MetadFlags& f) {
   so.binding = {rpc::ServerRole::kMetad, 0, (*store)->volume_uuid()};
   so.gate = identities->get();
   so.inline_requests = f.inline_rpc;
-  // `stripefs auth rm` closes the removed identity's open sessions at once.
+  // `stripefs auth rm` closes the removed identity's open sessions at once
+  // and voids its chunk grants on every chunkd (which close its sessions).
   std::atomic<rpc::RpcServer*> serving{nullptr};
-  handler.OnIdentityRemoved([&serving](const std::string& entity) {
-    if (rpc::RpcServer* s = serving.load()) s->CloseSessionsOf(entity);
-  });
+  MetaStore* meta_store = store->get();
+  std::shared_ptr<const rpc::ClusterKey> server_key = *key;
+  handler.OnIdentityRemoved(
+      [&serving, meta_store, server_key](const std::string& entity,
+                                         const rpc::EntitySalt& salt) {
+        if (rpc::RpcServer* s = serving.load()) s->CloseSessionsOf(entity);
+        RevokeOnChunkServers(meta_store, server_key, entity, salt);
+      });
   auto server = rpc::RpcServer::Start(so, *key, &inline_handler);
   if (!server.ok())
     return Fail(who, ExplainListenError(server.status(), f.d.listen));
@@ -389,6 +404,41 @@ Status Register(rpc::RemoteMetaService& meta, const ServerInfo& me,
   return last;
 }
 
+// Tells every chunk server of the map that `entity` (with `salt`) was
+// removed: it refuses that identity's chunk grants from then on and closes
+// its sessions. Best effort, all servers at once, 2 s each: a server that
+// misses it still refuses the grants once they expire (kGrantLifetimeMs).
+void RevokeOnChunkServers(MetaStore* store,
+                          const std::shared_ptr<const rpc::ClusterKey>& key,
+                          const std::string& entity,
+                          const rpc::EntitySalt& salt) {
+  auto map = store->GetClusterMap();
+  if (!map.ok()) {
+    std::fprintf(stderr, "metad: cannot revoke %s's chunk grants: %s\n",
+                 entity.c_str(), map.status().ToString().c_str());
+    return;
+  }
+  std::vector<std::thread> calls;
+  for (const ServerInfo& server : map->servers) {
+    if (server.address.empty()) continue;
+    calls.emplace_back([&, server] {
+      rpc::RpcClientOptions o = rpc::RemoteChunkService::DefaultOptions();
+      o.call_timeout = std::chrono::milliseconds(2000);
+      o.connect_timeout = std::chrono::milliseconds(1000);
+      o.expected_server = {rpc::ServerRole::kChunkd, server.id,
+                           store->volume_uuid()};
+      rpc::RemoteChunkService chunkd(server.address, key, o);
+      Status st = chunkd.RevokeGrants(entity, salt);
+      if (!st.ok())
+        std::fprintf(stderr,
+                     "metad: chunkd %u did not hear that %s was removed "
+                     "(its grants there end when they expire): %s\n",
+                     server.id, entity.c_str(), st.ToString().c_str());
+    });
+  }
+  for (std::thread& t : calls) t.join();
+}
+
 // The UUID of the volume metad serves (from its handshake), waiting while
 // metad is not reachable yet: chunkd names it in its own handshake, so
 // clients of another volume that share the key refuse it.
@@ -439,6 +489,14 @@ int RunChunkd(const ChunkdFlags& f) {
                 volume.status().Annotate(
                     "cannot register with metad at " + f.meta +
                     " (chunkd learns the volume's UUID from it first)"));
+  // Client identities' chunk requests need grants from metad.
+  auto grant_key = rpc::GrantKey::Derive(**key, *volume);
+  if (!grant_key.ok()) return Fail(who.c_str(), grant_key.status());
+  handler.RequireGrants(*grant_key);
+  std::atomic<rpc::RpcServer*> serving{nullptr};
+  handler.OnGrantsRevoked([&serving](const std::string& entity) {
+    if (rpc::RpcServer* s = serving.load()) s->CloseSessionsOf(entity);
+  });
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = who;
@@ -447,6 +505,7 @@ int RunChunkd(const ChunkdFlags& f) {
       so, *key, *metrics ? (*metrics)->handler() : &handler);
   if (!server.ok())
     return Fail(who.c_str(), ExplainListenError(server.status(), f.d.listen));
+  serving = server->get();
   if (*metrics) {
     (*metrics)->server().AddCollector(
         metrics::RpcServerCollector(server->get(), "chunkd"));

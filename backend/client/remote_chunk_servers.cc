@@ -11,7 +11,7 @@ ChunkService* RemoteChunkServers::Get(const ServerInfo& info) {
     rpc::RpcClientOptions o = rpc::RemoteChunkService::DefaultOptions();
     o.expected_server = {rpc::ServerRole::kChunkd, info.id, volume_};
     stubs_.push_back(std::make_unique<rpc::RemoteChunkService>(
-        info.address, key_, o, read_timeout_));
+        info.address, key_, o, read_timeout_, grants_.get()));
     e.address = info.address;
     e.stub = stubs_.back().get();
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/client/chunk_server_set.h"
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
 
@@ -26,16 +27,23 @@ class RemoteChunkServers : public ChunkServerSet {
   // `read_timeout` > 0: deadline of each chunk read RPC (see
   // RemoteChunkService); zero keeps the 10 s call timeout. `volume`: the
   // volume metad serves (its handshake); each chunkd must serve it too.
-  explicit RemoteChunkServers(std::shared_ptr<const rpc::ClusterKey> key,
-                              std::chrono::milliseconds read_timeout = {},
-                              rpc::VolumeId volume = {})
-      : key_(std::move(key)), read_timeout_(read_timeout), volume_(volume) {}
+  // `grants`: where a client identity's stubs get chunk grants (owned;
+  // null for the server and admin identities, which need none).
+  explicit RemoteChunkServers(
+      std::shared_ptr<const rpc::ClusterKey> key,
+      std::chrono::milliseconds read_timeout = {}, rpc::VolumeId volume = {},
+      std::unique_ptr<rpc::ChunkGrantSource> grants = nullptr)
+      : key_(std::move(key)),
+        read_timeout_(read_timeout),
+        volume_(volume),
+        grants_(std::move(grants)) {}
   ChunkService* Get(const ServerInfo& info) override;
 
  private:
   std::shared_ptr<const rpc::ClusterKey> key_;
   const std::chrono::milliseconds read_timeout_;
   const rpc::VolumeId volume_;
+  const std::unique_ptr<rpc::ChunkGrantSource> grants_;
   std::mutex mu_;
   struct Entry {
     std::string address;

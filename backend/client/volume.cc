@@ -2,10 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/client/holding_meta_service.h"
 #include "backend/client/remote_chunk_servers.h"
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/cluster_key.h"
@@ -141,10 +145,37 @@ Result<std::unique_ptr<Volume>> Volume::ConnectCluster(
     holding = h.get();
     service = std::move(h);
   }
+  // A client identity shows chunkd metad's grants for the files it
+  // touches (docs/cluster.md "Chunk grants"); the others need none.
+  std::unique_ptr<rpc::ChunkGrantSource> grants;
+  if ((*key)->principal() == rpc::Principal::kClient) {
+    MetaHoldOptions held;  // no hold: outages fail at once
+    held.hold = std::chrono::milliseconds(0);
+    if (hold) held = *hold;
+    grants = std::make_unique<rpc::ChunkGrantCache>(
+        [remote, held](
+            uint64_t ino,
+            uint8_t ops) -> Result<std::pair<rpc::EncodedGrant, uint32_t>> {
+          // A metad outage is waited out as the namespace calls wait
+          // (HoldingMetaService), then EIO: never reported as the chunk
+          // server's transport error.
+          const auto give_up = std::chrono::steady_clock::now() + held.hold;
+          auto backoff = held.first_backoff;
+          for (;;) {
+            auto r = remote->GrantChunks(ino, ops);
+            if (r.ok() || !HoldingMetaService::IsOutage(r.status())) return r;
+            if (std::chrono::steady_clock::now() + backoff > give_up)
+              return Status(EIO, "metad unreachable for a chunk grant: " +
+                                     r.status().ToString());
+            std::this_thread::sleep_for(backoff);
+            backoff = std::min(2 * backoff, held.max_backoff);
+          }
+        });
+  }
   auto volume = FromParts(
       std::move(service),
       std::make_unique<RemoteChunkServers>(*key, options.chunk_read_timeout,
-                                           volume_id),
+                                           volume_id, std::move(grants)),
       options);
   if (!volume.ok()) return volume.status();
   (*volume)->description_ = "cluster:" + meta_address;

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/identity.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/typed_call.h"
@@ -30,6 +31,9 @@ struct RpcCall {
   std::span<const uint8_t> payload;
   AlignedBytes& bulk;  // may be moved from
   RpcReply* reply;
+  // chunkd: the verified grants a client's request came with; every chunk
+  // it names must be covered by one (null: the caller needs none).
+  const GrantedCall* granted = nullptr;
 };
 
 inline constexpr Principals kAnyone =

@@ -132,7 +132,8 @@ Status IdentityTable::Add(const IdentityRecord& r, const EntitySalt& salt) {
   return s;
 }
 
-Status IdentityTable::Remove(const std::string& entity) {
+Status IdentityTable::Remove(const std::string& entity,
+                             EntitySalt* removed_salt) {
   std::unique_lock lock(mu_);
   auto it = rows_.find(entity);
   if (it == rows_.end())
@@ -142,6 +143,7 @@ Status IdentityTable::Remove(const std::string& entity) {
   rows_.erase(it);
   Status s = SaveLocked();
   if (!s.ok()) rows_[entity] = saved;
+  if (s.ok() && removed_salt) *removed_salt = saved.salt;
   return s;
 }
 

@@ -46,8 +46,8 @@ class IdentityTable final : public IdentityGate {
   // Adds `r` with `salt`. EEXIST if the name exists, EINVAL for a bad name
   // or path (absolute, no "..", no newline).
   Status Add(const IdentityRecord& r, const EntitySalt& salt);
-  // ENOENT if absent.
-  Status Remove(const std::string& entity);
+  // ENOENT if absent. `removed_salt`: the removed row's salt.
+  Status Remove(const std::string& entity, EntitySalt* removed_salt = nullptr);
   std::vector<IdentityRecord> List() const;
   // The row of the identity `caller` proved (name and salt match), if any.
   std::optional<IdentityRecord> Find(const Caller& caller) const;

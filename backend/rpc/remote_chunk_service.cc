@@ -18,9 +18,57 @@ RpcClientOptions RemoteChunkService::DefaultOptions() {
 RemoteChunkService::RemoteChunkService(std::string address,
                                        std::shared_ptr<const ClusterKey> key,
                                        RpcClientOptions options,
-                                       std::chrono::milliseconds read_timeout)
+                                       std::chrono::milliseconds read_timeout,
+                                       ChunkGrantSource* grants)
     : client_(std::move(address), std::move(key), std::move(options)),
-      read_timeout_(read_timeout) {}
+      read_timeout_(read_timeout),
+      grants_(grants) {}
+
+namespace {
+
+constexpr uint16_t Type(MsgType t) { return static_cast<uint16_t>(t); }
+
+// The distinct inodes of one request, in order of first appearance (a
+// request carries at most kMaxGrantsPerCall, so a scan is cheap).
+struct Inodes {
+  std::vector<uint64_t> list;
+  bool Has(uint64_t ino) const {
+    return std::find(list.begin(), list.end(), ino) != list.end();
+  }
+  void Add(uint64_t ino) {
+    if (!Has(ino)) list.push_back(ino);
+  }
+  // Whether `ino` can join without passing kMaxGrantsPerCall.
+  bool Fits(uint64_t ino) const {
+    return list.size() < kMaxGrantsPerCall || Has(ino);
+  }
+};
+
+}  // namespace
+
+template <typename F>
+Status RemoteChunkService::WithGrants(uint16_t inner,
+                                      std::span<const uint64_t> inodes,
+                                      uint8_t op, F&& call) {
+  if (grants_ == nullptr) return call(std::span<const uint8_t>());
+  for (int attempt = 0;; ++attempt) {
+    std::vector<EncodedGrant> got;
+    got.reserve(inodes.size());
+    for (uint64_t ino : inodes) {
+      auto g = grants_->Get(ino, op);
+      if (!g.ok())
+        return g.status().Annotate("chunk grant for inode " +
+                                   std::to_string(ino) + " from metad");
+      got.push_back(*g);
+    }
+    const std::vector<uint8_t> head = EncodeGrantedHead(inner, got);
+    Status st = call(std::span<const uint8_t>(head));
+    // A grant chunkd saw as expired (clocks apart, or a long stall): ask
+    // metad for fresh ones, once.
+    if (st.code() != EKEYEXPIRED || attempt > 0) return st;
+    for (uint64_t ino : inodes) grants_->Invalidate(ino);
+  }
+}
 
 Result<std::string> RemoteChunkService::Ping() {
   Msg<MsgType::kPing>::Response resp;
@@ -36,8 +84,14 @@ Status RemoteChunkService::WriteChunk(const ChunkId& id, uint64_t version,
                                    " bytes exceeds the wire limit of " +
                                    std::to_string(kMaxBulk));
   }
-  Msg<MsgType::kWriteChunk>::Response resp;
-  return CallTyped<MsgType::kWriteChunk>(client_, {id, version}, &resp, data);
+  const uint64_t ino = id.inode;
+  return WithGrants(Type(MsgType::kWriteChunk), {&ino, 1}, kGrantWrite,
+                    [&](std::span<const uint8_t> head) {
+                      Msg<MsgType::kWriteChunk>::Response resp;
+                      return CallTyped<MsgType::kWriteChunk>(
+                          client_, {id, version}, &resp, data, nullptr, {},
+                          head);
+                    });
 }
 
 Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
@@ -52,10 +106,15 @@ Result<std::vector<uint8_t>> RemoteChunkService::ReadChunk(const ChunkId& id,
         ReadChunkIntoBy(id, version, offset, data, Deadline::max()));
     return data;
   }
-  Msg<MsgType::kReadChunk>::Response resp;
   AlignedBytes none;
-  Status s = CallTyped<MsgType::kReadChunk>(
-      client_, {id, version, offset, length}, &resp, {}, &none, read_timeout_);
+  const uint64_t ino = id.inode;
+  Status s = WithGrants(Type(MsgType::kReadChunk), {&ino, 1}, kGrantRead,
+                        [&](std::span<const uint8_t> head) {
+                          Msg<MsgType::kReadChunk>::Response resp;
+                          return CallTyped<MsgType::kReadChunk>(
+                              client_, {id, version, offset, length}, &resp, {},
+                              &none, read_timeout_, head);
+                        });
   if (!s.ok()) return s;
   if (!none.empty()) {
     return Status(EPROTO, "chunkd at " + client_.address() + " returned " +
@@ -84,10 +143,15 @@ Status RemoteChunkService::ReadChunkIntoBy(const ChunkId& id, uint64_t version,
                            ? read_timeout_
                            : client_.options().call_timeout;
   deadline = std::min(deadline, Clock::now() + timeout);
-  Msg<MsgType::kReadChunk>::Response resp;
-  return CallTypedInto<MsgType::kReadChunk>(
-      client_, {id, version, offset, static_cast<uint32_t>(out.size())}, &resp,
-      out, deadline);
+  const uint64_t ino = id.inode;
+  return WithGrants(
+      Type(MsgType::kReadChunk), {&ino, 1}, kGrantRead,
+      [&](std::span<const uint8_t> head) {
+        Msg<MsgType::kReadChunk>::Response resp;
+        return CallTypedInto<MsgType::kReadChunk>(
+            client_, {id, version, offset, static_cast<uint32_t>(out.size())},
+            &resp, out, deadline, head);
+      });
 }
 
 Status RemoteChunkService::DeleteChunk(const ChunkId& id,
@@ -113,18 +177,45 @@ Result<ChunkStoreStats> RemoteChunkService::Stats() {
 
 Status RemoteChunkService::DeleteChunkVersion(const ChunkId& id,
                                               uint64_t version) {
-  Msg<MsgType::kDeleteChunkVersion>::Response resp;
-  return CallTyped<MsgType::kDeleteChunkVersion>(client_, {id, version}, &resp);
+  const uint64_t ino = id.inode;
+  return WithGrants(Type(MsgType::kDeleteChunkVersion), {&ino, 1}, kGrantWrite,
+                    [&](std::span<const uint8_t> head) {
+                      Msg<MsgType::kDeleteChunkVersion>::Response resp;
+                      return CallTyped<MsgType::kDeleteChunkVersion>(
+                          client_, {id, version}, &resp, {}, nullptr, {}, head);
+                    });
+}
+
+Status RemoteChunkService::RevokeGrants(const std::string& entity,
+                                        const EntitySalt& salt) {
+  Msg<MsgType::kRevokeGrants>::Response resp;
+  return CallTyped<MsgType::kRevokeGrants>(
+      client_, {entity, std::vector<uint8_t>(salt.begin(), salt.end())}, &resp);
 }
 
 Status RemoteChunkService::DeleteChunkVersions(
     std::span<const ChunkVersion> chunks) {
-  for (size_t at = 0; at < chunks.size(); at += kMaxChunkVersionsPerDelete) {
-    const auto part = chunks.subspan(
-        at, std::min(kMaxChunkVersionsPerDelete, chunks.size() - at));
-    Msg<MsgType::kDeleteChunkVersions>::Response resp;
-    Status st = CallTyped<MsgType::kDeleteChunkVersions>(
-        client_, {std::vector<ChunkVersion>(part.begin(), part.end())}, &resp);
+  size_t at = 0;
+  while (at < chunks.size()) {
+    // The next request: as many entries as fit, of at most
+    // kMaxGrantsPerCall files (one grant each).
+    size_t end = at;
+    Inodes inodes;
+    while (end < chunks.size() && end - at < kMaxChunkVersionsPerDelete &&
+           inodes.Fits(chunks[end].id.inode)) {
+      inodes.Add(chunks[end].id.inode);
+      ++end;
+    }
+    const auto part = chunks.subspan(at, end - at);
+    at = end;
+    Status st = WithGrants(
+        Type(MsgType::kDeleteChunkVersions), inodes.list, kGrantWrite,
+        [&](std::span<const uint8_t> head) {
+          Msg<MsgType::kDeleteChunkVersions>::Response resp;
+          return CallTyped<MsgType::kDeleteChunkVersions>(
+              client_, {std::vector<ChunkVersion>(part.begin(), part.end())},
+              &resp, {}, nullptr, {}, head);
+        });
     // An older chunkd: the message is unknown there.
     if (st.code() == EOPNOTSUPP) st = ChunkService::DeleteChunkVersions(part);
     if (!st.ok()) return st;
@@ -134,9 +225,14 @@ Status RemoteChunkService::DeleteChunkVersions(
 
 Status RemoteChunkService::CloneChunk(const ChunkId& id, uint64_t from_version,
                                       uint64_t to_version, uint32_t length) {
-  Msg<MsgType::kCloneChunk>::Response resp;
-  return CallTyped<MsgType::kCloneChunk>(
-      client_, {id, from_version, to_version, length}, &resp);
+  const uint64_t ino = id.inode;
+  return WithGrants(Type(MsgType::kCloneChunk), {&ino, 1}, kGrantWrite,
+                    [&](std::span<const uint8_t> head) {
+                      Msg<MsgType::kCloneChunk>::Response resp;
+                      return CallTyped<MsgType::kCloneChunk>(
+                          client_, {id, from_version, to_version, length},
+                          &resp, {}, nullptr, {}, head);
+                    });
 }
 
 Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
@@ -148,9 +244,15 @@ Status RemoteChunkService::PatchChunk(const ChunkId& id, uint64_t from_version,
                                    " bytes exceeds the wire limit of " +
                                    std::to_string(kMaxBulk));
   }
-  Msg<MsgType::kPatchChunk>::Response resp;
-  return CallTyped<MsgType::kPatchChunk>(
-      client_, {id, from_version, to_version, length, offset}, &resp, bytes);
+  const uint64_t ino = id.inode;
+  return WithGrants(Type(MsgType::kPatchChunk), {&ino, 1}, kGrantWrite,
+                    [&](std::span<const uint8_t> head) {
+                      Msg<MsgType::kPatchChunk>::Response resp;
+                      return CallTyped<MsgType::kPatchChunk>(
+                          client_,
+                          {id, from_version, to_version, length, offset}, &resp,
+                          bytes, nullptr, {}, head);
+                    });
 }
 
 Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
@@ -162,7 +264,9 @@ Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
   // neighbours that are adjacent in memory make one part.
   std::vector<std::span<const uint8_t>> bulk;
   bulk.reserve(ops.size());
+  Inodes inodes;
   for (const ChunkWriteOp& op : ops) {
+    inodes.Add(op.id.inode);
     const bool multi = !op.ranges.empty();
     headers.push_back({static_cast<uint32_t>(op.kind), op.id, op.from_version,
                        op.to_version, op.length, multi ? 0 : op.offset,
@@ -177,9 +281,14 @@ Status RemoteChunkService::SendApplyRequest(std::span<const ChunkWriteOp> ops,
       bulk.push_back(op.bytes);
     }
   }
+  const Msg<MsgType::kApplyChunkOps>::Request req{std::move(headers),
+                                                  std::move(ranges)};
   Msg<MsgType::kApplyChunkOps>::Response resp;
-  Status st = CallTypedGather<MsgType::kApplyChunkOps>(
-      client_, {std::move(headers), std::move(ranges)}, &resp, bulk);
+  Status st = WithGrants(Type(MsgType::kApplyChunkOps), inodes.list,
+                         kGrantWrite, [&](std::span<const uint8_t> head) {
+                           return CallTypedGather<MsgType::kApplyChunkOps>(
+                               client_, req, &resp, bulk, head);
+                         });
   if (!st.ok()) return st;
   const auto& codes = std::get<0>(resp);
   const auto& messages = std::get<1>(resp);
@@ -209,18 +318,26 @@ Status RemoteChunkService::SendReadRequest(
     Deadline deadline) {
   std::vector<ChunkReadHeader> headers;
   headers.reserve(reads.size());
-  for (const ChunkRangeRead& r : reads)
+  Inodes inodes;
+  for (const ChunkRangeRead& r : reads) {
     headers.push_back(
         {r.id, r.version, r.offset, static_cast<uint32_t>(r.out.size())});
+    inodes.Add(r.id.inode);
+  }
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0)
     return Status(ETIMEDOUT, "chunk reads at " + client_.address() +
                                  ": deadline passed before sending");
+  const Msg<MsgType::kReadChunkRanges>::Request req{std::move(headers)};
   Msg<MsgType::kReadChunkRanges>::Response resp;
   AlignedBytes bytes;
-  STRIPEFS_RETURN_IF_ERROR(CallTyped<MsgType::kReadChunkRanges>(
-      client_, {std::move(headers)}, &resp, {}, &bytes, left));
+  STRIPEFS_RETURN_IF_ERROR(
+      WithGrants(Type(MsgType::kReadChunkRanges), inodes.list, kGrantRead,
+                 [&](std::span<const uint8_t> head) {
+                   return CallTyped<MsgType::kReadChunkRanges>(
+                       client_, req, &resp, {}, &bytes, left, head);
+                 }));
   const auto& codes = std::get<0>(resp);
   const auto& messages = std::get<1>(resp);
   // The bulk holds exactly the OK reads' bytes, in order.
@@ -259,9 +376,12 @@ std::vector<Status> RemoteChunkService::ReadChunkRanges(
     // The next request: as many reads as fit (at least one).
     size_t end = at;
     uint64_t bytes = 0;
+    Inodes inodes;  // at most kMaxGrantsPerCall files per request
     while (end < reads.size() && end - at < kMaxChunkReadsPerRequest &&
-           (end == at || bytes + reads[end].out.size() <= kMaxBulk)) {
+           (end == at || (bytes + reads[end].out.size() <= kMaxBulk &&
+                          inodes.Fits(reads[end].id.inode)))) {
       bytes += reads[end].out.size();
+      inodes.Add(reads[end].id.inode);
       ++end;
     }
     if (bytes > kMaxBulk) {
@@ -331,12 +451,15 @@ std::vector<Status> RemoteChunkService::ApplyChunkOps(
     size_t end = at;
     uint64_t bulk_size = 0;
     size_t range_count = 0;
+    Inodes inodes;  // at most kMaxGrantsPerCall files per request
     while (end < ops.size() && end - at < kMaxChunkOpsPerRequest &&
            (end == at || (bulk_size + ops[end].bytes.size() <= kMaxBulk &&
                           range_count + ops[end].ranges.size() <=
-                              kMaxPatchRangesPerRequest))) {
+                              kMaxPatchRangesPerRequest &&
+                          inodes.Fits(ops[end].id.inode)))) {
       bulk_size += ops[end].bytes.size();
       range_count += ops[end].ranges.size();
+      inodes.Add(ops[end].id.inode);
       ++end;
     }
     if (bulk_size > kMaxBulk || range_count > kMaxPatchRangesPerRequest) {
@@ -396,10 +519,11 @@ struct ChunkServiceServer::Rows {
   static void WriteChunk(ChunkServiceServer& m, const RpcCall& c) {
     AlignedBytes& bulk = c.bulk;
     ChunkService& s = *m.service_;
-    ServeTyped<MsgType::kWriteChunk>(c.payload, c.reply,
-                                     [&](auto&, auto& id, auto version) {
-                                       return s.WriteChunk(id, version, bulk);
-                                     });
+    ServeTyped<MsgType::kWriteChunk>(
+        c.payload, c.reply, [&](auto&, auto& id, auto version) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(m.Covered(c, id, kGrantWrite));
+          return s.WriteChunk(id, version, bulk);
+        });
   }
 
   static void ReadChunk(ChunkServiceServer& m, const RpcCall& c) {
@@ -408,6 +532,7 @@ struct ChunkServiceServer::Rows {
     ServeTyped<MsgType::kReadChunk>(
         c.payload, c.reply,
         [&](auto&, auto& id, auto version, auto offset, auto length) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(m.Covered(c, id, kGrantRead));
           // The limit holds before anything is sized by the request.
           if (length > kMaxBulk)
             return Status(EPROTO, "chunk read of " + std::to_string(length) +
@@ -432,7 +557,10 @@ struct ChunkServiceServer::Rows {
                                       " chunk reads in one request, at most " +
                                       std::to_string(kMaxChunkReadsPerRequest));
           uint64_t total = 0;
-          for (const ChunkReadHeader& h : headers) total += h.length;
+          for (const ChunkReadHeader& h : headers) {
+            STRIPEFS_RETURN_IF_ERROR(m.Covered(c, h.id, kGrantRead));
+            total += h.length;
+          }
           if (total > kMaxBulk)
             return Status(EPROTO, "chunk reads of " + std::to_string(total) +
                                       " bytes in one request, at most " +
@@ -500,7 +628,8 @@ struct ChunkServiceServer::Rows {
   static void DeleteChunkVersion(ChunkServiceServer& m, const RpcCall& c) {
     ChunkService& s = *m.service_;
     ServeTyped<MsgType::kDeleteChunkVersion>(
-        c.payload, c.reply, [&](auto&, auto& id, auto version) {
+        c.payload, c.reply, [&](auto&, auto& id, auto version) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(m.Covered(c, id, kGrantWrite));
           return s.DeleteChunkVersion(id, version);
         });
   }
@@ -508,15 +637,19 @@ struct ChunkServiceServer::Rows {
   static void DeleteChunkVersions(ChunkServiceServer& m, const RpcCall& c) {
     ChunkService& s = *m.service_;
     ServeTyped<MsgType::kDeleteChunkVersions>(
-        c.payload, c.reply,
-        [&](auto&, auto& chunks) { return s.DeleteChunkVersions(chunks); });
+        c.payload, c.reply, [&](auto&, auto& chunks) -> Status {
+          for (const ChunkVersion& v : chunks)
+            STRIPEFS_RETURN_IF_ERROR(m.Covered(c, v.id, kGrantWrite));
+          return s.DeleteChunkVersions(chunks);
+        });
   }
 
   static void CloneChunk(ChunkServiceServer& m, const RpcCall& c) {
     ChunkService& s = *m.service_;
     ServeTyped<MsgType::kCloneChunk>(
         c.payload, c.reply,
-        [&](auto&, auto& id, auto from, auto to, auto length) {
+        [&](auto&, auto& id, auto from, auto to, auto length) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(m.Covered(c, id, kGrantWrite));
           return s.CloneChunk(id, from, to, length);
         });
   }
@@ -526,7 +659,9 @@ struct ChunkServiceServer::Rows {
     ChunkService& s = *m.service_;
     ServeTyped<MsgType::kPatchChunk>(
         c.payload, c.reply,
-        [&](auto&, auto& id, auto from, auto to, auto length, auto offset) {
+        [&](auto&, auto& id, auto from, auto to, auto length,
+            auto offset) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(m.Covered(c, id, kGrantWrite));
           return s.PatchChunk(id, from, to, length, offset, bulk);
         });
   }
@@ -549,6 +684,9 @@ struct ChunkServiceServer::Rows {
                           std::to_string(ranges.size()) +
                               " patch ranges in one request, at most " +
                               std::to_string(kMaxPatchRangesPerRequest));
+          // Every op's chunk is granted, or none runs.
+          for (const ChunkOpHeader& h : headers)
+            STRIPEFS_RETURN_IF_ERROR(m.Covered(c, h.id, kGrantWrite));
           std::vector<ChunkWriteOp> ops;
           ops.reserve(headers.size());
           uint64_t used = 0;
@@ -625,6 +763,21 @@ struct ChunkServiceServer::Rows {
           return Status::Ok();
         });
   }
+
+  static void RevokeGrants(ChunkServiceServer& m, const RpcCall& c) {
+    ServeTyped<MsgType::kRevokeGrants>(
+        c.payload, c.reply, [&](auto&, auto& entity, auto& salt) -> Status {
+          STRIPEFS_RETURN_IF_ERROR(ParseEntity(entity).status());
+          if (salt.size() != kEntitySaltSize)
+            return Status::InvalidArgument(
+                "identity salt of " + std::to_string(salt.size()) +
+                " bytes, not " + std::to_string(kEntitySaltSize));
+          EntitySalt sv{};
+          std::copy(salt.begin(), salt.end(), sv.begin());
+          m.Revoke(entity, sv);
+          return Status::Ok();
+        });
+  }
 };
 
 namespace {
@@ -644,15 +797,152 @@ constexpr RpcRow<ChunkServiceServer> kChunkRows[] = {
   {MsgType::kCloneChunk, ChunkServiceServer::Rows::CloneChunk, kMutates, kAnyone},
   {MsgType::kPatchChunk, ChunkServiceServer::Rows::PatchChunk, kMutates, kAnyone},
   {MsgType::kApplyChunkOps, ChunkServiceServer::Rows::ApplyChunkOps, kMutates, kAnyone},
+  {MsgType::kRevokeGrants, ChunkServiceServer::Rows::RevokeGrants, kMutates, kOperators},
 };
 // clang-format on
 static_assert(RowsUnique(kChunkRows));
 
+// The messages that read or change chunk data: a client sends them under
+// grants. (DeleteChunk and ListChunks are the operators' alone; ChunkStats
+// and Ping touch no chunk.)
+constexpr bool NeedsGrant(uint16_t type) {
+  switch (static_cast<MsgType>(type)) {
+    case MsgType::kWriteChunk:
+    case MsgType::kReadChunk:
+    case MsgType::kReadChunkRanges:
+    case MsgType::kDeleteChunkVersion:
+    case MsgType::kDeleteChunkVersions:
+    case MsgType::kCloneChunk:
+    case MsgType::kPatchChunk:
+    case MsgType::kApplyChunkOps:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Named(uint16_t type) {
+  const char* name = MsgTypeName(type);
+  return name ? name : "message type " + std::to_string(type);
+}
+
 }  // namespace
+
+void ChunkServiceServer::RequireGrants(GrantKey key,
+                                       std::function<uint64_t()> now_ms) {
+  grant_key_.emplace(std::move(key));
+  now_ms_ = std::move(now_ms);
+}
+
+void ChunkServiceServer::Revoke(const std::string& entity,
+                                const EntitySalt& salt) {
+  const uint64_t now = now_ms_ ? now_ms_() : UnixMillis();
+  {
+    MutexLock l(&revoked_mu_);
+    // Entries older than any grant issued before them are of no use.
+    const uint64_t keep = kGrantLifetimeMs + 2 * kGrantClockSlackMs;
+    std::erase_if(revoked_,
+                  [&](const auto& e) { return e.second + keep < now; });
+    revoked_[{entity, salt}] = now;
+    any_revoked_.store(true, std::memory_order_release);
+  }
+  if (on_revoked_) on_revoked_(entity);
+}
+
+Status ChunkServiceServer::CheckGrants(const Caller& caller,
+                                       const GrantedCall& call) {
+  const uint64_t now = now_ms_();
+  for (size_t i = 0; i < call.count; ++i) {
+    const ChunkGrant& g = call.grants[i];
+    if (!grant_key_->Verify(g, caller))
+      return Status(EKEYREJECTED,
+                    "chunk grant " + std::to_string(i) + " (inode " +
+                        std::to_string(g.inode) + ") does not verify for " +
+                        caller.entity + " on volume " +
+                        VolumeIdHex(grant_key_->volume()) +
+                        " (forged, altered, or metad gave it to another "
+                        "identity or volume)");
+    if (now > g.expires_ms + kGrantClockSlackMs)
+      return Status(EKEYEXPIRED,
+                    "chunk grant for inode " + std::to_string(g.inode) +
+                        " of " + caller.entity + " expired " +
+                        std::to_string(now - g.expires_ms) +
+                        " ms ago by chunkd's clock (ask metad again; clocks "
+                        "more than " +
+                        std::to_string(kGrantClockSlackMs / 1000) +
+                        " s apart refuse every grant)");
+  }
+  if (any_revoked_.load(std::memory_order_acquire)) {
+    MutexLock l(&revoked_mu_);
+    if (revoked_.count({caller.entity, caller.salt}))
+      return Status(EKEYREVOKED, caller.entity +
+                                     " was removed (stripefs auth rm): its "
+                                     "chunk grants are void");
+  }
+  grants_verified_.fetch_add(call.count, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ChunkServiceServer::Covered(const RpcCall& c, const ChunkId& id,
+                                   uint8_t op) {
+  if (c.granted == nullptr) return Status::Ok();
+  for (size_t i = 0; i < c.granted->count; ++i)
+    if (c.granted->grants[i].Covers(id, op)) return Status::Ok();
+  grants_refused_.fetch_add(1, std::memory_order_relaxed);
+  return Status(EACCES,
+                "chunk " + std::to_string(id.inode) + "/" +
+                    std::to_string(id.stripe) + "/" + std::to_string(id.index) +
+                    " (" + (op == kGrantRead ? "read" : "write") +
+                    ") is not covered by the grants " + c.caller.entity +
+                    " sent (metad grants a client the files it may "
+                    "reach)");
+}
 
 void ChunkServiceServer::Handle(const Caller& caller, uint16_t type,
                                 std::span<const uint8_t> payload,
                                 AlignedBytes& bulk, RpcReply* reply) {
+  const bool checked =
+      grant_key_.has_value() && caller.principal == Principal::kClient;
+  if (type == kGrantedCallType) {
+    // Decoded in place and checked before the inner request is decoded
+    // (nothing is allocated for a request that does not verify).
+    GrantedCall call;
+    if (!DecodeGrantedCall(payload, &call)) {
+      reply->payload = EncodeErrorResponse(
+          Status(EPROTO,
+                 "malformed GrantedCall request (different stripefs "
+                 "versions?)"));
+      return;
+    }
+    if (!NeedsGrant(call.inner_type)) {
+      reply->payload = EncodeErrorResponse(Status(
+          EPROTO, "a GrantedCall carries chunk data requests only, not " +
+                      Named(call.inner_type)));
+      return;
+    }
+    if (checked) {
+      Status st = CheckGrants(caller, call);
+      if (!st.ok()) {
+        grants_refused_.fetch_add(1, std::memory_order_relaxed);
+        reply->payload = EncodeErrorResponse(st);
+        return;
+      }
+    }
+    Dispatch(kChunkRows, *this, "chunkd", "wrong address: is this metad?",
+             RpcCall{caller, call.inner_payload, bulk, reply,
+                     checked ? &call : nullptr},
+             call.inner_type);
+    return;
+  }
+  if (checked && NeedsGrant(type)) {
+    grants_refused_.fetch_add(1, std::memory_order_relaxed);
+    reply->payload = EncodeErrorResponse(
+        Status(EACCES, Named(type) + " from " + caller.entity +
+                           " carries no chunk grant (a client asks metad "
+                           "for grants: GrantChunks; run the same stripefs "
+                           "version everywhere)"));
+    return;
+  }
   Dispatch(kChunkRows, *this, "chunkd", "wrong address: is this metad?",
            RpcCall{caller, payload, bulk, reply}, type);
 }

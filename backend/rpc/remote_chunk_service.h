@@ -13,15 +13,24 @@
 // not own the service. Thread-safety: both are safe from many threads.
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/chunk/chunk_service.h"
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/rpc_client.h"
 #include "backend/rpc/rpc_server.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
+
+struct RpcCall;  // dispatch_table.h
 
 class RemoteChunkService final : public ChunkService {
  public:
@@ -30,9 +39,16 @@ class RemoteChunkService final : public ChunkService {
   // options.call_timeout): the stripe client reconstructs around a slow read
   // long before, so this only bounds how long an abandoned read keeps a
   // thread and a connection busy.
+  // `grants` (not owned; optional): where a client identity gets chunk
+  // grants (chunk_grant.h); every chunk data request then goes as a
+  // GrantedCall with the grants of the inodes it names, and once more with
+  // fresh ones when chunkd says one expired (EKEYEXPIRED). A batch of more
+  // than kMaxGrantsPerCall files is split. Null: requests go bare (server
+  // and admin identities need no grants).
   RemoteChunkService(std::string address, std::shared_ptr<const ClusterKey> key,
                      RpcClientOptions options = DefaultOptions(),
-                     std::chrono::milliseconds read_timeout = {});
+                     std::chrono::milliseconds read_timeout = {},
+                     ChunkGrantSource* grants = nullptr);
   static RpcClientOptions DefaultOptions();
 
   Result<std::string> Ping();
@@ -82,6 +98,9 @@ class RemoteChunkService final : public ChunkService {
   // single op goes as its own message (PatchChunk ...), as before batches,
   // except a multi-range patch (PatchChunkRanges).
   std::vector<Status> ApplyChunkOps(std::span<const ChunkWriteOp> ops) override;
+  // Server or admin identity: chunkd refuses every grant of identity
+  // (entity, salt) from now on and closes its sessions (`auth rm`).
+  Status RevokeGrants(const std::string& entity, const EntitySalt& salt);
   // Several ranges: one ApplyChunkOps request with this one op (only the
   // ranges' bytes on the wire). A chunkd without ApplyChunkOps: the
   // default (ReadChunk of the whole source, WriteChunk of the result).
@@ -106,9 +125,17 @@ class RemoteChunkService final : public ChunkService {
                          std::span<Status> out, Deadline deadline);
   // The remote's per-item errno (0 = OK) and message as a Status.
   Status RemoteStatus(int32_t code, const std::string& message) const;
+  // call(head) with a GrantedCall head holding grants of `op` for
+  // `inodes` (distinct, at most kMaxGrantsPerCall) around message
+  // `inner`, or call({}) when this stub sends no grants; once more with
+  // fresh grants when chunkd answers EKEYEXPIRED.
+  template <typename F>
+  Status WithGrants(uint16_t inner, std::span<const uint64_t> inodes,
+                    uint8_t op, F&& call);
 
   RpcClient client_;
   const std::chrono::milliseconds read_timeout_;
+  ChunkGrantSource* const grants_;
 };
 
 // Serves a ChunkService. A WriteChunk's data arrives in the request frame's
@@ -130,7 +157,41 @@ class ChunkServiceServer final : public RpcHandler {
               RpcReply* reply) override;
   struct Rows;  // the table's handlers
 
+  // Chunk grants (chunk_grant.h; docs/wire-protocol.md "Chunk grants").
+  // From this call on, a client identity's chunk data requests (reads,
+  // writes, clones, patches, version drops) must come as GrantedCalls
+  // whose grants `key` verifies for that identity, that have not expired
+  // by `now_ms` (with kGrantClockSlackMs), whose identity was not revoked,
+  // and that cover every chunk the request names with the op it needs;
+  // anything else is refused before the request is decoded further or any
+  // chunk is touched, and counted. Server and admin sessions need none.
+  // Call before the server starts. chunkd always does; without it a client
+  // is not checked (in-process tests of other things).
+  void RequireGrants(GrantKey key,
+                     std::function<uint64_t()> now_ms = UnixMillis);
+  // Called (on a server thread) with each identity RevokeGrants names,
+  // after its grants are void: chunkd closes its sessions there. Call
+  // before the server starts; must be thread-safe.
+  void OnGrantsRevoked(std::function<void(const std::string&)> f) {
+    on_revoked_ = std::move(f);
+  }
+  struct GrantCounters {
+    uint64_t verified = 0;  // grants whose MAC, expiry and identity held
+    uint64_t refused = 0;   // requests refused for a missing or bad grant
+  };
+  GrantCounters grant_counters() const {
+    return {grants_verified_.load(std::memory_order_relaxed),
+            grants_refused_.load(std::memory_order_relaxed)};
+  }
+
  private:
+  // OK, or the refusal of the request's grants (counted).
+  Status CheckGrants(const Caller& caller, const GrantedCall& call);
+  // OK if `granted` (null: unchecked) covers chunk `id` for `op`, else
+  // EACCES (counted).
+  Status Covered(const RpcCall& c, const ChunkId& id, uint8_t op);
+  void Revoke(const std::string& entity, const EntitySalt& salt);
+
   static constexpr int kMinReadShift = 16;  // 64 KiB
   static constexpr int kMaxReadShift = 22;  // 4 MiB
   // `length` bytes of reply buffer, owned by `reply`.
@@ -138,6 +199,17 @@ class ChunkServiceServer final : public RpcHandler {
 
   ChunkService* service_;
   std::vector<BufferPool> read_pools_;  // index: shift - kMinReadShift
+  std::optional<GrantKey> grant_key_;   // set before serving
+  std::function<uint64_t()> now_ms_;
+  std::function<void(const std::string&)> on_revoked_;
+  std::atomic<uint64_t> grants_verified_{0};
+  std::atomic<uint64_t> grants_refused_{0};
+  // Revoked identities (name and salt) -> chunkd's time of revocation;
+  // kept until every grant issued before has expired.
+  std::atomic<bool> any_revoked_{false};
+  Mutex revoked_mu_;
+  std::map<std::pair<std::string, EntitySalt>, uint64_t> revoked_
+      STRIPEFS_GUARDED_BY(revoked_mu_);
 };
 
 }  // namespace stripefs::rpc

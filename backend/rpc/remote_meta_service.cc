@@ -68,6 +68,22 @@ Status RemoteMetaService::AuthRemove(const std::string& entity) {
   return InvokeStatus<MsgType::kAuthRemove>(client_, {entity});
 }
 
+Result<std::pair<EncodedGrant, uint32_t>> RemoteMetaService::GrantChunks(
+    uint64_t ino, uint8_t ops) {
+  Msg<MsgType::kGrantChunks>::Response resp;
+  STRIPEFS_RETURN_IF_ERROR(
+      CallTyped<MsgType::kGrantChunks>(client_, {ino, ops}, &resp));
+  const std::vector<uint8_t>& bytes = std::get<0>(resp);
+  ChunkGrant g;
+  if (!DecodeGrant(bytes, &g) || g.inode != ino || (g.ops & ops) != ops)
+    return Status(EPROTO, "metad at " + client_.address() +
+                              " answered a malformed chunk grant for inode " +
+                              std::to_string(ino));
+  EncodedGrant out{};
+  std::copy(bytes.begin(), bytes.end(), out.begin());
+  return std::make_pair(out, std::get<1>(resp));
+}
+
 Result<std::string> RemoteMetaService::Ping() {
   return InvokeOne<MsgType::kPing>(client_, {});
 }
@@ -761,14 +777,52 @@ struct MetaServiceServer::Rows {
 
   static void AuthRemove(MetaServiceServer& m, const RpcCall& c) {
     if (!m.identities_) return NotServed(c, MsgType::kAuthRemove);
-    ServeTyped<MsgType::kAuthRemove>(c.payload, c.reply,
-                                     [&](auto&, const std::string& entity) {
-                                       STRIPEFS_RETURN_IF_ERROR(
-                                           m.identities_->Remove(entity));
-                                       m.subtree_.Forget(entity);
-                                       if (m.on_removed_) m.on_removed_(entity);
-                                       return Status::Ok();
-                                     });
+    ServeTyped<MsgType::kAuthRemove>(
+        c.payload, c.reply, [&](auto&, const std::string& entity) {
+          EntitySalt salt{};
+          STRIPEFS_RETURN_IF_ERROR(m.identities_->Remove(entity, &salt));
+          m.subtree_.Forget(entity);
+          if (m.on_removed_) m.on_removed_(entity, salt);
+          return Status::Ok();
+        });
+  }
+
+  // A grant of `ops` on the chunks of `ino` to the caller (chunk_grant.h).
+  static void GrantChunks(MetaServiceServer& m, const RpcCall& c) {
+    if (!m.grant_key_) {
+      c.reply->payload = EncodeErrorResponse(Status::NotSupported(
+          "metad does not serve GrantChunks (no grant key)"));
+      return;
+    }
+    MetaService& s = *m.service_;
+    ServeTyped<MsgType::kGrantChunks>(
+        c.payload, c.reply, [&](auto& out, auto ino, auto ops) -> Status {
+          if (ops == 0 || (ops & ~uint32_t{kGrantAllOps}) != 0)
+            return Status::InvalidArgument("chunk grant ops " +
+                                           std::to_string(ops) +
+                                           ": 1 read, 2 write, 3 both");
+          if ((ops & kGrantWrite) && c.caller.principal == Principal::kClient &&
+              m.identities_) {
+            std::optional<IdentityRecord> r = m.identities_->Find(c.caller);
+            if (!r || r->read_only)
+              return Status(EROFS, c.caller.entity +
+                                       " is a read-only identity: it gets "
+                                       "read grants only");
+          }
+          STRIPEFS_RETURN_IF_ERROR(Node(m, c, ino));
+          auto attr = s.GetAttr(ino);
+          if (!attr.ok()) return attr.status();
+          ChunkGrant g;
+          g.ops = static_cast<uint8_t>(ops);
+          g.inode = ino;
+          g.issued_ms = m.grant_now_ms_();
+          g.expires_ms = g.issued_ms + m.grant_lifetime_ms_;
+          m.grant_key_->Sign(&g, c.caller);
+          const EncodedGrant bytes = EncodeGrant(g);
+          std::get<0>(out).assign(bytes.begin(), bytes.end());
+          std::get<1>(out) = m.grant_lifetime_ms_;
+          return Status::Ok();
+        });
   }
 
   // A read-only client sends only rows that do not mutate.
@@ -833,6 +887,9 @@ constexpr RpcRow<MetaServiceServer> kMetaRows[] = {
   {MsgType::kAuthAdd, MetaServiceServer::Rows::AuthAdd, kMutates, kOperators},
   {MsgType::kAuthList, MetaServiceServer::Rows::AuthList, kReads, kOperators},
   {MsgType::kAuthRemove, MetaServiceServer::Rows::AuthRemove, kMutates, kOperators},
+  // Not kMutates: a read-only client gets read grants (the handler refuses
+  // it write grants).
+  {MsgType::kGrantChunks, MetaServiceServer::Rows::GrantChunks, kReads, kAnyone},
 };
 // clang-format on
 static_assert(RowsUnique(kMetaRows));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/meta/meta_service.h"
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/client_table.h"
 #include "backend/rpc/identity_table.h"
 #include "backend/rpc/rpc_client.h"
@@ -46,6 +47,11 @@ class RemoteMetaService final : public MetaService {
   Result<ClusterKey> AuthAdd(const IdentityRecord& record);
   Result<std::vector<IdentityRecord>> AuthList();
   Status AuthRemove(const std::string& entity);
+  // A grant of `ops` (chunk_grant.h) on the chunks of `ino` for this
+  // client's identity, and its lifetime in ms. metad's refusal as is;
+  // EPROTO for a reply that is not a grant of that inode and ops.
+  Result<std::pair<EncodedGrant, uint32_t>> GrantChunks(uint64_t ino,
+                                                        uint8_t ops);
 
   Result<Geometry> GetGeometry() override;
   Result<ClusterMap> GetClusterMap() override;
@@ -141,8 +147,20 @@ class MetaServiceServer final : public RpcHandler {
   // removed, after the table has dropped it: metad closes its open
   // sessions there (RpcServer::CloseSessionsOf). Call before the first
   // AuthRemove can arrive; the function must be thread-safe.
-  void OnIdentityRemoved(std::function<void(const std::string&)> f) {
-    on_removed_ = std::move(f);
+  // The salt is the removed identity's (its chunk grants name it).
+  using RemovedFn =
+      std::function<void(const std::string& entity, const EntitySalt& salt)>;
+  void OnIdentityRemoved(RemovedFn f) { on_removed_ = std::move(f); }
+  // Serves GrantChunks (chunk_grant.h): grants signed with `key` for
+  // `lifetime_ms`, timed by `now_ms` (tests inject a clock). A read-only
+  // client gets read grants only (EROFS for write), a --path client grants
+  // of files it reached in its subtree only (EACCES). Without it metad
+  // answers GrantChunks with EOPNOTSUPP. Call before the server starts.
+  void ServeGrants(GrantKey key, std::function<uint64_t()> now_ms = UnixMillis,
+                   uint32_t lifetime_ms = kGrantLifetimeMs) {
+    grant_key_.emplace(std::move(key));
+    grant_now_ms_ = std::move(now_ms);
+    grant_lifetime_ms_ = lifetime_ms;
   }
   // Serves one request through the dispatch table (the .cc): one row per
   // message with its handler, whether it mutates and who may send it.
@@ -160,7 +178,10 @@ class MetaServiceServer final : public RpcHandler {
   IdentityTable* identities_ = nullptr;
   std::shared_ptr<const ClusterKey> server_key_;
   SubtreeGuard subtree_;
-  std::function<void(const std::string&)> on_removed_;
+  RemovedFn on_removed_;
+  std::optional<GrantKey> grant_key_;
+  std::function<uint64_t()> grant_now_ms_;
+  uint32_t grant_lifetime_ms_ = kGrantLifetimeMs;
 };
 
 }  // namespace stripefs::rpc

@@ -9,8 +9,10 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/rpc_client.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/wire_messages.h"
@@ -36,16 +38,29 @@ Status DecodeTypedResponse(const RpcClient& client,
   return remote;
 }
 
+// The request payload of T, sent as itself or, with a grant head
+// (chunk_grant.h: EncodeGrantedHead), as a GrantedCall around it: the
+// message type to send and its payload.
+template <MsgType T>
+std::pair<uint16_t, std::vector<uint8_t>> TypedRequest(
+    const typename Msg<T>::Request& req, std::span<const uint8_t> head) {
+  if (head.empty()) return {static_cast<uint16_t>(T), EncodeRequest<T>(req)};
+  std::vector<uint8_t> payload(head.begin(), head.end());
+  Encoder e(&payload);
+  PutTuple(e, req);
+  return {kGrantedCallType, std::move(payload)};
+}
+
 // CallTypedGather with optional response bulk: the one body of both.
+// `head`: non-empty sends the request as a GrantedCall (TypedRequest).
 template <MsgType T>
 Status CallTypedParts(RpcClient& client, const typename Msg<T>::Request& req,
                       typename Msg<T>::Response* resp, BulkParts bulk_out,
-                      AlignedBytes* bulk_in,
-                      std::chrono::milliseconds timeout) {
-  std::vector<uint8_t> payload = EncodeRequest<T>(req);
+                      AlignedBytes* bulk_in, std::chrono::milliseconds timeout,
+                      std::span<const uint8_t> head = {}) {
+  auto [type, payload] = TypedRequest<T>(req, head);
   STRIPEFS_ASSIGN_OR_RETURN(
-      RpcResponse r,
-      client.CallGather(static_cast<uint16_t>(T), payload, bulk_out, timeout));
+      RpcResponse r, client.CallGather(type, payload, bulk_out, timeout));
   STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
   if (bulk_in) *bulk_in = std::move(r.bulk);
   return Status::Ok();
@@ -59,9 +74,10 @@ Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
                  typename Msg<T>::Response* resp,
                  std::span<const uint8_t> bulk_out = {},
                  AlignedBytes* bulk_in = nullptr,
-                 std::chrono::milliseconds timeout = {}) {
+                 std::chrono::milliseconds timeout = {},
+                 std::span<const uint8_t> head = {}) {
   return CallTypedParts<T>(client, req, resp, BulkParts(&bulk_out, 1), bulk_in,
-                           timeout);
+                           timeout, head);
 }
 
 // CallTyped whose request bulk is the concatenation of `bulk_out`'s
@@ -69,8 +85,9 @@ Status CallTyped(RpcClient& client, const typename Msg<T>::Request& req,
 // their bytes into one buffer).
 template <MsgType T>
 Status CallTypedGather(RpcClient& client, const typename Msg<T>::Request& req,
-                       typename Msg<T>::Response* resp, BulkParts bulk_out) {
-  return CallTypedParts<T>(client, req, resp, bulk_out, nullptr, {});
+                       typename Msg<T>::Response* resp, BulkParts bulk_out,
+                       std::span<const uint8_t> head = {}) {
+  return CallTypedParts<T>(client, req, resp, bulk_out, nullptr, {}, head);
 }
 
 // CallTyped whose response bulk must be exactly `bulk_in.size()` bytes and
@@ -79,16 +96,17 @@ Status CallTypedGather(RpcClient& client, const typename Msg<T>::Request& req,
 template <MsgType T>
 Status CallTypedInto(RpcClient& client, const typename Msg<T>::Request& req,
                      typename Msg<T>::Response* resp,
-                     std::span<uint8_t> bulk_in, Deadline deadline) {
+                     std::span<uint8_t> bulk_in, Deadline deadline,
+                     std::span<const uint8_t> head = {}) {
   // The payload of a good reply, when it has no results: an OK status.
   static const size_t ok_payload =
       std::tuple_size_v<typename Msg<T>::Response> == 0
           ? EncodeResponse<T>(Status::Ok(), {}).size()
           : SIZE_MAX;
-  std::vector<uint8_t> payload = EncodeRequest<T>(req);
+  auto [type, payload] = TypedRequest<T>(req, head);
   STRIPEFS_ASSIGN_OR_RETURN(
-      RpcResponse r, client.CallInto(static_cast<uint16_t>(T), payload, bulk_in,
-                                     deadline, ok_payload));
+      RpcResponse r,
+      client.CallInto(type, payload, bulk_in, deadline, ok_payload));
   STRIPEFS_RETURN_IF_ERROR(DecodeTypedResponse<T>(client, r.payload, resp));
   if (!r.bulk_in_place) {
     return Status(EPROTO, client.options().peer_role + " at " +

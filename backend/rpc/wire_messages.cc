@@ -1,6 +1,9 @@
 #include "backend/rpc/wire_messages.h"
 
+#include <algorithm>
 #include <cstdlib>
+
+#include "backend/rpc/chunk_grant.h"
 
 namespace stripefs::rpc {
 
@@ -11,6 +14,8 @@ const char* MsgTypeName(uint16_t type) {
     return #name;
     STRIPEFS_RPC_MESSAGES(STRIPEFS_X)
 #undef STRIPEFS_X
+    case kGrantedCallType:
+      return "GrantedCall";
   }
   return nullptr;
 }
@@ -22,6 +27,8 @@ bool MsgTypeIdempotent(uint16_t type) {
     return idem;
     STRIPEFS_RPC_MESSAGES(STRIPEFS_X)
 #undef STRIPEFS_X
+    case kGrantedCallType:
+      return true;  // carries only chunk messages, all idempotent
   }
   return false;
 }
@@ -336,6 +343,22 @@ bool CheckOne(bool response, std::span<const uint8_t> in) {
 
 bool DecodePayloadChecked(uint16_t type, bool response,
                           std::span<const uint8_t> in) {
+  if (type == kGrantedCallType) {
+    GrantedCall call;
+    if (response || !DecodeGrantedCall(in, &call)) return false;
+    std::vector<EncodedGrant> grants;
+    for (size_t i = 0; i < call.count; ++i)
+      grants.push_back(EncodeGrant(call.grants[i]));
+    std::vector<uint8_t> again = EncodeGrantedHead(call.inner_type, grants);
+    again.insert(again.end(), call.inner_payload.begin(),
+                 call.inner_payload.end());
+    if (again.size() != in.size() ||
+        !std::equal(again.begin(), again.end(), in.begin()))
+      std::abort();
+    // Nested GrantedCalls are not served; decode no deeper than one.
+    return call.inner_type != kGrantedCallType &&
+           DecodePayloadChecked(call.inner_type, false, call.inner_payload);
+  }
   switch (type) {
 #define STRIPEFS_X(name, num, idem) \
   case num:                         \

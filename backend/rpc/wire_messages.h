@@ -30,61 +30,63 @@ namespace stripefs::rpc {
 
 // X(name, number, idempotent): idempotent calls may be retried once on a
 // fresh connection when a pooled connection turns out to be dead.
-#define STRIPEFS_RPC_MESSAGES(X)   \
-  X(Ping, 1, true)                 \
-  X(GetGeometry, 16, true)         \
-  X(GetClusterMap, 17, true)       \
-  X(UpsertServer, 18, true)        \
-  X(SetServerState, 19, true)      \
-  X(Lookup, 20, true)              \
-  X(GetAttr, 21, true)             \
-  X(SetAttr, 22, false)            \
-  X(MkNode, 23, false)             \
-  X(Mkdir, 24, false)              \
-  X(Symlink, 25, false)            \
-  X(ReadLink, 26, true)            \
-  X(Link, 27, false)               \
-  X(Unlink, 28, false)             \
-  X(Rmdir, 29, false)              \
-  X(Rename, 30, false)             \
-  X(ReadDir, 31, true)             \
-  X(PurgeInode, 32, false)         \
-  X(ListOrphans, 33, true)         \
-  X(StatFs, 34, true)              \
-  X(SetXattr, 35, false)           \
-  X(GetXattr, 36, true)            \
-  X(ListXattr, 37, true)           \
-  X(RemoveXattr, 38, false)        \
-  X(AllocateVersions, 39, true)    \
-  X(GetStripes, 40, true)          \
-  X(CommitStripe, 41, false)       \
-  X(SetStripeMissing, 42, false)   \
-  X(ListStripes, 43, true)         \
-  X(CommitStripes, 44, false)      \
-  X(DropStripes, 45, false)        \
-  X(WriteChunk, 64, true)          \
-  X(ReadChunk, 65, true)           \
-  X(DeleteChunk, 66, true)         \
-  X(ListChunks, 67, true)          \
-  X(ChunkStats, 68, true)          \
-  X(DeleteChunkVersion, 69, true)  \
-  X(CloneChunk, 70, true)          \
-  X(PatchChunk, 71, true)          \
-  X(DeleteChunkVersions, 72, true) \
-  X(PurgeInodes, 73, false)        \
-  X(SyncMetadata, 74, true)        \
-  X(ClientHeartbeat, 75, true)     \
-  X(ListClients, 76, true)         \
-  X(ListOrphanStripes, 77, true)   \
-  X(CreateEntry, 78, false)        \
-  X(UnlinkEntry, 79, false)        \
-  X(ApplyChunkOps, 80, true)       \
-  X(ReadChunkRanges, 81, true)     \
-  X(AuthAdd, 82, false)            \
-  X(AuthList, 83, true)            \
-  X(AuthRemove, 84, false)         \
+#define STRIPEFS_RPC_MESSAGES(X)       \
+  X(Ping, 1, true)                     \
+  X(GetGeometry, 16, true)             \
+  X(GetClusterMap, 17, true)           \
+  X(UpsertServer, 18, true)            \
+  X(SetServerState, 19, true)          \
+  X(Lookup, 20, true)                  \
+  X(GetAttr, 21, true)                 \
+  X(SetAttr, 22, false)                \
+  X(MkNode, 23, false)                 \
+  X(Mkdir, 24, false)                  \
+  X(Symlink, 25, false)                \
+  X(ReadLink, 26, true)                \
+  X(Link, 27, false)                   \
+  X(Unlink, 28, false)                 \
+  X(Rmdir, 29, false)                  \
+  X(Rename, 30, false)                 \
+  X(ReadDir, 31, true)                 \
+  X(PurgeInode, 32, false)             \
+  X(ListOrphans, 33, true)             \
+  X(StatFs, 34, true)                  \
+  X(SetXattr, 35, false)               \
+  X(GetXattr, 36, true)                \
+  X(ListXattr, 37, true)               \
+  X(RemoveXattr, 38, false)            \
+  X(AllocateVersions, 39, true)        \
+  X(GetStripes, 40, true)              \
+  X(CommitStripe, 41, false)           \
+  X(SetStripeMissing, 42, false)       \
+  X(ListStripes, 43, true)             \
+  X(CommitStripes, 44, false)          \
+  X(DropStripes, 45, false)            \
+  X(WriteChunk, 64, true)              \
+  X(ReadChunk, 65, true)               \
+  X(DeleteChunk, 66, true)             \
+  X(ListChunks, 67, true)              \
+  X(ChunkStats, 68, true)              \
+  X(DeleteChunkVersion, 69, true)      \
+  X(CloneChunk, 70, true)              \
+  X(PatchChunk, 71, true)              \
+  X(DeleteChunkVersions, 72, true)     \
+  X(PurgeInodes, 73, false)            \
+  X(SyncMetadata, 74, true)            \
+  X(ClientHeartbeat, 75, true)         \
+  X(ListClients, 76, true)             \
+  X(ListOrphanStripes, 77, true)       \
+  X(CreateEntry, 78, false)            \
+  X(UnlinkEntry, 79, false)            \
+  X(ApplyChunkOps, 80, true)           \
+  X(ReadChunkRanges, 81, true)         \
+  X(AuthAdd, 82, false)                \
+  X(AuthList, 83, true)                \
+  X(AuthRemove, 84, false)             \
   X(CommitStripesKeepTimes, 85, false) \
-  X(DropStripesKeepTimes, 86, false)
+  X(DropStripesKeepTimes, 86, false)   \
+  X(GrantChunks, 87, true)             \
+  X(RevokeGrants, 88, true)
 
 enum class MsgType : uint16_t {
 #define STRIPEFS_X(name, num, idem) k##name = num,
@@ -92,7 +94,9 @@ enum class MsgType : uint16_t {
 #undef STRIPEFS_X
 };
 
-// Name of a message type ("Lookup"), or nullptr when unknown.
+// Name of a message type ("Lookup"), or nullptr when unknown. Knows
+// GrantedCall too (kGrantedCallType, chunk_grant.h: an envelope around a
+// chunk message, not in the list above).
 const char* MsgTypeName(uint16_t type);
 bool MsgTypeIdempotent(uint16_t type);
 // Every known type, in numeric order.
@@ -332,6 +336,10 @@ template <>
 struct Msg<MsgType::kAuthList> : MsgDef<Tup<>, Tup<std::vector<IdentityRecord>>> {};
 template <>
 struct Msg<MsgType::kAuthRemove> : MsgDef<Tup<Str>, Tup<>> {};  // entity
+template <>
+struct Msg<MsgType::kGrantChunks> : MsgDef<Tup<U64, U32>, Tup<std::vector<uint8_t>, U32>> {};  // inode, ops (chunk_grant.h) -> the 80-byte grant, its lifetime in ms
+template <>
+struct Msg<MsgType::kRevokeGrants> : MsgDef<Tup<Str, std::vector<uint8_t>>, Tup<>> {};  // entity, salt: chunkd refuses its grants, closes its sessions
 // clang-format on
 // Entries per DeleteChunkVersions frame (28 bytes each: far below
 // kMaxPayload; the client splits longer lists).
@@ -387,6 +395,9 @@ bool DecodeResponse(std::span<const uint8_t> in, Status* remote,
 // Decodes `in` as the request (or response) payload of message `type` and,
 // when that succeeds, checks that re-encoding reproduces it; aborts if not.
 // Returns whether it decoded. For fuzzing and tests; unknown type -> false.
+// A GrantedCall request decodes its head and grants (chunk_grant.h) and
+// then its inner payload as the inner message's request; its response is
+// the inner message's, so a GrantedCall response -> false.
 bool DecodePayloadChecked(uint16_t type, bool response,
                           std::span<const uint8_t> in);
 

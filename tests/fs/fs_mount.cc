@@ -31,6 +31,8 @@ const char* FsBackendName(FsBackend b) {
       return "cluster";
     case FsBackend::kClusterEtcd:
       return "cluster_etcd";
+    case FsBackend::kClusterClient:
+      return "cluster_client";
     case FsBackend::kEmbedded:
       break;
   }
@@ -99,6 +101,16 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
     }
     STRIPEFS_ASSIGN_OR_RETURN(m->cluster_,
                               stripefs::testing::LocalCluster::Start(co));
+    m->key_file_ = m->cluster_->key_file();
+    if (m->opts_.backend == FsBackend::kClusterClient) {
+      m->key_file_ = m->vol_dir_ + "/mount.key";
+      if (m->cluster_->Cli("auth add client.mount --meta " +
+                           m->cluster_->meta_address() + " --key " +
+                           m->cluster_->key_file() + " --out " +
+                           m->key_file_) != 0)
+        return Status::IoError("stripefs auth add client.mount failed:\n" +
+                               m->cluster_->Log());
+    }
   }
   STRIPEFS_RETURN_IF_ERROR(m->Up());
   return m;
@@ -110,7 +122,7 @@ MountServiceOptions FsMount::ServiceOptions(const std::string& mnt,
   o.mountpoint = mnt;
   if (IsCluster(opts_.backend)) {
     o.meta_address = cluster_->meta_address();
-    o.key_file = cluster_->key_file();
+    o.key_file = key_file_;
     o.meta_hold_s = opts_.meta_hold_s;
   } else {
     o.volume_dir = vol_dir_;
@@ -156,10 +168,10 @@ Status FsMount::Up() {
 
 Status FsMount::StartDaemon() {
   Teardown();
-  const std::string source = IsCluster(opts_.backend)
-                                 ? "--meta " + cluster_->meta_address() +
-                                       " --key " + cluster_->key_file()
-                                 : vol_dir_;
+  const std::string source =
+      IsCluster(opts_.backend)
+          ? "--meta " + cluster_->meta_address() + " --key " + key_file_
+          : vol_dir_;
 #ifdef STRIPEFS_BINARY
   auto run = stripefs::testing::RunCommand(
       std::string(STRIPEFS_BINARY) + " mount " + source + " " + mnt_ + " 2>&1");

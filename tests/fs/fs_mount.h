@@ -31,9 +31,12 @@ std::string MountSkipReason();
 
 // kClusterEtcd: a local cluster whose metadata lives in etcd, served by 2
 // metads (`cluster up --meta-engine etcd`; see FsMountOptions::etcd_members
-// for which etcd); the mount is given both metads.
-enum class FsBackend { kEmbedded, kCluster, kClusterEtcd };
-// "embedded" / "cluster" / "cluster_etcd"
+// for which etcd); the mount is given both metads. kClusterClient: the
+// kCluster cluster mounted with a client identity (`stripefs auth add
+// client.mount`) instead of the server key, so every chunk request goes
+// under metad's chunk grants.
+enum class FsBackend { kEmbedded, kCluster, kClusterEtcd, kClusterClient };
+// "embedded" / "cluster" / "cluster_etcd" / "cluster_client"
 const char* FsBackendName(FsBackend b);
 inline bool IsCluster(FsBackend b) { return b != FsBackend::kEmbedded; }
 // "" when a file system on backend `b` can be mounted here over transport
@@ -112,6 +115,7 @@ class FsMount {
   FsMountOptions opts_;
   std::string root_, mnt_, vol_dir_;
   std::string space_dir_;  // the tmpfs, when space_limit_mib > 0
+  std::string key_file_;   // cluster backends: the key the mounts use
   std::unique_ptr<stripefs::testing::LocalCluster> cluster_;
   long daemon_pid_ = 0;  // StartDaemon, until KillDaemon
   std::unique_ptr<MountService> service_;

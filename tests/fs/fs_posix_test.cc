@@ -1003,11 +1003,14 @@ TEST(UringStripeFsRead, ReadsAreNotTriedUnlessAsked) {
 
 // /dev/fuse on every backend; io-uring on the embedded one (the transport
 // is what differs, so the clusters would only add minutes). cluster_etcd
-// is the same suite with the namespace in etcd behind two metads.
+// is the same suite with the namespace in etcd behind two metads;
+// cluster_client the cluster mounted with a client identity, every chunk
+// request under metad's grants.
 const FsCase kCases[] = {
     {FsBackend::kEmbedded, fuse::TransportChoice::kDev},
     {FsBackend::kCluster, fuse::TransportChoice::kDev},
     {FsBackend::kClusterEtcd, fuse::TransportChoice::kDev},
+    {FsBackend::kClusterClient, fuse::TransportChoice::kDev},
     {FsBackend::kEmbedded, fuse::TransportChoice::kUring},
 };
 std::string CaseName(const ::testing::TestParamInfo<FsCase>& i) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/handshake.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
@@ -188,8 +189,9 @@ TEST_F(ClusterProcessTest, UpServeKillRestartDown) {
 
 // Issue 35 hole 2 with real processes: `stripefs auth add` issues a client
 // identity through metad; the client may use the namespace but not change
-// the map or delete whole chunks on a chunkd; `stripefs auth rm` refuses it
-// on its next call, with metad and chunkd still running.
+// the map or delete whole chunks on a chunkd, and writes chunks only of a
+// file metad granted it; `stripefs auth rm` refuses it on its next call,
+// on metad and (its grants) on chunkd, with metad and chunkd still running.
 TEST_F(ClusterProcessTest, ClientIdentitiesFromStripefsAuth) {
   auto up = RunCli(
       "cluster up --servers 3 --k 2 --m 1 --cell-size 65536 --dir " + dir_);
@@ -235,12 +237,22 @@ TEST_F(ClusterProcessTest, ClientIdentitiesFromStripefsAuth) {
   EXPECT_EQ(after->servers[0].state, map->servers[0].state);
   RpcClientOptions o = RemoteChunkService::DefaultOptions();
   o.expected_server = {ServerRole::kChunkd, map->servers[0].id};
-  RemoteChunkService chunk(map->servers[0].address, *alice, o);
-  const ChunkId id{424242, 0, 0};
+  // chunkd wants metad's grant for the file (chunk grants): none, no
+  // write; a grant of alice's own file, write and read.
+  RemoteChunkService bare(map->servers[0].address, *alice, o);
   std::vector<uint8_t> data(4096, 7);
+  EXPECT_EQ(bare.WriteChunk({424242, 0, 0}, 1, data).code(), EACCES);
+  auto file = meta.MkNode(kRootInode, "f", S_IFREG | 0644, 0, 0, 0);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ChunkGrantCache grants(
+      [&](uint64_t ino, uint8_t ops) { return meta.GrantChunks(ino, ops); });
+  RemoteChunkService chunk(map->servers[0].address, *alice, o, {}, &grants);
+  const ChunkId id{file->ino, 0, 0};
   ASSERT_TRUE(chunk.WriteChunk(id, 1, data).ok());
   EXPECT_EQ(chunk.DeleteChunk(id, 0).code(), EPERM);
   EXPECT_TRUE(chunk.ReadChunk(id, 1, 0, 4096).ok());
+  EXPECT_EQ(chunk.WriteChunk({424242, 0, 0}, 1, data).code(), ENOENT)
+      << "metad granted a file that does not exist";
 
   auto rm = RunCli("auth rm client.alice" + common + dir_ + "/ops.key");
   ASSERT_EQ(rm.rc, 0) << rm.out;
@@ -250,6 +262,9 @@ TEST_F(ClusterProcessTest, ClientIdentitiesFromStripefsAuth) {
   Status next = meta.GetClusterMap().status();
   EXPECT_TRUE(next.code() == EACCES || next.code() == EKEYREVOKED)
       << next.ToString();
+  // metad told the chunkds: the grant alice still holds is void there.
+  Status write = chunk.WriteChunk(id, 2, data);
+  EXPECT_EQ(write.code(), EKEYREVOKED) << write.ToString();
 }
 
 // Resident memory of a process, from /proc/PID/status (kB), or -1.

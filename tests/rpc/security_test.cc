@@ -23,11 +23,12 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <utility>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "backend/meta/meta_store.h"
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
@@ -473,9 +474,10 @@ TEST_P(SecurityTest, RemovedClientIsRefusedOnItsNextCall) {
 // identity is closed by the server, while another identity's stays open.
 TEST_P(SecurityTest, RemovingAClientClosesItsOpenSessions) {
   MetadWithIdentities metad(key_, GetParam());
-  metad.handler.OnIdentityRemoved([&](const std::string& entity) {
-    metad.server->CloseSessionsOf(entity);
-  });
+  metad.handler.OnIdentityRemoved(
+      [&](const std::string& entity, const EntitySalt&) {
+        metad.server->CloseSessionsOf(entity);
+      });
   RemoteMetaService as_server(metad.server->address(), key_);
   auto dave = as_server.AuthAdd({"client.dave", "/", false});
   auto erin = as_server.AuthAdd({"client.erin", "/", false});
@@ -632,6 +634,384 @@ TEST_P(SecurityTest, ReadOnlyClientMayReadButNotChange) {
   Status mk = reader.Mkdir(1, "x", 0755, 0, 0).status();
   EXPECT_EQ(mk.code(), EROFS) << mk.ToString();
   EXPECT_EQ(metad.meta.last_call(), "GetAttr");
+}
+
+// ---- chunk grants (issue 35 hole 2) ----------------------------------------
+
+// A grant source that hands out one fixed grant whatever is asked: a client
+// that shows chunkd a grant of another file, an altered or a forged one.
+class FixedGrants final : public ChunkGrantSource {
+ public:
+  explicit FixedGrants(EncodedGrant g) : g_(g) {}
+  Result<EncodedGrant> Get(uint64_t, uint8_t) override { return g_; }
+  void Invalidate(uint64_t) override {}
+
+ private:
+  EncodedGrant g_;
+};
+
+// metad over a real MetaStore with an identity table and grants, and a
+// chunkd over an in-memory store that requires grants of client
+// identities, as `stripefs metad` / `stripefs chunkd` run them; both on
+// one injected clock (ms since the epoch) so expiry is tested without
+// waiting. Files: /a/mine and /b/secret, both with chunk 0/0 version 1.
+struct GrantCluster {
+  GrantCluster(std::shared_ptr<const ClusterKey> k, Loop loop) : key(k) {
+    const std::string tag = std::to_string(getpid()) + "-" +
+                            std::to_string(counter++) + "-" +
+                            std::to_string(static_cast<int>(loop));
+    dir = ::testing::TempDir() + "/grants-" + tag;
+    ids = ::testing::TempDir() + "/grants-ids-" + tag;
+    std::filesystem::remove_all(dir);
+    ::unlink(ids.c_str());
+    auto st = MetaStore::Create(dir, Geometry{4, 2, 4096});
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    store = std::move(st).value();
+    auto a = store->Mkdir(kRootInode, "a", 0755, 0, 0);
+    auto b = store->Mkdir(kRootInode, "b", 0755, 0, 0);
+    EXPECT_TRUE(a.ok() && b.ok());
+    auto m = store->MkNode(a->ino, "mine", S_IFREG | 0644, 0, 0, 0);
+    auto s = store->MkNode(b->ino, "secret", S_IFREG | 0644, 0, 0, 0);
+    EXPECT_TRUE(m.ok() && s.ok());
+    dir_a = a->ino;
+    mine = m->ino;
+    secret = s->ino;
+    auto t = IdentityTable::Open(ids);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    table = std::move(t).value();
+    volume.fill(0x35);
+    auto gk = GrantKey::Derive(*key, volume);
+    EXPECT_TRUE(gk.ok()) << gk.status().ToString();
+    auto clock = [this] { return now_ms.load(); };
+    meta_handler = std::make_unique<MetaServiceServer>(store.get());
+    meta_handler->ServeIdentities(table.get(), key);
+    meta_handler->ServeGrants(*gk, clock);
+    meta_handler->OnIdentityRemoved(
+        [this](const std::string& entity, const EntitySalt& salt) {
+          RemoteChunkService as_server(chunkd->address(), key);
+          EXPECT_TRUE(as_server.RevokeGrants(entity, salt).ok());
+        });
+    chunk_handler = std::make_unique<ChunkServiceServer>(&chunks);
+    chunk_handler->RequireGrants(*gk, clock);
+    chunk_handler->OnGrantsRevoked(
+        [this](const std::string& entity) { chunkd->CloseSessionsOf(entity); });
+    RpcServerOptions mo;
+    mo.log_name = "grants-metad";
+    mo.use_io_uring = loop == Loop::kUring;
+    mo.gate = table.get();
+    mo.binding = {ServerRole::kMetad, 0, volume};
+    auto ms = RpcServer::Start(mo, key, meta_handler.get());
+    EXPECT_TRUE(ms.ok()) << ms.status().ToString();
+    metad = std::move(ms).value();
+    RpcServerOptions co;
+    co.log_name = "grants-chunkd";
+    co.use_io_uring = loop == Loop::kUring;
+    co.binding = {ServerRole::kChunkd, 1, volume};
+    auto cs = RpcServer::Start(co, key, chunk_handler.get());
+    EXPECT_TRUE(cs.ok()) << cs.status().ToString();
+    chunkd = std::move(cs).value();
+    EXPECT_TRUE(chunks.WriteChunk(Chunk(mine), 1, Bytes(0x11)).ok());
+    EXPECT_TRUE(chunks.WriteChunk(Chunk(secret), 1, Bytes(0x22)).ok());
+  }
+  ~GrantCluster() {
+    chunkd->Stop();
+    metad->Stop();
+    store.reset();
+    std::filesystem::remove_all(dir);
+    ::unlink(ids.c_str());
+  }
+  static ChunkId Chunk(uint64_t ino) { return {ino, 0, 0}; }
+  static std::vector<uint8_t> Bytes(uint8_t fill) {
+    return std::vector<uint8_t>(4096, fill);
+  }
+  // An identity added on metad, its key.
+  std::shared_ptr<const ClusterKey> Add(const std::string& entity,
+                                        const std::string& path,
+                                        bool read_only) {
+    RemoteMetaService as_server(metad->address(), key);
+    auto k = as_server.AuthAdd({entity, path, read_only});
+    EXPECT_TRUE(k.ok()) << k.status().ToString();
+    return std::make_shared<const ClusterKey>(*k);
+  }
+  // What chunk (ino, 0, 0) version `v` holds, or the read error.
+  Result<std::vector<uint8_t>> Stored(uint64_t ino, uint64_t v) {
+    return chunks.ReadChunk(Chunk(ino), v, 0, 4096);
+  }
+  uint64_t refused() const { return chunk_handler->grant_counters().refused; }
+
+  static inline int counter = 0;
+  std::shared_ptr<const ClusterKey> key;
+  std::string dir, ids;
+  std::unique_ptr<MetaStore> store;
+  uint64_t dir_a = 0, mine = 0, secret = 0;
+  std::unique_ptr<IdentityTable> table;
+  VolumeId volume{};
+  std::atomic<uint64_t> now_ms{1'800'000'000'000};
+  MemoryChunkService chunks;
+  std::unique_ptr<MetaServiceServer> meta_handler;
+  std::unique_ptr<ChunkServiceServer> chunk_handler;
+  std::unique_ptr<RpcServer> metad;
+  std::unique_ptr<RpcServer> chunkd;
+};
+
+bool SkipWithoutIoUring(Loop loop) {
+  return loop == Loop::kUring && !testing::IoUringRefusedReason().empty();
+}
+
+// A client of /a cannot overwrite or drop the chunks of /b/secret: metad
+// will not grant them, chunkd refuses a request without a grant, and one
+// that shows the grant of its own file for secret's chunk, whatever the
+// op (write, patch, clone, drop a version, a batch, a batch read). Nothing
+// changes on chunkd and every refusal is counted. Its own file works.
+TEST_P(SecurityTest, ClientCannotWriteOrDropChunksOfAFileItWasNotGranted) {
+  if (SkipWithoutIoUring(GetParam())) GTEST_SKIP() << "io_uring refused";
+  GrantCluster c(key_, GetParam());
+  auto alice = c.Add("client.alice", "/a", false);
+  RemoteMetaService meta(c.metad->address(), alice);
+  ASSERT_TRUE(meta.Lookup(c.dir_a, "mine").ok());  // reached through /a
+  ChunkGrantCache cache(
+      [&](uint64_t ino, uint8_t ops) { return meta.GrantChunks(ino, ops); });
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  o.expected_server = {ServerRole::kChunkd, 1, c.volume};
+  RemoteChunkService granted(c.chunkd->address(), alice, o, {}, &cache);
+
+  // Its own file: a granted write, patch, clone, read and version drop work.
+  const auto data = GrantCluster::Bytes(0x33);
+  ASSERT_TRUE(granted.WriteChunk(c.Chunk(c.mine), 2, data).ok());
+  EXPECT_TRUE(granted
+                  .PatchChunk(c.Chunk(c.mine), 2, 3, 4096, 0,
+                              std::vector<uint8_t>(16, 0x44))
+                  .ok());
+  EXPECT_TRUE(granted.CloneChunk(c.Chunk(c.mine), 2, 4, 4096).ok());
+  auto back = granted.ReadChunk(c.Chunk(c.mine), 2, 0, 4096);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, data);
+  EXPECT_TRUE(granted.DeleteChunkVersion(c.Chunk(c.mine), 4).ok());
+  EXPECT_EQ(c.refused(), 0u);
+
+  // metad grants nothing outside /a.
+  Status outside = meta.GrantChunks(c.secret, kGrantAllOps).status();
+  EXPECT_EQ(outside.code(), EACCES) << outside.ToString();
+  Status through = granted.WriteChunk(c.Chunk(c.secret), 1, data);
+  EXPECT_EQ(through.code(), EACCES) << through.ToString();
+
+  // No grant at all: refused before anything runs.
+  RemoteChunkService bare(c.chunkd->address(), alice, o);
+  uint64_t before = c.refused();
+  Status st = bare.WriteChunk(c.Chunk(c.secret), 1, data);
+  EXPECT_EQ(st.code(), EACCES) << st.ToString();
+  EXPECT_NE(st.message().find("carries no chunk grant"), std::string::npos);
+  EXPECT_EQ(bare.DeleteChunkVersion(c.Chunk(c.secret), 1).code(), EACCES);
+  EXPECT_EQ(c.refused(), before + 2);
+
+  // The grant of its own file shown for secret's chunk.
+  auto own = meta.GrantChunks(c.mine, kGrantAllOps);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  FixedGrants wrong(own->first);
+  RemoteChunkService liar(c.chunkd->address(), alice, o, {}, &wrong);
+  before = c.refused();
+  auto refused = [](const Status& s) {
+    return s.code() == EACCES &&
+                   s.message().find("is not covered") != std::string::npos
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure() << s.ToString();
+  };
+  const ChunkId target = c.Chunk(c.secret);
+  EXPECT_TRUE(refused(liar.WriteChunk(target, 1, data)));
+  EXPECT_TRUE(refused(liar.WriteChunk(target, 9, data)));
+  EXPECT_TRUE(refused(liar.PatchChunk(target, 1, 9, 4096, 0, data)));
+  EXPECT_TRUE(refused(liar.CloneChunk(target, 1, 9, 4096)));
+  EXPECT_TRUE(refused(liar.DeleteChunkVersion(target, 1)));
+  const ChunkVersion both[] = {{c.Chunk(c.mine), 2}, {target, 1}};
+  EXPECT_TRUE(refused(liar.DeleteChunkVersions(both)));
+  ChunkWriteOp ops[2];
+  ops[0].id = c.Chunk(c.mine);
+  ops[0].to_version = 10;
+  ops[0].bytes = data;
+  ops[1].id = target;
+  ops[1].to_version = 10;
+  ops[1].bytes = data;
+  for (const Status& s : liar.ApplyChunkOps(ops)) EXPECT_TRUE(refused(s));
+  std::vector<uint8_t> out(4096);
+  EXPECT_TRUE(refused(liar.ReadChunkInto(target, 1, 0, out)));
+  EXPECT_EQ(c.refused(), before + 8);
+
+  // Nothing of secret changed, and the batch's own-file op did not run
+  // either (a request is refused whole).
+  auto kept = c.Stored(c.secret, 1);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, GrantCluster::Bytes(0x22));
+  EXPECT_FALSE(c.Stored(c.secret, 9).ok());
+  EXPECT_FALSE(c.Stored(c.mine, 10).ok());
+  EXPECT_TRUE(c.Stored(c.mine, 2).ok());
+}
+
+// A grant chunkd's clock sees as expired is refused (EKEYEXPIRED), and
+// the stub asks metad for a fresh one and succeeds, with no waiting.
+TEST_P(SecurityTest, ExpiredChunkGrantIsRefusedAndTheClientRefreshesIt) {
+  if (SkipWithoutIoUring(GetParam())) GTEST_SKIP() << "io_uring refused";
+  GrantCluster c(key_, GetParam());
+  auto bob = c.Add("client.bob", "/", false);
+  RemoteMetaService meta(c.metad->address(), bob);
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  auto old = meta.GrantChunks(c.mine, kGrantAllOps);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->second, kGrantLifetimeMs);
+  FixedGrants fixed(old->first);
+  RemoteChunkService stuck(c.chunkd->address(), bob, o, {}, &fixed);
+  const auto data = GrantCluster::Bytes(0x55);
+  ASSERT_TRUE(stuck.WriteChunk(c.Chunk(c.mine), 2, data).ok());
+  // Within the clock slack past expiry: still taken.
+  c.now_ms += kGrantLifetimeMs + kGrantClockSlackMs;
+  EXPECT_TRUE(stuck.WriteChunk(c.Chunk(c.mine), 3, data).ok());
+  c.now_ms += 1;
+  const uint64_t before = c.refused();
+  Status st = stuck.WriteChunk(c.Chunk(c.mine), 4, data);
+  EXPECT_EQ(st.code(), EKEYEXPIRED) << st.ToString();
+  // The stub asked its source again and resent once: the same grant.
+  EXPECT_EQ(c.refused(), before + 2);
+  EXPECT_FALSE(c.Stored(c.mine, 4).ok());
+
+  // The cache holds a grant the clocks have since left behind; chunkd
+  // refuses it once, the stub fetches a fresh one and the write goes on.
+  ChunkGrantCache cache(
+      [&](uint64_t ino, uint8_t ops) { return meta.GrantChunks(ino, ops); });
+  RemoteChunkService client(c.chunkd->address(), bob, o, {}, &cache);
+  ASSERT_TRUE(client.WriteChunk(c.Chunk(c.mine), 5, data).ok());
+  EXPECT_EQ(cache.fetches(), 1u);
+  c.now_ms += 10 * kGrantLifetimeMs;
+  Status again = client.WriteChunk(c.Chunk(c.mine), 6, data);
+  EXPECT_TRUE(again.ok()) << again.ToString();
+  EXPECT_EQ(cache.fetches(), 2u);
+  EXPECT_EQ(c.refused(), before + 3);
+  EXPECT_TRUE(c.Stored(c.mine, 6).ok());
+}
+
+// A grant that does not verify is refused (EKEYREJECTED) and changes
+// nothing: one altered to cover another file or op or to live longer, a
+// bit of its MAC flipped, one shown on another identity's session, one of
+// another volume, and one forged under a key other than the grant key.
+TEST_P(SecurityTest, ForgedOrAlteredChunkGrantIsRefused) {
+  if (SkipWithoutIoUring(GetParam())) GTEST_SKIP() << "io_uring refused";
+  GrantCluster c(key_, GetParam());
+  auto alice = c.Add("client.alice", "/", false);
+  auto eve = c.Add("client.eve", "/", false);
+  RemoteMetaService meta(c.metad->address(), alice);
+  auto got = meta.GrantChunks(c.mine, kGrantRead);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ChunkGrant g;
+  ASSERT_TRUE(DecodeGrant(got->first, &g));
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  const auto data = GrantCluster::Bytes(0x66);
+  auto rejected = [&](const std::shared_ptr<const ClusterKey>& who,
+                      const EncodedGrant& bytes, const ChunkId& id) {
+    FixedGrants src(bytes);
+    RemoteChunkService stub(c.chunkd->address(), who, o, {}, &src);
+    Status st = stub.WriteChunk(id, 7, data);
+    return st.code() == EKEYREJECTED
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure() << st.ToString();
+  };
+  const uint64_t before = c.refused();
+  ChunkGrant other = g;  // secret's chunks instead
+  other.inode = c.secret;
+  EXPECT_TRUE(rejected(alice, EncodeGrant(other), c.Chunk(c.secret)));
+  ChunkGrant writer = g;  // read and write instead of read
+  writer.ops = kGrantAllOps;
+  EXPECT_TRUE(rejected(alice, EncodeGrant(writer), c.Chunk(c.mine)));
+  ChunkGrant longer = g;
+  longer.expires_ms += 1;
+  longer.ops = kGrantAllOps;
+  EXPECT_TRUE(rejected(alice, EncodeGrant(longer), c.Chunk(c.mine)));
+  EncodedGrant flipped = got->first;
+  flipped[kChunkGrantBodySize + 5] ^= 0x01;
+  EXPECT_TRUE(rejected(alice, flipped, c.Chunk(c.mine)));
+  // alice's own, correct grant of read + write, on eve's session.
+  auto rw = meta.GrantChunks(c.mine, kGrantAllOps);
+  ASSERT_TRUE(rw.ok());
+  EXPECT_TRUE(rejected(eve, rw->first, c.Chunk(c.mine)));
+  // Signed for alice under another volume's or another cluster's grant key.
+  VolumeId elsewhere = c.volume;
+  elsewhere[0] ^= 1;
+  for (auto gk : {GrantKey::Derive(*key_, elsewhere),
+                  GrantKey::Derive(*TestKey(12), c.volume)}) {
+    ASSERT_TRUE(gk.ok());
+    ChunkGrant forged = g;
+    forged.ops = kGrantAllOps;
+    Caller as_alice{Principal::kClient, "client.alice", alice->salt()};
+    gk->Sign(&forged, as_alice);
+    EXPECT_TRUE(rejected(alice, EncodeGrant(forged), c.Chunk(c.mine)));
+  }
+  EXPECT_EQ(c.refused(), before + 7);
+  EXPECT_FALSE(c.Stored(c.mine, 7).ok());
+  EXPECT_FALSE(c.Stored(c.secret, 7).ok());
+  EXPECT_EQ(*c.Stored(c.secret, 1), GrantCluster::Bytes(0x22));
+}
+
+// A read-only client gets read grants only: metad refuses it a write
+// grant (EROFS), its reads work, and its read grant does not cover a
+// write (EACCES).
+TEST_P(SecurityTest, ReadOnlyClientGetsReadGrantsOnly) {
+  if (SkipWithoutIoUring(GetParam())) GTEST_SKIP() << "io_uring refused";
+  GrantCluster c(key_, GetParam());
+  auto reader = c.Add("client.reader", "/", true);
+  RemoteMetaService meta(c.metad->address(), reader);
+  Status w = meta.GrantChunks(c.mine, kGrantWrite).status();
+  EXPECT_EQ(w.code(), EROFS) << w.ToString();
+  EXPECT_EQ(meta.GrantChunks(c.mine, kGrantAllOps).status().code(), EROFS);
+  ChunkGrantCache cache(
+      [&](uint64_t ino, uint8_t ops) { return meta.GrantChunks(ino, ops); });
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  RemoteChunkService client(c.chunkd->address(), reader, o, {}, &cache);
+  auto read = client.ReadChunk(c.Chunk(c.mine), 1, 0, 4096);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, GrantCluster::Bytes(0x11));
+  const auto data = GrantCluster::Bytes(0x77);
+  Status st = client.WriteChunk(c.Chunk(c.mine), 8, data);
+  EXPECT_EQ(st.code(), EROFS) << st.ToString();
+  auto rg = meta.GrantChunks(c.mine, kGrantRead);
+  ASSERT_TRUE(rg.ok());
+  FixedGrants only_read(rg->first);
+  RemoteChunkService liar(c.chunkd->address(), reader, o, {}, &only_read);
+  const uint64_t before = c.refused();
+  EXPECT_EQ(liar.WriteChunk(c.Chunk(c.mine), 8, data).code(), EACCES);
+  EXPECT_EQ(liar.DeleteChunkVersion(c.Chunk(c.mine), 1).code(), EACCES);
+  EXPECT_EQ(c.refused(), before + 2);
+  EXPECT_FALSE(c.Stored(c.mine, 8).ok());
+  EXPECT_TRUE(c.Stored(c.mine, 1).ok());
+}
+
+// `auth rm` reaches chunkd: it closes the removed client's chunkd
+// sessions and refuses its grants from then on (EKEYREVOKED), though they
+// have not expired, while another client goes on.
+TEST_P(SecurityTest, RemovedClientsChunkGrantsAreVoidAndSessionsClosed) {
+  if (SkipWithoutIoUring(GetParam())) GTEST_SKIP() << "io_uring refused";
+  GrantCluster c(key_, GetParam());
+  auto carol = c.Add("client.carol", "/", false);
+  auto dave = c.Add("client.dave", "/", false);
+  RemoteMetaService meta(c.metad->address(), carol);
+  auto g = meta.GrantChunks(c.mine, kGrantAllOps);
+  ASSERT_TRUE(g.ok());
+  FixedGrants kept(g->first);
+  RpcClientOptions o = RemoteChunkService::DefaultOptions();
+  RemoteChunkService client(c.chunkd->address(), carol, o, {}, &kept);
+  const auto data = GrantCluster::Bytes(0x7a);
+  ASSERT_TRUE(client.WriteChunk(c.Chunk(c.mine), 2, data).ok());
+  auto open_conn = OpenRawSession(c.chunkd->address(), *carol);
+  ASSERT_TRUE(open_conn.ok()) << open_conn.status().ToString();
+
+  RemoteMetaService as_server(c.metad->address(), key_);
+  ASSERT_TRUE(as_server.AuthRemove("client.carol").ok());
+  EXPECT_TRUE(ClosedByPeer(open_conn->get()))
+      << "chunkd kept the removed identity's session open";
+  Status st = client.WriteChunk(c.Chunk(c.mine), 3, data);
+  EXPECT_EQ(st.code(), EKEYREVOKED) << st.ToString();
+  EXPECT_FALSE(c.Stored(c.mine, 3).ok());
+  ChunkGrantCache cache([&](uint64_t ino, uint8_t ops) {
+    return RemoteMetaService(c.metad->address(), dave).GrantChunks(ino, ops);
+  });
+  RemoteChunkService other(c.chunkd->address(), dave, o, {}, &cache);
+  EXPECT_TRUE(other.WriteChunk(c.Chunk(c.mine), 4, data).ok());
 }
 
 TEST_P(SecurityTest, FrameReplayedWithinItsConnectionIsRefused) {

@@ -119,8 +119,9 @@ TEST(WireMessagesTest, TypeNumbersAndNamesAreUnique) {
   // SyncMetadata (74), ClientHeartbeat (75), ListClients (76),
   // ListOrphanStripes (77), CreateEntry (78), UnlinkEntry (79),
   // ApplyChunkOps (80), ReadChunkRanges (81), AuthAdd (82), AuthList (83),
-  // AuthRemove (84), CommitStripesKeepTimes (85) and DropStripesKeepTimes (86).
-  EXPECT_EQ(AllMsgTypes().size(), 54u);
+  // AuthRemove (84), CommitStripesKeepTimes (85), DropStripesKeepTimes (86),
+  // GrantChunks (87) and RevokeGrants (88).
+  EXPECT_EQ(AllMsgTypes().size(), 56u);
   EXPECT_EQ(MsgTypeName(999), nullptr);
 }
 

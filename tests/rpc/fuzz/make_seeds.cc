@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
+#include "backend/rpc/chunk_grant.h"
 #include "backend/rpc/frame.h"
 #include "backend/rpc/handshake.h"
 #include "tests/rpc/fuzz/fuzz_key.h"
@@ -64,6 +66,41 @@ int main(int argc, char** argv) {
   Seeds<MsgType::k##name>(payload_dir, frame_dir);
   STRIPEFS_RPC_MESSAGES(STRIPEFS_X)
 #undef STRIPEFS_X
+  {
+    // GrantedCall (chunk_grant.h): two grants around a WriteChunk and one
+    // around an ApplyChunkOps request.
+    ChunkGrant g;
+    g.ops = kGrantAllOps;
+    g.inode = 7;
+    g.issued_ms = 1'800'000'000'000;
+    g.expires_ms = g.issued_ms + kGrantLifetimeMs;
+    g.mac.fill(0x5a);
+    ChunkGrant g2 = g;
+    g2.ops = kGrantRead;
+    g2.inode = 8;
+    g2.first_stripe = 3;
+    g2.last_stripe = 9;
+    const EncodedGrant two[] = {EncodeGrant(g), EncodeGrant(g2)};
+    testing::Sampler smp;
+    auto write = EncodeRequest<MsgType::kWriteChunk>(
+        smp.Make<Msg<MsgType::kWriteChunk>::Request>());
+    auto apply = EncodeRequest<MsgType::kApplyChunkOps>(
+        smp.Make<Msg<MsgType::kApplyChunkOps>::Request>());
+    const uint8_t t[2] = {static_cast<uint8_t>(kGrantedCallType),
+                          static_cast<uint8_t>(kGrantedCallType >> 8)};
+    for (auto [name, inner, payload, n] :
+         {std::tuple{"GrantedCall.req", MsgType::kWriteChunk, &write, 2},
+          std::tuple{"GrantedCall_apply.req", MsgType::kApplyChunkOps, &apply,
+                     1}}) {
+      std::vector<uint8_t> seed = {t[0], t[1], 0};
+      auto head = EncodeGrantedHead(
+          static_cast<uint16_t>(inner),
+          std::span<const EncodedGrant>(two, static_cast<size_t>(n)));
+      seed.insert(seed.end(), head.begin(), head.end());
+      seed.insert(seed.end(), payload->begin(), payload->end());
+      Write(payload_dir + "/" + name, seed);
+    }
+  }
   FrameHeader h;
   h.type = static_cast<uint16_t>(MsgType::kReadChunk);
   h.flags = kFlagResponse;
