@@ -29,9 +29,12 @@
 
 #include "backend/client/placement.h"
 #include "backend/meta/meta_types.h"
+#include "bench/support/process_sampling.h"
 
 namespace stripefs {
 namespace {
+
+using bench::LoadAvg;
 
 struct Options {
   uint32_t servers = 10000;
@@ -43,13 +46,6 @@ struct Options {
   uint32_t pg_count = Placement::kDefaultPgCount;
   std::string out;
 };
-
-std::string LoadAvg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + "," + b + "," + c;
-}
 
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
@@ -170,7 +166,7 @@ struct Row {
 
 int Run(const Options& o) {
   std::vector<Row> rows;
-  const std::string load_start = LoadAvg();
+  const std::string load_start = LoadAvg(",");
   const ClusterMap map = MakeMap(o);
   std::printf(
       "placement: %u servers in %u failure domains, %llu stripes, "
@@ -266,7 +262,7 @@ int Run(const Options& o) {
                   std::to_string(base.create_s * 1e3).substr(0, 6) + " ms, " +
                       std::to_string(base.create_heap / 1024) + " KiB heap",
                   "", "one candidate entry per server"});
-  const std::string load_end = LoadAvg();
+  const std::string load_end = LoadAvg(",");
   std::printf("load=%s (start %s)\n", load_end.c_str(), load_start.c_str());
 
   std::ostringstream md;

@@ -26,25 +26,14 @@
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/wire_messages.h"
+#include "bench/support/process_sampling.h"
 
 using namespace stripefs;
 using namespace stripefs::rpc;
+using stripefs::bench::CpuSeconds;
+using stripefs::bench::LoadAvg;
 
 namespace {
-
-double CpuSeconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return s(ru.ru_utime) + s(ru.ru_stime);
-}
-
-std::string LoadAvg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 // Stores nothing; reads return zeros.
 class NullChunks final : public ChunkService {

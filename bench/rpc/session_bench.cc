@@ -40,27 +40,16 @@
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/session.h"
 #include "backend/rpc/tcp_socket.h"
+#include "bench/support/process_sampling.h"
 
 using namespace stripefs;
 using namespace stripefs::rpc;
+using stripefs::bench::CpuSeconds;
+using stripefs::bench::LoadAvg;
 
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
-
-double CpuSeconds() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return s(ru.ru_utime) + s(ru.ru_stime);
-}
-
-std::string LoadAvg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 // ---- protocol v1 framing, the baseline: CRC32C + HMAC-SHA256 trailer ----
 struct OldFraming {
@@ -263,9 +252,9 @@ int main(int argc, char** argv) {
       }
       for (int j = 0; j < 2; ++j) {
         const int k = (r + j) % 2;
-        rpc[ci][k].push_back(RunRpc(
-            (k ? *secure_server : *server)->address(), k ? secure_key : key,
-            c.payload, c.bulk, c.calls));
+        rpc[ci][k].push_back(RunRpc((k ? *secure_server : *server)->address(),
+                                    k ? secure_key : key, c.payload, c.bulk,
+                                    c.calls));
       }
     }
     std::fprintf(stderr, "round %d/%d done\n", r + 1, rounds);
@@ -369,8 +358,9 @@ int main(int argc, char** argv) {
               gmac > 0 ? tag / gmac : 0);
   std::printf("ratio=%.3f gmac/hmac_sha256\n", hmac > 0 ? gmac / hmac : 0);
   std::printf("ratio=%.3f gcm_encrypt/gmac\n", gmac > 0 ? gcm / gmac : 0);
-  std::printf("ratio=%.3f chacha20poly1305_encrypt/poly1305_tag (secure/auth)\n",
-              tag > 0 ? seal / tag : 0);
+  std::printf(
+      "ratio=%.3f chacha20poly1305_encrypt/poly1305_tag (secure/auth)\n",
+      tag > 0 ? seal / tag : 0);
   std::printf("loadavg at end: %s\n", LoadAvg().c_str());
   return 0;
 }
