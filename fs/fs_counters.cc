@@ -69,6 +69,7 @@ nlohmann::json StatsJson(const StatsInputs& in) {
     neg["compound_agreed"] = n.Has(fuse_abi::FUSE_HAS_COMPOUND);
     neg["transport"] = in.engine.transport;
     neg["uring_queues"] = in.engine.uring_queues;  // 0 on /dev/fuse
+    neg["uring_reduced_offered"] = n.Offered(fuse_abi::FUSE_URING_REDUCED_Q);
     neg["flags"] = fuse::InitFlagNames(n.flags);
     j["negotiated"] = neg;
     json queues = json::array();

@@ -70,6 +70,12 @@ inline constexpr uint64_t FUSE_ALIGN_PG_ORDER = 1ULL << 50;
 // fuse_init_in; a server that sets it in fuse_init_out accepts FUSE_COMPOUND
 // and the kernel then sends OPEN+GETATTR as one request.
 inline constexpr uint64_t FUSE_HAS_COMPOUND = 1ULL << 51;
+// Reduced io-uring queues (stripefs series, patch 0007): bit 20 of flags2,
+// after FUSE_HAS_COMPOUND (no DDN/upstream ABI bit for it was found). The
+// kernel offers it in fuse_init_in with FUSE_OVER_IO_URING when it serves a
+// ring with fewer queues than possible CPUs; it needs no echo in init_out.
+// Without it such a ring never becomes ready and every request hangs.
+inline constexpr uint64_t FUSE_URING_REDUCED_Q = 1ULL << 52;
 
 // ---- fuse_setattr_in.valid ----
 inline constexpr uint32_t FATTR_MODE = 1u << 0;
@@ -699,6 +705,7 @@ static_assert(AlignPageOrderOffset(45) == 42);
 static_assert(AlignPageOrderOffset(40) == 40);
 static_assert((FUSE_ALIGN_PG_ORDER >> 32) == (1u << 18));
 static_assert((FUSE_HAS_COMPOUND >> 32) == (1u << 19));
+static_assert((FUSE_URING_REDUCED_Q >> 32) == (1u << 20));
 static_assert(sizeof(fuse_compound_in) == 24);
 static_assert(sizeof(fuse_compound_out) == 16);
 static_assert(sizeof(fuse_interrupt_in) == 8);

@@ -48,6 +48,23 @@ bool ShouldUseUring(TransportChoice c, bool kernel_offers_uring) {
   return c != TransportChoice::kDev && kernel_offers_uring;
 }
 
+UringQueuePlan PlanUringQueues(int cpus, int requested, bool reduced_offered) {
+  cpus = std::max(cpus, 1);
+  if (requested <= 0 || requested >= cpus) return {cpus, {}};
+  const std::string n = std::to_string(requested);
+  const std::string c = std::to_string(cpus);
+  if (!reduced_offered) {
+    return {cpus, "--uring-queues " + n +
+                      " ignored: this kernel cannot serve fewer io-uring "
+                      "queues than CPUs (needs the stripefs fuse.ko patch 7); "
+                      "using one per CPU (" +
+                      c + ")"};
+  }
+  return {requested, "io-uring with " + n + " of " + c +
+                         " queues: the kernel offered FUSE_URING_REDUCED_Q "
+                         "and maps the other CPUs onto them"};
+}
+
 namespace {
 
 constexpr int kShards = 16;
@@ -570,15 +587,10 @@ void Session::StartUringAfterInit(const NegotiatedInit& n) {
   }
   if (use_uring) {
     UringTransportOptions uo;
-    uo.queues = m.opts.uring_queues > 0 ? std::min(m.opts.uring_queues, m.ncpu)
-                                        : m.ncpu;
-    if (uo.queues < m.ncpu) {
-      m.log.Log("io-uring with " + std::to_string(uo.queues) + " of " +
-                std::to_string(m.ncpu) +
-                " queues: CPUs without a queue rely on the kernel mapping "
-                "them to a registered one (stripefs fuse.ko patch 7); "
-                "without it every request waits for the missing queues");
-    }
+    const UringQueuePlan plan = PlanUringQueues(
+        m.ncpu, m.opts.uring_queues, n.Offered(FUSE_URING_REDUCED_Q));
+    if (!plan.message.empty()) m.log.Log(plan.message);
+    uo.queues = plan.queues;
     uo.depth = m.opts.uring_queue_depth;
     uo.read_workers = std::max(0, m.opts.uring_read_workers);
     uo.inline_lone_reads = m.opts.uring_inline_lone_reads;

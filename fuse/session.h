@@ -50,6 +50,18 @@ std::string_view TransportChoiceName(TransportChoice c);
 // kUring without the offer falls back to dev (the Session logs why).
 bool ShouldUseUring(TransportChoice c, bool kernel_offers_uring);
 
+// The io-uring queues a session registers (qid 0..queues-1).
+struct UringQueuePlan {
+  int queues = 0;
+  std::string message;  // one line to log, empty when there is nothing to say
+};
+// `requested` 0 (or >= cpus) = one queue per possible CPU. Fewer than `cpus`
+// only if the kernel offered FUSE_URING_REDUCED_Q (`reduced_offered`, fuse.ko
+// patch 7): any other kernel never makes such a ring ready and every request
+// after INIT would wait forever, so the request is then ignored (one queue
+// per CPU) and the message says so. cpus >= 1.
+UringQueuePlan PlanUringQueues(int cpus, int requested, bool reduced_offered);
+
 // Told, on the replying thread, when the file system answers a request:
 // its opcode and the time from dispatch to the reply (for latency
 // histograms). Must be thread-safe and outlive the Session.
@@ -71,9 +83,8 @@ struct SessionOptions {
   bool dev_poll = false;
   int uring_queue_depth = 8;   // entries per io-uring queue
   // io-uring queues, qid 0..n-1 on CPUs 0..n-1; 0 = one per possible CPU.
-  // Fewer than the CPUs needs a kernel that maps CPUs without a queue to a
-  // registered one (stripefs patch 7); on others every request after INIT
-  // waits for the missing queues. Clamped to the possible CPUs.
+  // Fewer than the CPUs only if the kernel offers FUSE_URING_REDUCED_Q
+  // (stripefs patch 7), else one per CPU and a log line (PlanUringQueues).
   int uring_queues = 0;
   int uring_read_workers = 4;  // threads serving io-uring READs (0: inline)
   bool uring_inline_lone_reads = true;  // UringTransportOptions'

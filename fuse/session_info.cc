@@ -56,6 +56,7 @@ std::string InitFlagNames(uint64_t flags) {
       nullptr,
       "ALIGN_PG_ORDER",
       "HAS_COMPOUND",
+      "URING_REDUCED_Q",
   };
   std::string out;
   for (int i = 0; i < 64; ++i) {

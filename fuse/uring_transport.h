@@ -2,7 +2,8 @@
 //
 // One queue per possible CPU by default, or `queues` of them on CPUs 0..n-1
 // (a kernel with stripefs patch 7 maps the other CPUs onto those; stock 7.2
-// never makes such a ring ready; the kernel picks queue = task_cpu() of the
+// never makes such a ring ready, so Session only asks for fewer when INIT
+// offered FUSE_URING_REDUCED_Q; the kernel picks queue = task_cpu() of the
 // requesting task), each served by its own thread pinned to that CPU with
 // its own io_uring (IORING_SETUP_SQE128). Each queue registers `depth`
 // entries: IORING_OP_URING_CMD on the /dev/fuse fd, cmd_op REGISTER, a

@@ -644,8 +644,8 @@ const CommandRegistration kRegister([](CLI::App& app) {
     c->add_option("--uring-queues", a.uring_queues,
                   "io-uring transport: queues to register, on CPUs 0..N-1 "
                   "(default: one per CPU). Fewer than the CPUs needs a kernel "
-                  "that sends the other CPUs' requests to them (stripefs "
-                  "fuse.ko patch 7); on stock 7.2 I/O waits forever")
+                  "that offers FUSE_URING_REDUCED_Q (stripefs fuse.ko patch "
+                  "7); on others it is ignored (logged): one per CPU")
         ->check(InRange(fs::kUringQueuesRange));
     c->add_option("--uring-lone-reads", a.uring_lone_reads,
                   "io-uring transport: a READ that arrives alone on an idle "

@@ -235,11 +235,45 @@ TEST(TransportChoice, ParseAndSelect) {
   EXPECT_FALSE(ShouldUseUring(TransportChoice::kUring, false));
 }
 
+// --uring-queues N below the CPUs is honoured only when the kernel offered
+// FUSE_URING_REDUCED_Q; otherwise the ring would never become ready (stock
+// 7.2 hangs every request), so the plan is one queue per CPU and says why.
+TEST(UringQueuePlan, ReducedOnlyWhenTheKernelOffersIt) {
+  UringQueuePlan p = PlanUringQueues(8, 2, /*reduced_offered=*/false);
+  EXPECT_EQ(p.queues, 8);
+  EXPECT_EQ(p.message,
+            "--uring-queues 2 ignored: this kernel cannot serve fewer io-uring "
+            "queues than CPUs (needs the stripefs fuse.ko patch 7); using one "
+            "per CPU (8)");
+  p = PlanUringQueues(8, 2, /*reduced_offered=*/true);
+  EXPECT_EQ(p.queues, 2);
+  EXPECT_NE(p.message.find("2 of 8 queues"), std::string::npos) << p.message;
+  EXPECT_NE(p.message.find("FUSE_URING_REDUCED_Q"), std::string::npos);
+  EXPECT_EQ(PlanUringQueues(8, 1, true).queues, 1);
+  EXPECT_EQ(PlanUringQueues(8, 7, false).queues, 8);
+  EXPECT_EQ(PlanUringQueues(8, 7, true).queues, 7);
+  // Not requested, or not fewer than the CPUs: one per CPU, nothing to log,
+  // whatever the kernel offered.
+  for (bool offered : {false, true}) {
+    for (int requested : {0, 8, 9}) {
+      p = PlanUringQueues(8, requested, offered);
+      EXPECT_EQ(p.queues, 8) << requested << " " << offered;
+      EXPECT_TRUE(p.message.empty()) << p.message;
+    }
+  }
+  // One CPU: nothing to reduce.
+  p = PlanUringQueues(1, 1, false);
+  EXPECT_EQ(p.queues, 1);
+  EXPECT_TRUE(p.message.empty());
+}
+
 TEST(InitFlagNames, NamesBits) {
   EXPECT_EQ(InitFlagNames(FUSE_ASYNC_READ | FUSE_WRITEBACK_CACHE),
             "ASYNC_READ|WRITEBACK_CACHE");
   EXPECT_EQ(InitFlagNames(FUSE_OVER_IO_URING | FUSE_ALIGN_PG_ORDER),
             "OVER_IO_URING|ALIGN_PG_ORDER");
+  EXPECT_EQ(InitFlagNames(FUSE_HAS_COMPOUND | FUSE_URING_REDUCED_Q),
+            "HAS_COMPOUND|URING_REDUCED_Q");
 }
 
 }  // namespace
