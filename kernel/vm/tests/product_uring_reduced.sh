@@ -7,9 +7,13 @@
 #   - C writes MIB MiB (dd conv=fsync) and reads them back (page cache dropped), both
 #     pinned to C, with the checksum written.
 # Phases (comma list; default reduced,full):
-#   reduced: `--uring-queues N`: the daemon reports N queues, each of them served requests,
-#            and each one served the LOOKUPs of >= CPUS/N - 1 CPUs (the spread).
+#   reduced: `--uring-queues N`. Patched (patch 7 offers FUSE_URING_REDUCED_Q in INIT): the
+#            daemon reports N queues, each of them served requests, and each one served the
+#            LOOKUPs of >= CPUS/N - 1 CPUs (the spread). Stock (no offer): the daemon must
+#            ignore N, register one queue per CPU (CPU C's LOOKUPs on queue C) and log
+#            "--uring-queues N ignored: ..."; a daemon that registers N queues anyway hangs.
 #   full:    no --uring-queues (one queue per CPU): CPU C's LOOKUPs on queue C, as before.
+# Both phases check negotiated.uring_reduced_offered: true on patched, false on stock.
 # Every blocking step runs under `timeout`: a kernel without patch 7 never makes a ring
 # with fewer queues than CPUs ready, so requests wait forever; the test then FAILs with
 # what hung instead of hanging CI (the mount is lazily unmounted, the daemon killed).
@@ -101,7 +105,8 @@ sum=${sum%% *}
 
 for phase in $(echo $phases | tr , ' '); do
   case $phase in
-    reduced) want_q=$nq; opts="--uring-queues $nq" ;;
+    reduced) opts="--uring-queues $nq"
+             if [ "$MODULE" = patched ]; then want_q=$nq; else want_q=$ncpu; fi ;;
     full) want_q=$ncpu; opts="" ;;
     *) echo "FAIL: unknown phase $phase"; fail=1; continue ;;
   esac
@@ -112,6 +117,19 @@ for phase in $(echo $phases | tr , ' '); do
     { echo "FAIL: transport $(jget negotiated.transport), wanted uring"; fail=1; }
   [ "$(jget negotiated.uring_queues)" = "$want_q" ] ||
     { echo "FAIL: the daemon has $(jget negotiated.uring_queues) io-uring queues, wanted $want_q"; fail=1; }
+  want_offer=false; [ "$MODULE" = patched ] && want_offer=true
+  [ "$(jget negotiated.uring_reduced_offered)" = $want_offer ] ||
+    { echo "FAIL: negotiated.uring_reduced_offered is '$(jget negotiated.uring_reduced_offered)', wanted $want_offer on $MODULE"; fail=1; }
+  ignored="--uring-queues $nq ignored: this kernel cannot serve fewer io-uring queues than CPUs"
+  if [ "$phase" = reduced ] && [ "$MODULE" != patched ]; then
+    if grep -qF -- "$ignored" "$SF_OUT"; then
+      echo "daemon log: $(grep -F -- "$ignored" "$SF_OUT")"
+    else
+      echo "FAIL: the daemon's log lacks \"$ignored\""; cat "$SF_OUT"; fail=1
+    fi
+  elif grep -qF -- "ignored: this kernel cannot serve" "$SF_OUT"; then
+    echo "FAIL: the daemon logged the fallback on $MODULE, phase $phase"; cat "$SF_OUT"; fail=1
+  fi
   map="" c=0
   while [ $c -lt "$ncpu" ]; do
     if [ $c = 0 ]; then
@@ -142,7 +160,7 @@ for phase in $(echo $phases | tr , ' '); do
     echo "RESULT product_uring_reduced phase=$phase module=$MODULE cpu=$c lookups_served_by=$served lookup_deltas$d"
     [ $served != -1 ] && [ $others = 0 ] ||
       { echo "FAIL: CPU $c's $lookups LOOKUPs were not served by one queue ($d)"; fail=1; }
-    [ "$phase" = full ] && [ "$served" != "$c" ] &&
+    [ "$want_q" = "$ncpu" ] && [ "$served" != "$c" ] &&
       { echo "FAIL: with one queue per CPU, CPU $c's LOOKUPs went to queue $served"; fail=1; }
     map="$map $served"
     # The CPU's data: written and fsync'ed, then read back with the page cache dropped.
@@ -166,7 +184,7 @@ for phase in $(echo $phases | tr , ' '); do
     r=$(qget $q requests)
     line="$line q$q=${r:-0}req/${n}cpus"
     [ "${r:-0}" -gt 0 ] && nserved=$((nserved + 1))
-    [ "$phase" = reduced ] && [ $n -lt $min ] &&
+    [ "$want_q" != "$ncpu" ] && [ $n -lt $min ] &&
       { echo "FAIL: queue $q served the LOOKUPs of $n CPUs, wanted >= $min (map:$map)"; fail=1; }
     q=$((q + 1))
   done
