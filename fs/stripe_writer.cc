@@ -43,16 +43,19 @@ StripeSender::StripeSender(size_t window)
 
 void StripeSender::Submit(std::function<void()> send) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueMutexLock lock(&mu_);
     if (in_use_ >= window_) {
       Bump(full_waits_);
-      cv_.wait(lock, [&] { return in_use_ < window_; });
+      cv_.wait(lock.native(), [&] {
+        mu_.AssertHeld();
+        return in_use_ < window_;
+      });
     }
     ++in_use_;
   }
   pool_.Submit([this, send = std::move(send)] {
     send();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     --in_use_;
     cv_.notify_one();
   });
@@ -99,8 +102,11 @@ StripeWriter::StripeWriter(uint64_t ino, StripeClient* client,
       pool_(own_pool_ ? own_pool_.get() : options.pool) {}
 
 StripeWriter::~StripeWriter() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return inflight_.empty(); });  // sends borrow `this`
+  UniqueMutexLock lock(&mu_);
+  cv_.wait(lock.native(), [&] {
+    mu_.AssertHeld();
+    return inflight_.empty();
+  });  // sends borrow `this`
   for (auto& [s, b] : buffers_)
     budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
@@ -120,9 +126,12 @@ void StripeWriter::RecomputeEnd() {
   buffered_end_ = end;
 }
 
-StripeWriter::BufferPtr StripeWriter::TakeForSend(
-    std::unique_lock<std::mutex>& lock, uint64_t stripe) {
-  cv_.wait(lock, [&] { return inflight_.count(stripe) == 0; });
+StripeWriter::BufferPtr StripeWriter::TakeForSend(UniqueMutexLock& lock,
+                                                  uint64_t stripe) {
+  cv_.wait(lock.native(), [&] {
+    mu_.AssertHeld();
+    return inflight_.count(stripe) == 0;
+  });
   auto it = buffers_.find(stripe);
   if (it == buffers_.end()) return nullptr;
   BufferPtr buf = it->second;
@@ -164,7 +173,7 @@ void StripeWriter::NoteCommitted(uint64_t start, uint64_t end) {
 
 void StripeWriter::Retire(const BufferPtr& buf, const Status& deferred,
                           bool committed, uint64_t unsized_end) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!deferred.ok()) {
     Bump(counters_->deferred_errors);
     if (deferred_.ok()) deferred_ = deferred;
@@ -211,7 +220,7 @@ Status StripeWriter::RaiseSize(uint64_t target, const Times* times) {
   }
   if (target == 0) return Status::Ok();
   Bump(counters_->size_raises);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   raised_to_ = std::max(raised_to_, target);
   if (unsized_end_ <= target) unsized_end_ = 0;
   ++size_epoch_;
@@ -229,7 +238,7 @@ bool StripeWriter::Idle() const {
 }
 
 bool StripeWriter::HoldTimes(const Times& t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Idle() && !storing_times_ && hold_gen_ <= stored_gen_) return false;
   if (hold_gen_ <= stored_gen_) held_ = {};
   if (t.mtime) held_.mtime = t.mtime;
@@ -239,22 +248,22 @@ bool StripeWriter::HoldTimes(const Times& t) {
 }
 
 StripeWriter::Times StripeWriter::HeldTimes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return Held().times;
 }
 
 bool StripeWriter::HoldsTimes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return hold_gen_ > stored_gen_;
 }
 
 Status StripeWriter::StoreTimes(const TimesHold& first_hold, uint64_t raise) {
-  std::lock_guard<std::mutex> serial(store_mu_);
+  MutexLock serial(&store_mu_);
   TimesHold hold = first_hold;
   Status first;
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (hold.gen <= stored_gen_) hold = {};  // a later one is stored
       if (hold.gen == 0 && raise == 0) break;
       storing_times_ = true;
@@ -262,7 +271,7 @@ Status StripeWriter::StoreTimes(const TimesHold& first_hold, uint64_t raise) {
     Status st = RaiseSize(raise, hold.gen != 0 ? &hold.times : nullptr);
     if (first.ok()) first = st;
     raise = 0;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     storing_times_ = false;
     // Stored, or dropped on failure (reported by the caller).
     stored_gen_ = std::max(stored_gen_, hold.gen);
@@ -273,11 +282,11 @@ Status StripeWriter::StoreTimes(const TimesHold& first_hold, uint64_t raise) {
   return first;
 }
 
-void StripeWriter::SeedContig(std::unique_lock<std::mutex>& lock) {
+void StripeWriter::SeedContig() {
   if (contig_known_) return;
-  lock.unlock();
+  mu_.unlock();                      // not held across the metadata round trip
   auto attr = meta_->GetAttr(ino_);  // once: where the file ended
-  lock.lock();
+  mu_.lock();
   if (attr.ok() && !contig_known_) {
     contig_known_ = true;
     NoteCommitted(0, attr->size);
@@ -294,13 +303,13 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
   Status st;
   const uint64_t base = buf->stripe * stripe_size_;
   const uint64_t data_end = DataEnd(*buf);
-  std::unique_lock<std::mutex> lock(mu_);
-  SeedContig(lock);
+  UniqueMutexLock lock(&mu_);
+  SeedContig();
   // Below a pending stripe, or past a gap a later WRITE may still fill
   // (WRITEs of one stream arrive out of order on several FUSE threads).
   uint64_t cap = SizeCap(buf->stripe);
   if (base > contig_end_) cap = std::min(cap, contig_end_);
-  lock.unlock();
+  lock.Unlock();
   if (cap < data_end) Bump(counters_->capped_commits);
   if (buf->Complete(stripe_size_)) {
     st = client_->Write(ino_, base, buf->bytes.first(stripe_size_), cap);
@@ -329,7 +338,7 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
     // it retires, while `this` is still ours).
     TimesHold times;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (buffers_.empty() && inflight_.size() == 1 &&
           inflight_.begin()->second == buf && unsized_end_ == 0)
         times = Held();
@@ -337,7 +346,7 @@ Status StripeWriter::SendBuffer(const BufferPtr& buf, FlushReason why,
     if (times.gen != 0) {
       Status ts = StoreTimes(times, 0);
       if (!ts.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         Bump(counters_->deferred_errors);
         if (deferred_.ok()) deferred_ = ts;
       }
@@ -380,8 +389,8 @@ Status StripeWriter::SendBatch(const std::vector<BufferPtr>& bufs,
                                FlushReason why) {
   std::vector<uint64_t> caps;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    SeedContig(lock);
+    UniqueMutexLock lock(&mu_);
+    SeedContig();
     caps = BatchCaps(bufs);
   }
   std::vector<StripeWriteRequest> reqs;
@@ -418,11 +427,14 @@ Status StripeWriter::Dispatch(const BufferPtr& buf, FlushReason why,
   StripeSender* sender = options_.sender;
   if (!sender) return SendBuffer(buf, why, defer);
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueMutexLock lock(&mu_);
     const size_t window = std::max<size_t>(options_.file_window, 1);
     if (sending_ >= window) {
       Bump(counters_->file_window_waits);
-      cv_.wait(lock, [&] { return sending_ < window; });
+      cv_.wait(lock.native(), [&] {
+        mu_.AssertHeld();
+        return sending_ < window;
+      });
     }
     ++sending_;
     buf->async = true;
@@ -431,9 +443,10 @@ Status StripeWriter::Dispatch(const BufferPtr& buf, FlushReason why,
   return Status::Ok();
 }
 
-void StripeWriter::WaitRetired(std::unique_lock<std::mutex>& lock,
+void StripeWriter::WaitRetired(UniqueMutexLock& lock,
                                const std::vector<BufferPtr>& bufs) {
-  cv_.wait(lock, [&] {
+  cv_.wait(lock.native(), [&] {
+    mu_.AssertHeld();
     for (const auto& b : bufs) {
       auto it = inflight_.find(b->stripe);
       if (it != inflight_.end() && it->second == b) return false;
@@ -475,12 +488,15 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data,
         kept = std::make_shared<BufferPool::Lease>(std::move(l));
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueMutexLock lock(&mu_);
     BufferPtr send;
     if (whole && (!options_.sender || kept) && buffers_.count(s) == 0) {
       // A whole stripe with nothing buffered: send it from the request
       // (synchronously, or pipelined from the kept request buffer).
-      cv_.wait(lock, [&] { return inflight_.count(s) == 0; });
+      cv_.wait(lock.native(), [&] {
+        mu_.AssertHeld();
+        return inflight_.count(s) == 0;
+      });
       if (buffers_.count(s) == 0) {
         send = std::make_shared<Buffer>();
         send->stripe = s;
@@ -507,7 +523,7 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data,
       buffered_end_ = std::max(buffered_end_, abs + n);
       if (b->Complete(S)) send = TakeForSend(lock, s);
     }
-    lock.unlock();
+    lock.Unlock();
     // A failed copied buffer may hold bytes of earlier WRITEs that were
     // acknowledged already: the next Flush() must report it too.
     if (send) {
@@ -533,7 +549,7 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
   const uint64_t S = stripe_size_;
   const uint64_t want_end = offset + out.size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     buffered_end = buffered_end_;
     unsized_end = unsized_end_;
     epoch = size_epoch_;
@@ -564,7 +580,7 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
     auto attr = meta_->GetAttr(ino_);
     if (!attr.ok()) return attr.status();
     size = attr->size;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (size_epoch_ == epoch) {
       cached_size_ = size;
       cached_size_epoch_ = epoch;
@@ -591,7 +607,7 @@ Result<size_t> StripeWriter::Read(uint64_t offset, std::span<uint8_t> out) {
 
 Status StripeWriter::Flush(FlushReason why) {
   Status first;
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(&mu_);
   // Only what is buffered or in flight now: stripes buffered later are not
   // waited for (a continuous writer must not starve fsync).
   std::vector<uint64_t> stripes;
@@ -612,9 +628,9 @@ Status StripeWriter::Flush(FlushReason why) {
   if (!batch.empty()) {
     // Every dirty stripe in one batch, sent from this thread (it waits
     // anyway): made in parallel, committed by one metadata call.
-    lock.unlock();
+    lock.Unlock();
     first = SendBatch(batch, why);
-    lock.lock();
+    lock.Lock();
   }
   WaitRetired(lock, pending);
   if (first.ok() && !deferred_.ok()) {
@@ -623,7 +639,7 @@ Status StripeWriter::Flush(FlushReason why) {
     Bump(counters_->reported_errors);
   }
   const uint64_t raise = RaiseTarget();
-  lock.unlock();
+  lock.Unlock();
   if (first.ok() && (raise > 0 || times.gen != 0))
     first = StoreTimes(times, raise);
   return first;
@@ -631,8 +647,9 @@ Status StripeWriter::Flush(FlushReason why) {
 
 void StripeWriter::FlushIdle(Clock::time_point cutoff,
                              Clock::time_point frontier_cutoff) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(&mu_);
   auto due = [&](uint64_t s, const Buffer& b) {
+    mu_.AssertHeld();  // called with `lock` held
     const bool frontier =
         b.valid.size() == 1 && buffered_end_ > 0 &&
         s * stripe_size_ + b.valid.begin()->second == buffered_end_;
@@ -648,24 +665,24 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff,
     if (it == buffers_.end() || !due(s, *it->second)) continue;
     BufferPtr buf = TakeForSend(lock, s);
     if (!buf) continue;
-    lock.unlock();
+    lock.Unlock();
     (void)Dispatch(buf, FlushReason::kIdle, true);
-    lock.lock();
+    lock.Lock();
   }
   // A writer that stopped without fsync: EOF catches up with its data once
   // nothing is pending below it (a failure is retried by Flush()).
   uint64_t raise = inflight_.empty() ? RaiseTarget() : 0;
   if (raise > contig_end_) raise = contig_end_ > raised_to_ ? contig_end_ : 0;
-  lock.unlock();
+  lock.Unlock();
   if (raise > 0) (void)RaiseSize(raise);
   // Times held with nothing pending (their data went in meanwhile).
-  lock.lock();
+  lock.Lock();
   const TimesHold times = Idle() ? Held() : TimesHold{};
-  lock.unlock();
+  lock.Unlock();
   if (times.gen != 0) {
     Status ts = StoreTimes(times, 0);
     if (!ts.ok()) {
-      lock.lock();
+      MutexLock relock(&mu_);
       Bump(counters_->deferred_errors);
       if (deferred_.ok()) deferred_ = ts;
     }
@@ -673,24 +690,24 @@ void StripeWriter::FlushIdle(Clock::time_point cutoff,
 }
 
 bool StripeWriter::FlushOldest(FlushReason why) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(&mu_);
   if (buffers_.empty()) return false;
   auto oldest = buffers_.begin();
   for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
     if (it->second->last_write < oldest->second->last_write) oldest = it;
   }
   BufferPtr buf = TakeForSend(lock, oldest->first);
-  lock.unlock();
+  lock.Unlock();
   if (!buf) return true;
   (void)Dispatch(buf, why, true);
-  lock.lock();
+  lock.Lock();
   WaitRetired(lock, {buf});  // the memory is freed when this returns
   return true;
 }
 
 Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const uint64_t S = stripe_size_;
     for (auto it = buffers_.lower_bound(new_size / S); it != buffers_.end();) {
       Buffer& b = *it->second;
@@ -713,7 +730,7 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
   }
   STRIPEFS_RETURN_IF_ERROR(Flush(FlushReason::kTruncate));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     unsized_end_ = std::min(unsized_end_, new_size);
     raised_to_ = std::min(raised_to_, new_size);
     ++size_epoch_;
@@ -722,11 +739,11 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
   if (!attr.ok()) return attr.status();
   auto resized = client_->Truncate(ino_, attr->size, new_size);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++size_epoch_;  // whatever the outcome
   }
   if (resized.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     committed_above_.clear();
     contig_end_ = resized->size;
     contig_known_ = true;
@@ -735,24 +752,24 @@ Result<InodeAttr> StripeWriter::Truncate(uint64_t new_size) {
 }
 
 Clock::time_point StripeWriter::OldestWrite() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto t = Clock::time_point::max();
   for (const auto& [s, b] : buffers_) t = std::min(t, b->last_write);
   return t;
 }
 
 uint64_t StripeWriter::BufferedEnd() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::max(buffered_end_, unsized_end_);
 }
 
 bool StripeWriter::HasBuffered() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return !buffers_.empty() || !inflight_.empty();
 }
 
 std::vector<uint64_t> StripeWriter::BufferedStripes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<uint64_t> out;
   for (const auto& [s, b] : buffers_) out.push_back(s);
   for (const auto& [s, b] : inflight_) out.push_back(s);
@@ -762,16 +779,19 @@ std::vector<uint64_t> StripeWriter::BufferedStripes() const {
 }
 
 void StripeWriter::ForgetCommittedSize() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++size_epoch_;
 }
 
 void StripeWriter::Discard() {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueMutexLock lock(&mu_);
   for (auto& [s, b] : buffers_)
     budget_->Add(-static_cast<int64_t>(b->owned.size()));
   buffers_.clear();
-  cv_.wait(lock, [&] { return inflight_.empty(); });
+  cv_.wait(lock.native(), [&] {
+    mu_.AssertHeld();
+    return inflight_.empty();
+  });
   unsized_end_ = 0;
   committed_above_.clear();
   RecomputeEnd();

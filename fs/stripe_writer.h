@@ -107,7 +107,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -117,6 +116,7 @@
 #include "backend/meta/meta_service.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::fs {
 
@@ -171,9 +171,9 @@ class StripeSender {
 
  private:
   const size_t window_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  size_t in_use_ = 0;  // guarded by mu_
+  size_t in_use_ STRIPEFS_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> full_waits_{0};
   ThreadPool pool_;  // last: destroyed (and drained) first
 };
@@ -311,57 +311,65 @@ class StripeWriter {
   // Sends `buf` (already moved to inflight_) and retires it. Called without
   // mu_. Returns the backend status; with `defer`, a failure is also
   // remembered for the next Flush() (before the buffer retires).
-  Status SendBuffer(const BufferPtr& buf, FlushReason why, bool defer);
+  Status SendBuffer(const BufferPtr& buf, FlushReason why, bool defer)
+      STRIPEFS_EXCLUDES(mu_);
   // Flush(): sends `bufs` (distinct stripes, sorted, already in inflight_)
   // as one WriteStripes batch and retires them. Called without mu_.
-  Status SendBatch(const std::vector<BufferPtr>& bufs, FlushReason why);
+  Status SendBatch(const std::vector<BufferPtr>& bufs, FlushReason why)
+      STRIPEFS_EXCLUDES(mu_);
   // Commit-size caps of a batch's members (see SizeCap). Lock held.
-  std::vector<uint64_t> BatchCaps(const std::vector<BufferPtr>& bufs) const;
-  // Seeds contig_end_ from the committed size, once (may drop the lock).
-  void SeedContig(std::unique_lock<std::mutex>& lock);
+  std::vector<uint64_t> BatchCaps(const std::vector<BufferPtr>& bufs) const
+      STRIPEFS_REQUIRES(mu_);
+  // Seeds contig_end_ from the committed size, once (drops mu_ around the
+  // GetAttr).
+  void SeedContig() STRIPEFS_REQUIRES(mu_);
   // File offset where `buf`'s data ends (its stripe start if empty).
   uint64_t DataEnd(const Buffer& buf) const;
   // Sends `buf` now (no sender: returns its status) or hands it to the
   // sender once the file window has room (returns OK; errors deferred).
-  Status Dispatch(const BufferPtr& buf, FlushReason why, bool defer);
+  Status Dispatch(const BufferPtr& buf, FlushReason why, bool defer)
+      STRIPEFS_EXCLUDES(mu_);
   // Commit-size cap for `stripe`: the start of the lowest other pending
   // stripe below it, else UINT64_MAX. Lock held.
-  uint64_t SizeCap(uint64_t stripe) const;
+  uint64_t SizeCap(uint64_t stripe) const STRIPEFS_REQUIRES(mu_);
   // Where EOF may be raised to now: min(unsized_end_, start of the lowest
   // pending stripe); 0 if nothing to raise. Lock held.
-  uint64_t RaiseTarget() const;
+  uint64_t RaiseTarget() const STRIPEFS_REQUIRES(mu_);
   // Raises the committed size to at least `target` (0: no raise), then
   // forgets unsized_end_ up to it; with `times`, the same SetAttr stores
   // them. Called without mu_.
-  Status RaiseSize(uint64_t target, const Times* times = nullptr);
+  Status RaiseSize(uint64_t target, const Times* times = nullptr)
+      STRIPEFS_EXCLUDES(mu_);
   // Held times numbered by hold (gen 0: none).
   struct TimesHold {
     Times times;
     uint64_t gen = 0;
   };
   // The held times not stored yet (gen 0 if none). Lock held.
-  TimesHold Held() const;
+  TimesHold Held() const STRIPEFS_REQUIRES(mu_);
   // Nothing buffered, in flight or unsized. Lock held.
-  bool Idle() const;
+  bool Idle() const STRIPEFS_REQUIRES(mu_);
   // Stores `hold` (skipped if a later hold was stored) together with a
   // size raise to `raise` (0: none), then, while the writer is idle, any
   // times held meanwhile. Called without mu_; serialized by store_mu_.
-  Status StoreTimes(const TimesHold& hold, uint64_t raise);
+  Status StoreTimes(const TimesHold& hold, uint64_t raise)
+      STRIPEFS_EXCLUDES(mu_, store_mu_);
   // Waits until none of `bufs` is in flight any more. Lock held.
-  void WaitRetired(std::unique_lock<std::mutex>& lock,
-                   const std::vector<BufferPtr>& bufs);
+  void WaitRetired(UniqueMutexLock& lock, const std::vector<BufferPtr>& bufs)
+      STRIPEFS_REQUIRES(mu_);
   // Moves buffers_[stripe] to inflight_ once no write of that stripe is in
   // flight; lock held on entry and exit (may wait). Null if gone meanwhile.
-  BufferPtr TakeForSend(std::unique_lock<std::mutex>& lock, uint64_t stripe);
+  BufferPtr TakeForSend(UniqueMutexLock& lock, uint64_t stripe)
+      STRIPEFS_REQUIRES(mu_);
   // Removes `buf` from inflight_ and remembers `deferred` (if not OK) and
   // `committed_end` (data committed past its size, 0 if none) in the same
   // critical section; `committed`: its data is now in the backend.
   void Retire(const BufferPtr& buf, const Status& deferred, bool committed,
-              uint64_t unsized_end);
+              uint64_t unsized_end) STRIPEFS_EXCLUDES(mu_);
   // Records [start, end) as committed for the contiguity rule. Lock held.
-  void NoteCommitted(uint64_t start, uint64_t end);
+  void NoteCommitted(uint64_t start, uint64_t end) STRIPEFS_REQUIRES(mu_);
   std::chrono::steady_clock::time_point Now() const;
-  void RecomputeEnd();  // lock held
+  void RecomputeEnd() STRIPEFS_REQUIRES(mu_);
 
   const uint64_t ino_;
   StripeClient* const client_;
@@ -373,35 +381,47 @@ class StripeWriter {
   std::unique_ptr<BufferPool> own_pool_;  // when options.pool is null
   BufferPool* const pool_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;              // an in-flight write retired
-  std::map<uint64_t, BufferPtr> buffers_;   // stripe -> newest data
-  std::map<uint64_t, BufferPtr> inflight_;  // stripe -> being written
-  uint64_t buffered_end_ = 0;
+  // Guards the two maps, the Buffers in buffers_ and the size and times
+  // bookkeeping below. A Buffer in inflight_ is read by its sender without
+  // mu_ and changed by nobody else until it retires (Retire, under mu_).
+  mutable Mutex mu_;
+  std::condition_variable cv_;  // an in-flight write retired
+  // stripe -> newest data
+  std::map<uint64_t, BufferPtr> buffers_ STRIPEFS_GUARDED_BY(mu_);
+  // stripe -> being written
+  std::map<uint64_t, BufferPtr> inflight_ STRIPEFS_GUARDED_BY(mu_);
+  uint64_t buffered_end_ STRIPEFS_GUARDED_BY(mu_) = 0;
   // End of committed data whose commit was capped below it (see the size
   // rule); 0 once the committed size covers it.
-  uint64_t unsized_end_ = 0;
-  uint64_t raised_to_ = 0;  // highest size RaiseSize() committed
+  uint64_t unsized_end_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  // Highest size RaiseSize() committed.
+  uint64_t raised_to_ STRIPEFS_GUARDED_BY(mu_) = 0;
   // Committed data is contiguous from 0 to contig_end_ (holes included
   // once the size covered them); committed_above_ holds what this writer
   // committed past a gap (start -> end). A commit past the gap keeps the
   // size at contig_end_: the gap may be data still on its way.
-  bool contig_known_ = false;  // contig_end_ seeded from GetAttr
-  uint64_t contig_end_ = 0;
-  std::map<uint64_t, uint64_t> committed_above_;
-  size_t sending_ = 0;  // buffers handed to the sender, not yet retired
+  // contig_known_: contig_end_ seeded from GetAttr.
+  bool contig_known_ STRIPEFS_GUARDED_BY(mu_) = false;
+  uint64_t contig_end_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, uint64_t> committed_above_ STRIPEFS_GUARDED_BY(mu_);
+  // Buffers handed to the sender, not yet retired.
+  size_t sending_ STRIPEFS_GUARDED_BY(mu_) = 0;
   // Read()'s copy of the committed size: valid while size_epoch_ equals
   // cached_size_epoch_. size_epoch_ moves with every change of the
   // committed size this writer makes or is told of.
-  uint64_t size_epoch_ = 1;
-  uint64_t cached_size_epoch_ = 0;
-  uint64_t cached_size_ = 0;
-  Status deferred_;        // first error of a background send not yet reported
-  Times held_;             // merged holds not stored yet
-  uint64_t hold_gen_ = 0;  // number of the newest hold
-  uint64_t stored_gen_ = 0;     // newest hold stored (or dropped)
-  bool storing_times_ = false;  // a StoreTimes() is running
-  std::mutex store_mu_;         // serializes StoreTimes(); taken before mu_
+  uint64_t size_epoch_ STRIPEFS_GUARDED_BY(mu_) = 1;
+  uint64_t cached_size_epoch_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  uint64_t cached_size_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  // First error of a background send not yet reported.
+  Status deferred_ STRIPEFS_GUARDED_BY(mu_);
+  Times held_ STRIPEFS_GUARDED_BY(mu_);  // merged holds not stored yet
+  // Number of the newest hold, and of the newest hold stored (or dropped).
+  uint64_t hold_gen_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  uint64_t stored_gen_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  // A StoreTimes() is running.
+  bool storing_times_ STRIPEFS_GUARDED_BY(mu_) = false;
+  // Serializes StoreTimes(); taken before mu_.
+  Mutex store_mu_ STRIPEFS_ACQUIRED_BEFORE(mu_);
 };
 
 }  // namespace stripefs::fs

@@ -53,7 +53,7 @@ MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
 MetaStore::~MetaStore() {
   if (syncer_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(syncer_mu_);
+      MutexLock lock(&syncer_mu_);
       stopping_ = true;
     }
     syncer_cv_.notify_all();
@@ -63,14 +63,17 @@ MetaStore::~MetaStore() {
 }
 
 void MetaStore::SyncLoop() {
-  std::unique_lock<std::mutex> lock(syncer_mu_);
-  while (!syncer_cv_.wait_for(lock, options_.namespace_sync_delay,
-                              [&] { return stopping_; })) {
-    lock.unlock();
+  UniqueMutexLock lock(&syncer_mu_);
+  while (
+      !syncer_cv_.wait_for(lock.native(), options_.namespace_sync_delay, [&] {
+        syncer_mu_.AssertHeld();
+        return stopping_;
+      })) {
+    lock.Unlock();
     // Cheap when nothing new was written (WaitDurable returns at once). A
     // failed sync is retried next round and reported by the next Sync().
     (void)kv_->WaitDurable(kv_->last_ticket());
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -244,13 +247,18 @@ Status MetaStore::LoadState() {
   STRIPEFS_ASSIGN_OR_RETURN(geometry_, DecodeGeometry(v));
   STRIPEFS_ASSIGN_OR_RETURN(v,
                             Get(MetaKey(kMetaVersionLimit), "version counter"));
-  STRIPEFS_ASSIGN_OR_RETURN(version_limit_, DecodeU64(v));
-  // Versions below the durable limit may have been handed out before a
-  // restart: never hand them out again.
-  next_version_ = version_limit_;
+  STRIPEFS_ASSIGN_OR_RETURN(uint64_t version_limit, DecodeU64(v));
+  {
+    // Nobody else sees the store yet; the lock is for the analysis.
+    MutexLock lock(&mu_);
+    version_limit_ = version_limit;
+    // Versions below the durable limit may have been handed out before a
+    // restart: never hand them out again.
+    next_version_ = version_limit_;
+    // No inode block leased yet: the first create leases one.
+    next_inode_ = inode_limit_ = 0;
+  }
   STRIPEFS_RETURN_IF_ERROR(LoadVolumeUuid());
-  // No inode block leased yet: the first create leases one.
-  next_inode_ = inode_limit_ = 0;
   if (!IsEtcdLocation(dir_)) {
     stats_key_ = MetaKey(kMetaStats);  // one process: no shards
     return Status::Ok();

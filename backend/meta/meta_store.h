@@ -51,6 +51,7 @@
 #include "backend/meta/meta_service.h"
 #include "backend/meta/meta_types.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs {
 
@@ -260,7 +261,7 @@ class MetaStore final : public MetaService {
   // mu_ held. Needs no durability wait: the lease is committed before any
   // mutation that uses a number from it (RocksDB's WAL keeps that order,
   // etcd commits durably).
-  Result<uint64_t> TakeInode();
+  Result<uint64_t> TakeInode() STRIPEFS_REQUIRES(mu_);
   // Adds every stats shard into the base record and deletes the shards
   // (batches within the engine's transaction bound). Safe while other
   // MetaStores run: shard updates are read-modify-writes, so they conflict.
@@ -284,11 +285,15 @@ class MetaStore final : public MetaService {
   // on the strength of them); kNamespace may return before it when
   // options_.namespace_sync_delay is set (see MetaStoreOptions).
   enum class Ack { kDurable, kNamespace };
+  // `f` runs with mu_ held; the analysis cannot see that from inside the
+  // lambda, so an `f` that touches mu_'s fields starts with
+  // mu_.AssertHeld().
   template <typename F>
+  STRIPEFS_EXCLUDES(mu_)
   auto Mutate(F&& f, Ack ack = Ack::kDurable) -> decltype(f()) {
     uint64_t target = 0;
     auto result = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (int attempt = 1;; ++attempt) {
         auto r = f();
         if (StatusOf(r).code() != kKvConflict || attempt == kMaxAttempts) {
@@ -359,12 +364,12 @@ class MetaStore final : public MetaService {
                          bool stamp, std::vector<ObsoleteStripe>* obsolete);
   // EINVAL unless `version` was handed out by AllocateVersions (here or by
   // another MetaStore of the volume).
-  Status CheckAllocated(uint64_t version);
+  Status CheckAllocated(uint64_t version) STRIPEFS_REQUIRES(mu_);
   // Whether `ancestor` is `ino` or one of its ancestors (via '..').
   Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
 
   // Syncs the WAL every options_.namespace_sync_delay until stopping_.
-  void SyncLoop();
+  void SyncLoop() STRIPEFS_EXCLUDES(syncer_mu_);
 
   const std::string dir_;
   const MetaStoreOptions options_;
@@ -372,26 +377,28 @@ class MetaStore final : public MetaService {
   Geometry geometry_;         // immutable once the volume exists
   VolumeUuid volume_uuid_{};  // immutable once open
 
-  std::mutex mu_;  // serialises mutations; guards the fields below
+  Mutex mu_;  // serialises mutations (Mutate, AllocateVersions)
   // This process's reserved range of versions: [next_version_,
   // version_limit_) is durably reserved and not yet handed out.
-  uint64_t next_version_ = 0;
-  uint64_t version_limit_ = 0;
-  uint64_t version_limit_seq_ = 0;  // commit ticket of the last reservation
+  uint64_t next_version_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  uint64_t version_limit_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  // Commit ticket of the last reservation.
+  uint64_t version_limit_seq_ STRIPEFS_GUARDED_BY(mu_) = 0;
   // This MetaStore's leased inode numbers: [next_inode_, inode_limit_).
-  uint64_t next_inode_ = 0;
-  uint64_t inode_limit_ = 0;
+  uint64_t next_inode_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  uint64_t inode_limit_ STRIPEFS_GUARDED_BY(mu_) = 0;
   // The stats record this MetaStore writes: the base M stats on RocksDB
-  // (one process), its own shard M stats/<random id> on etcd.
+  // (one process), its own shard M stats/<random id> on etcd. Set by
+  // LoadState before the store is shared, then immutable.
   std::string stats_key_;
   std::atomic<uint64_t> conflicts_{0};
   std::atomic<uint64_t> lease_conflicts_{0};
 
   // The background WAL sync of lazily acknowledged namespace mutations.
-  std::mutex syncer_mu_;
+  Mutex syncer_mu_;
   std::condition_variable syncer_cv_;
-  bool stopping_ = false;  // guarded by syncer_mu_
-  std::thread syncer_;     // runs only with a namespace_sync_delay
+  bool stopping_ STRIPEFS_GUARDED_BY(syncer_mu_) = false;
+  std::thread syncer_;  // runs only with a namespace_sync_delay
 };
 
 }  // namespace stripefs

@@ -45,6 +45,7 @@ MetaStore::Mutation::Mutation(MetaStore* s)
     : store_(s), txn_(s->kv_->Begin()), now_(meta_internal::Now()) {}
 
 MetaStore::Mutation::~Mutation() {
+  store_->mu_.AssertHeld();  // a Mutation lives inside Mutate
   if (committed_) return;
   for (auto it = taken_.rbegin(); it != taken_.rend(); ++it) {
     if (*it + 1 == store_->next_inode_) store_->next_inode_--;
@@ -96,6 +97,7 @@ Result<InodeRecord*> MetaStore::Mutation::ModifyDir(uint64_t ino) {
 }
 
 Result<InodeRecord*> MetaStore::Mutation::NewInode() {
+  store_->mu_.AssertHeld();  // a Mutation lives inside Mutate
   STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino, store_->TakeInode());
   taken_.push_back(ino);
   InodeRecord& rec = inodes_[ino];

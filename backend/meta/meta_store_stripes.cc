@@ -79,7 +79,7 @@ Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
   uint64_t first = 0;
   uint64_t reserved_seq = 0;  // the write that made `first` durable
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (next_version_ >
         std::numeric_limits<uint64_t>::max() - count - options_.version_batch) {
       return Status(EOVERFLOW, "stripe version numbers exhausted");
@@ -250,6 +250,7 @@ Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
                                     std::vector<ObsoleteStripe>* replaced) {
   const size_t replaced_before = replaced->size();
   return Mutate([&]() -> Status {
+    mu_.AssertHeld();  // Mutate runs this under mu_ (CheckAllocated)
     replaced->resize(replaced_before);
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
