@@ -367,6 +367,17 @@ class MetaStore final : public MetaService {
   Status CheckAllocated(uint64_t version) STRIPEFS_REQUIRES(mu_);
   // Whether `ancestor` is `ino` or one of its ancestors (via '..').
   Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
+  // Rename's steps, in m's transaction. RenameSides: the names, their
+  // directories and entries (meta_store_namespace.cc).
+  struct RenameSides;
+  // EINVAL if the rename would move a directory into its own subtree.
+  Status CheckRenameLoops(Mutation& m, const RenameSides& r, bool exchange);
+  // RENAME_EXCHANGE: the two entries swap targets.
+  Status RenameExchange(Mutation& m, const RenameSides& r);
+  // A plain rename (replacing the target if any, leaving a whiteout if
+  // asked); the replaced inode in *replaced.
+  Status RenameMove(Mutation& m, const RenameSides& r, bool whiteout,
+                    uint64_t* replaced);
 
   // Syncs the WAL every options_.namespace_sync_delay until stopping_.
   void SyncLoop() STRIPEFS_EXCLUDES(syncer_mu_);

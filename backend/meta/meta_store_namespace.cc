@@ -390,6 +390,21 @@ Status MetaStore::PutWhiteout(Mutation& m, uint64_t parent,
   return Status::Ok();
 }
 
+// One rename, as Rename's steps see it: the two names, their directories
+// (loaded for writing) and entries, and the moved inode.
+struct MetaStore::RenameSides {
+  uint64_t parent;
+  const std::string& name;
+  uint64_t new_parent;
+  const std::string& new_name;
+  InodeRecord* pdir;
+  InodeRecord* npdir;
+  DentryValue src;
+  std::optional<DentryValue> dst;
+  InodeRecord* srec;  // loaded for writing after the loop check
+  Timespec now;
+};
+
 Status MetaStore::Rename(uint64_t parent, const std::string& name,
                          uint64_t new_parent, const std::string& new_name,
                          uint32_t flags, uint64_t* replaced) {
@@ -429,93 +444,121 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
     // Both names already refer to the same inode: POSIX says do nothing.
     if (dst && dst->ino == src->ino) return Status::Ok();
 
-    const bool src_dir = IsDir(src->type);
-    const bool dst_dir = dst && IsDir(dst->type);
-    if (parent != new_parent) {
-      if (src_dir) {
-        STRIPEFS_ASSIGN_OR_RETURN(bool loop,
-                                  IsAncestor(m, src->ino, new_parent));
-        if (loop) {
-          return Status::InvalidArgument("cannot move directory '" + name +
-                                         "' into its own subtree");
-        }
-      }
-      if (exchange && dst_dir) {
-        STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, dst->ino, parent));
-        if (loop) {
-          return Status::InvalidArgument("cannot move directory '" + new_name +
-                                         "' into its own subtree");
-        }
-      }
-    }
-    STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * srec, m.Modify(src->ino));
-    const Timespec now = m.now();
-
+    RenameSides r{.parent = parent,
+                  .name = name,
+                  .new_parent = new_parent,
+                  .new_name = new_name,
+                  .pdir = pdir,
+                  .npdir = npdir,
+                  .src = *src,
+                  .dst = dst,
+                  .srec = nullptr,
+                  .now = m.now()};
+    STRIPEFS_RETURN_IF_ERROR(CheckRenameLoops(m, r, exchange));
+    STRIPEFS_ASSIGN_OR_RETURN(r.srec, m.Modify(src->ino));
     if (exchange) {
-      STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
-      // Each name keeps its cookie; only the targets swap.
-      m.PutDentry(parent, name, DentryValue{dst->ino, dst->type, src->seq});
-      m.PutDentry(new_parent, new_name,
-                  DentryValue{src->ino, src->type, dst->seq});
-      if (parent != new_parent) {
-        if (src_dir) {
-          srec->parent = new_parent;
-          pdir->attr.nlink--;
-          npdir->attr.nlink++;
-        }
-        if (dst_dir) {
-          drec->parent = parent;
-          npdir->attr.nlink--;
-          pdir->attr.nlink++;
-        }
-      }
-      drec->attr.ctime = now;
+      STRIPEFS_RETURN_IF_ERROR(RenameExchange(m, r));
     } else {
-      uint64_t seq;
-      if (dst) {
-        if (src_dir && !dst_dir) {
-          return Status(ENOTDIR, "cannot replace non-directory '" + new_name +
-                                     "' with directory '" + name + "'");
-        }
-        if (!src_dir && dst_dir) {
-          return Status(EISDIR, "cannot replace directory '" + new_name +
-                                    "' with non-directory '" + name + "'");
-        }
-        if (dst_dir) {
-          STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(dst->ino));
-          if (!empty) {
-            return Status(ENOTEMPTY,
-                          "directory '" + new_name + "' is not empty");
-          }
-          STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(dst->ino));
-          npdir->attr.nlink--;
-        } else {
-          STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst->ino));
-          if (drec->attr.nlink > 0) drec->attr.nlink--;
-          drec->attr.ctime = now;
-          if (drec->attr.nlink == 0) m.txn().Put(OrphanKey(dst->ino), "");
-        }
-        if (replaced) *replaced = dst->ino;
-        seq = dst->seq;  // the moved entry takes over the replaced one's slot
-      } else {
-        seq = npdir->next_seq++;
-      }
-      m.DeleteDentry(parent, name, src->seq);
-      m.PutDentry(new_parent, new_name, DentryValue{src->ino, src->type, seq});
-      if (flags & kRenameWhiteout) {
-        STRIPEFS_RETURN_IF_ERROR(PutWhiteout(m, parent, name, *srec, pdir));
-      }
-      if (src_dir && parent != new_parent) {
-        srec->parent = new_parent;
-        pdir->attr.nlink--;
-        npdir->attr.nlink++;
-      }
+      STRIPEFS_RETURN_IF_ERROR(
+          RenameMove(m, r, (flags & kRenameWhiteout) != 0, replaced));
     }
-    srec->attr.ctime = now;
-    pdir->attr.mtime = pdir->attr.ctime = now;
-    npdir->attr.mtime = npdir->attr.ctime = now;
+    r.srec->attr.ctime = r.now;
+    pdir->attr.mtime = pdir->attr.ctime = r.now;
+    npdir->attr.mtime = npdir->attr.ctime = r.now;
     return m.Commit();
   });
+}
+
+Status MetaStore::CheckRenameLoops(Mutation& m, const RenameSides& r,
+                                   bool exchange) {
+  if (r.parent == r.new_parent) return Status::Ok();
+  if (IsDir(r.src.type)) {
+    STRIPEFS_ASSIGN_OR_RETURN(bool loop,
+                              IsAncestor(m, r.src.ino, r.new_parent));
+    if (loop) {
+      return Status::InvalidArgument("cannot move directory '" + r.name +
+                                     "' into its own subtree");
+    }
+  }
+  if (exchange && IsDir(r.dst->type)) {
+    STRIPEFS_ASSIGN_OR_RETURN(bool loop, IsAncestor(m, r.dst->ino, r.parent));
+    if (loop) {
+      return Status::InvalidArgument("cannot move directory '" + r.new_name +
+                                     "' into its own subtree");
+    }
+  }
+  return Status::Ok();
+}
+
+Status MetaStore::RenameExchange(Mutation& m, const RenameSides& r) {
+  const DentryValue& src = r.src;
+  const DentryValue& dst = *r.dst;
+  STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst.ino));
+  // Each name keeps its cookie; only the targets swap.
+  m.PutDentry(r.parent, r.name, DentryValue{dst.ino, dst.type, src.seq});
+  m.PutDentry(r.new_parent, r.new_name,
+              DentryValue{src.ino, src.type, dst.seq});
+  if (r.parent != r.new_parent) {
+    if (IsDir(src.type)) {
+      r.srec->parent = r.new_parent;
+      r.pdir->attr.nlink--;
+      r.npdir->attr.nlink++;
+    }
+    if (IsDir(dst.type)) {
+      drec->parent = r.parent;
+      r.npdir->attr.nlink--;
+      r.pdir->attr.nlink++;
+    }
+  }
+  drec->attr.ctime = r.now;
+  return Status::Ok();
+}
+
+Status MetaStore::RenameMove(Mutation& m, const RenameSides& r, bool whiteout,
+                             uint64_t* replaced) {
+  const DentryValue& src = r.src;
+  const bool src_dir = IsDir(src.type);
+  uint64_t seq;
+  if (r.dst) {
+    const DentryValue& dst = *r.dst;
+    const bool dst_dir = IsDir(dst.type);
+    if (src_dir && !dst_dir) {
+      return Status(ENOTDIR, "cannot replace non-directory '" + r.new_name +
+                                 "' with directory '" + r.name + "'");
+    }
+    if (!src_dir && dst_dir) {
+      return Status(EISDIR, "cannot replace directory '" + r.new_name +
+                                "' with non-directory '" + r.name + "'");
+    }
+    if (dst_dir) {
+      STRIPEFS_ASSIGN_OR_RETURN(bool empty, m.DirIsEmpty(dst.ino));
+      if (!empty) {
+        return Status(ENOTEMPTY, "directory '" + r.new_name + "' is not empty");
+      }
+      STRIPEFS_RETURN_IF_ERROR(m.OrphanDirectory(dst.ino));
+      r.npdir->attr.nlink--;
+    } else {
+      STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * drec, m.Modify(dst.ino));
+      if (drec->attr.nlink > 0) drec->attr.nlink--;
+      drec->attr.ctime = r.now;
+      if (drec->attr.nlink == 0) m.txn().Put(OrphanKey(dst.ino), "");
+    }
+    if (replaced) *replaced = dst.ino;
+    seq = dst.seq;  // the moved entry takes over the replaced one's slot
+  } else {
+    seq = r.npdir->next_seq++;
+  }
+  m.DeleteDentry(r.parent, r.name, src.seq);
+  m.PutDentry(r.new_parent, r.new_name, DentryValue{src.ino, src.type, seq});
+  if (whiteout) {
+    STRIPEFS_RETURN_IF_ERROR(PutWhiteout(m, r.parent, r.name, *r.srec, r.pdir));
+  }
+  if (src_dir && r.parent != r.new_parent) {
+    r.srec->parent = r.new_parent;
+    r.pdir->attr.nlink--;
+    r.npdir->attr.nlink++;
+  }
+  return Status::Ok();
 }
 
 }  // namespace stripefs
