@@ -1,6 +1,6 @@
 // MetaStore's lifecycle: create, open and state loading, the volume UUID,
-// the inode-number lease, the statistics record and its shards, and the
-// background WAL sync of lazily acknowledged namespace mutations. The other
+// the statistics record and its shards, and the background WAL sync of
+// lazily acknowledged namespace mutations. The other
 // operations live in meta_store_*.cc (list in meta_store_mutation.h).
 #include "backend/meta/meta_store.h"
 
@@ -44,7 +44,11 @@ std::string NewVolumeUuid() {
 
 MetaStore::MetaStore(std::string dir, MetaStoreOptions options,
                      std::unique_ptr<KvStore> kv)
-    : dir_(std::move(dir)), options_(options), kv_(std::move(kv)) {
+    : dir_(std::move(dir)),
+      options_(options),
+      kv_(std::move(kv)),
+      versions_(kv_.get(), options_.version_batch),
+      inodes_(kv_.get(), options_.inode_batch) {
   if (options_.sync && options_.namespace_sync_delay.count() > 0) {
     syncer_ = std::thread([this] { SyncLoop(); });
   }
@@ -119,12 +123,6 @@ Result<std::unique_ptr<KvStore>> MetaStore::OpenKv(
   STRIPEFS_ASSIGN_OR_RETURN(std::unique_ptr<RocksKv> kv,
                             RocksKv::Open(location, create));
   return std::unique_ptr<KvStore>(std::move(kv));
-}
-
-void MetaStore::BackOff(int attempt) {
-  // Up to ~10 ms, so metads that collide retry at different times.
-  std::this_thread::sleep_for(
-      std::chrono::microseconds(100 * std::min(attempt, 100)));
 }
 
 Result<std::unique_ptr<MetaStore>> MetaStore::Create(
@@ -249,14 +247,10 @@ Status MetaStore::LoadState() {
                             Get(MetaKey(kMetaVersionLimit), "version counter"));
   STRIPEFS_ASSIGN_OR_RETURN(uint64_t version_limit, DecodeU64(v));
   {
-    // Nobody else sees the store yet; the lock is for the analysis.
+    // Nobody else sees the store yet; the lock is for the analysis. No
+    // inode block is leased yet: the first create leases one.
     MutexLock lock(&mu_);
-    version_limit_ = version_limit;
-    // Versions below the durable limit may have been handed out before a
-    // restart: never hand them out again.
-    next_version_ = version_limit_;
-    // No inode block leased yet: the first create leases one.
-    next_inode_ = inode_limit_ = 0;
+    versions_.Resume(version_limit);
   }
   STRIPEFS_RETURN_IF_ERROR(LoadVolumeUuid());
   if (!IsEtcdLocation(dir_)) {
@@ -287,38 +281,12 @@ Status MetaStore::LoadVolumeUuid() {
     // A volume made before volumes had a UUID gets one now.
     txn->Put(MetaKey(kMetaVolumeUuid), NewVolumeUuid());
     auto ticket = txn->Commit();
-    if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
-      BackOff(attempt);
+    if (ticket.status().code() == kKvConflict && attempt < kKvMaxAttempts) {
+      KvBackOff(attempt);
       continue;  // another opener wrote it: read theirs
     }
     STRIPEFS_RETURN_IF_ERROR(ticket.status());
     STRIPEFS_RETURN_IF_ERROR(kv_->WaitDurable(*ticket));
-  }
-}
-
-Result<uint64_t> MetaStore::TakeInode() {
-  if (next_inode_ < inode_limit_) return next_inode_++;
-  const uint64_t batch = std::max<uint32_t>(options_.inode_batch, 1);
-  for (int attempt = 1;; ++attempt) {
-    std::unique_ptr<KvTxn> txn = kv_->Begin();
-    STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
-                              txn->Get(MetaKey(kMetaNextInode)));
-    if (!v) return Status::Corruption("inode counter is missing");
-    STRIPEFS_ASSIGN_OR_RETURN(uint64_t start, DecodeU64(*v));
-    if (start > std::numeric_limits<uint64_t>::max() - batch) {
-      return Status(EOVERFLOW, "inode numbers exhausted");
-    }
-    txn->Put(MetaKey(kMetaNextInode), EncodeU64(start + batch));
-    auto ticket = txn->Commit();
-    if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
-      lease_conflicts_.fetch_add(1, std::memory_order_relaxed);
-      BackOff(attempt);
-      continue;
-    }
-    STRIPEFS_RETURN_IF_ERROR(ticket.status());
-    next_inode_ = start;
-    inode_limit_ = start + batch;
-    return next_inode_++;
   }
 }
 

@@ -46,10 +46,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/meta/inode_lease.h"
+#include "backend/meta/kv_retry.h"
 #include "backend/meta/kv_store.h"
 #include "backend/meta/meta_schema.h"
 #include "backend/meta/meta_service.h"
 #include "backend/meta/meta_types.h"
+#include "backend/meta/version_reservation.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 
@@ -256,12 +259,6 @@ class MetaStore final : public MetaService {
   Status LoadState();
   // Reads M volume_uuid, writing a new one first for an older volume.
   Status LoadVolumeUuid();
-  // The next inode number of this MetaStore's leased block, leasing a new
-  // block (its own transaction on M next_inode) when it is used up. With
-  // mu_ held. Needs no durability wait: the lease is committed before any
-  // mutation that uses a number from it (RocksDB's WAL keeps that order,
-  // etcd commits durably).
-  Result<uint64_t> TakeInode() STRIPEFS_REQUIRES(mu_);
   // Adds every stats shard into the base record and deletes the shards
   // (batches within the engine's transaction bound). Safe while other
   // MetaStores run: shard updates are read-modify-writes, so they conflict.
@@ -296,12 +293,12 @@ class MetaStore final : public MetaService {
       MutexLock lock(&mu_);
       for (int attempt = 1;; ++attempt) {
         auto r = f();
-        if (StatusOf(r).code() != kKvConflict || attempt == kMaxAttempts) {
+        if (StatusOf(r).code() != kKvConflict || attempt == kKvMaxAttempts) {
           target = kv_->last_ticket();
           return r;
         }
         conflicts_.fetch_add(1, std::memory_order_relaxed);
-        BackOff(attempt);
+        KvBackOff(attempt);
       }
     }();
     if (options_.sync &&
@@ -322,8 +319,6 @@ class MetaStore final : public MetaService {
     return Mutate(std::forward<F>(f),
                   durable ? Ack::kDurable : Ack::kNamespace);
   }
-  static constexpr int kMaxAttempts = 64;
-  static void BackOff(int attempt);
   // Argument checks of one stripe of a commit that need no state.
   Status ValidateStripeCommit(const StripeCommit& c) const;
   // MkNode with an empty name: an O_TMPFILE inode (nlink 0, an orphan).
@@ -362,9 +357,6 @@ class MetaStore final : public MetaService {
   // DropStripes(KeepTimes): `stamp` sets mtime and ctime to now.
   Status DropStripesImpl(uint64_t ino, uint64_t first, uint64_t count,
                          bool stamp, std::vector<ObsoleteStripe>* obsolete);
-  // EINVAL unless `version` was handed out by AllocateVersions (here or by
-  // another MetaStore of the volume).
-  Status CheckAllocated(uint64_t version) STRIPEFS_REQUIRES(mu_);
   // Whether `ancestor` is `ino` or one of its ancestors (via '..').
   Result<bool> IsAncestor(Mutation& m, uint64_t ancestor, uint64_t ino);
   // Rename's steps, in m's transaction. RenameSides: the names, their
@@ -389,15 +381,9 @@ class MetaStore final : public MetaService {
   VolumeUuid volume_uuid_{};  // immutable once open
 
   Mutex mu_;  // serialises mutations (Mutate, AllocateVersions)
-  // This process's reserved range of versions: [next_version_,
-  // version_limit_) is durably reserved and not yet handed out.
-  uint64_t next_version_ STRIPEFS_GUARDED_BY(mu_) = 0;
-  uint64_t version_limit_ STRIPEFS_GUARDED_BY(mu_) = 0;
-  // Commit ticket of the last reservation.
-  uint64_t version_limit_seq_ STRIPEFS_GUARDED_BY(mu_) = 0;
-  // This MetaStore's leased inode numbers: [next_inode_, inode_limit_).
-  uint64_t next_inode_ STRIPEFS_GUARDED_BY(mu_) = 0;
-  uint64_t inode_limit_ STRIPEFS_GUARDED_BY(mu_) = 0;
+  // The stripe versions and inode numbers this MetaStore hands out.
+  VersionReservation versions_ STRIPEFS_GUARDED_BY(mu_);
+  InodeLease inodes_ STRIPEFS_GUARDED_BY(mu_);
   // The stats record this MetaStore writes: the base M stats on RocksDB
   // (one process), its own shard M stats/<random id> on etcd. Set by
   // LoadState before the store is shared, then immutable.

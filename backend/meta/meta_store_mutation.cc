@@ -48,7 +48,7 @@ MetaStore::Mutation::~Mutation() {
   store_->mu_.AssertHeld();  // a Mutation lives inside Mutate
   if (committed_) return;
   for (auto it = taken_.rbegin(); it != taken_.rend(); ++it) {
-    if (*it + 1 == store_->next_inode_) store_->next_inode_--;
+    store_->inodes_.GiveBack(*it);
   }
 }
 
@@ -98,7 +98,8 @@ Result<InodeRecord*> MetaStore::Mutation::ModifyDir(uint64_t ino) {
 
 Result<InodeRecord*> MetaStore::Mutation::NewInode() {
   store_->mu_.AssertHeld();  // a Mutation lives inside Mutate
-  STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino, store_->TakeInode());
+  STRIPEFS_ASSIGN_OR_RETURN(uint64_t ino,
+                            store_->inodes_.Take(&store_->lease_conflicts_));
   taken_.push_back(ino);
   InodeRecord& rec = inodes_[ino];
   rec.attr.ino = ino;

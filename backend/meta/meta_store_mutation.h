@@ -2,14 +2,17 @@
 // atomic read-modify-write of several records, committed as one
 // transaction) and a SnapshotReader (consistent multi-record reads). Private
 // to backend/meta/meta_store*.cc; the concern files are
-//   meta_store.cc            lifecycle: create, open, volume UUID, inode
-//                            lease, statistics shards, background WAL sync
+//   meta_store.cc            lifecycle: create, open, volume UUID,
+//                            statistics shards, background WAL sync
 //   meta_store_cluster.cc    cluster map and leader lease
 //   meta_store_namespace.cc  lookup, readdir, create, link, unlink, rmdir,
 //                            rename
 //   meta_store_attrs.cc      getattr, setattr, xattrs (ACLs are xattrs)
 //   meta_store_purge.cc      orphans and their purge
 //   meta_store_stripes.cc    stripe versions, the stripe map, its commits
+// and MetaStore's collaborators with state of their own, each GUARDED_BY
+// its mu_: VersionReservation (version_reservation.h) and InodeLease
+// (inode_lease.h).
 //
 // Ownership: a Mutation borrows its MetaStore and owns one KvTxn; a
 // SnapshotReader owns one KvReader. Both live on one thread for one call.

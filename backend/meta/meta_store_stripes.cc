@@ -1,5 +1,5 @@
-// MetaStore's stripe map: stripe version reservation (durable before any
-// version is handed out), stripe commits with compare-and-set on the
+// MetaStore's stripe map: handing out stripe versions (reserved durably
+// first: version_reservation.h), stripe commits with compare-and-set on the
 // expected version, dropping ranges of stripes, missing-chunk masks and the
 // volume-wide listing the scrubber and repairer page through. Every change
 // here is durable when it returns: chunks are written or deleted on its
@@ -76,54 +76,16 @@ Status MetaStore::DropStripesImpl(uint64_t ino, uint64_t first, uint64_t count,
 
 Result<uint64_t> MetaStore::AllocateVersions(uint32_t count) {
   if (count == 0) return Status::InvalidArgument("AllocateVersions(0)");
-  uint64_t first = 0;
-  uint64_t reserved_seq = 0;  // the write that made `first` durable
+  VersionReservation::Grant grant;
   {
     MutexLock lock(&mu_);
-    if (next_version_ >
-        std::numeric_limits<uint64_t>::max() - count - options_.version_batch) {
-      return Status(EOVERFLOW, "stripe version numbers exhausted");
-    }
-    if (next_version_ + count > version_limit_) {
-      // Reserve a batch durably before handing any of it out; after a crash
-      // LoadState resumes at the reserved limit, so nothing is reused. The
-      // stored limit is shared by every MetaStore of the volume: if another
-      // one reserved since, this one's rest is skipped.
-      for (int attempt = 1;; ++attempt) {
-        std::unique_ptr<KvTxn> txn = kv_->Begin();
-        STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v,
-                                  txn->Get(MetaKey(kMetaVersionLimit)));
-        if (!v) return Status::Corruption("version counter is missing");
-        STRIPEFS_ASSIGN_OR_RETURN(uint64_t stored, DecodeU64(*v));
-        const uint64_t start =
-            stored == version_limit_ ? next_version_ : stored;
-        if (start > std::numeric_limits<uint64_t>::max() - count -
-                        options_.version_batch) {
-          return Status(EOVERFLOW, "stripe version numbers exhausted");
-        }
-        uint64_t limit = start + count + options_.version_batch;
-        txn->Put(MetaKey(kMetaVersionLimit), EncodeU64(limit));
-        auto ticket = txn->Commit();
-        if (ticket.status().code() == kKvConflict && attempt < kMaxAttempts) {
-          BackOff(attempt);
-          continue;
-        }
-        STRIPEFS_RETURN_IF_ERROR(ticket.status());
-        next_version_ = start;
-        version_limit_ = limit;
-        version_limit_seq_ = *ticket;
-        break;
-      }
-    }
-    first = next_version_;
-    next_version_ += count;
-    reserved_seq = version_limit_seq_;
+    STRIPEFS_ASSIGN_OR_RETURN(grant, versions_.Take(count));
   }
   // Only the reservation must be durable (even with options_.sync off:
   // reusing a version after a crash would make two versions of a stripe
   // indistinguishable); other mutations' writes need not be waited for.
-  STRIPEFS_RETURN_IF_ERROR(kv_->WaitDurable(reserved_seq));
-  return first;
+  STRIPEFS_RETURN_IF_ERROR(kv_->WaitDurable(grant.ticket));
+  return grant.first;
 }
 
 Result<std::vector<StripeVersion>> MetaStore::GetStripes(uint64_t ino,
@@ -250,7 +212,7 @@ Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
                                     std::vector<ObsoleteStripe>* replaced) {
   const size_t replaced_before = replaced->size();
   return Mutate([&]() -> Status {
-    mu_.AssertHeld();  // Mutate runs this under mu_ (CheckAllocated)
+    mu_.AssertHeld();  // Mutate runs this under mu_ (versions_)
     replaced->resize(replaced_before);
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
@@ -262,7 +224,7 @@ Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
     for (size_t i = 0; i < n; ++i) {
       const StripeCommit& c = commits[i];
       const StripeVersion& sv = c.sv;
-      STRIPEFS_RETURN_IF_ERROR(CheckAllocated(sv.version));
+      STRIPEFS_RETURN_IF_ERROR(versions_.CheckAllocated(sv.version));
       std::string key = StripeKey(ino, sv.stripe);
       STRIPEFS_ASSIGN_OR_RETURN(std::optional<std::string> v, m.txn().Get(key));
       StripeVersion cur;
@@ -286,24 +248,6 @@ Status MetaStore::CommitStripeGroup(uint64_t ino, const StripeCommit* commits,
     if (stamp) a.mtime = a.ctime = m.now();
     return m.Commit();
   });
-}
-
-Status MetaStore::CheckAllocated(uint64_t version) {
-  // Versions below next_version_ were handed out here or by another
-  // MetaStore of the volume; [next_version_, version_limit_) is reserved
-  // here but not handed out; others reserve below the stored limit.
-  bool allocated = version < next_version_;
-  if (!allocated && version >= version_limit_) {
-    STRIPEFS_ASSIGN_OR_RETURN(
-        std::string v, Get(MetaKey(kMetaVersionLimit), "version counter"));
-    STRIPEFS_ASSIGN_OR_RETURN(uint64_t stored, DecodeU64(v));
-    allocated = version < stored;
-  }
-  if (!allocated) {
-    return Status::InvalidArgument("stripe version " + std::to_string(version) +
-                                   " was never allocated (AllocateVersions)");
-  }
-  return Status::Ok();
 }
 
 Status MetaStore::SetStripeMissing(uint64_t ino, uint64_t stripe,
