@@ -126,12 +126,16 @@ void StripeWriter::RecomputeEnd() {
   buffered_end_ = end;
 }
 
-StripeWriter::BufferPtr StripeWriter::TakeForSend(UniqueMutexLock& lock,
-                                                  uint64_t stripe) {
+void StripeWriter::WaitNotInFlight(UniqueMutexLock& lock, uint64_t stripe) {
   cv_.wait(lock.native(), [&] {
     mu_.AssertHeld();
     return inflight_.count(stripe) == 0;
   });
+}
+
+StripeWriter::BufferPtr StripeWriter::TakeForSend(UniqueMutexLock& lock,
+                                                  uint64_t stripe) {
+  WaitNotInFlight(lock, stripe);
   auto it = buffers_.find(stripe);
   if (it == buffers_.end()) return nullptr;
   BufferPtr buf = it->second;
@@ -493,10 +497,7 @@ Status StripeWriter::Write(uint64_t offset, std::span<const uint8_t> data,
     if (whole && (!options_.sender || kept) && buffers_.count(s) == 0) {
       // A whole stripe with nothing buffered: send it from the request
       // (synchronously, or pipelined from the kept request buffer).
-      cv_.wait(lock.native(), [&] {
-        mu_.AssertHeld();
-        return inflight_.count(s) == 0;
-      });
+      WaitNotInFlight(lock, s);
       if (buffers_.count(s) == 0) {
         send = std::make_shared<Buffer>();
         send->stripe = s;

@@ -357,6 +357,10 @@ class StripeWriter {
   // Waits until none of `bufs` is in flight any more. Lock held.
   void WaitRetired(UniqueMutexLock& lock, const std::vector<BufferPtr>& bufs)
       STRIPEFS_REQUIRES(mu_);
+  // Waits until no write of `stripe` is in flight. Lock held on entry and
+  // exit (released while waiting).
+  void WaitNotInFlight(UniqueMutexLock& lock, uint64_t stripe)
+      STRIPEFS_REQUIRES(mu_);
   // Moves buffers_[stripe] to inflight_ once no write of that stripe is in
   // flight; lock held on entry and exit (may wait). Null if gone meanwhile.
   BufferPtr TakeForSend(UniqueMutexLock& lock, uint64_t stripe)
