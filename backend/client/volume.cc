@@ -14,6 +14,7 @@
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_meta_service.h"
+#include "common/durable_dirs.h"
 
 namespace stripefs {
 
@@ -61,8 +62,9 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
                                    " is not empty and holds no stripefs "
                                    "volume: pick an empty directory");
     }
-    fs::create_directories(root, ec);
-    if (ec) return Status::FromErrno(ec.value(), "creating " + dir);
+    // Durably: a power cut soon after must not lose the new volume (its
+    // stores sync only what is inside their own directories).
+    STRIPEFS_RETURN_IF_ERROR(MakeDirsDurably(dir, "volume directory"));
   }
 
   MetaStoreOptions mo;
@@ -86,8 +88,8 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
     char name[16];
     std::snprintf(name, sizeof(name), "%02u", i);
     const fs::path d = root / "chunks" / name;
-    fs::create_directories(d, ec);
-    if (ec) return Status::FromErrno(ec.value(), "creating " + d.string());
+    STRIPEFS_RETURN_IF_ERROR(
+        MakeDirsDurably(d.string(), "chunk store directory"));
     auto store = ChunkStore::Open(d.string(), co);
     if (!store.ok())
       return store.status().Annotate("chunk store " + d.string());

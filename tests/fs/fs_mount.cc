@@ -83,6 +83,11 @@ Result<std::unique_ptr<FsMount>> FsMount::Start(FsMountOptions opts) {
     parent = m->space_dir_;
   }
   m->vol_dir_ = parent + (IsCluster(m->opts_.backend) ? "/cluster" : "/vol");
+  if (!m->opts_.volume_dir.empty()) {
+    if (IsCluster(m->opts_.backend))
+      return Status::InvalidArgument("volume_dir is for the embedded backend");
+    m->vol_dir_ = m->opts_.volume_dir;
+  }
   if (IsCluster(m->opts_.backend)) {
     stripefs::testing::LocalClusterOptions co;
     co.servers = m->opts_.cluster_servers;

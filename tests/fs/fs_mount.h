@@ -57,6 +57,10 @@ struct FsMountOptions {
   fuse::TransportChoice transport = fuse::TransportChoice::kDev;
   // > 0: the volume lives in a tmpfs of this many MiB (root).
   uint64_t space_limit_mib = 0;
+  // Embedded only: non-empty puts the volume at this path (made by the
+  // volume itself when missing; e.g. on a LossyFs mount) instead of the
+  // fixture's temporary directory. Left in place at teardown.
+  std::string volume_dir;
   // -o values passed to MountService (e.g. "allow_other").
   std::vector<std::string> mount_options;
   // Cluster backends: how long metadata calls wait out an unreachable
