@@ -7,8 +7,14 @@
 // than PIPE_BUF, so concurrent reports never interleave. With THREADS = 0,
 // the patch workload of chunk_crash_workload.h (records 'W', '2', '3', '4',
 // 'D' per n); with THREADS = -1, that workload in ApplyChunkOps batches.
+// With THREADS = -2, the one-writer workload (writes, deletes) with no hole
+// punching and a second thread compacting every sealed segment with dead
+// bytes in a loop (Compact(true)), reporting ('K', chunks moved) after each
+// compaction that moved something: kills land mid-compaction.
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -29,6 +35,10 @@ int main(int argc, char** argv) {
   ChunkStoreOptions o;
   o.reserve_bytes = 0;
   o.segment_bytes = 1 << 20;  // kills land around segment rolls too
+  if (threads == -2) {
+    o.punch_min_bytes = UINT64_MAX;  // dead bytes stay for compaction
+    o.compact_bytes_per_sec = 0;     // the loop below compacts instead
+  }
   auto s = ChunkStore::Open(dir, o);
   if (!s.ok()) return 3;
   auto& store = *s;
@@ -136,6 +146,16 @@ int main(int argc, char** argv) {
     for (auto& w : writers) w.join();
     return 0;
   }
+  if (threads == -2) {
+    std::thread([&store, &report] {
+      for (int i = 0; i < 1000000; ++i) {
+        auto rep = store->Compact(true);
+        if (!rep.ok()) std::_Exit(9);
+        if (rep->chunks_moved) report('K', rep->chunks_moved);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }).detach();
+  }
   for (uint64_t n = first; n < first + 100000; ++n) {
     auto data = stripefs::testing::Payload(crash::SizeOf(n), n);
     if (!store->WriteChunk(crash::IdOf(n), 1, data).ok()) return 4;
@@ -145,5 +165,5 @@ int main(int argc, char** argv) {
       report('D', n - 2);
     }
   }
-  return 0;
+  std::_Exit(0);  // the compactor (THREADS -2) may still run
 }
