@@ -11,6 +11,8 @@
 //   B <n> <s1> <v1> ...  about to commit these n stripes of "data" in one
 //                       CommitStripes (each also has its own c line, and a
 //                       C line once the call returned OK)
+//   S                   (LAZY_MS > 0 only) Sync() returned OK: every change
+//                       acknowledged before it is durable
 // Usage: meta_crash_child DIR SEED ACKFILE [THREADS [LAZY_MS]]: THREADS-1
 // extra threads create log entries and allocate versions concurrently with
 // the random loop, so the group commit path is killed mid-flight too. With
@@ -141,6 +143,15 @@ int Run(const std::string& dir, unsigned seed, int threads, int lazy_ms) {
   };
 
   for (uint64_t i = 0; i < 1000000; ++i) {
+    if (lazy && pick(40) == 0) {
+      // A sync point (what an fsync or fsyncdir of the mount asks for).
+      Status st = store->Sync();
+      if (!st.ok()) {
+        std::fprintf(stderr, "crash child: sync: %s\n", st.ToString().c_str());
+        std::_Exit(2);
+      }
+      Ack("S");
+    }
     size_t op = pick(100);
     // Lazy: no stripe commits or allocations, which would sync the WAL.
     if (lazy && op < 40) op = 10 + pick(15);

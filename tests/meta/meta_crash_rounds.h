@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -37,6 +38,8 @@ struct Acks {
   std::map<uint64_t, std::set<uint64_t>> tried;  // stripe -> attempted
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>>
       batches;  // CommitStripes calls: (stripe, version) each
+  // The namespace lines in file order: (tag 'L' 'u' 'U' or 'S', name).
+  std::vector<std::pair<char, std::string>> events;
 };
 
 inline Acks ReadAcks(const std::string& path) {
@@ -53,6 +56,12 @@ inline Acks ReadAcks(const std::string& path) {
     std::istringstream f(line);
     std::string tag;
     f >> tag;
+    if (tag == "L" || tag == "u" || tag == "U" || tag == "S") {
+      std::istringstream g(line);
+      std::string t, name;
+      g >> t >> name;
+      a.events.emplace_back(tag[0], name);
+    }
     if (tag == "V") {
       uint64_t first = 0, count = 0;
       f >> first >> count;
@@ -92,7 +101,68 @@ struct CrashRoundsSetup {
                         // system than `dir` when after_kill cuts power)
   // Called after each kill, before the reopen (e.g. a LossyFs power cut).
   std::function<void()> after_kill;
+  // A power cut with lazy_ms > 0: acknowledged namespace changes since the
+  // last sync may be lost (the --namespace-sync-ms window). Checked instead
+  // of "every acknowledged change survived": see CheckLazyWindow. The child
+  // runs one thread (its acknowledgements are then in WAL order).
+  bool lazy_window = false;
 };
+
+// The --namespace-sync-ms contract after a power cut, for the namespace
+// events [from, end) of one round of a one-thread child (each mutation's
+// WAL record lies between the line before its acknowledgement and that
+// acknowledgement; the WAL is one sequence): the changes that survived are
+// a prefix of those acknowledged: the first lost one comes after the last
+// acknowledged Sync ("S"), and nothing acknowledged after it survived.
+// A name created and unlinked that is gone fits any cut (both kept or both
+// lost); an unlink whose acknowledgement is missing (killed during it) may
+// be either way. Returns the number of acknowledged changes lost.
+inline size_t CheckLazyWindow(MetaStore& s, uint64_t log, const Acks& acks,
+                              size_t from) {
+  const auto& ev = acks.events;
+  size_t last_sync = from;  // changes before this index must survive
+  std::map<std::string, size_t> created, unlinked, unlinking;
+  for (size_t i = from; i < ev.size(); ++i) {
+    if (ev[i].first == 'S') last_sync = i;
+    if (ev[i].first == 'L') created[ev[i].second] = i;
+    if (ev[i].first == 'U') unlinked[ev[i].second] = i;
+    if (ev[i].first == 'u') unlinking[ev[i].second] = i;
+  }
+  // Each acknowledged change at its index, and whether it survived.
+  std::map<size_t, bool> survived;
+  for (const auto& [name, at] : created) {
+    const bool present = s.Lookup(log, name).ok();
+    auto u = unlinked.find(name);
+    if (present) {
+      survived[at] = true;
+      if (u != unlinked.end()) survived[u->second] = false;
+    } else if (u == unlinked.end() && !unlinking.count(name)) {
+      survived[at] = false;
+    }
+    // Absent after an unlink: both kept or both lost, either fits a prefix.
+  }
+  size_t lost = 0;
+  std::optional<size_t> first_lost;
+  for (const auto& [at, kept] : survived) {
+    if (!kept && !first_lost) first_lost = at;
+    lost += !kept;
+    if (kept && first_lost) {
+      ADD_FAILURE() << "acknowledged change " << ev[at].first << " "
+                    << ev[at].second << " (event " << at
+                    << ") survived the cut but the earlier "
+                    << ev[*first_lost].first << " " << ev[*first_lost].second
+                    << " (event " << *first_lost
+                    << ") was lost: not a prefix of the WAL";
+    }
+  }
+  if (first_lost) {
+    EXPECT_GT(*first_lost, last_sync)
+        << ev[*first_lost].first << " " << ev[*first_lost].second
+        << " was lost although a Sync() acknowledged after it (event "
+        << last_sync << ") returned";
+  }
+  return lost;
+}
 
 // Kills a child `rounds` times; lazy_ms is the child's namespace_sync_delay
 // ("0": every mutation synced before it is acknowledged). After each kill
@@ -112,7 +182,10 @@ inline void CrashRounds(int rounds, const char* lazy_ms, uint32_t seed,
   }
   std::mt19937 rng(seed);
   size_t total_logged = 0;
-  size_t batches_before = 0;  // batches of earlier rounds
+  size_t batches_before = 0;               // batches of earlier rounds
+  size_t events_before = 0;                // namespace events of earlier rounds
+  std::map<std::string, bool> lazy_state;  // lazy_window: name -> present
+  size_t lazy_lost = 0;  // acknowledged changes the cuts took (the window)
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     pid_t pid = fork();
@@ -120,7 +193,7 @@ inline void CrashRounds(int rounds, const char* lazy_ms, uint32_t seed,
     if (pid == 0) {
       std::string seed = std::to_string(round + 1);
       // Odd rounds add three threads that commit concurrently.
-      const char* threads = round % 2 ? "4" : "1";
+      const char* threads = round % 2 && !setup.lazy_window ? "4" : "1";
       execl(child, child, dir.c_str(), seed.c_str(), ackfile.c_str(), threads,
             lazy_ms, static_cast<char*>(nullptr));
       _exit(127);
@@ -148,9 +221,22 @@ inline void CrashRounds(int rounds, const char* lazy_ms, uint32_t seed,
     ASSERT_TRUE(next.ok());
     EXPECT_GT(*next, acks.max_version);
     EXPECT_GT(*next, census.max_version);
-    // Every acknowledged create and unlink survived.
     uint64_t log = s.Lookup(kRootInode, "log")->ino;
-    for (const auto& name : acks.log_names) {
+    if (setup.lazy_window) {
+      // Earlier rounds' names kept what the last cut left (that state was
+      // durable); this round's changes obey the window.
+      for (const auto& [name, present] : lazy_state)
+        EXPECT_EQ(s.Lookup(log, name).ok(), present) << name;
+      lazy_lost += CheckLazyWindow(s, log, acks, events_before);
+      for (size_t i = events_before; i < acks.events.size(); ++i)
+        if (acks.events[i].first == 'L')
+          lazy_state[acks.events[i].second] =
+              s.Lookup(log, acks.events[i].second).ok();
+      events_before = acks.events.size();
+    }
+    // Every acknowledged create and unlink survived.
+    for (const auto& name :
+         setup.lazy_window ? std::vector<std::string>{} : acks.log_names) {
       if (acks.unlinked.count(name)) {
         EXPECT_EQ(s.Lookup(log, name).status().code(), ENOENT)
             << "acknowledged unlink of " << name << " is undone";
@@ -199,6 +285,8 @@ inline void CrashRounds(int rounds, const char* lazy_ms, uint32_t seed,
       "unlinks, %zu commits attempted, versions up to %llu\n",
       lazy_ms, rounds, all.log_names.size(), all.unlinked.size(), commits,
       static_cast<unsigned long long>(all.max_version));
+  if (setup.lazy_window)
+    std::printf("%zu acknowledged changes lost inside the window\n", lazy_lost);
 }
 
 }  // namespace stripefs::testing
