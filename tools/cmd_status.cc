@@ -11,8 +11,11 @@
 // and, with metad's /metrics, its open connections, then judges:
 //   HEALTH_ERR   metad unreachable; fewer than k servers answer; stripes
 //                with more than m chunks unavailable; raw space > 95 % used
-//   HEALTH_WARN  a server down, out, or not answering; degraded stripes;
-//                fewer than k+m servers up; raw space > 85 % used
+//   HEALTH_WARN  a server down, out, or not answering; degraded stripes
+//                (with advice by cause, tools/status_degraded.h: servers
+//                unavailable -> repair once back; no space -> the mounts
+//                heal them once there is room); fewer than k+m servers up;
+//                raw space > 85 % used
 //   HEALTH_OK    none of these
 // Exit code: 0 OK, 1 WARN, 2 ERR (3 for bad arguments).
 #include <bit>
@@ -33,6 +36,7 @@
 #include "metrics/scrape.h"
 #include "tools/cluster_files.h"
 #include "tools/command.h"
+#include "tools/status_degraded.h"
 
 namespace stripefs::tools {
 namespace {
@@ -63,6 +67,7 @@ struct StatusReport {
   std::vector<ServerReport> servers;
   FsStats volume;
   uint64_t stripes = 0, degraded = 0, unreadable = 0;
+  DegradedCounts causes;  // of `degraded`, by cause
   bool scanned_all = true;
   std::string scan_error;  // the stripe walk failed: counts are partial
   uint64_t raw_capacity = 0, raw_free = 0, chunk_bytes = 0;
@@ -203,8 +208,14 @@ Status ScanStripes(MetaService& meta, const ClusterMap& map, StatusReport* r) {
   auto placement = Placement::Create(map, width);
   if (!placement.ok()) return placement.status();
   std::map<uint32_t, bool> usable;
-  for (const auto& s : r->servers)
+  std::map<uint32_t, StatusServer> servers;
+  for (const auto& s : r->servers) {
     usable[s.info.id] = s.answers && s.info.state == ServerState::kUp;
+    StatusServer& v = servers[s.info.id];
+    v.usable = usable[s.info.id];
+    v.full = s.stats && s.stats->bytes_free <=
+                            s.stats->bytes_reserved + r->geometry.cell_size;
+  }
   uint64_t after_inode = 0, after_stripe = 0;
   bool first = true;
   for (;;) {
@@ -219,7 +230,10 @@ Status ScanStripes(MetaService& meta, const ClusterMap& map, StatusReport* r) {
       auto ids = placement->ServersFor(ref.inode, ref.sv.stripe);
       for (uint32_t i = 0; i < ids.size() && i < 32; ++i)
         if (!usable[ids[i]]) gone |= 1u << i;
-      if (gone) ++r->degraded;
+      if (gone) {
+        ++r->degraded;
+        r->causes.Add(ClassifyDegraded(ref.sv.missing_mask, ids, servers));
+      }
       if (static_cast<uint32_t>(std::popcount(gone)) > r->geometry.m)
         ++r->unreadable;
       after_inode = ref.inode;
@@ -264,11 +278,10 @@ void Judge(StatusReport* r) {
   if (r->unreadable)
     err(std::to_string(r->unreadable) + " stripes have more than m=" +
         std::to_string(r->geometry.m) + " chunks unavailable (unreadable)");
-  if (r->degraded)
-    warn(std::to_string(r->degraded) +
-         " stripes degraded; once the servers are back or marked out, run "
-         "`stripefs repair --meta " +
-         r->meta_address + " --key FILE`");
+  for (const std::string& line :
+       DegradedAdvice(r->causes, "stripefs repair --meta " + r->meta_address +
+                                     " --key FILE"))
+    warn(line);
   if (!r->scan_error.empty())
     warn("stripe map walk failed, stripe counts are partial: " + r->scan_error);
   if (r->raw_capacity) {
@@ -345,6 +358,9 @@ json ToJson(const StatusReport& r) {
             {"stripes",
              {{"total", r.stripes},
               {"degraded", r.degraded},
+              {"degraded_unavailable", r.causes.unavailable},
+              {"degraded_no_space", r.causes.no_space},
+              {"degraded_rebuild", r.causes.rebuild},
               {"unreadable", r.unreadable},
               {"scanned_all", r.scanned_all}}},
             {"capacity",
@@ -370,10 +386,14 @@ void PrintRepairs(const StatusReport& r) {
       std::printf("    %s running (%s): %s\n", c.kind.c_str(),
                   c.description.c_str(), RepairLine(c).c_str());
   }
-  if (!running)
-    std::printf("    repair:  %s\n", r.degraded
-                                         ? "needed (see health), none running"
-                                         : "nothing to repair");
+  if (!running) {
+    const char* what = "nothing to repair";
+    if (r.causes.unavailable || r.causes.rebuild)
+      what = "needed (see health), none running";
+    else if (r.causes.no_space)
+      what = "not needed: the mounts heal stripes degraded for space";
+    std::printf("    repair:  %s\n", what);
+  }
 }
 
 void PrintScreen(const StatusReport& r) {
