@@ -23,6 +23,7 @@
 
 #include "backend/chunk/chunk_service.h"
 #include "backend/rpc/chunk_grant.h"
+#include "backend/rpc/chunk_service_server.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/wire_messages.h"

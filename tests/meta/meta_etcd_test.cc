@@ -15,6 +15,7 @@
 #include "backend/meta/meta_schema.h"
 #include "backend/meta/meta_store.h"
 #include "backend/meta/rocks_kv.h"
+#include "backend/rpc/meta_service_server.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "tests/meta/meta_test_util.h"

@@ -11,6 +11,7 @@
 
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/meta_inline_handler.h"
+#include "backend/rpc/meta_service_server.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/wire_messages.h"

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "backend/chunk/chunk_store.h"
+#include "backend/rpc/chunk_service_server.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/rpc_server.h"
 #include "backend/rpc/tcp_socket.h"

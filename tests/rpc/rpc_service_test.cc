@@ -8,6 +8,8 @@
 #include <atomic>
 #include <thread>
 
+#include "backend/rpc/chunk_service_server.h"
+#include "backend/rpc/meta_service_server.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/tcp_socket.h"

@@ -29,6 +29,8 @@
 
 #include "backend/meta/meta_store.h"
 #include "backend/rpc/chunk_grant.h"
+#include "backend/rpc/chunk_service_server.h"
+#include "backend/rpc/meta_service_server.h"
 #include "backend/rpc/remote_chunk_service.h"
 #include "backend/rpc/remote_meta_service.h"
 #include "backend/rpc/rpc_server.h"
