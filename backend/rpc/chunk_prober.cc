@@ -6,7 +6,7 @@ Status ChunkProber::Probe(const ServerInfo& info,
                           std::chrono::milliseconds timeout) {
   std::shared_ptr<rpc::RemoteChunkService> service;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Stub& s = stubs_[info.id];
     if (!s.service || s.address != info.address || s.timeout != timeout) {
       rpc::RpcClientOptions o = rpc::RemoteChunkService::DefaultOptions();

@@ -14,12 +14,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "backend/meta/server_prober.h"
 #include "backend/rpc/cluster_key.h"
 #include "backend/rpc/remote_chunk_service.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs {
 
@@ -30,18 +30,19 @@ class ChunkProber final : public ServerProber {
                        rpc::VolumeId volume = {})
       : key_(std::move(key)), volume_(volume) {}
   Status Probe(const ServerInfo& info,
-               std::chrono::milliseconds timeout) override;
+               std::chrono::milliseconds timeout) override
+      STRIPEFS_EXCLUDES(mu_);
 
  private:
   std::shared_ptr<const rpc::ClusterKey> key_;
   const rpc::VolumeId volume_;
-  std::mutex mu_;
+  Mutex mu_;
   struct Stub {
     std::string address;
     std::chrono::milliseconds timeout{0};
     std::shared_ptr<rpc::RemoteChunkService> service;
   };
-  std::map<uint32_t, Stub> stubs_;  // guarded by mu_
+  std::map<uint32_t, Stub> stubs_ STRIPEFS_GUARDED_BY(mu_);
 };
 
 }  // namespace stripefs

@@ -29,7 +29,7 @@ Status ClientTable::Heartbeat(const ClientRecord& in) {
   r.lease_ms = std::clamp(r.lease_ms, kMinLeaseMs, kMaxLeaseMs);
   r.age_ms = 0;
   const Clock::time_point now = Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Expire(now);
   if (r.finished) {
     live_.erase(r.id);
@@ -52,7 +52,7 @@ void ClientTable::Expire(Clock::time_point now) {
 
 std::vector<ClientRecord> ClientTable::List() {
   const Clock::time_point now = Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Expire(now);
   std::vector<ClientRecord> out;
   auto add = [&](const Entry& e) {

@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
 
@@ -62,10 +62,10 @@ class ClientTable {
 
   // Records (or refreshes) `r`; finished records leave the live set.
   // EINVAL for an unknown kind; ENOSPC when kMaxClients are live.
-  [[nodiscard]] Status Heartbeat(const ClientRecord& r);
+  [[nodiscard]] Status Heartbeat(const ClientRecord& r) STRIPEFS_EXCLUDES(mu_);
   // Live records (expired ones are dropped first), then the last finished
   // repair and scrub (finished = true), each with age_ms.
-  std::vector<ClientRecord> List();
+  std::vector<ClientRecord> List() STRIPEFS_EXCLUDES(mu_);
 
   // For tests: the clock List and Heartbeat use.
   void SetClockForTest(Clock::time_point now) { test_now_ = now; }
@@ -78,11 +78,12 @@ class ClientTable {
   Clock::time_point Now() const {
     return test_now_ ? *test_now_ : Clock::now();
   }
-  void Expire(Clock::time_point now);
+  void Expire(Clock::time_point now) STRIPEFS_REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::map<uint64_t, Entry> live_;          // guarded by mu_
-  std::map<std::string, Entry> last_done_;  // by kind; guarded by mu_
+  Mutex mu_;
+  std::map<uint64_t, Entry> live_ STRIPEFS_GUARDED_BY(mu_);
+  std::map<std::string, Entry> last_done_  // by kind
+      STRIPEFS_GUARDED_BY(mu_);
   std::optional<Clock::time_point> test_now_;
 };
 

@@ -34,7 +34,7 @@ void PollServerLoop::Stop() {
   if (wake_write_.valid()) (void)!::write(wake_write_.get(), &b, 1);
   if (accept_thread_.joinable()) accept_thread_.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& c : conns_) ::shutdown(c->fd.get(), SHUT_RDWR);
   }
   Reap(true);
@@ -43,7 +43,7 @@ void PollServerLoop::Stop() {
 void PollServerLoop::Reap(bool all) {
   std::list<std::unique_ptr<Connection>> finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = conns_.begin(); it != conns_.end();) {
       if (all || (*it)->done.load()) {
         finished.push_back(std::move(*it));
@@ -57,7 +57,7 @@ void PollServerLoop::Reap(bool all) {
     if (c->thread.joinable()) c->thread.join();
     c->fd.Reset();
     --core_->n_open;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!c->evicted) limits_.Closed(c->ip, c->pending);
     if (c->pending && !c->evicted) --core_->n_pending;
   }
@@ -84,7 +84,7 @@ void PollServerLoop::AcceptLoop() {
     c->peer = PeerAddress(fd);
     c->ip = IpOf(c->peer);
     c->accepted = Clock::now();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!Admit(c->ip, c->peer)) continue;  // c closes the fd
     limits_.Opened(c->ip);
     ++core_->n_connections;
@@ -126,7 +126,7 @@ bool PollServerLoop::Admit(const std::string& ip, const std::string& peer) {
 }
 
 bool PollServerLoop::Evicted(Connection* c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return c->evicted;  // dropped for a newer connection: already logged
 }
 
@@ -137,7 +137,7 @@ void PollServerLoop::Serve(Connection* c) {
       fd, core_->auth(), c->accepted + core_->options.handshake_timeout,
       &caller);
   if (s.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (c->evicted) {
       s = Status(ECONNABORTED, "evicted");
     } else {

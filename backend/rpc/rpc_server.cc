@@ -99,7 +99,7 @@ size_t RpcServer::CloseSessionsOf(const std::string& entity) {
 RpcServerCounters RpcServer::counters() const { return core_->Counters(); }
 
 void RpcServer::Stop() {
-  std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  MutexLock stop_lock(&stop_mu_);
   if (stopped_) return;
   stopped_ = true;
   if (loop_) loop_->Stop();

@@ -38,7 +38,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +47,7 @@
 #include "backend/rpc/identity.h"
 #include "backend/rpc/tcp_socket.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
 
@@ -175,8 +175,8 @@ class RpcServer {
   UniqueFd listen_fd_;
   std::unique_ptr<ServerLoop> loop_;
   bool using_io_uring_ = false;
-  std::mutex stop_mu_;
-  bool stopped_ = false;
+  Mutex stop_mu_;  // Stop() from several threads: one stops, the rest wait
+  bool stopped_ STRIPEFS_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace stripefs::rpc

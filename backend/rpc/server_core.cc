@@ -62,8 +62,7 @@ void ServerCore::LogRefused(const std::string& peer, const std::string& why) {
 
 void ServerCore::LogTimeout(const std::string& peer, const char* what) {
   ++n_timed_out;
-  if (options.log_rejects)
-    Log("closing connection from " + peer + ": " + what);
+  if (options.log_rejects) Log("closing connection from " + peer + ": " + what);
 }
 
 void ServerCore::Log(const std::string& line) {
@@ -79,7 +78,7 @@ void ServerCore::Log(const std::string& line) {
 }
 
 bool LogLimiter::Allow(Clock::time_point now, uint64_t* dropped) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (last_refill_ == Clock::time_point{}) last_refill_ = now;
   if (now > last_refill_ && every_.count() > 0) {
     const auto steps = (now - last_refill_) / every_;
@@ -186,17 +185,17 @@ bool ServerCore::Answer(Frame& request, const std::string& peer,
 
 void ServerCore::RegisterSession(int fd, const Caller& caller) {
   if (caller.principal == Principal::kServer) return;  // never removed
-  std::lock_guard<std::mutex> lock(sessions_mu_);
+  MutexLock lock(&sessions_mu_);
   sessions_[fd] = caller.entity;
 }
 
 void ServerCore::UnregisterSession(int fd) {
-  std::lock_guard<std::mutex> lock(sessions_mu_);
+  MutexLock lock(&sessions_mu_);
   sessions_.erase(fd);
 }
 
 size_t ServerCore::CloseSessionsOf(const std::string& entity) {
-  std::lock_guard<std::mutex> lock(sessions_mu_);
+  MutexLock lock(&sessions_mu_);
   size_t n = 0;
   for (const auto& [fd, who] : sessions_) {
     if (who != entity) continue;

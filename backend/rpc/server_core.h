@@ -14,7 +14,8 @@
 //
 // Thread-safety: ServerCore's methods may be called from any thread (the
 // counters are atomics, options/key/handler are read-only after Start, the
-// log limiter has its own lock).
+// log limiter and the session registry have their own locks, checked by
+// clang's -Wthread-safety).
 // ConnectionLimits is not thread-safe (the loop calls it from its accept
 // thread or under its own lock).
 // Internal to backend/rpc; users see RpcServer only.
@@ -24,7 +25,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -35,6 +35,7 @@
 #include "backend/rpc/handshake.h"
 #include "backend/rpc/rpc_server.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
 
@@ -47,15 +48,15 @@ class LogLimiter {
   using Clock = std::chrono::steady_clock;
   LogLimiter(uint32_t burst, Clock::duration every)
       : burst_(burst), every_(every), tokens_(burst) {}
-  bool Allow(Clock::time_point now, uint64_t* dropped);
+  bool Allow(Clock::time_point now, uint64_t* dropped) STRIPEFS_EXCLUDES(mu_);
 
  private:
   const uint32_t burst_;
   const Clock::duration every_;
-  std::mutex mu_;
-  uint32_t tokens_;
-  Clock::time_point last_refill_{};
-  uint64_t dropped_ = 0;
+  Mutex mu_;
+  uint32_t tokens_ STRIPEFS_GUARDED_BY(mu_);
+  Clock::time_point last_refill_ STRIPEFS_GUARDED_BY(mu_){};
+  uint64_t dropped_ STRIPEFS_GUARDED_BY(mu_) = 0;
 };
 
 struct ServerCore {
@@ -102,15 +103,18 @@ struct ServerCore {
   // RpcServer::CloseSessionsOf can shut them down. A loop registers a
   // connection once its handshake is done and unregisters it before it
   // closes the fd (so a shutdown never reaches a reused descriptor).
-  void RegisterSession(int fd, const Caller& caller);
-  void UnregisterSession(int fd);
+  void RegisterSession(int fd, const Caller& caller)
+      STRIPEFS_EXCLUDES(sessions_mu_);
+  void UnregisterSession(int fd) STRIPEFS_EXCLUDES(sessions_mu_);
   // shutdown(SHUT_RDWR) of every registered connection of `entity`: the
   // loops see the close and free them as usual. Returns how many.
-  size_t CloseSessionsOf(const std::string& entity);
+  size_t CloseSessionsOf(const std::string& entity)
+      STRIPEFS_EXCLUDES(sessions_mu_);
 
  private:
-  std::mutex sessions_mu_;
-  std::unordered_map<int, std::string> sessions_;  // fd -> entity
+  Mutex sessions_mu_;
+  std::unordered_map<int, std::string> sessions_  // fd -> entity
+      STRIPEFS_GUARDED_BY(sessions_mu_);
 };
 
 // Counts open connections per peer IP and in total, pending (handshake not

@@ -45,8 +45,8 @@ Status SubtreeGuard::Limit::Node(uint64_t ino) const {
 
 Status SubtreeGuard::Limit::Visible(uint64_t ino) const {
   auto r = g_->Resolve(entity_, path_, false);
-  if (r.ok() && std::find(r->on_way.begin(), r->on_way.end(), ino) !=
-                    r->on_way.end())
+  if (r.ok() &&
+      std::find(r->on_way.begin(), r->on_way.end(), ino) != r->on_way.end())
     return Status::Ok();
   return Node(ino);
 }
@@ -57,10 +57,9 @@ Status SubtreeGuard::Limit::Looked(uint64_t parent, const std::string& name,
   if (r.ok() && std::find(r->on_way.begin(), r->on_way.end(), parent) !=
                     r->on_way.end()) {
     // On the way down: only the next step of the path is visible.
-    bool next = found.ok() &&
-                (found->ino == r->root ||
-                 std::find(r->on_way.begin(), r->on_way.end(), found->ino) !=
-                     r->on_way.end());
+    bool next = found.ok() && (found->ino == r->root ||
+                               std::find(r->on_way.begin(), r->on_way.end(),
+                                         found->ino) != r->on_way.end());
     if (next) return Status::Ok();
     return Status(EACCES, "'" + name + "' is outside the subtree " + path_ +
                               " of " + entity_);
@@ -84,19 +83,19 @@ SubtreeGuard::Scope& SubtreeGuard::ScopeLocked(const std::string& entity,
 }
 
 void SubtreeGuard::Forget(const std::string& entity) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   scopes_.erase(entity);
 }
 
 bool SubtreeGuard::WasReached(const std::string& entity,
                               const std::string& path, uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ScopeLocked(entity, path).reached.count(ino) != 0;
 }
 
 void SubtreeGuard::Remember(const std::string& entity, const std::string& path,
                             uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Scope& s = ScopeLocked(entity, path);
   if (s.reached.size() >= kMaxReachedPerIdentity) s.reached.clear();
   s.reached.insert(ino);
@@ -106,12 +105,12 @@ Result<SubtreeGuard::Resolved> SubtreeGuard::Resolve(const std::string& entity,
                                                      const std::string& path,
                                                      bool fresh) {
   if (!fresh) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Scope& s = ScopeLocked(entity, path);
     if (s.root != 0) return Resolved{s.root, s.on_way};
   }
   STRIPEFS_ASSIGN_OR_RETURN(Resolved r, ResolveByName(path));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Scope& s = ScopeLocked(entity, path);
   s.root = r.root;
   s.on_way = r.on_way;

@@ -31,7 +31,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +38,7 @@
 
 #include "backend/meta/meta_service.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
 
@@ -83,13 +83,13 @@ class SubtreeGuard {
   };
 
   // Forgets what `entity` reached (its identity was removed or changed).
-  void Forget(const std::string& entity);
+  void Forget(const std::string& entity) STRIPEFS_EXCLUDES(mu_);
 
  private:
   struct Scope {
     std::string path;
-    uint64_t root = 0;              // 0: not resolved yet
-    std::vector<uint64_t> on_way;   // "/" .. parent of root
+    uint64_t root = 0;             // 0: not resolved yet
+    std::vector<uint64_t> on_way;  // "/" .. parent of root
     std::unordered_set<uint64_t> reached;
   };
   struct Resolved {
@@ -99,20 +99,21 @@ class SubtreeGuard {
   // The subtree's root and the directories on the way (cached; `fresh`
   // resolves again by name).
   Result<Resolved> Resolve(const std::string& entity, const std::string& path,
-                           bool fresh);
+                           bool fresh) STRIPEFS_EXCLUDES(mu_);
   Result<Resolved> ResolveByName(const std::string& path);
   // OK(true) if directory `dir` lies under `root`; ENOTDIR if `dir` is not
   // a directory; other errors as the service's.
   Result<bool> Under(uint64_t dir, uint64_t root);
   bool WasReached(const std::string& entity, const std::string& path,
-                  uint64_t ino);
+                  uint64_t ino) STRIPEFS_EXCLUDES(mu_);
   void Remember(const std::string& entity, const std::string& path,
-                uint64_t ino);
-  Scope& ScopeLocked(const std::string& entity, const std::string& path);
+                uint64_t ino) STRIPEFS_EXCLUDES(mu_);
+  Scope& ScopeLocked(const std::string& entity, const std::string& path)
+      STRIPEFS_REQUIRES(mu_);
 
   MetaService* const service_;
-  std::mutex mu_;
-  std::unordered_map<std::string, Scope> scopes_;  // guarded by mu_
+  Mutex mu_;
+  std::unordered_map<std::string, Scope> scopes_ STRIPEFS_GUARDED_BY(mu_);
 };
 
 }  // namespace stripefs::rpc

@@ -3,7 +3,6 @@
 #include <liburing.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +15,6 @@
 #include <exception>
 #include <future>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_set>
@@ -24,8 +22,10 @@
 
 #include "backend/rpc/frame_assembler.h"
 #include "backend/rpc/handshake.h"
+#include "backend/rpc/outbound_message.h"
 #include "backend/rpc/tcp_socket.h"
 #include "backend/rpc/wire_messages.h"
+#include "common/thread_annotations.h"
 
 namespace stripefs::rpc {
 namespace {
@@ -55,70 +55,6 @@ enum Op : uint64_t {
 };
 constexpr uint64_t kOpMask = 7;
 
-// One reply (or reject frame) on its way out: the buffers stay here, at a
-// stable address, until the last byte is sent.
-struct OutMsg {
-  FrameSeal seal{};
-  RpcReply reply;
-  std::vector<uint8_t> ciphertext;  // a secure reply's body (seal.body)
-  bool raw = false;  // handshake message: reply.payload only
-  iovec iov[4];
-  int iovcnt = 0;
-  int first = 0;  // first iovec not fully sent
-  msghdr msg{};
-
-  void BuildIov() {
-    iovcnt = 0;
-    if (raw) {
-      iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
-      return;
-    }
-    iov[iovcnt++] = {seal.header, kFrameHeaderSize};
-    if (seal.encrypted) {
-      if (!seal.body.empty())
-        iov[iovcnt++] = {const_cast<uint8_t*>(seal.body.data()),
-                         seal.body.size()};
-      iov[iovcnt++] = {seal.tag.data(), seal.tag.size()};
-      return;
-    }
-    if (!reply.payload.empty())
-      iov[iovcnt++] = {reply.payload.data(), reply.payload.size()};
-    if (!reply.bulk.empty())
-      iov[iovcnt++] = {const_cast<uint8_t*>(reply.bulk.data()),
-                       reply.bulk.size()};
-    iov[iovcnt++] = {seal.tag.data(), seal.tag.size()};
-  }
-  // Consumes `n` sent bytes; true when everything is sent.
-  bool Advance(size_t n) {
-    while (first < iovcnt && n >= iov[first].iov_len) {
-      n -= iov[first].iov_len;
-      ++first;
-    }
-    if (first == iovcnt) return true;
-    iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + n;
-    iov[first].iov_len -= n;
-    return false;
-  }
-};
-
-std::unique_ptr<OutMsg> RejectMsg(FrameError why) {
-  auto m = std::make_unique<OutMsg>();
-  FrameHeader h;
-  h.flags = kFlagReject;
-  h.type = static_cast<uint16_t>(why);
-  EncodeHeader(h, m->seal.header);  // tag of a reject frame: zero, unchecked
-  m->BuildIov();
-  return m;
-}
-
-std::unique_ptr<OutMsg> RawMsg(std::span<const uint8_t> bytes) {
-  auto m = std::make_unique<OutMsg>();
-  m->raw = true;
-  m->reply.payload.assign(bytes.begin(), bytes.end());
-  m->BuildIov();
-  return m;
-}
-
 struct Conn {
   UniqueFd fd;
   std::string peer;  // immutable after accept; read by workers
@@ -136,7 +72,7 @@ struct Conn {
   Clock::time_point accepted, last_active, header_started;
   std::deque<RawFrame> ready;  // complete frames, in order, not yet handled
   Status frame_error;          // stream error after `ready`: reject + close
-  std::deque<std::unique_ptr<OutMsg>> out;  // replies in request order
+  std::deque<std::unique_ptr<OutboundMessage>> out;  // replies in request order
   bool recv_armed = false;
   bool send_armed = false;
   bool in_worker = false;    // one request of this connection is handled
@@ -155,8 +91,9 @@ struct Job {
 };
 struct Done {
   Conn* conn;
-  std::unique_ptr<OutMsg> msg;  // reply or reject frame to send, if any
-  bool close = false;           // answer nothing more on this connection
+  std::unique_ptr<OutboundMessage>
+      msg;             // reply or reject frame to send, if any
+  bool close = false;  // answer nothing more on this connection
   // The request's bulk buffer, handed back to the connection's assembler
   // for its next frame (FrameAssembler::Recycle).
   AlignedBytes spare_bulk;
@@ -179,12 +116,12 @@ struct UringServerLoop::Impl {
 
   // Worker pool.
   std::vector<std::thread> workers;
-  std::mutex job_mu;
+  Mutex job_mu;
   std::condition_variable job_cv;
-  std::deque<Job> jobs;
-  bool workers_stop = false;
-  std::mutex done_mu;
-  std::vector<Done> done;
+  std::deque<Job> jobs STRIPEFS_GUARDED_BY(job_mu);
+  bool workers_stop STRIPEFS_GUARDED_BY(job_mu) = false;
+  Mutex done_mu;
+  std::vector<Done> done STRIPEFS_GUARDED_BY(done_mu);
 
   // Ring-thread state.
   std::unordered_set<Conn*> conns;
@@ -296,14 +233,11 @@ void UringServerLoop::Impl::ArmRecv(Conn* c) {
 }
 
 void UringServerLoop::Impl::ArmSend(Conn* c) {
-  OutMsg& m = *c->out.front();
-  m.msg = msghdr{};
-  m.msg.msg_iov = m.iov + m.first;
-  m.msg.msg_iovlen = static_cast<size_t>(m.iovcnt - m.first);
+  msghdr* unsent = c->out.front()->Unsent();
   // The send and its linked timeout must go to the kernel together.
   if (io_uring_sq_space_left(&ring) < 2) io_uring_submit(&ring);
   io_uring_sqe* s = Sqe();
-  io_uring_prep_sendmsg(s, c->fd.get(), &m.msg, MSG_NOSIGNAL);
+  io_uring_prep_sendmsg(s, c->fd.get(), unsent, MSG_NOSIGNAL);
   io_uring_sqe_set_data64(s, UserData(c, kSend));
   s->flags |= IOSQE_IO_LINK;
   io_uring_sqe* t = Sqe();
@@ -563,7 +497,7 @@ void UringServerLoop::Impl::OnHandshakeBytes(Conn* c, size_t n) {
     return;
   }
   if (!had_hello && c->hs.hello_ready())
-    c->out.push_back(RawMsg(c->hs.server_hello()));
+    c->out.push_back(OutboundMessage::Raw(c->hs.server_hello()));
   if (!c->hs.done()) return;
   c->session = std::make_unique<Session>(c->hs.TakeSession());
   c->caller = c->hs.caller();
@@ -596,7 +530,7 @@ void UringServerLoop::Impl::OnSend(Conn* c, int res) {
 void UringServerLoop::Impl::OnWake() {
   std::vector<Done> batch;
   {
-    std::lock_guard<std::mutex> lock(done_mu);
+    MutexLock lock(&done_mu);
     batch.swap(done);
   }
   for (Done& d : batch) {
@@ -641,7 +575,7 @@ bool UringServerLoop::Impl::HandleNext(Conn* c) {
   }
   c->in_worker = true;
   {
-    std::lock_guard<std::mutex> lock(job_mu);
+    MutexLock lock(&job_mu);
     jobs.push_back(std::move(job));
   }
   job_cv.notify_one();
@@ -662,7 +596,8 @@ void UringServerLoop::Impl::Pump(Conn* c) {
         c->out.size() < kMaxQueuedReplies && !c->frame_error.ok()) {
       FrameError e = FrameErrorOf(c->frame_error);
       c->frame_error = Status::Ok();
-      if (e != FrameError::kTruncated) c->out.push_back(RejectMsg(e));
+      if (e != FrameError::kTruncated)
+        c->out.push_back(OutboundMessage::Reject(e));
     }
     if (!c->send_armed && !c->out.empty()) ArmSend(c);
     if (!c->read_closed && !c->recv_armed && c->ready.size() < kMaxReadAhead &&
@@ -709,8 +644,11 @@ void UringServerLoop::Impl::WorkerMain() {
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(job_mu);
-      job_cv.wait(lock, [&] { return workers_stop || !jobs.empty(); });
+      UniqueMutexLock lock(&job_mu);
+      job_cv.wait(lock.native(), [&] {
+        job_mu.AssertHeld();
+        return workers_stop || !jobs.empty();
+      });
       if (jobs.empty()) return;
       job = std::move(jobs.front());
       jobs.pop_front();
@@ -718,7 +656,7 @@ void UringServerLoop::Impl::WorkerMain() {
     Done d = RunJob(job);
     bool was_empty;
     {
-      std::lock_guard<std::mutex> lock(done_mu);
+      MutexLock lock(&done_mu);
       was_empty = done.empty();
       done.push_back(std::move(d));
     }
@@ -739,7 +677,7 @@ Done UringServerLoop::Impl::RunJob(Job& job) {
 
 Done UringServerLoop::Impl::RejectDone(Conn* c, const Status& why) {
   core->CountReject(why, c->peer);
-  return Done{c, RejectMsg(FrameErrorOf(why)), true, {}};
+  return Done{c, OutboundMessage::Reject(FrameErrorOf(why)), true, {}};
 }
 
 // Runs the handler for one verified frame and seals its reply (worker or
@@ -747,7 +685,7 @@ Done UringServerLoop::Impl::RejectDone(Conn* c, const Status& why) {
 Done UringServerLoop::Impl::AnswerFrame(Conn* c, Frame& frame) {
   Done d{c, nullptr, false, {}};
   Frame* f = &frame;
-  auto m = std::make_unique<OutMsg>();
+  auto m = std::make_unique<OutboundMessage>();
   FrameHeader rh;
   bool answer = false;
   try {
@@ -826,7 +764,7 @@ void UringServerLoop::Stop() {
     i.ring_thread.join();
   }
   {
-    std::lock_guard<std::mutex> lock(i.job_mu);
+    MutexLock lock(&i.job_mu);
     i.workers_stop = true;
   }
   i.job_cv.notify_all();
