@@ -1,5 +1,8 @@
-// The write path of a volume's erasure-coded stripes: a pure write plan and
-// the executor that carries it out.
+// The write path of a volume's erasure-coded stripes: the executor that
+// carries out a pure write plan (stripe_write_plan.h). Its parts:
+// stripe_write.cc prepares, commits and batches (WriteMany's waves),
+// stripe_write_encode.cc makes the new chunk bytes (parity delta or
+// encode), write_wave.h is where a wave's stripes meet.
 //
 // Every write of a stripe makes exactly one new version, whatever the
 // number of byte ranges it carries: k data + m parity chunks are written in
@@ -31,6 +34,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/client/chunk_fanout.h"
@@ -41,87 +45,16 @@
 #include "backend/client/stripe_locks.h"
 #include "backend/client/stripe_map_cache.h"
 #include "backend/client/stripe_read.h"
+#include "backend/client/stripe_write_plan.h"
 #include "backend/client/thread_pool.h"
 #include "backend/client/version_collector.h"
 #include "backend/meta/meta_service.h"
 #include "common/buffer_pool.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "ec/codec.h"
 
 namespace stripefs {
-
-inline constexpr uint64_t kNoTruncate = UINT64_MAX;
-
-// One stripe's new bytes: the valid ranges of a buffer.
-struct StripeWriteRequest {
-  uint64_t ino = 0;
-  uint64_t stripe = 0;
-  // bytes[0] is stripe byte `origin`; every range lies inside the buffer.
-  std::span<const uint8_t> bytes;
-  uint32_t origin = 0;
-  // Sorted, disjoint, non-empty, within the stripe. Empty only to truncate.
-  std::vector<StripeRange> ranges;
-  // Passed to the commit: the file grows to at least this size.
-  uint64_t min_file_size = 0;
-  // Truncate: bytes [zero_from, S) of the stripe become zeros and the chunk
-  // length shrinks to fit (kNoTruncate: not a truncate).
-  uint64_t zero_from = kNoTruncate;
-
-  const uint8_t* At(uint64_t stripe_offset) const {
-    return bytes.data() + (stripe_offset - origin);
-  }
-};
-
-// EINVAL (naming the bad range) unless `req`'s ranges obey the rules above.
-Status ValidateWriteRequest(const StripeGeometry& geo,
-                            const StripeWriteRequest& req);
-
-enum class WriteKind { kFull, kNewPartial, kRmw, kDelta };
-
-// Columns [lo, hi) of a chunk (empty: lo == hi).
-struct ColumnWindow {
-  uint32_t lo = 0;
-  uint32_t hi = 0;
-};
-
-// Parity windows of a delta: touched column intervals closer than this
-// are merged into one window. Below a 4 KiB page the bytes saved do not pay
-// for a separate range: the chunk store rounds every range out to its
-// 4 KiB CRC blocks (reading and verifying the partly covered ones), and
-// each window is another read and another patch range on the wire.
-inline constexpr uint32_t kParityWindowGap = 4096;
-// At most this many parity windows per delta (the closest ones are merged
-// beyond it): bounds the reads and the pieces of a patched chunk.
-inline constexpr size_t kMaxParityWindows = 16;
-
-struct WritePlan {
-  WriteKind kind = WriteKind::kFull;
-  uint32_t chunk_len = 0;  // bytes in each chunk of the new version
-  uint32_t touched = 0;    // mask of data cells receiving new bytes
-  // kDelta: per data cell (k entries), the column windows it reads and
-  // patches: its own touched columns merged like the parity windows
-  // (sorted, disjoint; empty when untouched).
-  std::vector<std::vector<ColumnWindow>> cell_windows;
-  // kDelta: the parity windows read and patched, sorted, disjoint and
-  // non-empty: the union of the touched columns of all cells (parity
-  // column x changes exactly where some cell's column x does), intervals
-  // less than kParityWindowGap apart merged, at most kMaxParityWindows.
-  std::vector<ColumnWindow> parity_windows;
-  uint64_t zero_from = kNoTruncate;
-};
-
-// The union of `windows` (any order, may overlap; empty ones ignored) as
-// sorted, disjoint windows, where two less than `gap` columns apart become
-// one, then neighbours with the smallest gaps merged until at most
-// `max_windows` (at least 1) remain. Pure.
-std::vector<ColumnWindow> MergeColumnWindows(std::vector<ColumnWindow> windows,
-                                             uint32_t gap, size_t max_windows);
-
-// Decides how to write `req` over `base` (null: no committed version).
-// Pure: reads nothing, writes nothing.
-WritePlan PlanStripeWrite(const StripeGeometry& geo, bool parity_delta,
-                          const StripeVersion* base,
-                          const StripeWriteRequest& req);
 
 struct StripeWriteOptions {
   int commit_retries = 16;       // CAS conflicts before giving up (EAGAIN)
@@ -232,6 +165,31 @@ class StripeWriteExecutor {
   void PrepareWave(const std::vector<StripeWriteRequest>& reqs, size_t begin,
                    size_t end, std::vector<Prepared>* prepared,
                    std::vector<Status>* made, std::vector<char>* retry);
+  // WriteMany: prepares every stripe of `reqs`, wave after wave (a wave:
+  // at least one stripe, then while parallel_stripes and wave_bytes fit).
+  void PrepareWaves(const std::vector<StripeWriteRequest>& reqs,
+                    std::vector<Prepared>* prepared, std::vector<Status>* made,
+                    std::vector<char>* retry);
+  // What a batch commit leaves for after the stripe locks are released.
+  struct BatchLeftovers {
+    std::vector<const StripeWriteRequest*> redo;  // written again one by one
+    // Replaced versions, for the VersionCollector.
+    std::vector<std::pair<ObsoleteStripe, ChunkLayout>> collect;
+  };
+  // WriteMany: commits every prepared stripe in one CommitStripes call, all
+  // or nothing (a failed stripe abandons the rest; a lost CAS race sends
+  // each to `left->redo`).
+  Status CommitPrepared(const std::vector<StripeWriteRequest>& reqs,
+                        const std::vector<Status>& made,
+                        const std::vector<char>& retry,
+                        const std::vector<Prepared>& prepared,
+                        BatchLeftovers* left);
+  // CommitPrepared against a metadata service without batch commits.
+  Status CommitOneByOne(uint64_t ino, const std::vector<StripeCommit>& commits,
+                        const std::vector<const Prepared*>& committing,
+                        BatchLeftovers* left);
+  // Parity delta (kDelta): reads the old windows, patches data and parity
+  // windows, clones the untouched cells (stripe_write_encode.cc).
   Status MakeDelta(Prepared* p, Status* write_error);
   // The old windows of a delta: through the wave's batched read when every
   // chunk can be read directly and all of them arrive; else (and after any
@@ -241,7 +199,12 @@ class StripeWriteExecutor {
   // it suspect); later ones read around it at once.
   Status ReadDeltaWindows(Prepared* p,
                           std::span<const StripeReader::WindowRead> reads);
+  // Full, new partial and RMW writes: encodes the k data cells (in place
+  // when the request is the whole stripe, else merged by MergeDataCells).
   Status MakeEncoded(Prepared* p, Status* write_error);
+  // k pooled cells holding the new version's data: the old data (RMW) or
+  // zeros, with req's ranges merged in and a truncate's tail zeroed.
+  Status MergeDataCells(Prepared* p, std::vector<BufferPool::Lease>* cells);
   // Removes the new version's chunks (commit lost or never made).
   void Abandon(const Prepared& p);
   // After a successful commit: names the new version in the map cache and
@@ -261,7 +224,7 @@ class StripeWriteExecutor {
   // A stale base (ESTALE commit, or a base that moved on): forget the
   // cached map of `ino`, so the next attempt asks metadata.
   void Stale(uint64_t ino);
-  Result<uint64_t> NextVersion();
+  Result<uint64_t> NextVersion() STRIPEFS_EXCLUDES(version_mu_);
   bool MovedOn(uint64_t ino, const StripeVersion& base);
 
   const Parts p_;
@@ -270,9 +233,9 @@ class StripeWriteExecutor {
   BufferPool cell_pool_;  // cell_size() buffers: parity, merged data cells
   GangRunner wave_threads_{options_.parallel_stripes};  // WriteMany's waves
 
-  std::mutex version_mu_;
-  uint64_t next_version_ = 0;  // guarded by version_mu_
-  uint64_t version_limit_ = 0;
+  Mutex version_mu_;
+  uint64_t next_version_ STRIPEFS_GUARDED_BY(version_mu_) = 0;
+  uint64_t version_limit_ STRIPEFS_GUARDED_BY(version_mu_) = 0;
 };
 
 }  // namespace stripefs
