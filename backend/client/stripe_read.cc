@@ -92,158 +92,234 @@ Status StripeReader::ReadWindows(uint64_t ino, const StripeVersion& sv,
   return Status::Ok();
 }
 
+namespace {
+
+// The chunk reads of one ReadColumnsAround call: started on the pool (the
+// wanted chunks first), harvested as they finish, hedged when the read
+// deadline passes (reads past it stop counting and other chunks are read
+// to reconstruct around them), until every wanted chunk or any k chunks
+// are read. Lives on ReadColumnsAround's stack; the ChunkReads it shares
+// with the running tasks outlives it.
+class HedgedColumnRead {
+ public:
+  struct Setup {
+    uint64_t ino;
+    const StripeVersion& sv;
+    const ChunkLayout& layout;
+    int k, n;
+    uint32_t lo, len;
+    std::chrono::milliseconds deadline;  // 0: no deadline, no hedging
+    ClientCounters& counters;
+    ClusterView& view;
+    ThreadPool& pool;
+  };
+  HedgedColumnRead(const Setup& s, const std::vector<int>& want,
+                   std::span<const Status> known)
+      : s_(s),
+        use_deadline_(s.deadline.count() > 0),
+        reads_(std::make_shared<ChunkReads>(static_cast<size_t>(s.n))),
+        errs_(static_cast<size_t>(s.n)),
+        failed_(s.sv.missing_mask) {
+    for (int i : want) want_mask_ |= Bit(i);
+    for (size_t u = 0; u < known.size() && u < errs_.size(); ++u) {
+      if (known[u].ok()) continue;
+      errs_[u] = known[u];  // failed already (and counted) by ReadCellsInto
+      failed_ |= Bit(static_cast<int>(u));
+    }
+    // First the wanted chunks themselves (skipping known-missing ones).
+    for (int i : want)
+      if (!(failed_ & Bit(i))) Launch(i);
+  }
+
+  // Waits until every wanted chunk or k chunks are read; then the buffers
+  // of the chunks read (empty for the others). EIO naming the worst error
+  // when too few chunks can be read.
+  Result<std::vector<std::vector<uint8_t>>> Run();
+  uint32_t have() const { return have_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Starts reading chunk i on the pool (or fails it at once when its
+  // server is down or unknown).
+  void Launch(int i);
+  // Accounts for the reads finished since the last call (lock held).
+  void Harvest();
+  // The deadline passed: stop counting on the reads still running (they
+  // may still win) and mark their servers suspect.
+  void GiveUpOnCounted();
+  // Some wanted chunk failed or is slow: makes sure k reads are done or
+  // running (and counted on), data chunks first. False when that is
+  // impossible and nothing is running any more.
+  bool LaunchSpares();
+  Status Unreadable() const;
+  // The buffers of the chunks read; reads still running are abandoned
+  // (their results land in `reads_`, which they keep alive). Lock held.
+  std::vector<std::vector<uint8_t>> TakeBuffers();
+
+  const Setup s_;
+  const bool use_deadline_;
+  std::shared_ptr<ChunkReads> reads_;
+  std::vector<Status> errs_;  // why a chunk failed
+  uint32_t want_mask_ = 0;
+  uint32_t launched_ = 0;   // reads started
+  uint32_t harvested_ = 0;  // reads finished and accounted for
+  uint32_t have_ = 0;       // chunks read
+  uint32_t failed_;
+  uint32_t counted_ = 0;  // running reads not yet past their deadline
+  uint32_t slow_ = 0;     // reads that passed the deadline
+  bool transport_error_ = false;
+};
+
+void HedgedColumnRead::Launch(int i) {
+  const size_t u = static_cast<size_t>(i);
+  ChunkService* svc = s_.layout.Usable(u, &errs_[u]);
+  if (svc == nullptr) {
+    failed_ |= Bit(i);
+    ClientCounters::Add(s_.counters.chunk_read_errors);
+    return;
+  }
+  launched_ |= Bit(i);
+  if (use_deadline_ && s_.view.IsSuspect(s_.layout.servers[u].id)) {
+    // Recently slow or unreachable: ask, but read around it at once.
+    ClientCounters::Add(s_.counters.hedged_chunk_reads);
+  } else {
+    counted_ |= Bit(i);
+  }
+  const ChunkId id{s_.ino, s_.sv.stripe, static_cast<uint32_t>(i)};
+  const uint64_t version = s_.sv.version;
+  const uint32_t lo = s_.lo, len = s_.len;
+  s_.pool.Submit([reads = reads_, svc, id, version, lo, len, i, u] {
+    auto r = svc->ReadChunk(id, version, lo, len);
+    std::lock_guard<std::mutex> lock(reads->mu);
+    if (r.ok() && r->size() == len) {
+      reads->bufs[u] = std::move(r).value();
+    } else {
+      reads->errs[u] =
+          r.ok() ? Status::Corruption("short chunk read") : r.status();
+    }
+    reads->done |= Bit(i);
+    reads->cv.notify_all();
+  });
+}
+
+void HedgedColumnRead::Harvest() {
+  const uint32_t fresh = reads_->done & ~harvested_;
+  harvested_ |= fresh;
+  counted_ &= ~harvested_;
+  for (int i = 0; i < s_.n; ++i) {
+    if (!(fresh & Bit(i))) continue;
+    const size_t u = static_cast<size_t>(i);
+    if (reads_->errs[u].ok()) {
+      have_ |= Bit(i);
+      if (use_deadline_) s_.view.MarkSuspect(s_.layout.servers[u].id, false);
+      continue;
+    }
+    errs_[u] = reads_->errs[u];
+    failed_ |= Bit(i);
+    ClientCounters::Add(s_.counters.chunk_read_errors);
+    if (errs_[u].code() == EBADMSG) ClientCounters::Add(s_.counters.crc_errors);
+    if (errs_[u].code() == EHOSTDOWN || errs_[u].code() == ETIMEDOUT) {
+      transport_error_ = true;
+      if (use_deadline_) s_.view.MarkSuspect(s_.layout.servers[u].id, true);
+    }
+  }
+}
+
+void HedgedColumnRead::GiveUpOnCounted() {
+  ClientCounters::Add(s_.counters.slow_chunk_reads,
+                      static_cast<uint64_t>(__builtin_popcount(counted_)));
+  for (int i = 0; i < s_.n; ++i)
+    if (counted_ & Bit(i))
+      s_.view.MarkSuspect(s_.layout.servers[static_cast<size_t>(i)].id, true);
+  slow_ |= counted_;
+  counted_ = 0;
+}
+
+bool HedgedColumnRead::LaunchSpares() {
+  int expect = __builtin_popcount(have_ | counted_);
+  for (int i = 0; i < s_.n && expect < s_.k; ++i) {
+    if ((launched_ | failed_) & Bit(i)) continue;
+    Launch(i);
+    if (launched_ & Bit(i)) ++expect;
+  }
+  return expect >= s_.k || (launched_ & ~harvested_) != 0;
+}
+
+Status HedgedColumnRead::Unreadable() const {
+  Status why;
+  for (const Status& e : errs_) KeepWorseError(&why, e);
+  return Status::IoError("stripe " + std::to_string(s_.sv.stripe) +
+                         " of inode " + std::to_string(s_.ino) + ": only " +
+                         std::to_string(__builtin_popcount(have_)) + " of " +
+                         std::to_string(s_.n) + " chunks readable, need " +
+                         std::to_string(s_.k) +
+                         (why.ok() ? "" : " (" + why.ToString() + ")"));
+}
+
+std::vector<std::vector<uint8_t>> HedgedColumnRead::TakeBuffers() {
+  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(s_.n));
+  for (int i = 0; i < s_.n; ++i)
+    if (have_ & Bit(i))
+      bufs[static_cast<size_t>(i)] =
+          std::move(reads_->bufs[static_cast<size_t>(i)]);
+  return bufs;
+}
+
+Result<std::vector<std::vector<uint8_t>>> HedgedColumnRead::Run() {
+  auto round_end = Clock::now() + s_.deadline;
+  std::unique_lock<std::mutex> lock(reads_->mu);
+  for (;;) {
+    Harvest();
+    if ((want_mask_ & ~have_) == 0) break;         // all wanted chunks read
+    if (__builtin_popcount(have_) >= s_.k) break;  // enough to rebuild
+    if (use_deadline_ && Clock::now() >= round_end) {
+      GiveUpOnCounted();
+      round_end = Clock::now() + s_.deadline;
+    }
+    if ((want_mask_ & ~(have_ | counted_)) != 0 && !LaunchSpares()) {
+      lock.unlock();
+      if (transport_error_) s_.view.RequestRefresh();
+      return Unreadable();
+    }
+    if (use_deadline_ && counted_ != 0) {
+      reads_->cv.wait_until(lock, round_end);
+    } else {
+      reads_->cv.wait(lock);  // each running read ends by its own timeout
+    }
+  }
+  std::vector<std::vector<uint8_t>> bufs = TakeBuffers();
+  const uint32_t abandoned = launched_ & ~harvested_;
+  lock.unlock();
+  if (abandoned != 0) {
+    ClientCounters::Add(s_.counters.abandoned_chunk_reads,
+                        static_cast<uint64_t>(__builtin_popcount(abandoned)));
+  }
+  if (transport_error_ || slow_ != 0) s_.view.RequestRefresh();
+  return bufs;
+}
+
+}  // namespace
+
 Status StripeReader::ReadColumnsAround(uint64_t ino, const StripeVersion& sv,
                                        const ChunkLayout& layout,
                                        const std::vector<int>& want,
                                        uint32_t lo, uint32_t hi,
                                        std::vector<std::vector<uint8_t>>* out,
                                        std::span<const Status> known) {
-  using Clock = std::chrono::steady_clock;
-  const int k = static_cast<int>(geo_.k());
   const int n = static_cast<int>(geo_.width());
   const uint32_t len = hi - lo;
-  const auto deadline = read_deadline_;
-  const bool use_deadline = deadline.count() > 0;
-  ClientCounters& counters = *p_.counters;
-  ClusterView& view = *p_.view;
-  auto reads = std::make_shared<ChunkReads>(static_cast<size_t>(n));
-  std::vector<Status> errs(static_cast<size_t>(n));  // why a chunk failed
+  HedgedColumnRead reads(
+      {ino, sv, layout, static_cast<int>(geo_.k()), n, lo, len, read_deadline_,
+       *p_.counters, *p_.view, *p_.pool},
+      want, known);
+  STRIPEFS_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> bufs,
+                            reads.Run());
+  const uint32_t have = reads.have();
   uint32_t want_mask = 0;
   for (int i : want) want_mask |= Bit(i);
-  uint32_t launched = 0;   // reads started
-  uint32_t harvested = 0;  // reads finished and accounted for
-  uint32_t have = 0;       // chunks read
-  uint32_t failed = sv.missing_mask;
-  for (size_t u = 0; u < known.size() && u < errs.size(); ++u) {
-    if (known[u].ok()) continue;
-    errs[u] = known[u];  // failed already (and counted) by ReadCellsInto
-    failed |= Bit(static_cast<int>(u));
-  }
-  uint32_t counted = 0;  // running reads not yet past their deadline
-  uint32_t slow = 0;     // reads that passed the deadline
-  bool transport_error = false;
-
-  // Starts reading chunk i on the pool (or fails it at once when its server
-  // is down or unknown).
-  auto launch = [&](int i) {
-    const size_t u = static_cast<size_t>(i);
-    ChunkService* svc = layout.Usable(u, &errs[u]);
-    if (svc == nullptr) {
-      failed |= Bit(i);
-      ClientCounters::Add(counters.chunk_read_errors);
-      return;
-    }
-    launched |= Bit(i);
-    if (use_deadline && view.IsSuspect(layout.servers[u].id)) {
-      // Recently slow or unreachable: ask, but read around it at once.
-      ClientCounters::Add(counters.hedged_chunk_reads);
-    } else {
-      counted |= Bit(i);
-    }
-    const ChunkId id{ino, sv.stripe, static_cast<uint32_t>(i)};
-    const uint64_t version = sv.version;
-    p_.pool->Submit([reads, svc, id, version, lo, len, i, u] {
-      auto r = svc->ReadChunk(id, version, lo, len);
-      std::lock_guard<std::mutex> lock(reads->mu);
-      if (r.ok() && r->size() == len) {
-        reads->bufs[u] = std::move(r).value();
-      } else {
-        reads->errs[u] =
-            r.ok() ? Status::Corruption("short chunk read") : r.status();
-      }
-      reads->done |= Bit(i);
-      reads->cv.notify_all();
-    });
-  };
-
-  // First the wanted chunks themselves (skipping known-missing ones).
-  for (int i : want)
-    if (!(failed & Bit(i))) launch(i);
-  auto round_end = Clock::now() + deadline;
-  std::unique_lock<std::mutex> lock(reads->mu);
-  for (;;) {
-    const uint32_t fresh = reads->done & ~harvested;
-    harvested |= fresh;
-    counted &= ~harvested;
-    for (int i = 0; i < n; ++i) {
-      if (!(fresh & Bit(i))) continue;
-      const size_t u = static_cast<size_t>(i);
-      if (reads->errs[u].ok()) {
-        have |= Bit(i);
-        if (use_deadline) view.MarkSuspect(layout.servers[u].id, false);
-        continue;
-      }
-      errs[u] = reads->errs[u];
-      failed |= Bit(i);
-      ClientCounters::Add(counters.chunk_read_errors);
-      if (errs[u].code() == EBADMSG) ClientCounters::Add(counters.crc_errors);
-      if (errs[u].code() == EHOSTDOWN || errs[u].code() == ETIMEDOUT) {
-        transport_error = true;
-        if (use_deadline) view.MarkSuspect(layout.servers[u].id, true);
-      }
-    }
-    if ((want_mask & ~have) == 0) break;       // all wanted chunks read
-    if (__builtin_popcount(have) >= k) break;  // enough to rebuild
-    if (use_deadline && Clock::now() >= round_end) {
-      // Reads past the deadline: stop counting on them (they may still
-      // win) and read other chunks to reconstruct around them.
-      ClientCounters::Add(counters.slow_chunk_reads,
-                          static_cast<uint64_t>(__builtin_popcount(counted)));
-      for (int i = 0; i < n; ++i)
-        if (counted & Bit(i))
-          view.MarkSuspect(layout.servers[static_cast<size_t>(i)].id, true);
-      slow |= counted;
-      counted = 0;
-      round_end = Clock::now() + deadline;
-    }
-    if ((want_mask & ~(have | counted)) != 0) {
-      // Some wanted chunk failed or is slow: make sure k reads are done or
-      // running (and counted on), data chunks first.
-      int expect = __builtin_popcount(have | counted);
-      for (int i = 0; i < n && expect < k; ++i) {
-        if ((launched | failed) & Bit(i)) continue;
-        launch(i);
-        if (launched & Bit(i)) ++expect;
-      }
-      if (expect < k && (launched & ~harvested) == 0) {
-        Status why;
-        for (int i = 0; i < n; ++i)
-          KeepWorseError(&why, errs[static_cast<size_t>(i)]);
-        lock.unlock();
-        if (transport_error) view.RequestRefresh();
-        return Status::IoError("stripe " + std::to_string(sv.stripe) +
-                               " of inode " + std::to_string(ino) + ": only " +
-                               std::to_string(__builtin_popcount(have)) +
-                               " of " + std::to_string(n) +
-                               " chunks readable, need " + std::to_string(k) +
-                               (why.ok() ? "" : " (" + why.ToString() + ")"));
-      }
-    }
-    if (use_deadline && counted != 0) {
-      reads->cv.wait_until(lock, round_end);
-    } else {
-      reads->cv.wait(lock);  // each running read ends by its own timeout
-    }
-  }
-
-  // Take the buffers of the chunks read; reads still running are abandoned
-  // (their results land in `reads`, which they keep alive).
-  std::vector<std::vector<uint8_t>> bufs(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i)
-    if (have & Bit(i))
-      bufs[static_cast<size_t>(i)] =
-          std::move(reads->bufs[static_cast<size_t>(i)]);
-  const uint32_t abandoned = launched & ~harvested;
-  lock.unlock();
-  if (abandoned != 0) {
-    ClientCounters::Add(counters.abandoned_chunk_reads,
-                        static_cast<uint64_t>(__builtin_popcount(abandoned)));
-  }
-  if (transport_error || slow != 0) view.RequestRefresh();
-
   const uint32_t lost = want_mask & ~have;
   if (lost != 0) {
-    ClientCounters::Add(counters.degraded_reads);
+    ClientCounters::Add(p_.counters->degraded_reads);
     std::vector<uint8_t*> ptrs(static_cast<size_t>(n), nullptr);
     std::vector<int> erased, unavailable;
     for (int i = 0; i < n; ++i) {
