@@ -38,29 +38,6 @@ const char* FlushReasonName(FlushReason r) {
   return "?";
 }
 
-StripeSender::StripeSender(size_t window)
-    : window_(std::max<size_t>(window, 1)), pool_(window_) {}
-
-void StripeSender::Submit(std::function<void()> send) {
-  {
-    UniqueMutexLock lock(&mu_);
-    if (in_use_ >= window_) {
-      Bump(full_waits_);
-      cv_.wait(lock.native(), [&] {
-        mu_.AssertHeld();
-        return in_use_ < window_;
-      });
-    }
-    ++in_use_;
-  }
-  pool_.Submit([this, send = std::move(send)] {
-    send();
-    MutexLock lock(&mu_);
-    --in_use_;
-    cv_.notify_one();
-  });
-}
-
 bool StripeWriter::Buffer::Complete(uint64_t stripe_size) const {
   return valid.size() == 1 && valid.begin()->first == 0 &&
          valid.begin()->second == stripe_size;
