@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <optional>
 
 namespace stripefs::fuse {
 namespace {
@@ -108,18 +109,18 @@ SplitResult SplitDevBuffer(std::span<const uint8_t> buf,
   return r;
 }
 
-ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
-                         std::span<const uint8_t> rest,
-                         const ParseOptions& opts) {
-  const OpcodeRow* row = ParsedRow(h.opcode);
-  if (!row) {
-    return Fail(ENOSYS,
-                Describe(h) + "unknown opcode " + std::to_string(h.opcode), h);
-  }
-  size_t fixed = FixedSize(*row, opts);
-  if (row->min_fixed != 0) {
+namespace {
+
+// The failure of an argument struct `arg0` of the wrong size for `row`,
+// if it is.
+std::optional<ParseResult> WrongFixedSize(const fuse_in_header& h,
+                                          const OpcodeRow& row,
+                                          std::span<const uint8_t> arg0,
+                                          const ParseOptions& opts) {
+  size_t fixed = FixedSize(row, opts);
+  if (row.min_fixed != 0) {
     // The struct grew over time (INIT); the first min_fixed bytes exist.
-    if (arg0.size() < row->min_fixed || arg0.size() > fixed) {
+    if (arg0.size() < row.min_fixed || arg0.size() > fixed) {
       return Fail(EINVAL,
                   Describe(h) + "argument struct of " +
                       std::to_string(arg0.size()) + " bytes",
@@ -132,15 +133,16 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
                     std::to_string(fixed),
                 h);
   }
-  ParseResult r;
-  ParsedRequest& q = r.req;
-  q.header = h;
-  q.opcode = h.opcode;
-  q.in_size = static_cast<uint32_t>(arg0.size());
-  if (!arg0.empty()) std::memcpy(q.in, arg0.data(), arg0.size());
+  return std::nullopt;
+}
 
-  std::span<const uint8_t> s = rest;
-  switch (row->tail) {
+// Takes the bytes after the argument struct as the opcode's tail shape
+// says (name, two names, xattr value, write data, forgets, anything) into
+// q; the failure when they do not fit it.
+std::optional<ParseResult> ParseTail(const fuse_in_header& h, Tail tail,
+                                     std::span<const uint8_t> s,
+                                     ParsedRequest* q) {
+  switch (tail) {
     case Tail::kNone:
       if (!s.empty()) {
         return Fail(EINVAL,
@@ -150,7 +152,7 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
       }
       break;
     case Tail::kName:
-      if (!TakeName(s, &q.name)) {
+      if (!TakeName(s, &q->name)) {
         return Fail(EINVAL, Describe(h) + "name not NUL-terminated", h);
       }
       if (!s.empty()) {
@@ -158,7 +160,7 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
       }
       break;
     case Tail::kTwoNames:
-      if (!TakeName(s, &q.name) || !TakeName(s, &q.name2)) {
+      if (!TakeName(s, &q->name) || !TakeName(s, &q->name2)) {
         return Fail(EINVAL, Describe(h) + "names not NUL-terminated", h);
       }
       if (!s.empty()) {
@@ -166,34 +168,34 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
       }
       break;
     case Tail::kNameValue: {
-      if (!TakeName(s, &q.name)) {
+      if (!TakeName(s, &q->name)) {
         return Fail(EINVAL, Describe(h) + "xattr name not NUL-terminated", h);
       }
       uint32_t size;  // fuse_setxattr_in.size
       static_assert(offsetof(fuse_setxattr_in, size) == 0);
-      std::memcpy(&size, q.in, sizeof(size));
+      std::memcpy(&size, q->in, sizeof(size));
       if (s.size() != size) {
         return Fail(EINVAL,
                     Describe(h) + "xattr value is " + std::to_string(s.size()) +
                         " bytes, header says " + std::to_string(size),
                     h);
       }
-      q.data = s;
+      q->data = s;
       break;
     }
     case Tail::kData: {
-      auto w = q.In<fuse_write_in>();
+      auto w = q->In<fuse_write_in>();
       if (s.size() != w.size) {
         return Fail(EINVAL,
                     Describe(h) + "WRITE carries " + std::to_string(s.size()) +
                         " bytes, size says " + std::to_string(w.size),
                     h);
       }
-      q.data = s;
+      q->data = s;
       break;
     }
     case Tail::kForgets: {
-      auto b = q.In<fuse_batch_forget_in>();
+      auto b = q->In<fuse_batch_forget_in>();
       if (s.size() / sizeof(fuse_forget_one) < b.count ||
           s.size() != static_cast<size_t>(b.count) * sizeof(fuse_forget_one)) {
         return Fail(EINVAL,
@@ -202,13 +204,34 @@ ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
                         std::to_string(s.size()) + " bytes",
                     h);
       }
-      q.data = s;
+      q->data = s;
       break;
     }
     case Tail::kAny:
-      q.data = s;
+      q->data = s;
       break;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParseResult ParseRequest(const fuse_in_header& h, std::span<const uint8_t> arg0,
+                         std::span<const uint8_t> rest,
+                         const ParseOptions& opts) {
+  const OpcodeRow* row = ParsedRow(h.opcode);
+  if (!row) {
+    return Fail(ENOSYS,
+                Describe(h) + "unknown opcode " + std::to_string(h.opcode), h);
+  }
+  if (auto bad = WrongFixedSize(h, *row, arg0, opts)) return *std::move(bad);
+  ParseResult r;
+  ParsedRequest& q = r.req;
+  q.header = h;
+  q.opcode = h.opcode;
+  q.in_size = static_cast<uint32_t>(arg0.size());
+  if (!arg0.empty()) std::memcpy(q.in, arg0.data(), arg0.size());
+  if (auto bad = ParseTail(h, row->tail, rest, &q)) return *std::move(bad);
   return r;
 }
 
