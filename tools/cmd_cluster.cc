@@ -480,132 +480,149 @@ int RunStart(const std::string& dir, const std::string& server, int timeout_s) {
   return 0;
 }
 
-CommandRegistration cluster_commands([](CLI::App& app) {
-  auto* cluster = app.add_subcommand(
-      "cluster",
-      "run a local metad + N chunkd cluster on loopback (or, with up "
-      "--netns, in network namespaces)");
-  cluster->require_subcommand(1);
-  {
-    auto* cmd = cluster->add_subcommand(
-        "up", "start metad and N chunkd in the background");
-    auto f = std::make_shared<UpFlags>();
-    cmd->add_option("--dir", f->dir,
-                    "cluster directory (data, logs, pid files)")
-        ->required();
-    auto* n = cmd->add_option("--servers", f->conf.servers, "number of chunkd")
-                  ->capture_default_str()
-                  ->check(InRange(kServersRange));
-    auto* k = cmd->add_option("--k", f->conf.k, "data chunks")
-                  ->capture_default_str()
-                  ->check(InRange(::stripefs::fs::kDataChunksRange));
-    auto* m = cmd->add_option("--m", f->conf.m, "parity chunks")
-                  ->capture_default_str()
-                  ->check(InRange(::stripefs::fs::kParityChunksRange));
-    auto* cs =
-        cmd->add_option("--cell-size", f->conf.cell_size, "cell size in bytes")
-            ->capture_default_str()
-            ->check(InRange(::stripefs::fs::kCellSizeRange));
-    auto* bp = cmd->add_option("--base-port", f->conf.base_port,
-                               "metad on P, chunkd i on P+i (0: free ports)")
-                   ->capture_default_str()
-                   ->check(InRange(kPortRange));
-    cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
-        ->capture_default_str()
-        ->check(InRange(kTimeoutSecondsRange));
-    auto* secure = cmd->add_flag(
-        "--secure", f->secure,
-        "daemons encrypt every connection and refuse unencrypted frames; "
-        "clients need --secure (mounts -o secure). Kept for later `up`s");
-    cmd->add_flag("--no-secure", f->insecure,
-                  "turn an earlier --secure off (authenticated frames only)")
-        ->excludes(secure);
-    auto* netns = cmd->add_flag(
-        "--netns", f->netns,
-        "metad and every chunkd in a network namespace of its own on a "
-        "bridge, addresses from 198.18.0.0/15 (root; docs/cluster.md)");
-    cmd->add_option("--link-rate", f->net.link_rate,
-                    "with --netns: tc tbf rate of every host link (1gbit, "
-                    "10gbit, 100mbit)")
-        ->needs(netns)
-        ->check([](const std::string& v) {
-          auto r = ParseLinkRate(v);
-          return r.ok() ? std::string() : r.status().message();
-        });
-    cmd->add_option("--netem", f->net.netem,
-                    "with --netns: tc netem arguments for every host link "
-                    "(\"delay 1ms loss 0.1%\"); fails where the kernel has "
-                    "no sch_netem")
-        ->needs(netns);
-    auto* me = cmd->add_option("--meta-engine", f->meta_engine,
-                               "rocksdb (one metad) or etcd (an etcd cluster "
-                               "of its own and --metads metads)")
-                   ->capture_default_str()
-                   ->check(CLI::IsMember({"rocksdb", "etcd"}));
-    auto* em = cmd->add_option("--etcd-members", f->conf.etcd_members,
-                               "etcd members on loopback (etcd engine; "
-                               "default 3)")
-                   ->check(InRange(kEtcdMembersRange));
-    auto* md = cmd->add_option("--metads", f->conf.metads,
-                               "metads serving the volume (etcd engine)")
-                   ->capture_default_str()
-                   ->check(InRange(kMetadsRange));
-    auto* et = cmd->add_option("--etcd-timeout-ms", f->conf.etcd_timeout_ms,
-                               "metad's etcd calls fail (ETIMEDOUT) after "
-                               "this long without a quorum")
-                   ->capture_default_str()
-                   ->check(InRange(kEtcdTimeoutMsRange));
-    auto* el = cmd->add_option(
-        "--etcd", f->conf.etcd_location,
-        "etcd engine on an etcd run elsewhere (no members of our own): "
-        "etcds://H:P[,H:P]/VOL?ca=FILE&cert=FILE&key=FILE, the certificate "
-        "naming an etcd user whose role reaches VOL/ (docs/metadata.md)");
-    auto* ei = cmd->add_flag(
-        "--etcd-insecure", f->etcd_insecure,
-        "allow a plaintext etcd://H:P/VOL for --etcd when every H is a "
-        "loopback address (anyone who reaches etcd can rewrite the volume)");
-    cmd->callback([=] {
-      f->conf.etcd_insecure = f->etcd_insecure ? 1 : 0;
-      f->engine_given = me->count() + em->count() + md->count() + et->count() +
-                            el->count() + ei->count() >
-                        0;
-      ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
-                     n->count() > 0, bp->count() > 0));
-    });
-  }
-  {
-    auto* cmd = cluster->add_subcommand("status",
-                                        "processes, map epoch, server states");
-    auto dir = std::make_shared<std::string>();
-    cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->callback([dir] { ExitWith(RunStatus(*dir)); });
-  }
-  {
-    auto* cmd =
-        cluster->add_subcommand("down", "stop every process of the cluster");
-    auto dir = std::make_shared<std::string>();
-    auto grace = std::make_shared<int>(10);
-    cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--grace", *grace, "seconds before SIGKILL")
-        ->capture_default_str()
-        ->check(InRange(kGraceSecondsRange));
-    cmd->callback([dir, grace] { ExitWith(RunDown(*dir, *grace)); });
-  }
-  {
-    auto* cmd = cluster->add_subcommand(
-        "kill", "send a signal to one server (failure tests)");
-    auto dir = std::make_shared<std::string>();
-    auto server = std::make_shared<std::string>();
-    auto sig = std::make_shared<int>(SIGKILL);
-    cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server,
-                    "chunkd id (1..N), metad, metad.I or etcd.I")
-        ->required();
-    cmd->add_option("--signal", *sig, "signal number")
-        ->capture_default_str()
-        ->check(InRange(kSignalRange));
-    cmd->callback([=] { ExitWith(RunKill(*dir, *server, *sig)); });
-  }
+// `cluster up`'s --meta-engine and etcd flags; the options returned say
+// (by their counts) whether any was given.
+std::vector<CLI::Option*> AddUpEngineFlags(CLI::App* cmd, UpFlags* f) {
+  CLI::Option* me =
+      cmd->add_option("--meta-engine", f->meta_engine,
+                      "rocksdb (one metad) or etcd (an etcd cluster "
+                      "of its own and --metads metads)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"rocksdb", "etcd"}));
+  auto* em = cmd->add_option("--etcd-members", f->conf.etcd_members,
+                             "etcd members on loopback (etcd engine; "
+                             "default 3)")
+                 ->check(InRange(kEtcdMembersRange));
+  auto* md = cmd->add_option("--metads", f->conf.metads,
+                             "metads serving the volume (etcd engine)")
+                 ->capture_default_str()
+                 ->check(InRange(kMetadsRange));
+  auto* et = cmd->add_option("--etcd-timeout-ms", f->conf.etcd_timeout_ms,
+                             "metad's etcd calls fail (ETIMEDOUT) after "
+                             "this long without a quorum")
+                 ->capture_default_str()
+                 ->check(InRange(kEtcdTimeoutMsRange));
+  auto* el = cmd->add_option(
+      "--etcd", f->conf.etcd_location,
+      "etcd engine on an etcd run elsewhere (no members of our own): "
+      "etcds://H:P[,H:P]/VOL?ca=FILE&cert=FILE&key=FILE, the certificate "
+      "naming an etcd user whose role reaches VOL/ (docs/metadata.md)");
+  auto* ei = cmd->add_flag(
+      "--etcd-insecure", f->etcd_insecure,
+      "allow a plaintext etcd://H:P/VOL for --etcd when every H is a "
+      "loopback address (anyone who reaches etcd can rewrite the volume)");
+  return {me, em, md, et, el, ei};
+}
+
+// `cluster up`'s wire and network flags: --secure / --no-secure, --netns
+// and its links' --link-rate and --netem.
+void AddUpNetworkFlags(CLI::App* cmd, UpFlags* f) {
+  auto* secure = cmd->add_flag(
+      "--secure", f->secure,
+      "daemons encrypt every connection and refuse unencrypted frames; "
+      "clients need --secure (mounts -o secure). Kept for later `up`s");
+  cmd->add_flag("--no-secure", f->insecure,
+                "turn an earlier --secure off (authenticated frames only)")
+      ->excludes(secure);
+  auto* netns = cmd->add_flag(
+      "--netns", f->netns,
+      "metad and every chunkd in a network namespace of its own on a "
+      "bridge, addresses from 198.18.0.0/15 (root; docs/cluster.md)");
+  cmd->add_option("--link-rate", f->net.link_rate,
+                  "with --netns: tc tbf rate of every host link (1gbit, "
+                  "10gbit, 100mbit)")
+      ->needs(netns)
+      ->check([](const std::string& v) {
+        auto r = ParseLinkRate(v);
+        return r.ok() ? std::string() : r.status().message();
+      });
+  cmd->add_option("--netem", f->net.netem,
+                  "with --netns: tc netem arguments for every host link "
+                  "(\"delay 1ms loss 0.1%\"); fails where the kernel has "
+                  "no sch_netem")
+      ->needs(netns);
+}
+
+// `stripefs cluster up`: its flags, then RunUp.
+void AddClusterUp(CLI::App* cluster) {
+  auto* cmd = cluster->add_subcommand(
+      "up", "start metad and N chunkd in the background");
+  auto f = std::make_shared<UpFlags>();
+  cmd->add_option("--dir", f->dir, "cluster directory (data, logs, pid files)")
+      ->required();
+  auto* n = cmd->add_option("--servers", f->conf.servers, "number of chunkd")
+                ->capture_default_str()
+                ->check(InRange(kServersRange));
+  auto* k = cmd->add_option("--k", f->conf.k, "data chunks")
+                ->capture_default_str()
+                ->check(InRange(::stripefs::fs::kDataChunksRange));
+  auto* m = cmd->add_option("--m", f->conf.m, "parity chunks")
+                ->capture_default_str()
+                ->check(InRange(::stripefs::fs::kParityChunksRange));
+  auto* cs =
+      cmd->add_option("--cell-size", f->conf.cell_size, "cell size in bytes")
+          ->capture_default_str()
+          ->check(InRange(::stripefs::fs::kCellSizeRange));
+  auto* bp = cmd->add_option("--base-port", f->conf.base_port,
+                             "metad on P, chunkd i on P+i (0: free ports)")
+                 ->capture_default_str()
+                 ->check(InRange(kPortRange));
+  cmd->add_option("--timeout", f->timeout_s, "seconds to wait for start")
+      ->capture_default_str()
+      ->check(InRange(kTimeoutSecondsRange));
+  AddUpNetworkFlags(cmd, f.get());
+  const std::vector<CLI::Option*> engine = AddUpEngineFlags(cmd, f.get());
+  cmd->callback([=] {
+    f->conf.etcd_insecure = f->etcd_insecure ? 1 : 0;
+    f->engine_given =
+        std::any_of(engine.begin(), engine.end(),
+                    [](CLI::Option* o) { return o->count() > 0; });
+    ExitWith(RunUp(*f, k->count() + m->count() + cs->count() > 0,
+                   n->count() > 0, bp->count() > 0));
+  });
+}
+
+// `stripefs cluster status`.
+void AddClusterStatus(CLI::App* cluster) {
+  auto* cmd =
+      cluster->add_subcommand("status", "processes, map epoch, server states");
+  auto dir = std::make_shared<std::string>();
+  cmd->add_option("--dir", *dir, "cluster directory")->required();
+  cmd->callback([dir] { ExitWith(RunStatus(*dir)); });
+}
+
+// `stripefs cluster down`.
+void AddClusterDown(CLI::App* cluster) {
+  auto* cmd =
+      cluster->add_subcommand("down", "stop every process of the cluster");
+  auto dir = std::make_shared<std::string>();
+  auto grace = std::make_shared<int>(10);
+  cmd->add_option("--dir", *dir, "cluster directory")->required();
+  cmd->add_option("--grace", *grace, "seconds before SIGKILL")
+      ->capture_default_str()
+      ->check(InRange(kGraceSecondsRange));
+  cmd->callback([dir, grace] { ExitWith(RunDown(*dir, *grace)); });
+}
+
+// `stripefs cluster kill`.
+void AddClusterKill(CLI::App* cluster) {
+  auto* cmd = cluster->add_subcommand(
+      "kill", "send a signal to one server (failure tests)");
+  auto dir = std::make_shared<std::string>();
+  auto server = std::make_shared<std::string>();
+  auto sig = std::make_shared<int>(SIGKILL);
+  cmd->add_option("--dir", *dir, "cluster directory")->required();
+  cmd->add_option("--server", *server,
+                  "chunkd id (1..N), metad, metad.I or etcd.I")
+      ->required();
+  cmd->add_option("--signal", *sig, "signal number")
+      ->capture_default_str()
+      ->check(InRange(kSignalRange));
+  cmd->callback([=] { ExitWith(RunKill(*dir, *server, *sig)); });
+}
+
+// `stripefs cluster partition` and `heal`.
+void AddClusterPartition(CLI::App* cluster) {
   for (bool heal : {false, true}) {
     auto* cmd = cluster->add_subcommand(
         heal ? "heal" : "partition",
@@ -619,21 +636,37 @@ CommandRegistration cluster_commands([](CLI::App& app) {
         ->required();
     cmd->callback([=] { ExitWith(RunPartition(*dir, *server, heal)); });
   }
-  {
-    auto* cmd = cluster->add_subcommand(
-        "start", "(re)start one server at its old address");
-    auto dir = std::make_shared<std::string>();
-    auto server = std::make_shared<std::string>();
-    auto timeout = std::make_shared<int>(30);
-    cmd->add_option("--dir", *dir, "cluster directory")->required();
-    cmd->add_option("--server", *server,
-                    "chunkd id (1..N), metad, metad.I or etcd.I")
-        ->required();
-    cmd->add_option("--timeout", *timeout, "seconds to wait")
-        ->capture_default_str()
-        ->check(InRange(kTimeoutSecondsRange));
-    cmd->callback([=] { ExitWith(RunStart(*dir, *server, *timeout)); });
-  }
+}
+
+// `stripefs cluster start`.
+void AddClusterStart(CLI::App* cluster) {
+  auto* cmd = cluster->add_subcommand(
+      "start", "(re)start one server at its old address");
+  auto dir = std::make_shared<std::string>();
+  auto server = std::make_shared<std::string>();
+  auto timeout = std::make_shared<int>(30);
+  cmd->add_option("--dir", *dir, "cluster directory")->required();
+  cmd->add_option("--server", *server,
+                  "chunkd id (1..N), metad, metad.I or etcd.I")
+      ->required();
+  cmd->add_option("--timeout", *timeout, "seconds to wait")
+      ->capture_default_str()
+      ->check(InRange(kTimeoutSecondsRange));
+  cmd->callback([=] { ExitWith(RunStart(*dir, *server, *timeout)); });
+}
+
+CommandRegistration cluster_commands([](CLI::App& app) {
+  auto* cluster = app.add_subcommand(
+      "cluster",
+      "run a local metad + N chunkd cluster on loopback (or, with up "
+      "--netns, in network namespaces)");
+  cluster->require_subcommand(1);
+  AddClusterUp(cluster);
+  AddClusterStatus(cluster);
+  AddClusterDown(cluster);
+  AddClusterKill(cluster);
+  AddClusterPartition(cluster);
+  AddClusterStart(cluster);
 });
 
 }  // namespace

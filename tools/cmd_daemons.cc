@@ -218,6 +218,122 @@ struct MetadFlags {
   bool etcd_insecure = false;  // MetaStoreOptions::etcd_insecure_loopback
 };
 
+// The volume metad serves: its store, opened or (first start) created.
+struct MetadVolume {
+  std::unique_ptr<MetaStore> store;
+  bool created = false;
+  Geometry geometry;
+};
+
+// Opens or creates the store of --dir; 0, or the exit status with the
+// reason printed (a geometry that contradicts --k/--m/--cell-size too).
+int OpenMetadVolume(const char* who, const MetadFlags& f, MetadVolume* out) {
+  MetaStoreOptions mo;
+  mo.namespace_sync_delay = std::chrono::milliseconds(f.namespace_sync_ms);
+  mo.etcd_insecure_loopback = f.etcd_insecure;
+  Result<std::unique_ptr<MetaStore>> store = Status::IoError("unset");
+  if (MetaStore::Exists(f.dir, mo)) {
+    store = MetaStore::Open(f.dir, mo);
+  } else {
+    store = MetaStore::Create(f.dir, f.geometry, mo);
+    out->created = true;
+  }
+  if (!store.ok()) {
+    Status st = store.status().Annotate("metadata store in " + f.dir);
+    if (st.code() == EBADMSG) {
+      st = Status(EBADMSG, st.message() + ". " + fs::CorruptMetadataFix(f.dir));
+    }
+    return Fail(who, st);
+  }
+  out->store = std::move(store).value();
+  auto geometry = out->store->GetGeometry();
+  if (!geometry.ok()) return Fail(who, geometry.status());
+  out->geometry = *geometry;
+  if (!out->created && f.geometry_given && !(*geometry == f.geometry)) {
+    std::fprintf(stderr,
+                 "%s: the volume in %s has geometry %u+%u cell %u, not the "
+                 "%u+%u cell %u given; drop --k/--m/--cell-size or use "
+                 "another --dir\n",
+                 who, f.dir.c_str(), geometry->k, geometry->m,
+                 geometry->cell_size, f.geometry.k, f.geometry.m,
+                 f.geometry.cell_size);
+    return 1;
+  }
+  return 0;
+}
+
+// Admin and client identities (`stripefs auth`); the server key is always
+// admitted. Warns when there are none.
+Result<std::unique_ptr<rpc::IdentityTable>> OpenIdentities(
+    const MetadFlags& f) {
+  const std::string id_file =
+      f.identities.empty() ? f.d.key_file + ".identities" : f.identities;
+  auto identities = rpc::IdentityTable::Open(id_file);
+  if (!identities.ok()) return identities.status();
+  if ((*identities)->size() == 0) {
+    std::fprintf(stderr,
+                 "metad: warning: no admin or client identities in %s: "
+                 "every process uses the server key and may call every RPC; "
+                 "give mounts their own keys with `stripefs auth add "
+                 "client.NAME` (docs/cluster.md \"Identities\")\n",
+                 id_file.c_str());
+  }
+  return identities;
+}
+
+// metad's handler: identities, chunk grants, and `stripefs auth rm`, which
+// closes the removed identity's open sessions at once (on `serving`, once
+// set) and voids its chunk grants on every chunkd (which close its
+// sessions).
+Status ServeMetadExtras(rpc::MetaServiceServer* handler, MetaStore* store,
+                        rpc::IdentityTable* identities,
+                        std::shared_ptr<const rpc::ClusterKey> server_key,
+                        std::atomic<rpc::RpcServer*>* serving) {
+  handler->ServeIdentities(identities, server_key);
+  // Chunk grants: clients get them here and show them to chunkd.
+  auto grant_key = rpc::GrantKey::Derive(*server_key, store->volume_uuid());
+  if (!grant_key.ok()) return grant_key.status();
+  handler->ServeGrants(*grant_key);
+  handler->OnIdentityRemoved(
+      [serving, store, server_key](const std::string& entity,
+                                   const rpc::EntitySalt& salt) {
+        if (rpc::RpcServer* s = serving->load()) s->CloseSessionsOf(entity);
+        RevokeOnChunkServers(store, server_key, entity, salt);
+      });
+  return Status::Ok();
+}
+
+// Failure detector: marks chunk servers that stop answering down (and up
+// again), see backend/meta/health_monitor.h and docs/cluster.md. Started
+// unless --no-health-monitor.
+void StartHealthMonitor(const MetadFlags& f, const HealthMonitorOptions& ho,
+                        HealthMonitor* monitor) {
+  if (!f.health_monitor) {
+    std::fprintf(stderr,
+                 "metad: health monitor off (--no-health-monitor): crashed "
+                 "chunk servers stay `up` in the map\n");
+    return;
+  }
+  monitor->Start();
+  std::fprintf(stderr,
+               "metad: health monitor: probing chunk servers every %lld ms "
+               "(timeout %lld ms), down after %u misses, up after %u "
+               "answers\n",
+               static_cast<long long>(f.probe_interval_ms),
+               static_cast<long long>(f.probe_timeout_ms), ho.down_after,
+               ho.up_after);
+}
+
+// The last line of a daemon: what its RPC server served.
+void LogStopped(const std::string& who, const rpc::RpcServerCounters& c) {
+  std::fprintf(stderr,
+               "%s: stopped (%llu connections, %llu requests, %llu frames "
+               "rejected)\n",
+               who.c_str(), static_cast<unsigned long long>(c.connections),
+               static_cast<unsigned long long>(c.requests),
+               static_cast<unsigned long long>(c.rejected_total()));
+}
+
 int RunMetad(const MetadFlags& f) {
   const char* who = "metad";
   HealthMonitorOptions ho = f.health;
@@ -230,80 +346,29 @@ int RunMetad(const MetadFlags& f) {
   if (!key.ok()) return Fail(who, key.status());
   DaemonFiles files(f.d.pid_file, f.d.address_file);
   if (Status s = files.WritePid(); !s.ok()) return Fail(who, s);
-
-  MetaStoreOptions mo;
-  mo.namespace_sync_delay = std::chrono::milliseconds(f.namespace_sync_ms);
-  mo.etcd_insecure_loopback = f.etcd_insecure;
-  Result<std::unique_ptr<MetaStore>> store = Status::IoError("unset");
-  bool created = false;
-  if (MetaStore::Exists(f.dir, mo)) {
-    store = MetaStore::Open(f.dir, mo);
-  } else {
-    store = MetaStore::Create(f.dir, f.geometry, mo);
-    created = true;
-  }
-  if (!store.ok()) {
-    Status st = store.status().Annotate("metadata store in " + f.dir);
-    if (st.code() == EBADMSG) {
-      st = Status(EBADMSG, st.message() + ". " + fs::CorruptMetadataFix(f.dir));
-    }
-    return Fail(who, st);
-  }
-  auto geometry = (*store)->GetGeometry();
-  if (!geometry.ok()) return Fail(who, geometry.status());
-  if (!created && f.geometry_given && !(*geometry == f.geometry)) {
-    std::fprintf(stderr,
-                 "%s: the volume in %s has geometry %u+%u cell %u, not the "
-                 "%u+%u cell %u given; drop --k/--m/--cell-size or use "
-                 "another --dir\n",
-                 who, f.dir.c_str(), geometry->k, geometry->m,
-                 geometry->cell_size, f.geometry.k, f.geometry.m,
-                 f.geometry.cell_size);
-    return 1;
-  }
-  // Admin and client identities (`stripefs auth`); the server key is
-  // always admitted.
-  const std::string id_file =
-      f.identities.empty() ? f.d.key_file + ".identities" : f.identities;
-  auto identities = rpc::IdentityTable::Open(id_file);
+  MetadVolume vol;
+  if (int rc = OpenMetadVolume(who, f, &vol); rc != 0) return rc;
+  MetaStore* store = vol.store.get();
+  auto identities = OpenIdentities(f);
   if (!identities.ok()) return Fail(who, identities.status());
-  if ((*identities)->size() == 0) {
-    std::fprintf(stderr,
-                 "metad: warning: no admin or client identities in %s: "
-                 "every process uses the server key and may call every RPC; "
-                 "give mounts their own keys with `stripefs auth add "
-                 "client.NAME` (docs/cluster.md \"Identities\")\n",
-                 id_file.c_str());
-  }
   // Mounts and repairs announce themselves here (`stripefs status`).
   rpc::ClientTable clients;
-  rpc::MetaServiceServer handler(store->get(), &clients);
-  handler.ServeIdentities(identities->get(), *key);
-  // Chunk grants: clients get them here and show them to chunkd.
-  auto grant_key = rpc::GrantKey::Derive(**key, (*store)->volume_uuid());
-  if (!grant_key.ok()) return Fail(who, grant_key.status());
-  handler.ServeGrants(*grant_key);
+  rpc::MetaServiceServer handler(store, &clients);
+  std::atomic<rpc::RpcServer*> serving{nullptr};
+  if (Status s =
+          ServeMetadExtras(&handler, store, identities->get(), *key, &serving);
+      !s.ok())
+    return Fail(who, s);
   auto metrics = DaemonMetrics::Create(f.d, &handler);
   if (!metrics.ok()) return Fail(who, metrics.status());
   rpc::MetaInlineHandler inline_handler(
-      *metrics ? (*metrics)->handler() : &handler, store->get());
+      *metrics ? (*metrics)->handler() : &handler, store);
   rpc::RpcServerOptions so;
   so.listen = f.d.listen;
   so.log_name = "metad";
-  so.binding = {rpc::ServerRole::kMetad, 0, (*store)->volume_uuid()};
+  so.binding = {rpc::ServerRole::kMetad, 0, store->volume_uuid()};
   so.gate = identities->get();
   so.inline_requests = f.inline_rpc;
-  // `stripefs auth rm` closes the removed identity's open sessions at once
-  // and voids its chunk grants on every chunkd (which close its sessions).
-  std::atomic<rpc::RpcServer*> serving{nullptr};
-  MetaStore* meta_store = store->get();
-  std::shared_ptr<const rpc::ClusterKey> server_key = *key;
-  handler.OnIdentityRemoved(
-      [&serving, meta_store, server_key](const std::string& entity,
-                                         const rpc::EntitySalt& salt) {
-        if (rpc::RpcServer* s = serving.load()) s->CloseSessionsOf(entity);
-        RevokeOnChunkServers(meta_store, server_key, entity, salt);
-      });
   auto server = rpc::RpcServer::Start(so, *key, &inline_handler);
   if (!server.ok())
     return Fail(who, ExplainListenError(server.status(), f.d.listen));
@@ -311,8 +376,7 @@ int RunMetad(const MetadFlags& f) {
   if (*metrics) {
     (*metrics)->server().AddCollector(
         metrics::RpcServerCollector(server->get(), "metad"));
-    (*metrics)->server().AddCollector(
-        metrics::ClusterMapCollector(store->get()));
+    (*metrics)->server().AddCollector(metrics::ClusterMapCollector(store));
     (*metrics)->server().AddCollector(metrics::ClientTableCollector(&clients));
     std::fprintf(stderr, "metad: metrics on http://%s/metrics\n",
                  (*metrics)->server().address().c_str());
@@ -322,36 +386,21 @@ int RunMetad(const MetadFlags& f) {
   std::fprintf(stderr,
                "metad: %s volume %s in %s (%u+%u, cell %u bytes); listening "
                "on %s\n",
-               created ? "created" : "opened",
-               rpc::VolumeIdHex((*store)->volume_uuid()).c_str(), f.dir.c_str(),
-               geometry->k, geometry->m, geometry->cell_size,
+               vol.created ? "created" : "opened",
+               rpc::VolumeIdHex(store->volume_uuid()).c_str(), f.dir.c_str(),
+               vol.geometry.k, vol.geometry.m, vol.geometry.cell_size,
                (*server)->address().c_str());
   std::printf("%s\n", (*server)->address().c_str());
   std::fflush(stdout);
   NotifyReady("serving on " + (*server)->address());
 
-  // Failure detector: marks chunk servers that stop answering down (and up
-  // again), see backend/meta/health_monitor.h and docs/cluster.md.
-  ChunkProber prober(*key, (*store)->volume_uuid());
+  ChunkProber prober(*key, store->volume_uuid());
   // Several metads may serve an etcd volume: one monitors at a time.
   if (MetaStore::IsEtcdLocation(f.dir)) {
     ho.leader_id = (*server)->address() + "/" + std::to_string(getpid());
   }
-  HealthMonitor monitor(store->get(), &prober, ho);
-  if (f.health_monitor) {
-    monitor.Start();
-    std::fprintf(stderr,
-                 "metad: health monitor: probing chunk servers every %lld ms "
-                 "(timeout %lld ms), down after %u misses, up after %u "
-                 "answers\n",
-                 static_cast<long long>(f.probe_interval_ms),
-                 static_cast<long long>(f.probe_timeout_ms), ho.down_after,
-                 ho.up_after);
-  } else {
-    std::fprintf(stderr,
-                 "metad: health monitor off (--no-health-monitor): crashed "
-                 "chunk servers stay `up` in the map\n");
-  }
+  HealthMonitor monitor(store, &prober, ho);
+  StartHealthMonitor(f, ho, &monitor);
 
   int sig = (*stop)->Wait();
   std::fprintf(stderr, "metad: %s received, stopping\n", strsignal(sig));
@@ -359,13 +408,7 @@ int RunMetad(const MetadFlags& f) {
   if (*metrics) (*metrics)->StopServing();
   monitor.Stop();
   (*server)->Stop();
-  auto c = (*server)->counters();
-  std::fprintf(stderr,
-               "metad: stopped (%llu connections, %llu requests, %llu frames "
-               "rejected)\n",
-               static_cast<unsigned long long>(c.connections),
-               static_cast<unsigned long long>(c.requests),
-               static_cast<unsigned long long>(c.rejected_total()));
+  LogStopped(who, (*server)->counters());
   return 0;
 }
 
@@ -469,6 +512,63 @@ Result<rpc::VolumeId> LearnVolume(const std::string& meta_address,
   return last;
 }
 
+// What chunkd registers: its id, `address`, failure domain, up.
+ServerInfo ChunkdServerInfo(const ChunkdFlags& f, const std::string& address) {
+  ServerInfo me;
+  me.id = f.id;
+  me.address = address;
+  me.failure_domain = f.failure_domain.empty()
+                          ? "chunkd-" + std::to_string(f.id)
+                          : f.failure_domain;
+  me.state = ServerState::kUp;
+  return me;
+}
+
+// Registers `me` with the metad of --meta that serves `volume`. Connected
+// only while registering, so metad's open connections are its clients
+// (mounts, tools), which `stripefs status` reports.
+Status RegisterChunkd(const ChunkdFlags& f,
+                      std::shared_ptr<const rpc::ClusterKey> key,
+                      const rpc::VolumeId& volume, const ServerInfo& me) {
+  rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
+  mo.call_timeout = std::chrono::milliseconds(5000);
+  mo.expected_server.volume = volume;  // the metad we learned it from
+  rpc::RemoteMetaService meta(f.meta, std::move(key), mo);
+  return Register(meta, me, f.register_timeout_s);
+}
+
+// Tells metad we are gone on purpose (best effort, short timeout), unless
+// an operator marked us out.
+void SayGoodbye(const ChunkdFlags& f,
+                std::shared_ptr<const rpc::ClusterKey> key) {
+  rpc::RpcClientOptions quick = rpc::RemoteMetaService::DefaultOptions();
+  quick.call_timeout = std::chrono::milliseconds(1000);
+  quick.connect_timeout = std::chrono::milliseconds(500);
+  rpc::RemoteMetaService bye(f.meta, std::move(key), quick);
+  auto map = bye.GetClusterMap();
+  bool out = false;
+  if (map.ok()) {
+    for (const auto& s : map->servers)
+      if (s.id == f.id && s.state == ServerState::kOut) out = true;
+    if (!out) (void)bye.SetServerState(f.id, ServerState::kDown);
+  }
+}
+
+// The address clients reach chunkd at: --advertise, else `listening`;
+// "" (the reason printed) when that is all interfaces.
+std::string AdvertisedAddress(const std::string& who, const ChunkdFlags& f,
+                              const std::string& listening) {
+  std::string address = f.advertise.empty() ? listening : f.advertise;
+  if (address.rfind("0.0.0.0:", 0) == 0) {
+    std::fprintf(stderr,
+                 "%s: listening on all interfaces (%s) but clients need a "
+                 "reachable address: pass --advertise HOST:PORT\n",
+                 who.c_str(), address.c_str());
+    return "";
+  }
+  return address;
+}
+
 int RunChunkd(const ChunkdFlags& f) {
   std::string who = "chunkd " + std::to_string(f.id);
   auto stop = StopSignals::Install();
@@ -518,35 +618,14 @@ int RunChunkd(const ChunkdFlags& f) {
     std::fprintf(stderr, "%s: metrics on http://%s/metrics\n", who.c_str(),
                  (*metrics)->server().address().c_str());
   }
-  std::string address =
-      f.advertise.empty() ? (*server)->address() : f.advertise;
-  if (address.rfind("0.0.0.0:", 0) == 0) {
-    std::fprintf(stderr,
-                 "%s: listening on all interfaces (%s) but clients need a "
-                 "reachable address: pass --advertise HOST:PORT\n",
-                 who.c_str(), address.c_str());
-    return 1;
-  }
+  const std::string address = AdvertisedAddress(who, f, (*server)->address());
+  if (address.empty()) return 1;
 
-  ServerInfo me;
-  me.id = f.id;
-  me.address = address;
-  me.failure_domain = f.failure_domain.empty()
-                          ? "chunkd-" + std::to_string(f.id)
-                          : f.failure_domain;
-  me.state = ServerState::kUp;
-  {
-    // Connected only while registering, so metad's open connections are
-    // its clients (mounts, tools), which `stripefs status` reports.
-    rpc::RpcClientOptions mo = rpc::RemoteMetaService::DefaultOptions();
-    mo.call_timeout = std::chrono::milliseconds(5000);
-    mo.expected_server.volume = *volume;  // the metad we learned it from
-    rpc::RemoteMetaService meta(f.meta, *key, mo);
-    if (Status s = Register(meta, me, f.register_timeout_s); !s.ok()) {
-      (*server)->Stop();
-      return Fail(who.c_str(),
-                  s.Annotate("cannot register with metad at " + f.meta));
-    }
+  const ServerInfo me = ChunkdServerInfo(f, address);
+  if (Status s = RegisterChunkd(f, *key, *volume, me); !s.ok()) {
+    (*server)->Stop();
+    return Fail(who.c_str(),
+                s.Annotate("cannot register with metad at " + f.meta));
   }
   if (Status s = files.WriteAddress(address); !s.ok())
     return Fail(who.c_str(), s);
@@ -565,129 +644,119 @@ int RunChunkd(const ChunkdFlags& f) {
   NotifyStopping();
   if (*metrics) (*metrics)->StopServing();
   (*server)->Stop();
-  // Tell metad we are gone on purpose (best effort, short timeout), unless
-  // an operator marked us out.
-  rpc::RpcClientOptions quick = rpc::RemoteMetaService::DefaultOptions();
-  quick.call_timeout = std::chrono::milliseconds(1000);
-  quick.connect_timeout = std::chrono::milliseconds(500);
-  rpc::RemoteMetaService bye(f.meta, *key, quick);
-  auto map = bye.GetClusterMap();
-  bool out = false;
-  if (map.ok()) {
-    for (const auto& s : map->servers)
-      if (s.id == f.id && s.state == ServerState::kOut) out = true;
-    if (!out) (void)bye.SetServerState(f.id, ServerState::kDown);
-  }
-  auto c = (*server)->counters();
-  std::fprintf(stderr,
-               "%s: stopped (%llu connections, %llu requests, %llu frames "
-               "rejected)\n",
-               who.c_str(), static_cast<unsigned long long>(c.connections),
-               static_cast<unsigned long long>(c.requests),
-               static_cast<unsigned long long>(c.rejected_total()));
+  SayGoodbye(f, *key);
+  LogStopped(who, (*server)->counters());
   return 0;
 }
 
+// `stripefs keygen FILE`.
+void AddKeygenCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "keygen", "create a random 32-byte cluster key file (mode 0600)");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("FILE", *path, "key file to create")->required();
+  cmd->callback([path] { ExitWith(RunKeygen(*path)); });
+}
+
+// `stripefs metad`: its flags, then RunMetad.
+void AddMetadCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "metad", "run the metadata service (creates the volume on first start)");
+  auto f = std::make_shared<MetadFlags>();
+  cmd->add_option("--dir", f->dir,
+                  "metadata directory (RocksDB), or "
+                  "etcds://HOST:PORT[,HOST:PORT...]/PREFIX?ca=FILE&cert="
+                  "FILE&key=FILE for a volume in etcd that several metads "
+                  "may serve (docs/metadata.md, \"etcd security\")")
+      ->required();
+  cmd->add_flag("--etcd-insecure", f->etcd_insecure,
+                "allow a plaintext etcd://HOST:PORT/PREFIX --dir when every "
+                "HOST is a loopback address (anyone who reaches etcd can "
+                "rewrite the volume)");
+  AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
+  cmd->add_option("--identities", f->identities,
+                  "identity table of `stripefs auth` (default: the --key "
+                  "file's path + .identities)");
+  auto* k = cmd->add_option("--k", f->geometry.k,
+                            "data chunks per stripe (new volume)")
+                ->capture_default_str()
+                ->check(InRange(::stripefs::fs::kDataChunksRange));
+  auto* m = cmd->add_option("--m", f->geometry.m,
+                            "parity chunks per stripe (new volume)")
+                ->capture_default_str()
+                ->check(InRange(::stripefs::fs::kParityChunksRange));
+  auto* c = cmd->add_option("--cell-size", f->geometry.cell_size,
+                            "chunk (cell) size in bytes (new volume)")
+                ->capture_default_str()
+                ->check(InRange(::stripefs::fs::kCellSizeRange));
+  cmd->add_option("--probe-interval-ms", f->probe_interval_ms,
+                  "health monitor: milliseconds between probes of each "
+                  "chunk server")
+      ->capture_default_str()
+      ->check(InRange(kProbeMsRange));
+  cmd->add_option("--probe-timeout-ms", f->probe_timeout_ms,
+                  "health monitor: a probe not answered within this many "
+                  "milliseconds is a miss")
+      ->capture_default_str()
+      ->check(InRange(kProbeMsRange));
+  cmd->add_option("--down-after", f->health.down_after,
+                  "health monitor: consecutive missed probes before an up "
+                  "server is marked down")
+      ->capture_default_str()
+      ->check(InRange(kProbeCountRange));
+  cmd->add_option("--up-after", f->health.up_after,
+                  "health monitor: consecutive answered probes before a "
+                  "down server is marked up")
+      ->capture_default_str()
+      ->check(InRange(kProbeCountRange));
+  cmd->add_option(
+         "--namespace-sync-ms", f->namespace_sync_ms,
+         "acknowledge namespace changes (create, unlink, rename, ...) once "
+         "written to the metadata WAL and sync it within this many ms, as "
+         "a local file system's journal does (safe from a metad crash; "
+         "fsync/fsyncdir/syncfs and data commits wait for the sync); 0 "
+         "syncs every change before answering. No effect on etcd")
+      ->capture_default_str()
+      ->check(InRange(kNamespaceSyncMsRange));
+  cmd->add_flag("!--no-inline-rpc", f->inline_rpc,
+                "hand every request to a worker thread, even the cheap "
+                "reads and unsynced namespace changes the RPC loop thread "
+                "answers itself by default (for comparisons)");
+  cmd->add_flag("!--no-health-monitor", f->health_monitor,
+                "do not probe chunk servers (nothing marks a crashed or "
+                "hung chunkd down; never marks servers out either way)");
+  cmd->callback([f, k, m, c] {
+    f->geometry_given = k->count() + m->count() + c->count() > 0;
+    ExitWith(RunMetad(*f));
+  });
+}
+
+// `stripefs chunkd`: its flags, then RunChunkd.
+void AddChunkdCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "chunkd", "run a chunk server and register it with metad");
+  auto f = std::make_shared<ChunkdFlags>();
+  cmd->add_option("--dir", f->dir, "chunk store directory")->required();
+  cmd->add_option("--id", f->id, "server id, unique in the cluster")
+      ->required()
+      ->check(InRange(kServerIdRange));
+  cmd->add_option("--meta", f->meta, "metad address HOST:PORT")->required();
+  AddDaemonFlags(cmd, &f->d, "127.0.0.1:0");
+  cmd->add_option("--failure-domain", f->failure_domain,
+                  "failure domain (host, rack...); default chunkd-<id>");
+  cmd->add_option("--advertise", f->advertise,
+                  "address to register instead of the listen address");
+  cmd->add_option("--register-timeout", f->register_timeout_s,
+                  "seconds to keep trying to reach metad at start")
+      ->capture_default_str()
+      ->check(InRange(kTimeoutSecondsRange));
+  cmd->callback([f] { ExitWith(RunChunkd(*f)); });
+}
+
 CommandRegistration daemon_commands([](CLI::App& app) {
-  {
-    auto* cmd = app.add_subcommand(
-        "keygen", "create a random 32-byte cluster key file (mode 0600)");
-    auto path = std::make_shared<std::string>();
-    cmd->add_option("FILE", *path, "key file to create")->required();
-    cmd->callback([path] { ExitWith(RunKeygen(*path)); });
-  }
-  {
-    auto* cmd = app.add_subcommand(
-        "metad",
-        "run the metadata service (creates the volume on first start)");
-    auto f = std::make_shared<MetadFlags>();
-    cmd->add_option("--dir", f->dir,
-                    "metadata directory (RocksDB), or "
-                    "etcds://HOST:PORT[,HOST:PORT...]/PREFIX?ca=FILE&cert="
-                    "FILE&key=FILE for a volume in etcd that several metads "
-                    "may serve (docs/metadata.md, \"etcd security\")")
-        ->required();
-    cmd->add_flag("--etcd-insecure", f->etcd_insecure,
-                  "allow a plaintext etcd://HOST:PORT/PREFIX --dir when every "
-                  "HOST is a loopback address (anyone who reaches etcd can "
-                  "rewrite the volume)");
-    AddDaemonFlags(cmd, &f->d, "127.0.0.1:7000");
-    cmd->add_option("--identities", f->identities,
-                    "identity table of `stripefs auth` (default: the --key "
-                    "file's path + .identities)");
-    auto* k = cmd->add_option("--k", f->geometry.k,
-                              "data chunks per stripe (new volume)")
-                  ->capture_default_str()
-                  ->check(InRange(::stripefs::fs::kDataChunksRange));
-    auto* m = cmd->add_option("--m", f->geometry.m,
-                              "parity chunks per stripe (new volume)")
-                  ->capture_default_str()
-                  ->check(InRange(::stripefs::fs::kParityChunksRange));
-    auto* c = cmd->add_option("--cell-size", f->geometry.cell_size,
-                              "chunk (cell) size in bytes (new volume)")
-                  ->capture_default_str()
-                  ->check(InRange(::stripefs::fs::kCellSizeRange));
-    cmd->add_option("--probe-interval-ms", f->probe_interval_ms,
-                    "health monitor: milliseconds between probes of each "
-                    "chunk server")
-        ->capture_default_str()
-        ->check(InRange(kProbeMsRange));
-    cmd->add_option("--probe-timeout-ms", f->probe_timeout_ms,
-                    "health monitor: a probe not answered within this many "
-                    "milliseconds is a miss")
-        ->capture_default_str()
-        ->check(InRange(kProbeMsRange));
-    cmd->add_option("--down-after", f->health.down_after,
-                    "health monitor: consecutive missed probes before an up "
-                    "server is marked down")
-        ->capture_default_str()
-        ->check(InRange(kProbeCountRange));
-    cmd->add_option("--up-after", f->health.up_after,
-                    "health monitor: consecutive answered probes before a "
-                    "down server is marked up")
-        ->capture_default_str()
-        ->check(InRange(kProbeCountRange));
-    cmd->add_option(
-           "--namespace-sync-ms", f->namespace_sync_ms,
-           "acknowledge namespace changes (create, unlink, rename, ...) once "
-           "written to the metadata WAL and sync it within this many ms, as "
-           "a local file system's journal does (safe from a metad crash; "
-           "fsync/fsyncdir/syncfs and data commits wait for the sync); 0 "
-           "syncs every change before answering. No effect on etcd")
-        ->capture_default_str()
-        ->check(InRange(kNamespaceSyncMsRange));
-    cmd->add_flag("!--no-inline-rpc", f->inline_rpc,
-                  "hand every request to a worker thread, even the cheap "
-                  "reads and unsynced namespace changes the RPC loop thread "
-                  "answers itself by default (for comparisons)");
-    cmd->add_flag("!--no-health-monitor", f->health_monitor,
-                  "do not probe chunk servers (nothing marks a crashed or "
-                  "hung chunkd down; never marks servers out either way)");
-    cmd->callback([f, k, m, c] {
-      f->geometry_given = k->count() + m->count() + c->count() > 0;
-      ExitWith(RunMetad(*f));
-    });
-  }
-  {
-    auto* cmd = app.add_subcommand(
-        "chunkd", "run a chunk server and register it with metad");
-    auto f = std::make_shared<ChunkdFlags>();
-    cmd->add_option("--dir", f->dir, "chunk store directory")->required();
-    cmd->add_option("--id", f->id, "server id, unique in the cluster")
-        ->required()
-        ->check(InRange(kServerIdRange));
-    cmd->add_option("--meta", f->meta, "metad address HOST:PORT")->required();
-    AddDaemonFlags(cmd, &f->d, "127.0.0.1:0");
-    cmd->add_option("--failure-domain", f->failure_domain,
-                    "failure domain (host, rack...); default chunkd-<id>");
-    cmd->add_option("--advertise", f->advertise,
-                    "address to register instead of the listen address");
-    cmd->add_option("--register-timeout", f->register_timeout_s,
-                    "seconds to keep trying to reach metad at start")
-        ->capture_default_str()
-        ->check(InRange(kTimeoutSecondsRange));
-    cmd->callback([f] { ExitWith(RunChunkd(*f)); });
-  }
+  AddKeygenCommand(app);
+  AddMetadCommand(app);
+  AddChunkdCommand(app);
 });
 
 }  // namespace

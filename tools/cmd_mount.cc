@@ -556,150 +556,184 @@ int RunUmount(std::string mnt, bool lazy, int wait_s) {
   return 0;
 }
 
+// `stripefs mkfs DIR`.
+void AddMkfsCommand(CLI::App& app) {
+  auto* c =
+      app.add_subcommand("mkfs", "create an embedded stripefs volume in DIR");
+  static std::string dir;
+  static GeometryFlags g;
+  c->add_option("DIR", dir, "volume directory (empty or absent)")->required();
+  AddGeometryFlags(c, &g);
+  c->callback([] { ExitWith(RunMkfs(dir, g)); });
+}
+
+// `stripefs mount`: what to mount, where and how (mode, geometry,
+// transport choice, -o options).
+void AddMountTargetFlags(CLI::App* c, MountArgs* a) {
+  const auto on_off = CLI::IsMember({"on", "off"});
+  c->add_option("DIR_MNT", a->positional, "DIR MNT, or MNT with --meta")
+      ->required();
+  c->add_option("--meta", a->meta_address,
+                "metadata service HOST:PORT (cluster mode)");
+  c->add_option("--key", a->key_file, "cluster key file (cluster mode)");
+  AddGeometryFlags(c, &a->geometry);
+  c->add_flag("--foreground,-f", a->foreground,
+              "stay in the foreground (log to stderr)");
+  c->add_option("--coalesce", a->coalesce,
+                "stripe coalescing: on (default) | off")
+      ->check(on_off);
+  c->add_option("--transport", a->transport, "auto (default) | dev | uring")
+      ->check(CLI::IsMember({"auto", "dev", "uring"}));
+  c->add_option("--max-ratio", a->max_ratio,
+                "set the mount's bdi max_ratio once mounted (root)")
+      ->check(InRange(fs::kMaxRatioRange));
+  c->add_option(
+       "-o", a->options,
+       "mount options, comma separated, before or after DIR MNT. As root "
+       "the mount is multi-user: allow_other with default_permissions "
+       "(the kernel checks modes and POSIX ACLs); no_allow_other keeps it "
+       "to the mounting user. Also ro, rw, auto_unmount, "
+       "no_default_permissions (no ACLs either) and the VFS options atime, "
+       "noatime, relatime, strictatime, nodiratime, diratime, lazytime, "
+       "sync, async, dirsync, nosuid, suid, nodev, dev, noexec, exec")
+      ->allow_extra_args(false);  // one value per -o
+}
+
+// `stripefs mount`: the kernel's caching of names and attributes, and the
+// buffering of partial stripes.
+void AddMountCacheFlags(CLI::App* c, MountArgs* a) {
+  const auto on_off = CLI::IsMember({"on", "off"});
+  c->add_option(
+       "--idle-flush-ms", a->idle_flush_ms,
+       "write buffered partial stripes after this idle time (default 2000)")
+      ->check(InRange(fs::kIdleFlushMsRange));
+  c->add_option("--frontier-hold-ms", a->frontier_hold_ms,
+                "but give the partial stripe at a file's write frontier this "
+                "long to be completed by its writer (default 30000)")
+      ->check(InRange(fs::kFrontierHoldMsRange));
+  c->add_option("--entry-timeout-ms", a->entry_timeout_ms,
+                "how long the kernel keeps a name without asking again "
+                "(LOOKUP); another client's unlink or rename of it shows "
+                "here after at most this (default 1000)")
+      ->check(InRange(fs::kEntryTimeoutMsRange));
+  c->add_option("--attr-timeout-ms", a->attr_timeout_ms,
+                "how long the kernel keeps a file's attributes (size, "
+                "times) without asking again (GETATTR) (default 1000)")
+      ->check(InRange(fs::kAttrTimeoutMsRange));
+  c->add_option("--compound", a->compound,
+                "compound requests (kernels with the stripefs series): on "
+                "(default: OPEN+GETATTR in one round trip) | off (not "
+                "offered to the kernel) | enosys (offered, then refused: "
+                "the kernel falls back; for tests)")
+      ->check(CLI::IsMember({"on", "off", "enosys"}));
+  c->add_option("--memory-cap-mib", a->memory_cap_mib,
+                "total stripe buffer memory before the oldest are written "
+                "(default 256)")
+      ->check(InRange(fs::kMemoryCapMibRange));
+  c->add_option("--writeback-cache", a->writeback_cache, "on (default) | off")
+      ->check(on_off);
+}
+
+// `stripefs mount`: the /dev/fuse and io-uring transports' threads.
+void AddMountTransportFlags(CLI::App* c, MountArgs* a) {
+  const auto on_off = CLI::IsMember({"on", "off"});
+  c->add_option("--dev-wait", a->dev_wait,
+                "/dev/fuse workers: read (default: blocking reads, one "
+                "wake-up per request) | poll (the old loop, every idle "
+                "worker wakes per request; for A/B)")
+      ->check(CLI::IsMember({"read", "poll"}));
+  c->add_option("--dev-threads", a->dev_threads,
+                "/dev/fuse worker threads (default 4)")
+      ->check(InRange(fs::kDevThreadsRange));
+  c->add_option("--uring-read-workers", a->uring_read_workers,
+                "io-uring transport: threads serving READs, shared by all "
+                "queues; 0 = on the queue thread (default 4)")
+      ->check(InRange(fs::kUringReadWorkersRange));
+  c->add_option("--uring-queues", a->uring_queues,
+                "io-uring transport: queues to register, on CPUs 0..N-1 "
+                "(default: one per CPU). Fewer than the CPUs needs a kernel "
+                "that offers FUSE_URING_REDUCED_Q (stripefs fuse.ko patch "
+                "7); on others it is ignored (logged): one per CPU")
+      ->check(InRange(fs::kUringQueuesRange));
+  c->add_option("--uring-lone-reads", a->uring_lone_reads,
+                "io-uring transport: a READ that arrives alone on an idle "
+                "queue is served on the queue thread: inline (default, one "
+                "wake-up less per QD1 read; other requests of that CPU "
+                "wait for it) | workers (every READ handed over)")
+      ->check(CLI::IsMember({"inline", "workers"}));
+  c->add_option("--uring-try-reads", a->uring_try_reads,
+                "io-uring transport: a READ for the workers is first tried "
+                "on the queue thread and served there when it needs no "
+                "waiting (cached map and stripes, page cache): on "
+                "(default) | off (every such READ handed over)")
+      ->check(on_off);
+  c->add_flag("--no-align", a->no_align, "do not request opt-alignment");
+}
+
+// `stripefs mount`: writes near full, writes in flight, metadata holds,
+// metrics.
+void AddMountWriteFlags(CLI::App* c, MountArgs* a) {
+  c->add_option("--degraded-writes", a->degraded_writes,
+                "near full, a stripe whose chunk writes the stores refuse "
+                "for space (up to m of them): allow (default: commit it "
+                "degraded; counted, HEALTH_WARN in status, repaired in the "
+                "background once space returns) | refuse (the write fails "
+                "ENOSPC, old data kept). Also -o degraded_writes=...")
+      ->check(CLI::IsMember({"allow", "refuse"}));
+  c->add_option("--meta-hold-s", a->meta_hold_s,
+                "cluster mode: seconds metadata calls wait for an "
+                "unreachable metad before failing with EIO (default 60)")
+      ->check(InRange(fs::kMetaHoldSRange));
+  c->add_option("--send-window", a->send_window,
+                "stripe writes in flight per mount, each holding one "
+                "stripe buffer; 0 = write inside each WRITE (default: "
+                "32 MiB of stripes, 16 to 64)")
+      ->check(InRange(fs::kSendWindowRange));
+  c->add_option("--file-send-window", a->file_send_window,
+                "stripe writes in flight per file (default: half the "
+                "mount's, at least 8)")
+      ->check(InRange(fs::kFileSendWindowRange));
+  c->add_flag("--enable-uring", a->enable_uring,
+              "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
+              "(root), so --transport auto|uring can use io-uring");
+  c->add_option("--metrics", a->metrics,
+                "serve Prometheus metrics on HOST:PORT (/metrics)");
+}
+
+// `stripefs mount`: its flags, then RunMount.
+void AddMountCommand(CLI::App& app) {
+  auto* c = app.add_subcommand(
+      "mount",
+      "mount a volume: `stripefs mount DIR MNT` (embedded, DIR created if "
+      "empty) or "
+      "`stripefs mount --meta HOST:PORT --key FILE MNT` (cluster)");
+  static MountArgs a;
+  AddMountTargetFlags(c, &a);
+  AddMountCacheFlags(c, &a);
+  AddMountTransportFlags(c, &a);
+  AddMountWriteFlags(c, &a);
+  c->callback([] { ExitWith(RunMount(a)); });
+}
+
+// `stripefs umount MNT`.
+void AddUmountCommand(CLI::App& app) {
+  auto* c = app.add_subcommand(
+      "umount", "unmount a stripefs mount and wait for its daemon");
+  static std::string mnt;
+  static bool lazy = false;
+  static int wait_s = 120;
+  c->add_option("MNT", mnt, "mountpoint")->required();
+  c->add_flag("--lazy,-l", lazy, "detach now even if busy (umount -l)");
+  c->add_option("--wait", wait_s,
+                "seconds to wait for the daemon to finish (default 120)")
+      ->check(InRange(kTimeoutSecondsRange));
+  c->callback([] { ExitWith(RunUmount(mnt, lazy, wait_s)); });
+}
+
 const CommandRegistration kRegister([](CLI::App& app) {
-  {
-    auto* c =
-        app.add_subcommand("mkfs", "create an embedded stripefs volume in DIR");
-    static std::string dir;
-    static GeometryFlags g;
-    c->add_option("DIR", dir, "volume directory (empty or absent)")->required();
-    AddGeometryFlags(c, &g);
-    c->callback([] { ExitWith(RunMkfs(dir, g)); });
-  }
-  {
-    auto* c = app.add_subcommand(
-        "mount",
-        "mount a volume: `stripefs mount DIR MNT` (embedded, DIR created if "
-        "empty) or "
-        "`stripefs mount --meta HOST:PORT --key FILE MNT` (cluster)");
-    static MountArgs a;
-    c->add_option("DIR_MNT", a.positional, "DIR MNT, or MNT with --meta")
-        ->required();
-    c->add_option("--meta", a.meta_address,
-                  "metadata service HOST:PORT (cluster mode)");
-    c->add_option("--key", a.key_file, "cluster key file (cluster mode)");
-    AddGeometryFlags(c, &a.geometry);
-    c->add_flag("--foreground,-f", a.foreground,
-                "stay in the foreground (log to stderr)");
-    const auto on_off = CLI::IsMember({"on", "off"});
-    c->add_option("--coalesce", a.coalesce,
-                  "stripe coalescing: on (default) | off")
-        ->check(on_off);
-    c->add_option("--transport", a.transport, "auto (default) | dev | uring")
-        ->check(CLI::IsMember({"auto", "dev", "uring"}));
-    c->add_option("--max-ratio", a.max_ratio,
-                  "set the mount's bdi max_ratio once mounted (root)")
-        ->check(InRange(fs::kMaxRatioRange));
-    c->add_option(
-         "-o", a.options,
-         "mount options, comma separated, before or after DIR MNT. As root "
-         "the mount is multi-user: allow_other with default_permissions "
-         "(the kernel checks modes and POSIX ACLs); no_allow_other keeps it "
-         "to the mounting user. Also ro, rw, auto_unmount, "
-         "no_default_permissions (no ACLs either) and the VFS options atime, "
-         "noatime, relatime, strictatime, nodiratime, diratime, lazytime, "
-         "sync, async, dirsync, nosuid, suid, nodev, dev, noexec, exec")
-        ->allow_extra_args(false);  // one value per -o
-    c->add_option(
-         "--idle-flush-ms", a.idle_flush_ms,
-         "write buffered partial stripes after this idle time (default 2000)")
-        ->check(InRange(fs::kIdleFlushMsRange));
-    c->add_option("--frontier-hold-ms", a.frontier_hold_ms,
-                  "but give the partial stripe at a file's write frontier this "
-                  "long to be completed by its writer (default 30000)")
-        ->check(InRange(fs::kFrontierHoldMsRange));
-    c->add_option("--entry-timeout-ms", a.entry_timeout_ms,
-                  "how long the kernel keeps a name without asking again "
-                  "(LOOKUP); another client's unlink or rename of it shows "
-                  "here after at most this (default 1000)")
-        ->check(InRange(fs::kEntryTimeoutMsRange));
-    c->add_option("--attr-timeout-ms", a.attr_timeout_ms,
-                  "how long the kernel keeps a file's attributes (size, "
-                  "times) without asking again (GETATTR) (default 1000)")
-        ->check(InRange(fs::kAttrTimeoutMsRange));
-    c->add_option("--compound", a.compound,
-                  "compound requests (kernels with the stripefs series): on "
-                  "(default: OPEN+GETATTR in one round trip) | off (not "
-                  "offered to the kernel) | enosys (offered, then refused: "
-                  "the kernel falls back; for tests)")
-        ->check(CLI::IsMember({"on", "off", "enosys"}));
-    c->add_option("--memory-cap-mib", a.memory_cap_mib,
-                  "total stripe buffer memory before the oldest are written "
-                  "(default 256)")
-        ->check(InRange(fs::kMemoryCapMibRange));
-    c->add_option("--writeback-cache", a.writeback_cache, "on (default) | off")
-        ->check(on_off);
-    c->add_option("--dev-wait", a.dev_wait,
-                  "/dev/fuse workers: read (default: blocking reads, one "
-                  "wake-up per request) | poll (the old loop, every idle "
-                  "worker wakes per request; for A/B)")
-        ->check(CLI::IsMember({"read", "poll"}));
-    c->add_option("--dev-threads", a.dev_threads,
-                  "/dev/fuse worker threads (default 4)")
-        ->check(InRange(fs::kDevThreadsRange));
-    c->add_option("--uring-read-workers", a.uring_read_workers,
-                  "io-uring transport: threads serving READs, shared by all "
-                  "queues; 0 = on the queue thread (default 4)")
-        ->check(InRange(fs::kUringReadWorkersRange));
-    c->add_option("--uring-queues", a.uring_queues,
-                  "io-uring transport: queues to register, on CPUs 0..N-1 "
-                  "(default: one per CPU). Fewer than the CPUs needs a kernel "
-                  "that offers FUSE_URING_REDUCED_Q (stripefs fuse.ko patch "
-                  "7); on others it is ignored (logged): one per CPU")
-        ->check(InRange(fs::kUringQueuesRange));
-    c->add_option("--uring-lone-reads", a.uring_lone_reads,
-                  "io-uring transport: a READ that arrives alone on an idle "
-                  "queue is served on the queue thread: inline (default, one "
-                  "wake-up less per QD1 read; other requests of that CPU "
-                  "wait for it) | workers (every READ handed over)")
-        ->check(CLI::IsMember({"inline", "workers"}));
-    c->add_option("--uring-try-reads", a.uring_try_reads,
-                  "io-uring transport: a READ for the workers is first tried "
-                  "on the queue thread and served there when it needs no "
-                  "waiting (cached map and stripes, page cache): on "
-                  "(default) | off (every such READ handed over)")
-        ->check(on_off);
-    c->add_flag("--no-align", a.no_align, "do not request opt-alignment");
-    c->add_option("--degraded-writes", a.degraded_writes,
-                  "near full, a stripe whose chunk writes the stores refuse "
-                  "for space (up to m of them): allow (default: commit it "
-                  "degraded; counted, HEALTH_WARN in status, repaired in the "
-                  "background once space returns) | refuse (the write fails "
-                  "ENOSPC, old data kept). Also -o degraded_writes=...")
-        ->check(CLI::IsMember({"allow", "refuse"}));
-    c->add_option("--meta-hold-s", a.meta_hold_s,
-                  "cluster mode: seconds metadata calls wait for an "
-                  "unreachable metad before failing with EIO (default 60)")
-        ->check(InRange(fs::kMetaHoldSRange));
-    c->add_option("--send-window", a.send_window,
-                  "stripe writes in flight per mount, each holding one "
-                  "stripe buffer; 0 = write inside each WRITE (default: "
-                  "32 MiB of stripes, 16 to 64)")
-        ->check(InRange(fs::kSendWindowRange));
-    c->add_option("--file-send-window", a.file_send_window,
-                  "stripe writes in flight per file (default: half the "
-                  "mount's, at least 8)")
-        ->check(InRange(fs::kFileSendWindowRange));
-    c->add_flag("--enable-uring", a.enable_uring,
-                "set /sys/module/fuse/parameters/enable_uring=Y while mounted "
-                "(root), so --transport auto|uring can use io-uring");
-    c->add_option("--metrics", a.metrics,
-                  "serve Prometheus metrics on HOST:PORT (/metrics)");
-    c->callback([] { ExitWith(RunMount(a)); });
-  }
-  {
-    auto* c = app.add_subcommand(
-        "umount", "unmount a stripefs mount and wait for its daemon");
-    static std::string mnt;
-    static bool lazy = false;
-    static int wait_s = 120;
-    c->add_option("MNT", mnt, "mountpoint")->required();
-    c->add_flag("--lazy,-l", lazy, "detach now even if busy (umount -l)");
-    c->add_option("--wait", wait_s,
-                  "seconds to wait for the daemon to finish (default 120)")
-        ->check(InRange(kTimeoutSecondsRange));
-    c->callback([] { ExitWith(RunUmount(mnt, lazy, wait_s)); });
-  }
+  AddMkfsCommand(app);
+  AddMountCommand(app);
+  AddUmountCommand(app);
 });
 
 }  // namespace

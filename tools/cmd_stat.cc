@@ -32,13 +32,8 @@ void Row(const char* name, const std::string& value) {
 
 void Section(const char* title) { std::printf("%s\n", title); }
 
-void PrintTable(const json& j) {
-  const json& v = j["volume"];
-  std::printf("stripefs %s at %s (pid %s)\n", Num(v["description"]).c_str(),
-              Num(j["mountpoint"]).c_str(), Num(j["pid"]).c_str());
-  Row("geometry", Num(v["k"]) + "+" + Num(v["m"]) + ", cell " +
-                      Num(v["cell_size"]) + " B, stripe " +
-                      Num(v["stripe_size"]) + " B");
+// The FUSE settings the kernel and daemon agreed on (if reported).
+void PrintNegotiated(const json& j) {
   if (j.contains("negotiated")) {
     const json& n = j["negotiated"];
     Section("negotiated");
@@ -51,6 +46,10 @@ void PrintTable(const json& j) {
                                    Num(n["alignment_bytes"]) + " B)");
     Row("alignment acknowledged", Num(n["alignment_acknowledged"]));
   }
+}
+
+// WRITE request shapes and READ totals.
+void PrintRequests(const json& j) {
   const json& w = j["writes"];
   Section("WRITE requests (S = stripe size)");
   Row("total", Num(w["requests"]));
@@ -63,6 +62,10 @@ void PrintTable(const json& j) {
   Row("bytes / mean size", Num(w["bytes"]) + " / " + Num(w["mean_size"]));
   Row("READ requests / bytes",
       Num(j["reads"]["requests"]) + " / " + Num(j["reads"]["bytes"]));
+}
+
+// Stripe coalescing: buffers, full stripes, partial flushes.
+void PrintCoalescing(const json& j) {
   const json& c = j["coalescing"];
   Section("coalescing");
   Row("enabled", Num(c["enabled"]));
@@ -82,6 +85,10 @@ void PrintTable(const json& j) {
     Row("deferred / reported errors",
         Num(c["deferred_errors"]) + " / " + Num(c["reported_errors"]));
   }
+}
+
+// Backend stripe writes and chunk reads: kinds, degraded, errors.
+void PrintBackend(const json& j) {
   const json& b = j["backend"];
   Section("backend stripe writes");
   Row("total", Num(b["stripe_writes"]));
@@ -109,6 +116,10 @@ void PrintTable(const json& j) {
             " / " + Num(b["abandoned_chunk_reads"]));
     Row("cluster map updates", Num(b["map_updates"]));
   }
+}
+
+// Metadata calls held through metad outages (if reported).
+void PrintMetaHold(const json& j) {
   if (j.contains("meta_hold")) {
     Section("metad outages");
     const json& h = j["meta_hold"];
@@ -116,12 +127,20 @@ void PrintTable(const json& j) {
         Num(h["held_calls"]) + " / " + Num(h["expired_calls"]));
     Row("failovers to another metad", Num(h["failovers"]));
   }
+}
+
+// Errors answered, by kind.
+void PrintErrors(const json& j) {
   Section("errors by kind");
   if (!j.contains("errors") || j["errors"].empty())
     Row("(none)", "");
   else
     for (auto it = j["errors"].begin(); it != j["errors"].end(); ++it)
       Row(it.key().c_str(), Num(it.value()));
+}
+
+// Requests per transport queue (and io-uring READ handling).
+void PrintQueues(const json& j) {
   if (j.contains("queues")) {
     Section("requests per queue");
     if (j.contains("engine") && j.contains("negotiated") &&
@@ -141,6 +160,22 @@ void PrintTable(const json& j) {
               ", background " + Num(q["background"]) + ")");
     }
   }
+}
+
+void PrintTable(const json& j) {
+  const json& v = j["volume"];
+  std::printf("stripefs %s at %s (pid %s)\n", Num(v["description"]).c_str(),
+              Num(j["mountpoint"]).c_str(), Num(j["pid"]).c_str());
+  Row("geometry", Num(v["k"]) + "+" + Num(v["m"]) + ", cell " +
+                      Num(v["cell_size"]) + " B, stripe " +
+                      Num(v["stripe_size"]) + " B");
+  PrintNegotiated(j);
+  PrintRequests(j);
+  PrintCoalescing(j);
+  PrintBackend(j);
+  PrintMetaHold(j);
+  PrintErrors(j);
+  PrintQueues(j);
 }
 
 int RunStat(std::string mnt, bool as_json) {
