@@ -116,6 +116,30 @@ class MetaService {
     (void)name;
     return Status::NotSupported("UnlinkEntry");
   }
+  // The same for links and renames, so the caller learns both directories'
+  // and the inode's attributes as committed (the kernel asks for them
+  // next) without reading them again:
+  //  - LinkEntry: Link, returning the inode and the new parent.
+  //  - RenameEntry: Rename, returning RenameChange.
+  virtual Result<EntryChange> LinkEntry(uint64_t ino, uint64_t new_parent,
+                                        const std::string& new_name) {
+    (void)ino;
+    (void)new_parent;
+    (void)new_name;
+    return Status::NotSupported("LinkEntry");
+  }
+  virtual Result<RenameChange> RenameEntry(uint64_t parent,
+                                           const std::string& name,
+                                           uint64_t new_parent,
+                                           const std::string& new_name,
+                                           uint32_t flags) {
+    (void)parent;
+    (void)name;
+    (void)new_parent;
+    (void)new_name;
+    (void)flags;
+    return Status::NotSupported("RenameEntry");
+  }
   // The removed directory stays an orphan (nlink 0) until PurgeInode, so
   // that open handles on it keep working.
   virtual Status Rmdir(uint64_t parent, const std::string& name) = 0;

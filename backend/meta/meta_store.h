@@ -180,6 +180,12 @@ class MetaStore final : public MetaService {
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                 const std::string& new_name, uint32_t flags,
                 uint64_t* replaced) override;
+  Result<EntryChange> LinkEntry(uint64_t ino, uint64_t new_parent,
+                                const std::string& new_name) override;
+  Result<RenameChange> RenameEntry(uint64_t parent, const std::string& name,
+                                   uint64_t new_parent,
+                                   const std::string& new_name,
+                                   uint32_t flags) override;
   Result<std::vector<DirEntry>> ReadDir(uint64_t ino, uint64_t cookie,
                                         uint32_t max_entries) override;
   Status PurgeInode(uint64_t ino,
@@ -367,9 +373,9 @@ class MetaStore final : public MetaService {
   // RENAME_EXCHANGE: the two entries swap targets.
   Status RenameExchange(Mutation& m, const RenameSides& r);
   // A plain rename (replacing the target if any, leaving a whiteout if
-  // asked); the replaced inode in *replaced.
+  // asked); the replaced inode in out->replaced (and replaced_attr).
   Status RenameMove(Mutation& m, const RenameSides& r, bool whiteout,
-                    uint64_t* replaced);
+                    RenameChange* out);
 
   // Syncs the WAL every options_.namespace_sync_delay until stopping_.
   void SyncLoop() STRIPEFS_EXCLUDES(syncer_mu_);

@@ -258,8 +258,15 @@ Result<InodeAttr> MetaStore::Symlink(uint64_t parent, const std::string& name,
 
 Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
                                   const std::string& new_name) {
+  auto r = LinkEntry(ino, new_parent, new_name);
+  if (!r.ok()) return r.status();
+  return r->node;
+}
+
+Result<EntryChange> MetaStore::LinkEntry(uint64_t ino, uint64_t new_parent,
+                                         const std::string& new_name) {
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  return MutateNamespace([&]() -> Result<InodeAttr> {
+  return MutateNamespace([&]() -> Result<EntryChange> {
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * rec, m.Modify(ino));
     if (IsDir(rec->attr.mode)) {
@@ -293,9 +300,9 @@ Result<InodeAttr> MetaStore::Link(uint64_t ino, uint64_t new_parent,
     if (relink) m.txn().Delete(OrphanKey(ino));  // O_TMPFILE gets a name
     rec->attr.ctime = m.now();
     dir->attr.mtime = dir->attr.ctime = m.now();
-    InodeAttr attr = rec->attr;
+    EntryChange out{rec->attr, dir->attr};
     STRIPEFS_RETURN_IF_ERROR(m.Commit());
-    return attr;
+    return out;
   });
 }
 
@@ -409,6 +416,17 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
                          uint64_t new_parent, const std::string& new_name,
                          uint32_t flags, uint64_t* replaced) {
   if (replaced) *replaced = 0;
+  auto r = RenameEntry(parent, name, new_parent, new_name, flags);
+  if (!r.ok()) return r.status();
+  if (replaced) *replaced = r->replaced;
+  return Status::Ok();
+}
+
+Result<RenameChange> MetaStore::RenameEntry(uint64_t parent,
+                                            const std::string& name,
+                                            uint64_t new_parent,
+                                            const std::string& new_name,
+                                            uint32_t flags) {
   if ((flags & ~(kRenameNoReplace | kRenameExchange | kRenameWhiteout)) != 0 ||
       ((flags & kRenameExchange) && flags != kRenameExchange)) {
     return Status::InvalidArgument("unsupported rename flags " +
@@ -417,8 +435,8 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
   const bool exchange = flags & kRenameExchange;
   STRIPEFS_RETURN_IF_ERROR(ValidateName(name));
   STRIPEFS_RETURN_IF_ERROR(ValidateName(new_name));
-  return MutateNamespace([&]() -> Status {
-    if (replaced) *replaced = 0;
+  return MutateNamespace([&]() -> Result<RenameChange> {
+    RenameChange out;
     Mutation m(this);
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * pdir, m.ModifyDir(parent));
     STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * npdir, m.ModifyDir(new_parent));
@@ -441,8 +459,12 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
       return Status::Exists("'" + new_name + "' already exists in " +
                             InoStr(new_parent) + " (RENAME_NOREPLACE)");
     }
-    // Both names already refer to the same inode: POSIX says do nothing.
-    if (dst && dst->ino == src->ino) return Status::Ok();
+    // Both names already refer to the same inode: POSIX says do nothing
+    // (nothing is written; the attributes as they are).
+    if (dst && dst->ino == src->ino) {
+      STRIPEFS_ASSIGN_OR_RETURN(InodeRecord * same, m.Inode(src->ino));
+      return RenameChange{same->attr, pdir->attr, npdir->attr, 0, {}};
+    }
 
     RenameSides r{.parent = parent,
                   .name = name,
@@ -460,12 +482,16 @@ Status MetaStore::Rename(uint64_t parent, const std::string& name,
       STRIPEFS_RETURN_IF_ERROR(RenameExchange(m, r));
     } else {
       STRIPEFS_RETURN_IF_ERROR(
-          RenameMove(m, r, (flags & kRenameWhiteout) != 0, replaced));
+          RenameMove(m, r, (flags & kRenameWhiteout) != 0, &out));
     }
     r.srec->attr.ctime = r.now;
     pdir->attr.mtime = pdir->attr.ctime = r.now;
     npdir->attr.mtime = npdir->attr.ctime = r.now;
-    return m.Commit();
+    out.node = r.srec->attr;
+    out.parent = pdir->attr;
+    out.new_parent = npdir->attr;
+    STRIPEFS_RETURN_IF_ERROR(m.Commit());
+    return out;
   });
 }
 
@@ -515,7 +541,7 @@ Status MetaStore::RenameExchange(Mutation& m, const RenameSides& r) {
 }
 
 Status MetaStore::RenameMove(Mutation& m, const RenameSides& r, bool whiteout,
-                             uint64_t* replaced) {
+                             RenameChange* out) {
   const DentryValue& src = r.src;
   const bool src_dir = IsDir(src.type);
   uint64_t seq;
@@ -542,8 +568,9 @@ Status MetaStore::RenameMove(Mutation& m, const RenameSides& r, bool whiteout,
       if (drec->attr.nlink > 0) drec->attr.nlink--;
       drec->attr.ctime = r.now;
       if (drec->attr.nlink == 0) m.txn().Put(OrphanKey(dst.ino), "");
+      out->replaced_attr = drec->attr;
     }
-    if (replaced) *replaced = dst.ino;
+    out->replaced = dst.ino;
     seq = dst.seq;  // the moved entry takes over the replaced one's slot
   } else {
     seq = r.npdir->next_seq++;

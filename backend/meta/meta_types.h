@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,19 @@ struct CreateEntryRequest {
 struct EntryChange {
   InodeAttr node;
   InodeAttr parent;
+};
+
+// MetaService::RenameEntry: a rename's effect as committed -- the moved
+// inode, both directories (the same attributes twice when they are one),
+// and the inode the new name replaced (none for RENAME_EXCHANGE).
+struct RenameChange {
+  InodeAttr node;
+  InodeAttr parent;
+  InodeAttr new_parent;
+  uint64_t replaced = 0;  // 0: none
+  // replaced's attributes after the rename (nlink dropped, orphan at 0);
+  // absent for a replaced directory (orphaned as by Rmdir).
+  std::optional<InodeAttr> replaced_attr;
 };
 
 struct DirEntry {

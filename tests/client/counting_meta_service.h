@@ -32,7 +32,8 @@ class CountingMetaService final : public MetaService {
   std::atomic<int> list_orphan_stripes_calls{0};
   std::atomic<bool> list_orphan_stripes_unsupported{false};  // EOPNOTSUPP
   std::atomic<int> calls{0};  // every MetaService call, whatever it is
-  // CreateEntry/UnlinkEntry answer EOPNOTSUPP (as an older metad does).
+  // CreateEntry/UnlinkEntry/LinkEntry/RenameEntry answer EOPNOTSUPP (as an
+  // older metad does).
   std::atomic<bool> entry_calls_unsupported{false};
 
   Status CommitStripe(uint64_t ino, const StripeVersion& sv, uint64_t expected,
@@ -125,6 +126,20 @@ class CountingMetaService final : public MetaService {
     ++calls;
     if (entry_calls_unsupported) return Status::NotSupported("UnlinkEntry");
     return inner_->UnlinkEntry(parent, name);
+  }
+  Result<EntryChange> LinkEntry(uint64_t ino, uint64_t new_parent,
+                                const std::string& new_name) override {
+    ++calls;
+    if (entry_calls_unsupported) return Status::NotSupported("LinkEntry");
+    return inner_->LinkEntry(ino, new_parent, new_name);
+  }
+  Result<RenameChange> RenameEntry(uint64_t parent, const std::string& name,
+                                   uint64_t new_parent,
+                                   const std::string& new_name,
+                                   uint32_t flags) override {
+    ++calls;
+    if (entry_calls_unsupported) return Status::NotSupported("RenameEntry");
+    return inner_->RenameEntry(parent, name, new_parent, new_name, flags);
   }
   Status Rmdir(uint64_t parent, const std::string& name) override {
     ++calls;

@@ -423,6 +423,41 @@ TEST_P(MetaStoreTest, UnlinkEntryReturnsTheInodeAndTheParent) {
   CheckInvariants(*store_);
 }
 
+TEST_P(MetaStoreTest, LinkAndRenameEntryReturnWhatTheyCommitted) {
+  const uint64_t d1 = Must(store_->Mkdir(kRootInode, "d1", 0755, 0, 0)).ino;
+  const uint64_t d2 = Must(store_->Mkdir(kRootInode, "d2", 0755, 0, 0)).ino;
+  const uint64_t f = File(d1, "f");
+  const uint64_t g = File(d2, "g");
+  auto l = Must(store_->LinkEntry(f, d2, "l"));
+  EXPECT_EQ(l.node.nlink, 2u);
+  EXPECT_EQ(l.node, Must(store_->GetAttr(f)));
+  EXPECT_EQ(l.parent, Must(store_->GetAttr(d2)));
+  // Across directories, over an existing file.
+  auto r = Must(store_->RenameEntry(d1, "f", d2, "g", 0));
+  EXPECT_EQ(r.node, Must(store_->GetAttr(f)));
+  EXPECT_EQ(r.parent, Must(store_->GetAttr(d1)));
+  EXPECT_EQ(r.new_parent, Must(store_->GetAttr(d2)));
+  EXPECT_EQ(r.parent.mtime, r.node.ctime);
+  EXPECT_EQ(r.replaced, g);
+  ASSERT_TRUE(r.replaced_attr.has_value());
+  EXPECT_EQ(*r.replaced_attr, Must(store_->GetAttr(g)));
+  EXPECT_EQ(r.replaced_attr->nlink, 0u);
+  // Within one directory: the same attributes twice; no replaced inode.
+  r = Must(store_->RenameEntry(d2, "g", d2, "h", 0));
+  EXPECT_EQ(r.parent, r.new_parent);
+  EXPECT_EQ(r.new_parent, Must(store_->GetAttr(d2)));
+  EXPECT_EQ(r.replaced, 0u);
+  EXPECT_FALSE(r.replaced_attr.has_value());
+  // Two names of one inode: nothing changes.
+  const InodeAttr before = Must(store_->GetAttr(d2));
+  r = Must(store_->RenameEntry(d2, "l", d2, "h", 0));
+  EXPECT_EQ(r.new_parent, before);
+  EXPECT_EQ(Must(store_->GetAttr(d2)), before);
+  EXPECT_EQ(Err(store_->RenameEntry(d2, "nope", d2, "x", 0)), ENOENT);
+  EXPECT_EQ(Err(store_->LinkEntry(d1, d2, "dir")), EPERM);
+  CheckInvariants(*store_);
+}
+
 TEST_P(MetaStoreTest, LookupErrorsAndDots) {
   uint64_t d = Dir(kRootInode, "d");
   uint64_t f = File(d, "f");
