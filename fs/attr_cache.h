@@ -75,9 +75,10 @@ class AttrCache {
 };
 
 // DirAttrCache: a directory's attributes as committed by this mount's own
-// create or unlink in it (MetaService::CreateEntry/UnlinkEntry return
-// them), kept to answer the GETATTR the kernel sends next -- it invalidates
-// the directory's attributes after every entry change and asks again at its
+// create, unlink, link or rename in it (MetaService::CreateEntry,
+// UnlinkEntry, LinkEntry, RenameEntry return them), kept to answer the
+// GETATTR the kernel sends next -- it invalidates the directory's
+// attributes after every entry change and asks again at its
 // next permission check -- without a metadata call.
 //
 // Contract: an entry is served once (Take) and only while younger than the
@@ -86,7 +87,7 @@ class AttrCache {
 // metadata at that moment (docs/filesystem.md, "Client caches"). Another
 // client's change inside that window is not seen, as with the kernel's own
 // attribute cache. Every other change of a directory through this mount
-// (rename, rmdir, mkdir/mknod/symlink/link by the fallback path, setattr,
+// (rmdir, mkdir/mknod/symlink/link/rename by the fallback path, setattr,
 // xattrs) calls Forget first; a Put whose change began before a Forget
 // (token) is dropped, and of two Puts the later commit (ctime) wins, so a
 // reply never goes back in time.

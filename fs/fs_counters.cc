@@ -123,6 +123,7 @@ void AddFsCounters(const StatsInputs& in, json& j) {
                  {"purge_errors", Ld(f.purge_errors)},
                  {"dir_attrs_from_changes", Ld(f.dir_attrs_from_changes)},
                  {"unlink_times_folded", Ld(f.unlink_times_folded)},
+                 {"entry_times_folded", Ld(f.entry_times_folded)},
                  {"create_fallbacks", Ld(f.create_fallbacks)},
                  {"stored_bytes_kept", Ld(f.stored_bytes_kept)},
                  {"growth_shown", Ld(f.growth_shown)},

@@ -47,12 +47,16 @@ struct FsCounters {
   std::atomic<uint64_t> inodes_purged{0};
   std::atomic<uint64_t> orphans_purged_at_mount{0};  // queued at start
   std::atomic<uint64_t> purge_errors{0};
-  // Metadata calls saved around creates and unlinks (docs/filesystem.md):
-  // directory GETATTRs answered from the attributes a CreateEntry or
-  // UnlinkEntry returned, and the kernel's time flushes on a file this
-  // mount unlinked (nlink 0, not open) answered without a SetAttr.
+  // Metadata calls saved around namespace changes (docs/filesystem.md):
+  // directory GETATTRs answered from the attributes a CreateEntry,
+  // UnlinkEntry, LinkEntry or RenameEntry returned, and the kernel's time
+  // flushes on a file this mount unlinked (nlink 0, not open) answered without
+  // a SetAttr.
   std::atomic<uint64_t> dir_attrs_from_changes{0};
   std::atomic<uint64_t> unlink_times_folded{0};
+  // ... and time flushes after an unlink, link or rename that left the
+  // inode linked, answered from the change's attributes (FoldTimeFlush).
+  std::atomic<uint64_t> entry_times_folded{0};
   // Creates that took the several-call path: the parent has a default ACL,
   // or the metadata service has no CreateEntry (an older metad).
   std::atomic<uint64_t> create_fallbacks{0};

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fs/posix_acl.h"
+#include "fs/stripe_fs_internal.h"
 #include "fuse/dirent_encoder.h"
 
 namespace stripefs::fs {
@@ -21,15 +22,13 @@ namespace stripefs::fs {
 using namespace fuse_abi;  // NOLINT
 using fuse::Replier;
 using Clock = std::chrono::steady_clock;
+using internal::NewInodeAcl;
+using internal::NewOwner;
+using internal::OwnerFor;
+using internal::RealNow;
+using internal::SplitTimeout;
 
 namespace {
-
-// CLOCK_REALTIME, as the kernel stamps times.
-Timespec RealNow() {
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return {static_cast<int64_t>(ts.tv_sec), static_cast<uint32_t>(ts.tv_nsec)};
-}
 
 // How long a handler waits for the kernel to take a growth push before it
 // answers anyway (GrowthNotifier: the push may wait for a READ queued
@@ -38,39 +37,6 @@ constexpr std::chrono::milliseconds kGrowthStoreWait{100};
 
 bool OpensForWriting(uint32_t open_flags) {
   return (open_flags & O_ACCMODE) != O_RDONLY;
-}
-
-constexpr uint32_t kRenameMask = fuse_abi::kRenameNoReplace |
-                                 fuse_abi::kRenameExchange |
-                                 fuse_abi::kRenameWhiteout;
-
-void SplitTimeout(std::chrono::nanoseconds t, uint64_t* sec, uint32_t* nsec) {
-  *sec = static_cast<uint64_t>(t.count() / 1000000000);
-  *nsec = static_cast<uint32_t>(t.count() % 1000000000);
-}
-
-// Owner and mode of a new inode in `parent` (BSD group semantics of setgid
-// directories).
-struct NewOwner {
-  uint32_t uid, gid, mode;
-};
-NewOwner OwnerFor(MetaService& meta, uint64_t parent, const Replier& r,
-                  uint32_t mode) {
-  NewOwner o{r.ctx().uid, r.ctx().gid, mode};
-  auto p = meta.GetAttr(parent);
-  if (p.ok() && (p->mode & S_ISGID)) {
-    o.gid = p->gid;
-    if (S_ISDIR(mode)) o.mode |= S_ISGID;
-  }
-  return o;
-}
-
-// The new inode's mode after the umask (when the kernel left it to us) or
-// its parent's default ACL, and the ACLs to store on it (posix_acl.h).
-Result<InheritedAcl> NewInodeAcl(MetaService& meta, uint64_t parent,
-                                 NewOwner* o, uint32_t umask, bool dont_mask) {
-  return InheritAcl(meta, parent, &o->mode,
-                    dont_mask ? std::optional<uint32_t>(umask) : std::nullopt);
 }
 
 // FUSE_HANDLE_KILLPRIV_V2 (raw_file_system.h): the mode without its
@@ -640,43 +606,27 @@ void StripeFs::GetAttr(Replier r, uint64_t nodeid, const fuse_getattr_in&) {
   r.Attr(o);
 }
 
-std::optional<InodeAttr> StripeFs::UnlinkedTimes(uint64_t ino,
-                                                 const fuse_setattr_in& in) {
-  constexpr uint32_t kTimes =
-      FATTR_MTIME | FATTR_CTIME | FATTR_FH | FATTR_LOCKOWNER;
-  if (!(in.valid & FATTR_CTIME) || (in.valid & ~kTimes) != 0)
-    return std::nullopt;
-  std::optional<InodeAttr> a;
-  {
-    std::lock_guard<std::mutex> lock(nodes_mu_);
-    auto it = nodes_.find(ino);
-    if (it == nodes_.end() || !it->second.unlinked || it->second.opens != 0 ||
-        writers_.count(ino) != 0)
-      return std::nullopt;
-    a = it->second.unlinked;
-  }
-  if (in.valid & FATTR_MTIME)
-    a->mtime = {static_cast<int64_t>(in.mtime), in.mtimensec};
-  a->ctime = {static_cast<int64_t>(in.ctime), in.ctimensec};
-  return a;
-}
-
 void StripeFs::SetAttr(Replier r, uint64_t nodeid, const fuse_setattr_in& in) {
-  // The kernel's time flush right after an unlink (fuse_update_ctime with
-  // the writeback cache: SETATTR of mtime and ctime) on a file this mount
-  // took to nlink 0 and has not open: the unlink set ctime in metadata
-  // already and the inode is only waiting for its purge, so the kernel gets
-  // the times it sent without a metadata call. (st_blocks reads 0: its
-  // chunks are being purged.)
-  if (auto dead = UnlinkedTimes(nodeid, in)) {
-    counters_.unlink_times_folded.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t size = dead->size;
-    dead->size = 0;  // no StoredBytes lookup of a file being purged
+  // The kernel's time flush right after an unlink, link or rename through
+  // this mount (fuse_update_ctime with the writeback cache: SETATTR of
+  // mtime and ctime), answered from what that change committed
+  // (FoldTimeFlush). An unlinked inode's st_blocks reads 0: its chunks
+  // are being purged.
+  if (auto f = FoldTimeFlush(nodeid, in)) {
+    (f->unlinked ? counters_.unlink_times_folded : counters_.entry_times_folded)
+        .fetch_add(1, std::memory_order_relaxed);
+    const uint64_t size = f->attr.size;
+    if (f->unlinked) f->attr.size = 0;  // no StoredBytes lookup
     fuse_attr_out o{};
     SplitTimeout(options_.attr_timeout, &o.attr_valid, &o.attr_valid_nsec);
-    o.attr = ToAttr(*dead);
+    o.attr = ToAttr(f->attr);
     o.attr.size = size;
     return r.Attr(o);
+  }
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    if (auto it = nodes_.find(nodeid); it != nodes_.end())
+      it->second.changed.reset();
   }
   attr_cache_.Forget(nodeid);
   dir_attrs_.Forget(nodeid);
@@ -769,147 +719,6 @@ void StripeFs::ReadLink(Replier r, uint64_t nodeid) {
   auto t = meta_.ReadLink(nodeid);
   if (!t.ok()) return Fail(r, t.status());
   r.Data(std::string_view(*t));
-}
-
-void StripeFs::Symlink(Replier r, uint64_t parent, std::string_view name,
-                       std::string_view target) {
-  dir_attrs_.Forget(parent);
-  NewOwner o = OwnerFor(meta_, parent, r, S_IFLNK | 0777);
-  auto a = meta_.Symlink(parent, std::string(name), std::string(target), o.uid,
-                         o.gid);
-  if (!a.ok()) return Fail(r, a.status());
-  r.Entry(MakeEntry(*a));
-}
-
-Result<InodeAttr> StripeFs::NewEntry(const Replier& r, uint64_t parent,
-                                     std::string_view name, uint32_t mode,
-                                     uint32_t rdev, uint32_t umask) {
-  const bool dont_mask = dont_mask_.load();
-  if (entry_calls_.load(std::memory_order_relaxed)) {
-    CreateEntryRequest req;
-    req.parent = parent;
-    req.name = std::string(name);
-    // No default ACL (else refused below): the umask applies, if ours.
-    req.mode = dont_mask ? mode & ~(umask & 0777) : mode;
-    req.uid = r.ctx().uid;
-    req.gid = r.ctx().gid;
-    req.rdev = rdev;
-    req.flags = kCreateInheritSetgid | kCreateUnlessDefaultAcl;
-    const uint64_t token = dir_attrs_.BeginChange();
-    auto c = meta_.CreateEntry(req);
-    if (c.ok()) {
-      dir_attrs_.Put(token, c->parent, DirAttrCache::Clock::now());
-      return c->node;
-    }
-    if (c.status().code() == EOPNOTSUPP) {
-      entry_calls_.store(false, std::memory_order_relaxed);
-    } else if (c.status().code() != kCreateNeedsAcl) {
-      return c.status();
-    }
-  }
-  counters_.create_fallbacks.fetch_add(1, std::memory_order_relaxed);
-  dir_attrs_.Forget(parent);
-  NewOwner o = OwnerFor(meta_, parent, r, mode);
-  auto acl = NewInodeAcl(meta_, parent, &o, umask, dont_mask);
-  if (!acl.ok()) return acl.status();
-  auto a =
-      S_ISDIR(mode)
-          ? meta_.Mkdir(parent, std::string(name), o.mode, o.uid, o.gid)
-          : meta_.MkNode(parent, std::string(name), o.mode, o.uid, o.gid, rdev);
-  if (!a.ok()) return a;
-  STRIPEFS_RETURN_IF_ERROR(StoreInheritedAcl(meta_, a->ino, *acl));
-  return a;
-}
-
-void StripeFs::Mknod(Replier r, uint64_t parent, std::string_view name,
-                     const fuse_mknod_in& in) {
-  auto a = NewEntry(r, parent, name, in.mode, in.rdev, in.umask);
-  if (!a.ok()) return Fail(r, a.status());
-  r.Entry(MakeEntry(*a));
-}
-
-void StripeFs::Mkdir(Replier r, uint64_t parent, std::string_view name,
-                     const fuse_mkdir_in& in) {
-  auto a = NewEntry(r, parent, name, S_IFDIR | (in.mode & 07777), 0, in.umask);
-  if (!a.ok()) return Fail(r, a.status());
-  r.Entry(MakeEntry(*a));
-}
-
-void StripeFs::Unlink(Replier r, uint64_t parent, std::string_view name) {
-  std::optional<InodeAttr> victim;
-  if (entry_calls_.load(std::memory_order_relaxed)) {
-    const uint64_t token = dir_attrs_.BeginChange();
-    auto c = meta_.UnlinkEntry(parent, std::string(name));
-    if (c.ok()) {
-      dir_attrs_.Put(token, c->parent, DirAttrCache::Clock::now());
-      victim = c->node;
-    } else if (c.status().code() == EOPNOTSUPP) {
-      entry_calls_.store(false, std::memory_order_relaxed);
-    } else {
-      return Fail(r, c.status());
-    }
-  }
-  if (!victim) {
-    dir_attrs_.Forget(parent);
-    auto a = meta_.Unlink(parent, std::string(name));
-    if (!a.ok()) return Fail(r, a.status());
-    victim = *a;
-  }
-  if (victim->nlink == 0) {
-    {
-      std::lock_guard<std::mutex> lock(nodes_mu_);
-      auto it = nodes_.find(victim->ino);
-      if (it != nodes_.end()) it->second.unlinked = *victim;
-    }
-    MarkOrphan(victim->ino);
-  }
-  r.Ok();
-}
-
-void StripeFs::Rmdir(Replier r, uint64_t parent, std::string_view name) {
-  // The kernel holds the directory locked: the looked-up inode is the one
-  // removed. It stays an orphan while open or looked up.
-  dir_attrs_.Forget(parent);
-  auto victim = meta_.Lookup(parent, std::string(name));
-  if (victim.ok()) dir_attrs_.Forget(victim->ino);
-  Status st = meta_.Rmdir(parent, std::string(name));
-  if (!st.ok()) return Fail(r, st);
-  if (victim.ok()) MarkOrphan(victim->ino);
-  r.Ok();
-}
-
-void StripeFs::Rename(Replier r, uint64_t olddir, std::string_view oldname,
-                      uint64_t newdir, std::string_view newname,
-                      uint32_t flags) {
-  if (flags & ~kRenameMask) return Fail(r, EINVAL);
-  dir_attrs_.Forget(olddir);
-  dir_attrs_.Forget(newdir);
-  uint64_t replaced = 0;
-  Status st = meta_.Rename(olddir, std::string(oldname), newdir,
-                           std::string(newname), flags, &replaced);
-  if (!st.ok()) return Fail(r, st);
-  if (replaced != 0) {
-    auto a = meta_.GetAttr(replaced);
-    if (!a.ok() || a->nlink == 0 || S_ISDIR(a->mode)) MarkOrphan(replaced);
-  }
-  r.Ok();
-}
-
-void StripeFs::Link(Replier r, uint64_t oldnode, uint64_t newparent,
-                    std::string_view newname) {
-  dir_attrs_.Forget(newparent);
-  auto a = meta_.Link(oldnode, newparent, std::string(newname));
-  if (!a.ok()) return Fail(r, a.status());
-  {  // an O_TMPFILE given a name is no orphan any more
-    std::lock_guard<std::mutex> lock(nodes_mu_);
-    auto it = nodes_.find(oldnode);
-    if (it != nodes_.end()) it->second.maybe_orphan = false;
-  }
-  if (S_ISREG(a->mode)) {
-    if (auto w = WriterFor(a->ino, false))
-      a->size = std::max(a->size, w->BufferedEnd());
-  }
-  r.Entry(MakeEntry(*a));
 }
 
 void StripeFs::Open(Replier r, uint64_t nodeid, const fuse_open_in& in) {

@@ -225,9 +225,17 @@ class StripeFs : public fuse::RawFileSystem {
     uint32_t opens = 0;
     uint32_t write_opens = 0;   // of `opens`: not O_RDONLY
     bool maybe_orphan = false;  // link count seen at zero
-    // Attributes UnlinkEntry/Unlink returned when this mount took the last
-    // link (see SetAttr: the kernel's time flush after the unlink).
-    std::optional<InodeAttr> unlinked;
+    // The inode's attributes as this mount's last unlink, link or rename
+    // of it committed them, and when (FoldTimeFlush: the kernel's time
+    // flush that follows the change).
+    std::optional<InodeAttr> changed;
+    std::chrono::steady_clock::time_point changed_at;
+  };
+  // FoldTimeFlush's answer: the attributes to reply, and whether the inode
+  // is an unlinked one waiting for its purge.
+  struct FoldedFlush {
+    InodeAttr attr;
+    bool unlinked;
   };
 
   // Replies an error (counted by errno).
@@ -305,10 +313,23 @@ class StripeFs : public fuse::RawFileSystem {
   Result<InodeAttr> NewEntry(const fuse::Replier& r, uint64_t parent,
                              std::string_view name, uint32_t mode,
                              uint32_t rdev, uint32_t umask);
-  // The reply to a time-only SETATTR of `ino` if this mount unlinked it to
-  // nlink 0 and nothing here has it open (nothing is stored: see SetAttr).
-  std::optional<InodeAttr> UnlinkedTimes(uint64_t ino,
-                                         const fuse_abi::fuse_setattr_in& in);
+  // The reply to the kernel's time flush (SETATTR of mtime and ctime only)
+  // of `ino` right after this mount's namespace change of it, nothing
+  // stored (stripe_fs_namespace.cc): an inode unlinked to nlink 0 and not
+  // open here gets the times it sent; a linked one, once, within the
+  // attribute timeout and only if the mtime sent is the one the change
+  // left, gets the change's attributes (the ctime the change committed).
+  std::optional<FoldedFlush> FoldTimeFlush(uint64_t ino,
+                                           const fuse_abi::fuse_setattr_in& in);
+  // Keeps `a` (as committed by an unlink, link or rename) for
+  // FoldTimeFlush, if the kernel knows the inode.
+  void NoteChanged(const InodeAttr& a);
+  // RENAME: one RenameEntry (both directories' attributes kept for the
+  // kernel's GETATTRs, the inode's for its time flush), or, against a
+  // service without it, Rename + GetAttr of a replaced inode.
+  Result<RenameChange> RenameCalls(uint64_t olddir, const std::string& oldname,
+                                   uint64_t newdir, const std::string& newname,
+                                   uint32_t flags);
   // A READ of `ino` (or READDIR of a directory, `dir`) happened: atime
   // pending per policy. `known`: its attributes when at hand (else the
   // cached ones, or a fetch).
@@ -346,8 +367,11 @@ class StripeFs : public fuse::RawFileSystem {
   AttrCache attr_cache_;
   DirAttrCache dir_attrs_;
   AtimeTracker atimes_;
-  // CreateEntry/UnlinkEntry answered (false after EOPNOTSUPP: older metad).
+  // CreateEntry/UnlinkEntry, LinkEntry, RenameEntry answered (false after
+  // EOPNOTSUPP: an older metad).
   std::atomic<bool> entry_calls_{true};
+  std::atomic<bool> link_entry_calls_{true};
+  std::atomic<bool> rename_entry_calls_{true};
   std::atomic<uint64_t> next_fh_{1};
 
   std::mutex flusher_mu_;

@@ -139,6 +139,66 @@ class CreateCallsTest : public ::testing::Test {
     return CallsOf(
         [&](fuse::Replier r) { fs_->Unlink(std::move(r), parent, name); });
   }
+  int Rename(uint64_t from, const std::string& name, uint64_t to,
+             const std::string& new_name, int want = 0) {
+    return CallsOf(
+        [&](fuse::Replier r) {
+          fs_->Rename(std::move(r), from, name, to, new_name, 0);
+        },
+        want);
+  }
+  // LINK; its metadata calls, the entry's attributes through *out.
+  int Link(uint64_t ino, uint64_t parent, const std::string& name,
+           fuse_attr* out) {
+    std::string body;
+    const int n = CallsOf(
+        [&](fuse::Replier r) { fs_->Link(std::move(r), ino, parent, name); }, 0,
+        &body);
+    fuse_entry_out e{};
+    EXPECT_EQ(body.size(), sizeof(e));
+    if (body.size() == sizeof(e)) std::memcpy(&e, body.data(), sizeof(e));
+    *out = e.attr;
+    return n;
+  }
+  // The kernel's time flush after a link, rename or unlink of a file it
+  // has not written: its own mtime (the stored one) and a ctime of its
+  // clock.
+  int FlushOwnTimes(uint64_t ino, fuse_attr_out* out) {
+    auto a = meta().GetAttr(ino);
+    EXPECT_TRUE(a.ok());
+    fuse_setattr_in in{};
+    in.valid = FATTR_MTIME | FATTR_CTIME;
+    in.mtime = static_cast<uint64_t>(a->mtime.sec);
+    in.mtimensec = a->mtime.nsec;
+    in.ctime = static_cast<uint64_t>(a->ctime.sec) + 7;  // a later clock
+    std::string body;
+    const int n =
+        CallsOf([&](fuse::Replier r) { fs_->SetAttr(std::move(r), ino, in); },
+                0, &body);
+    EXPECT_EQ(body.size(), sizeof(*out));
+    if (body.size() == sizeof(*out))
+      std::memcpy(out, body.data(), sizeof(*out));
+    return n;
+  }
+  // The reply `got` is what metadata holds for its inode now.
+  void ExpectStored(const fuse_attr& got, const char* what) {
+    auto a = meta().GetAttr(got.ino);
+    ASSERT_TRUE(a.ok()) << what;
+    EXPECT_EQ(got.nlink, a->nlink) << what;
+    EXPECT_EQ(got.mode, a->mode) << what;
+    EXPECT_EQ(got.size, a->size) << what;
+    EXPECT_EQ(got.mtime, static_cast<uint64_t>(a->mtime.sec)) << what;
+    EXPECT_EQ(got.mtimensec, a->mtime.nsec) << what;
+    EXPECT_EQ(got.ctime, static_cast<uint64_t>(a->ctime.sec)) << what;
+    EXPECT_EQ(got.ctimensec, a->ctime.nsec) << what;
+  }
+  // The kernel's GETATTR of a directory after a change: no metadata call,
+  // and exactly what metadata holds.
+  void ExpectDirFromChange(uint64_t dir, const char* what) {
+    fuse_attr_out p{};
+    EXPECT_EQ(GetAttr(dir, &p), 0) << what;
+    ExpectStored(p.attr, what);
+  }
   uint64_t Dir(const std::string& name, uint32_t mode, uint32_t gid) {
     auto a = meta().Mkdir(kRootInode, name, mode, 0, gid);
     EXPECT_TRUE(a.ok()) << a.status().ToString();
@@ -340,6 +400,160 @@ TEST_F(CreateCallsTest, OlderMetadataServiceStillWorks) {
   EXPECT_EQ(GetAttr(dir, &p), 1);
   auto gone = meta().Lookup(dir, "f1");
   EXPECT_EQ(gone.status().code(), ENOENT);
+}
+
+// RENAME, LINK and the UNLINK of a name that leaves links: one metadata
+// call each, and the kernel's requests after them (GETATTR of each changed
+// directory, the time flush of the inode) answered from what that call
+// committed -- exactly the stored attributes, nlink and times included.
+TEST_F(CreateCallsTest, RenameIsOneCallAndAnswersTheKernelsNextRequests) {
+  const uint64_t d1 = Dir("d1", 0755, 0), d2 = Dir("d2", 0755, 0);
+  int calls = 0;
+  const fuse_attr f = Create(d1, "f", &calls);
+  fuse_attr_out p{};
+  GetAttr(d1, &p);  // the create's directory attributes served
+  EXPECT_EQ(Rename(d1, "f", d2, "g"), 1);
+  ExpectDirFromChange(d1, "source directory");
+  ExpectDirFromChange(d2, "target directory");
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushOwnTimes(f.ino, &t), 0);
+  ExpectStored(t.attr, "moved file");  // the rename's ctime, not the kernel's
+  EXPECT_EQ(t.attr.nlink, 1u);
+  // Served once: the next flush is stored, as any SETATTR.
+  EXPECT_EQ(FlushOwnTimes(f.ino, &t), 1);
+  EXPECT_EQ(GetAttr(d1, &p), 1);
+  // Within one directory: one GETATTR answered.
+  EXPECT_EQ(Rename(d2, "g", d2, "h"), 1);
+  ExpectDirFromChange(d2, "same directory");
+  EXPECT_EQ(fs_->counters().entry_times_folded.load(), 1u);
+}
+
+TEST_F(CreateCallsTest, RenameOverAFileOrphansItInOneCall) {
+  const uint64_t d = Dir("d", 0755, 0);
+  int calls = 0;
+  const fuse_attr a = Create(d, "a", &calls);
+  const fuse_attr b = Create(d, "b", &calls);
+  EXPECT_EQ(Rename(d, "a", d, "b"), 1);  // no GetAttr of the replaced file
+  ExpectDirFromChange(d, "directory");
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushOwnTimes(a.ino, &t), 0);
+  // The replaced file went to nlink 0 (the kernel still has it looked up).
+  auto gone = meta().GetAttr(b.ino);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->nlink, 0u);
+  auto now_b = meta().Lookup(d, "b");
+  ASSERT_TRUE(now_b.ok());
+  EXPECT_EQ(now_b->ino, a.ino);
+}
+
+TEST_F(CreateCallsTest, LinkIsOneCallAndAnswersTheKernelsNextRequests) {
+  const uint64_t d1 = Dir("d1", 0755, 0), d2 = Dir("d2", 0755, 0);
+  int calls = 0;
+  const fuse_attr f = Create(d1, "f", &calls);
+  fuse_attr e{};
+  EXPECT_EQ(Link(f.ino, d2, "l", &e), 1);
+  EXPECT_EQ(e.nlink, 2u);
+  ExpectStored(e, "linked file");
+  ExpectDirFromChange(d2, "link's directory");
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushOwnTimes(f.ino, &t), 0);
+  ExpectStored(t.attr, "linked file, time flush");
+  // A flush that moves mtime (touch -m) is a change of its own: stored.
+  EXPECT_EQ(Unlink(d2, "l"), 1);
+  ExpectDirFromChange(d2, "unlink's directory");
+  fuse_attr_out moved{};
+  EXPECT_EQ(FlushTimes(f.ino, &moved), 1);
+  auto stored = meta().GetAttr(f.ino);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->mtime.sec, 1234);
+  EXPECT_EQ(stored->ctime.sec, 5678);
+  EXPECT_EQ(stored->nlink, 1u);
+}
+
+// The lock-file loop of mail and package tools: link a file to the lock
+// name, rename the lock away, unlink it. Every request the kernel sends
+// for it but the three changes is answered without a metadata call.
+TEST_F(CreateCallsTest, LockFileRoundIsThreeCalls) {
+  const uint64_t d = Dir("spool", 0755, 0);
+  int calls = 0;
+  const fuse_attr base = Create(d, "base", &calls);
+  fuse_attr_out p{}, t{};
+  GetAttr(d, &p);
+  for (int round = 0; round < 5; ++round) {
+    // Metadata calls of the handlers only (the checks read metadata too).
+    int handlers = 0;
+    fuse_attr e{};
+    handlers += Link(base.ino, d, "lock", &e);
+    EXPECT_EQ(e.nlink, 2u);
+    ExpectDirFromChange(d, "after link");
+    handlers += FlushOwnTimes(base.ino, &t);
+    handlers += Rename(d, "lock", d, "held");
+    ExpectDirFromChange(d, "after rename");
+    handlers += FlushOwnTimes(base.ino, &t);
+    handlers += Unlink(d, "held");
+    ExpectDirFromChange(d, "after unlink");
+    handlers += FlushOwnTimes(base.ino, &t);
+    EXPECT_EQ(t.attr.nlink, 1u);
+    ExpectStored(t.attr, "after the round");
+    EXPECT_EQ(handlers, 3) << "round " << round;
+  }
+  EXPECT_EQ(fs_->counters().entry_times_folded.load(), 15u);
+}
+
+// Another mount of the same volume keeps no copy of this one's changes:
+// its GETATTR asks metadata and sees what this mount was answered.
+TEST_F(CreateCallsTest, SecondMountSeesTheSameAttributes) {
+  const uint64_t d1 = Dir("d1", 0755, 0), d2 = Dir("d2", 0755, 0);
+  int calls = 0;
+  const fuse_attr f = Create(d1, "f", &calls);
+  StripeFsOptions fo;
+  fo.purge_orphans_at_start = false;
+  StripeFs other(&vol_->volume(), fo);
+  fuse::NegotiatedInit init;
+  init.max_write = 1 << 20;
+  other.Init(init);
+  auto getattr_other = [&](uint64_t ino) {
+    std::string body;
+    fuse_getattr_in in{};
+    EXPECT_EQ(
+        CallsOf([&](fuse::Replier r) { other.GetAttr(std::move(r), ino, in); },
+                0, &body),
+        1);
+    fuse_attr_out o{};
+    if (body.size() == sizeof(o)) std::memcpy(&o, body.data(), sizeof(o));
+    return o.attr;
+  };
+  EXPECT_EQ(Rename(d1, "f", d2, "g"), 1);
+  fuse_attr_out here{};
+  EXPECT_EQ(GetAttr(d2, &here), 0);
+  const fuse_attr there = getattr_other(d2);
+  EXPECT_EQ(here.attr.ctime, there.ctime);
+  EXPECT_EQ(here.attr.ctimensec, there.ctimensec);
+  EXPECT_EQ(here.attr.nlink, there.nlink);
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushOwnTimes(f.ino, &t), 0);
+  const fuse_attr file_there = getattr_other(f.ino);
+  EXPECT_EQ(t.attr.ctime, file_there.ctime);
+  EXPECT_EQ(t.attr.ctimensec, file_there.ctimensec);
+}
+
+TEST_F(CreateCallsTest, OlderMetadataServiceRenamesAndLinks) {
+  counting_->entry_calls_unsupported = true;
+  const uint64_t d = Dir("d", 0755, 0);
+  int calls = 0;
+  const fuse_attr a = Create(d, "a", &calls);
+  Create(d, "b", &calls);
+  EXPECT_EQ(Rename(d, "a", d, "b"), 3);  // refused RenameEntry, Rename, GetAttr
+  fuse_attr_out p{};
+  EXPECT_EQ(GetAttr(d, &p), 1);
+  fuse_attr e{};
+  EXPECT_EQ(Link(a.ino, d, "l", &e), 2);  // refused LinkEntry, Link
+  EXPECT_EQ(e.nlink, 2u);
+  EXPECT_EQ(Link(a.ino, d, "m", &e), 1);  // not asked again
+  EXPECT_EQ(GetAttr(d, &p), 1);
+  fuse_attr_out t{};
+  EXPECT_EQ(FlushOwnTimes(a.ino, &t), 0);  // Link's attributes serve
+  ExpectStored(t.attr, "after the fallback link");
 }
 
 }  // namespace
