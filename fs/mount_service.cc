@@ -150,6 +150,14 @@ const VfsOption* FindVfsOption(const std::string& name) {
   return nullptr;
 }
 
+// The embedded volume's namespace sync delay: none when -o sync or
+// -o dirsync asks for synchronous directory changes.
+std::chrono::milliseconds NamespaceSyncDelay(const MountServiceOptions& so) {
+  for (const std::string& o : SplitOptionLists(so.mount_options))
+    if (o == "sync" || o == "dirsync") return std::chrono::milliseconds(0);
+  return so.namespace_sync;
+}
+
 // The -o values: our own options, the VFS ones, and the rest for libfuse.
 Status ParseMountOptions(const MountServiceOptions& so, fuse::MountOptions* mo,
                          MountAttrs* after_mount) {
@@ -401,6 +409,7 @@ Status MountService::OpenVolume() {
   vo.root_uid = o_.root_uid;
   vo.root_gid = o_.root_gid;
   vo.client.refuse_degraded_enospc = o_.refuse_degraded_writes;
+  vo.namespace_sync_delay = NamespaceSyncDelay(o_);
   auto v = Volume::OpenEmbedded(dir, vo);
   // umount(8) returns once the kernel lets go, while the previous daemon may
   // still be closing the volume: `umount; mount` must work, so a busy volume
@@ -593,8 +602,8 @@ std::vector<std::string> MountService::Describe() const {
       (n.Has(fuse_abi::FUSE_HAS_COMPOUND)
            ? (o_.refuse_compound ? "agreed, answered ENOSYS (--compound enosys)"
                                  : "agreed (OPEN+GETATTR in one round trip)")
-           : n.Offered(fuse_abi::FUSE_HAS_COMPOUND) ? "off"
-                                                    : "kernel does not offer"));
+       : n.Offered(fuse_abi::FUSE_HAS_COMPOUND) ? "off"
+                                                : "kernel does not offer"));
   const StripeFsOptions& fo = fs_->options();
   out.push_back(
       std::string("  coalescing: ") +

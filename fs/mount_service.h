@@ -18,6 +18,7 @@
 // the service runs.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -129,6 +130,13 @@ struct MountServiceOptions {
   // refuse for space fails ENOSPC instead of committing degraded
   // (StripeClientOptions::refuse_degraded_enospc). Default allow.
   bool refuse_degraded_writes = false;
+  // Embedded volume: namespace changes (create, unlink, rename, link,
+  // setattr without a size change, xattrs) are acknowledged once written to
+  // the metadata WAL and synced within this delay, as metad does by default
+  // (its --namespace-sync-ms; docs/metadata.md, "Durability of namespace
+  // operations"); fsync, fsyncdir and syncfs sync them. 0, or -o sync or
+  // -o dirsync: each synced before it returns.
+  std::chrono::milliseconds namespace_sync{5};
   // -o values (comma lists). Ours: allow_other / no_allow_other (default:
   // allow_other when running as root, the kernel checking permissions),
   // default_permissions / no_default_permissions (default on; off also

@@ -71,6 +71,7 @@ Result<std::unique_ptr<Volume>> Volume::OpenEmbedded(
   mo.root_uid = options.root_uid;
   mo.root_gid = options.root_gid;
   mo.sync = options.sync_metadata;
+  mo.namespace_sync_delay = options.namespace_sync_delay;
   auto meta = exists
                   ? MetaStore::Open(meta_dir.string(), mo)
                   : MetaStore::Create(meta_dir.string(), options.geometry, mo);

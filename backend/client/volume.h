@@ -11,6 +11,7 @@
 // thread-safe; opening and closing are not.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,10 @@ struct EmbeddedVolumeOptions {
   // ENOSPC margin of each chunk store (ChunkStoreOptions::reserve_bytes).
   uint64_t chunk_reserve_bytes = kScaledReserve;
   bool sync_metadata = true;  // sync the metadata WAL on every mutation
+  // > 0: namespace changes acknowledged before their WAL sync and synced
+  // within this delay (MetaStoreOptions::namespace_sync_delay; 0: each
+  // synced before it returns).
+  std::chrono::milliseconds namespace_sync_delay{0};
   StripeClientOptions client;
 };
 
