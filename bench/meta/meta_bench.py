@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
 """Metadata operations per second: stripefs engines vs passthrough_ll.
 
-`stripefs bench meta [--quick] [--files N] [--out DIR] [--update-docs]`
+`stripefs bench meta [--quick] [--files N] [--threads 1,4] [--rounds N]
+[--rows ...] [--out DIR] [--update-docs]`
 
-Over FILES empty files in 4 directories (one thread per directory) it times
-five phases through a mount: create (open O_CREAT|O_EXCL, close), stat,
-rename (each file to a new name in the next directory), readdir (every
-directory listed 3 times) and unlink. Rows, all in one run:
+For each thread count T (default 1 and 4) it makes FILES empty files over T
+directories (thread t works in its own directory d{t}) and times six
+phases through a mount: create (open O_CREAT|O_EXCL, close), stat, link
+(a second name for each file, same directory), rename (each file to a new
+name in the thread's second directory e{t}), readdir (every directory
+listed 3 times) and unlink (every name: 2 x FILES). Then the lock-file
+loop of mail and package tools, one thread: ROUNDS times link a file to
+`lock`, rename `lock` to `held`, unlink `held` (lockfile/s = rounds/s).
+Rows, all in one run:
 
   passthrough  libfuse's passthrough_ll over a tmpfs directory (reference)
   embedded     `stripefs mount DIR MNT`: MetaStore on RocksDB in process
   metad        `stripefs cluster up`: one metad (RocksDB), 3 chunkd
   etcd-1       one metad on a 3-member etcd cluster, one mount
   etcd-2       two metads on the same etcd volume, two mounts (one per
-               metad), each running two of the four directories
+               metad), each running half of the directories
 
 The etcd rows come from `stripefs cluster up --meta-engine etcd
 --etcd-members 3 --metads N --servers 3 --k 2 --m 1` (docs/cluster.md);
 a stripefs without it fails those rows with a line naming the fix.
 
-Prints one line per row and phase and `ratio=` lines (row ops/s over
-passthrough ops/s; etcd-2 over etcd-1) with the load average; writes
-meta.md and meta.csv to --out (default a fresh meta-bench-YYYYmmdd-HHMMSS
-dir under the cwd; an existing one is refused) and, with --update-docs, also
-to docs/results/meta/. Mounts and daemons are always torn down. Timing only;
-no assertion.
+Prints one line per row and thread count and `ratio=` lines (row ops/s
+over passthrough ops/s at the same thread count; etcd-2 over etcd-1) with
+the load average; writes meta.md and meta.csv to --out (default a fresh
+meta-bench-YYYYmmdd-HHMMSS dir under the cwd; an existing one is refused)
+and, with --update-docs, also to docs/results/meta/. Mounts and daemons
+are always torn down. Timing only; no assertion.
 """
 import argparse
 import os
@@ -32,25 +38,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from lib import passthrough, run, sampling  # noqa: E402
 from lib import stripefs as sflib  # noqa: E402
 
-PHASES = ("create", "stat", "rename", "readdir", "unlink")
-DIRS = 4
+PHASES = ("create", "stat", "link", "rename", "readdir", "unlink")
+LOCK_PHASE = "lockfile"
 
 
 def load():
     return ",".join(f"{x:.2f}" for x in sampling.loadavg())
 
 
-def measure(roots, files):
-    """roots[t] is the bench directory thread t works in (DIRS of them,
+def measure(roots, files, threads):
+    """roots[t] is the bench directory thread t works in (`threads` of them,
     possibly on different mounts of one volume). Returns {phase: ops/s}."""
-    per = files // DIRS
-    dirs = [os.path.join(roots[t], f"d{t}") for t in range(DIRS)]
-    for d in dirs:
+    per = files // threads
+    dirs = [os.path.join(roots[t], f"d{t}") for t in range(threads)]
+    targets = [os.path.join(roots[t], f"e{t}") for t in range(threads)]
+    for d in dirs + targets:
         os.mkdir(d)
 
     def create(t):
@@ -62,31 +70,70 @@ def measure(roots, files):
         for i in range(per):
             os.stat(os.path.join(dirs[t], f"f{i}"))
 
+    def link(t):
+        for i in range(per):
+            os.link(os.path.join(dirs[t], f"f{i}"),
+                    os.path.join(dirs[t], f"l{i}"))
+
     def rename(t):
-        # Into the next directory through the same mount (cross-directory).
-        nxt = os.path.join(roots[t], f"d{(t + 1) % DIRS}")
-        if not os.path.isdir(nxt):
-            nxt = dirs[t]
+        # Into the thread's second directory (cross-directory).
         for i in range(per):
             os.rename(os.path.join(dirs[t], f"f{i}"),
-                      os.path.join(nxt, f"r{t}-{i}"))
+                      os.path.join(targets[t], f"r{i}"))
 
-    listed = [0] * DIRS  # entries listed per thread
+    listed = [0] * threads  # entries listed per thread
+    removed = [0] * threads
 
     def readdir(t):
         for _ in range(3):
-            listed[t] += len(os.listdir(dirs[t]))
+            listed[t] += len(os.listdir(dirs[t])) + len(os.listdir(targets[t]))
 
     def unlink(t):
-        for name in os.listdir(dirs[t]):
-            os.unlink(os.path.join(dirs[t], name))
+        for d in (dirs[t], targets[t]):
+            for name in os.listdir(d):
+                os.unlink(os.path.join(d, name))
+                removed[t] += 1
 
     out = {}
-    for phase, fn in (("create", create), ("stat", stat), ("rename", rename),
-                      ("readdir", readdir), ("unlink", unlink)):
-        elapsed = run.threads_timed(DIRS, fn)
-        ops = sum(listed) if phase == "readdir" else per * DIRS
+    for phase, fn in (("create", create), ("stat", stat), ("link", link),
+                      ("rename", rename), ("readdir", readdir),
+                      ("unlink", unlink)):
+        elapsed = run.threads_timed(threads, fn)
+        ops = {"readdir": sum(listed), "unlink": sum(removed)}.get(
+            phase, per * threads)
         out[phase] = ops / elapsed
+    for d in dirs + targets:
+        os.rmdir(d)
+    return out
+
+
+def lockfile_loop(root, rounds):
+    """link, rename, unlink of a lock name, `rounds` times; rounds/s."""
+    d = os.path.join(root, "lock")
+    os.mkdir(d)
+    base, lock, held = (os.path.join(d, n) for n in ("base", "lock", "held"))
+    os.close(os.open(base, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+
+    def loop(_):
+        for _ in range(rounds):
+            os.link(base, lock)
+            os.rename(lock, held)
+            os.unlink(held)
+
+    rate = rounds / run.threads_timed(1, loop)
+    os.unlink(base)
+    os.rmdir(d)
+    return rate
+
+
+def measure_all(roots_for, files, threads_list, rounds):
+    """roots_for(T) gives the T thread roots. {(phase, T): ops/s}, with the
+    lock-file loop as (LOCK_PHASE, 1)."""
+    out = {}
+    for n in threads_list:
+        for ph, v in measure(roots_for(n), files, n).items():
+            out[(ph, n)] = v
+    out[(LOCK_PHASE, 1)] = lockfile_loop(roots_for(1)[0], rounds)
     return out
 
 
@@ -109,7 +156,8 @@ def etcd_cluster_cli(sf, work, metads):
                        timeout=120)
 
 
-def mount_and_measure(sf, work, files, kind, log, use_cli):
+def mount_and_measure(sf, work, files, threads_list, rounds, kind, log,
+                      use_cli):
     """Mounts the row's volume, measures, tears everything down."""
     mnts, teardown = [], []
     try:
@@ -137,14 +185,15 @@ def mount_and_measure(sf, work, files, kind, log, use_cli):
                 os.mkdir(mnt)
                 sf.mount("--meta", a, "--key", key, mnt)
                 mnts.append(mnt)
-        roots = []
         for i, m in enumerate(mnts):
             os.mkdir(os.path.join(m, f"bench{i}"))
-        # Thread t works through mount t * len(mnts) // DIRS.
-        for t in range(DIRS):
-            roots.append(os.path.join(mnts[t * len(mnts) // DIRS],
-                                      f"bench{t * len(mnts) // DIRS}"))
-        return measure(roots, files)
+
+        def roots_for(n):
+            # Thread t works through mount t * len(mnts) // n.
+            return [os.path.join(mnts[t * len(mnts) // n],
+                                 f"bench{t * len(mnts) // n}")
+                    for t in range(n)]
+        return measure_all(roots_for, files, threads_list, rounds)
     finally:
         for m in mnts:
             sf.umount(m)
@@ -152,7 +201,7 @@ def mount_and_measure(sf, work, files, kind, log, use_cli):
             t()
 
 
-def passthrough_row(work, files, log):
+def passthrough_row(work, files, threads_list, rounds, log):
     exe = passthrough.build(work, log)
     if exe is None:
         return None
@@ -163,31 +212,56 @@ def passthrough_row(work, files, log):
     try:
         with passthrough.Passthrough(exe, src, os.path.join(work, "pt")) as p:
             os.mkdir(os.path.join(p.mnt, "bench"))
-            return measure([os.path.join(p.mnt, "bench")] * DIRS, files)
+            root = os.path.join(p.mnt, "bench")
+            return measure_all(lambda n: [root] * n, files, threads_list,
+                               rounds)
     finally:
         subprocess.run(["umount", src], check=False)
 
 
-def table(results, files, load_start, load_end, note):
+def columns(threads_list):
+    """(phase, threads) columns: every phase per thread count, then the
+    lock-file loop."""
+    return [(ph, n) for n in threads_list for ph in PHASES] + \
+        [(LOCK_PHASE, 1)]
+
+
+def col_name(col):
+    ph, n = col
+    return ph if ph == LOCK_PHASE else f"{ph}@{n}t"
+
+
+def table(results, cols, files, rounds, head):
     rows = [r for r in ("passthrough", "embedded", "metad", "etcd-1",
                         "etcd-2") if r in results]
-    lines = ["| row | " + " | ".join(f"{p}/s" for p in PHASES) + " |",
-             "|---|" + "---|" * len(PHASES)]
+    lines = ["| row | " + " | ".join(f"{col_name(c)}/s" for c in cols) +
+             " |", "|---|" + "---|" * len(cols)]
     for r in rows:
         lines.append(f"| {r} | " + " | ".join(
-            run.fmtn(results[r][p]) for p in PHASES) + " |")
+            run.fmtn(results[r][c]) for c in cols) + " |")
+    ref = results.get("passthrough")
+    for r in rows:
+        if r == "passthrough" or ref is None:
+            continue
+        lines.append(f"| {r} / passthrough | " + " | ".join(
+            f"{results[r][c] / ref[c]:.2f}" for c in cols) + " |")
     lines.append("")
-    lines.append(f"{files} files in {DIRS} directories (one thread each); "
-                 f"load average {load_start} at start, {load_end} at end. "
-                 f"{note}")
+    lines.append(f"{files} files over T directories (T threads, one "
+                 f"directory each), lock-file loop {rounds} rounds, one "
+                 f"thread. {head}")
     return "\n".join(lines) + "\n"
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="2000 files")
+    p.add_argument("--quick", action="store_true",
+                   help="2000 files, 2000 lock-file rounds")
     p.add_argument("--files", type=int, default=None,
-                   help="files over the 4 directories (default 10000)")
+                   help="files per thread count (default 10000)")
+    p.add_argument("--threads", default="1,4",
+                   help="comma list of thread counts (default 1,4)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="lock-file loop rounds (default 10000)")
     p.add_argument("--stripefs", help="stripefs binary (default: found)")
     p.add_argument("--rows", default="passthrough,embedded,metad,etcd-1,"
                    "etcd-2", help="comma list of rows to run")
@@ -195,8 +269,22 @@ def main():
                    "meta-bench-YYYYmmdd-HHMMSS directory under the cwd)")
     p.add_argument("--update-docs", action="store_true",
                    help="also write docs/results/meta/")
-    a = p.parse_args()
+    return p.parse_args()
+
+
+def commit_of():
+    """The source tree's commit (with -dirty when it has changes)."""
+    r = subprocess.run(["git", "-C", sflib.ROOT, "describe", "--always",
+                        "--dirty"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def main():
+    a = parse_args()
     files = a.files or (2000 if a.quick else 10000)
+    rounds = a.rounds or (2000 if a.quick else 10000)
+    threads_list = [int(x) for x in a.threads.split(",")]
+    cols = columns(threads_list)
     run.require_mount_host("bench meta", "mounting tmpfs and FUSE")
     sf = sflib.Stripefs(sflib.require_binary("bench meta", a.stripefs))
     log = run.Log()
@@ -208,20 +296,22 @@ def main():
             "--etcd-members 3 --metads N`; metad row: `stripefs cluster up`, "
             "both with 3 chunkd, k+m 2+1.")
     load_start = load()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     results = {}
     for kind in a.rows.split(","):
         work = tempfile.mkdtemp(prefix=f"stripefs-bm-{kind}-")
         try:
             if kind == "passthrough":
-                r = passthrough_row(work, files, log)
+                r = passthrough_row(work, files, threads_list, rounds, log)
                 if r is None:
                     continue
             else:
-                r = mount_and_measure(sf, work, files, kind, log, use_cli)
+                r = mount_and_measure(sf, work, files, threads_list, rounds,
+                                      kind, log, use_cli)
             results[kind] = r
             print(f"{kind} " + " ".join(
-                f"{ph}/s={r[ph]:.0f}" for ph in PHASES) +
-                f" files={files} load={load()}", flush=True)
+                f"{col_name(c)}/s={r[c]:.0f}" for c in cols) +
+                f" files={files} rounds={rounds} load={load()}", flush=True)
         except (RuntimeError, subprocess.SubprocessError, OSError) as e:
             print(f"{kind} FAILED: {e}", flush=True)
         finally:
@@ -231,21 +321,24 @@ def main():
     for kind, r in results.items():
         if kind == "passthrough" or ref is None:
             continue
-        for ph in PHASES:
-            print(f"{kind}/passthrough {ph} ratio={r[ph] / ref[ph]:.3f} "
-                  f"load={load_end}")
+        for c in cols:
+            print(f"{kind}/passthrough {col_name(c)} "
+                  f"ratio={r[c] / ref[c]:.3f} load={load_end}")
     if "etcd-1" in results and "etcd-2" in results:
-        for ph in PHASES:
-            print(f"etcd-2/etcd-1 {ph} ratio="
-                  f"{results['etcd-2'][ph] / results['etcd-1'][ph]:.3f} "
+        for c in cols:
+            print(f"etcd-2/etcd-1 {col_name(c)} ratio="
+                  f"{results['etcd-2'][c] / results['etcd-1'][c]:.3f} "
                   f"load={load_end}")
-    md = table(results, files, load_start, load_end, note)
+    head = (f"Command: `stripefs bench meta {' '.join(sys.argv[1:])}`; "
+            f"started {started}; commit {commit_of()}; load average "
+            f"{load_start} at start, {load_end} at end. {note}")
+    md = table(results, cols, files, rounds, head)
     with open(os.path.join(out, "meta.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "meta.csv"), "w") as f:
-        f.write("row," + ",".join(PHASES) + "\n")
+        f.write("row," + ",".join(col_name(c) for c in cols) + "\n")
         for kind, r in results.items():
-            f.write(kind + "," + ",".join(f"{r[ph]:.1f}" for ph in PHASES) +
+            f.write(kind + "," + ",".join(f"{r[c]:.1f}" for c in cols) +
                     "\n")
     if a.update_docs:
         dst = os.path.join(sflib.ROOT, "docs", "results", "meta")
