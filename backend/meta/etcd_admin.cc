@@ -39,9 +39,7 @@ Status AuthCall(const EtcdAdminTarget& t,
     if (!already.empty() &&
         last.error_message().find(already) != std::string::npos)
       return Status::Ok();
-    const bool retry = last.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                       last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!retry) break;
+    if (!EtcdRetryable(last)) break;
     if (Clock::now() >= deadline)
       return Status(ETIMEDOUT, std::string(what) +
                                    ": no etcd member answered "
@@ -124,10 +122,7 @@ Result<EtcdMemberState> EtcdMemberStatus(const std::string& endpoint,
   pb::StatusResponse resp;
   grpc::Status st = stub->Status(&ctx, pb::StatusRequest(), &resp);
   if (!st.ok()) {
-    return Status(st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                          st.error_code() == grpc::StatusCode::UNAVAILABLE
-                      ? EHOSTDOWN
-                      : EIO,
+    return Status(EtcdRetryable(st) ? EHOSTDOWN : EIO,
                   "etcd at " + endpoint + ": " + st.error_message());
   }
   EtcdMemberState out;

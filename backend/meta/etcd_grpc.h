@@ -19,4 +19,12 @@ namespace stripefs {
 std::shared_ptr<grpc::Channel> EtcdChannel(
     const std::string& endpoint, const std::optional<EtcdTlsPem>& pem);
 
+// Whether an etcd answer is worth sending again (to the next member, until
+// the caller's deadline): no connection, no leader, leader changed, timed
+// out. A request whose deadline runs out inside etcd can come back as
+// UNKNOWN "context deadline exceeded" (the Go context error, not a gRPC
+// status) instead of our own DEADLINE_EXCEEDED, whichever wins the race: it
+// is the same timeout, so it is retryable too, never a final I/O error.
+bool EtcdRetryable(const grpc::Status& s);
+
 }  // namespace stripefs

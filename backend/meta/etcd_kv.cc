@@ -31,6 +31,20 @@ std::shared_ptr<grpc::Channel> EtcdChannel(
   return grpc::CreateCustomChannel(endpoint, grpc::SslCredentials(ssl), args);
 }
 
+bool EtcdRetryable(const grpc::Status& s) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::ABORTED:
+      return true;
+    case grpc::StatusCode::UNKNOWN:
+      return s.error_message().find("context deadline exceeded") !=
+             std::string::npos;
+    default:
+      return false;
+  }
+}
+
 namespace {
 
 namespace pb = etcdserverpb;
@@ -40,14 +54,6 @@ constexpr size_t kMaxTxnOps = 128;  // etcd's --max-txn-ops default
 constexpr int64_t kPageKeys = 1000;
 constexpr auto kPerTry = std::chrono::milliseconds(2000);
 constexpr auto kRetryPause = std::chrono::milliseconds(50);
-
-// Errors worth trying again elsewhere: no connection, no leader, leader
-// changed, timed out inside etcd.
-bool Retryable(const grpc::Status& s) {
-  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
-         s.error_code() == grpc::StatusCode::ABORTED;
-}
 
 class EtcdKv;
 
@@ -127,7 +133,7 @@ class EtcdKv final : public KvStore {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::min(deadline, Clock::now() + kPerTry));
     *st = (stubs_[i % stubs_.size()].get()->*method)(&ctx, req, resp);
-    if (st->ok() || !Retryable(*st)) return true;
+    if (st->ok() || !EtcdRetryable(*st)) return true;
     current_.compare_exchange_strong(i, i + 1);
     if (Clock::now() + kRetryPause < deadline) {
       std::this_thread::sleep_for(kRetryPause);
