@@ -48,11 +48,13 @@ Status ClusterView::Refresh() {
 Result<bool> ClusterView::RefreshIfChanged() {
   auto map = meta_->GetClusterMap();
   if (!map.ok()) return map.status().Annotate("reading cluster map");
+  std::shared_ptr<const Placement> previous;
   {
     std::lock_guard<std::mutex> lock(map_mu_);
     if (map->epoch == map_.epoch && map->servers == map_.servers) return false;
+    previous = placement_;  // lends its base when only states changed
   }
-  auto placement = Placement::Create(*map, width_);
+  auto placement = Placement::Create(*map, width_, previous.get());
   if (!placement.ok()) return placement.status();
   std::lock_guard<std::mutex> lock(map_mu_);
   if (map->epoch < map_.epoch) return false;  // a newer one won the race

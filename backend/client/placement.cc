@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include "backend/client/balanced_table.h"
+
 namespace stripefs {
 
 uint64_t PlacementHash(uint64_t a, uint64_t b) {
@@ -12,9 +14,43 @@ uint64_t PlacementHash(uint64_t a, uint64_t b) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+// What a kBalanced base depends on: the servers without their states.
+std::vector<ServerInfo> BaseServers(const ClusterMap& map) {
+  std::vector<ServerInfo> servers = map.servers;
+  for (ServerInfo& s : servers) s.state = ServerState::kUp;
+  return servers;
+}
+
+}  // namespace
+
 Result<Placement> Placement::Create(const ClusterMap& map, uint32_t chunks,
-                                    uint32_t pg_count) {
-  std::vector<Candidate> candidates;
+                                    const Placement* previous) {
+  if (chunks == 0) return Status::InvalidArgument("placement needs k+m > 0");
+  Placement p;
+  p.scheme_ = map.placement;
+  p.epoch_ = map.epoch;
+  p.chunks_ = chunks;
+  if (map.placement == PlacementScheme::kBalanced) {
+    if (map.placement_groups == 0 ||
+        map.placement_groups > kMaxPlacementGroups) {
+      return Status::InvalidArgument(
+          "cluster map has " + std::to_string(map.placement_groups) +
+          " placement groups (1.." + std::to_string(kMaxPlacementGroups) + ")");
+    }
+    p.pg_count_ = map.placement_groups;
+    p.base_servers_ = BaseServers(map);
+    if (previous != nullptr && previous->base_ != nullptr &&
+        previous->base_servers_ == p.base_servers_ &&
+        previous->chunks_ == chunks && previous->pg_count_ == p.pg_count_) {
+      p.base_ = previous->base_;
+    }
+    STRIPEFS_ASSIGN_OR_RETURN(
+        p.table_,
+        BuildBalancedTable(map.servers, chunks, p.pg_count_, &p.base_));
+    return p;
+  }
   std::map<std::string, uint32_t> domain_ids;
   size_t usable = 0;
   for (const auto& s : map.servers) {
@@ -25,7 +61,7 @@ Result<Placement> Placement::Create(const ClusterMap& map, uint32_t chunks,
     auto [it, inserted] =
         domain_ids.emplace(domain, static_cast<uint32_t>(domain_ids.size()));
     const bool out = s.state == ServerState::kOut;
-    candidates.push_back({s.id, it->second, out});
+    p.candidates_.push_back({s.id, it->second, out});
     if (!out) ++usable;
   }
   if (usable < chunks) {
@@ -34,13 +70,20 @@ Result<Placement> Placement::Create(const ClusterMap& map, uint32_t chunks,
         " usable chunk servers but each stripe needs " +
         std::to_string(chunks) + " (k+m): add servers or mark them back in");
   }
-  if (pg_count == 0) return Status::InvalidArgument("pg_count must be > 0");
-  return Placement(map.epoch, chunks, pg_count, std::move(candidates),
-                   static_cast<uint32_t>(domain_ids.size()));
+  p.domains_ = static_cast<uint32_t>(domain_ids.size());
+  p.pg_count_ = kLegacyPgCount;
+  p.table_.reserve(size_t{p.pg_count_} * chunks);
+  for (uint32_t pg = 0; pg < p.pg_count_; ++pg) {
+    for (uint32_t id : p.LegacyScan(pg)) p.table_.push_back(id);
+  }
+  return p;
 }
 
 uint32_t Placement::PlacementGroup(uint64_t inode, uint64_t stripe) const {
-  return static_cast<uint32_t>(PlacementHash(inode, stripe) % pg_count_);
+  if (scheme_ == PlacementScheme::kLegacy) {
+    return static_cast<uint32_t>(PlacementHash(inode, stripe) % pg_count_);
+  }
+  return BalancedGroup(inode, stripe, pg_count_);
 }
 
 std::vector<uint32_t> Placement::ServersFor(uint64_t inode,
@@ -49,6 +92,11 @@ std::vector<uint32_t> Placement::ServersFor(uint64_t inode,
 }
 
 std::vector<uint32_t> Placement::ServersForGroup(uint32_t pg) const {
+  std::span<const uint32_t> row = Row(pg);
+  return {row.begin(), row.end()};
+}
+
+std::vector<uint32_t> Placement::LegacyScan(uint32_t pg) const {
   const size_t n = candidates_.size();
   std::vector<size_t> chosen(chunks_, n);  // candidate index per chunk index
   std::vector<bool> taken(n, false);

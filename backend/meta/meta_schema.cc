@@ -1,5 +1,6 @@
 #include "backend/meta/meta_schema.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/coding.h"
@@ -304,6 +305,18 @@ std::string EncodeClusterMap(const ClusterMap& m) {
     w.Str(s.failure_domain);
     w.U8(static_cast<uint8_t>(s.state));
   }
+  // Trailer since placement schemes (docs/backend.md): scheme, groups, a
+  // weight per server. A legacy map with default weights omits it, so its
+  // record stays byte-identical to the format before the trailer.
+  const bool default_weights = std::all_of(
+      m.servers.begin(), m.servers.end(),
+      [](const ServerInfo& s) { return s.weight == kDefaultServerWeight; });
+  if (m.placement == PlacementScheme::kLegacy && default_weights) {
+    return w.Take();
+  }
+  w.U8(static_cast<uint8_t>(m.placement));
+  w.U32(m.placement_groups);
+  for (const ServerInfo& s : m.servers) w.U32(s.weight);
   return w.Take();
 }
 
@@ -325,6 +338,19 @@ Result<ClusterMap> DecodeClusterMap(std::string_view in) {
       return Corrupt("cluster map");
     s.state = static_cast<ServerState>(state);
     m.servers.push_back(std::move(s));
+  }
+  if (r.ok() && r.done()) return m;  // no trailer: legacy, default weights
+  const uint8_t scheme = r.U8();
+  m.placement_groups = r.U32();
+  if (scheme > static_cast<uint8_t>(PlacementScheme::kBalanced))
+    return Corrupt("cluster map placement scheme");
+  m.placement = static_cast<PlacementScheme>(scheme);
+  if (m.placement == PlacementScheme::kBalanced &&
+      (m.placement_groups == 0 || m.placement_groups > kMaxPlacementGroups))
+    return Corrupt("cluster map placement groups");
+  for (ServerInfo& s : m.servers) {
+    s.weight = r.U32();
+    if (s.weight > kMaxServerWeight) return Corrupt("cluster map weight");
   }
   if (!r.done()) return Corrupt("cluster map");
   return m;

@@ -167,7 +167,12 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(
   b->Put(MetaKey(kMetaNextInode), EncodeU64(kRootInode + 1));
   b->Put(MetaKey(kMetaVersionLimit), EncodeU64(1));
   b->Put(MetaKey(kMetaStats), EncodeStats(FsStats{1, 0}));
-  b->Put(MetaKey(kMetaCluster), EncodeClusterMap(ClusterMap{}));
+  // New volumes place by the balanced scheme; volumes created before it
+  // keep the legacy one their map decodes to (placement.h).
+  ClusterMap map;
+  map.placement = PlacementScheme::kBalanced;
+  map.placement_groups = kDefaultPlacementGroups;
+  b->Put(MetaKey(kMetaCluster), EncodeClusterMap(map));
   b->Put(MetaKey(kMetaFormat), EncodeU32(kFormatVersion));
   b->Put(MetaKey(kMetaVolumeUuid), NewVolumeUuid());
   auto ticket = b->Commit();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 
 #include "backend/meta/meta_store.h"
 #include "backend/meta/meta_store_mutation.h"
@@ -39,6 +40,10 @@ Status MetaStore::UpsertServer(const ServerInfo& info) {
   }
   if (info.state > ServerState::kOut) {
     return Status::InvalidArgument("unknown server state");
+  }
+  if (info.weight > kMaxServerWeight) {
+    return Status::InvalidArgument("server weight over " +
+                                   std::to_string(kMaxServerWeight));
   }
   return Mutate([&]() -> Status {
     Mutation m(this);

@@ -177,18 +177,39 @@ inline const char* ServerStateName(ServerState s) {
   return "?";
 }
 
+// How stripes map to chunk servers (backend/client/placement.h), recorded
+// in the cluster map. Maps stored before the field existed decode as
+// kLegacy, so existing volumes keep their chunk locations; volumes created
+// since get kBalanced.
+enum class PlacementScheme : uint8_t {
+  kLegacy = 0,    // 4096 hashed groups, rendezvous over all servers
+  kBalanced = 1,  // `placement_groups` units, bounded-load table
+};
+// Relative capacity of a server: placement gives it chunks in proportion
+// (kBalanced only). 0 = holds no chunks (drained).
+inline constexpr uint32_t kDefaultServerWeight = 100;
+inline constexpr uint32_t kMaxServerWeight = 10000;
+// Placement groups of a kBalanced map: fixed when the map is created (a
+// change re-places every stripe). 2^16 gives >= 100 group-chunks per server
+// up to ~4,000 servers at k+m = 6; larger clusters need more (docs/scale.md).
+inline constexpr uint32_t kDefaultPlacementGroups = 1u << 16;
+inline constexpr uint32_t kMaxPlacementGroups = 1u << 22;
+
 struct ServerInfo {
   uint32_t id = 0;             // stable, unique within the cluster
   std::string address;         // "127.0.0.1:7001"; empty in embedded mode
   std::string failure_domain;  // placement never puts two chunks of a stripe
                                // in one domain when enough domains exist
   ServerState state = ServerState::kUp;
+  uint32_t weight = kDefaultServerWeight;  // 0..kMaxServerWeight
   friend bool operator==(const ServerInfo&, const ServerInfo&) = default;
 };
 
 struct ClusterMap {
   uint64_t epoch = 0;  // bumped on every change
   std::vector<ServerInfo> servers;
+  PlacementScheme placement = PlacementScheme::kLegacy;
+  uint32_t placement_groups = 0;  // kBalanced: 1..kMaxPlacementGroups
 };
 
 struct FsStats {

@@ -1,10 +1,10 @@
-// Wire layouts of the stripefs protocol (version 5): the session handshake
+// Wire layouts of the stripefs protocol (version 6): the session handshake
 // that opens every connection, and the frames that follow it.
 //
 // Handshake (fixed sizes, no lengths from the peer; see session.h for the
 // cryptography, identity.h for identities and server bindings). Every
 // message starts with an 8-byte prefix
-//   @0 u32 magic 'SFS1'  @4 u8 version (5)  @5 u8 kind  @6 u16 reserved (0)
+//   @0 u32 magic 'SFS1'  @4 u8 version (6)  @5 u8 kind  @6 u16 reserved (0)
 //   ClientHello (kind 0x41): prefix, @8 32-byte client nonce,
 //                @40 16-byte identity salt, @56 48-byte identity name
 //                (NUL-padded; "server", admin.NAME, client.NAME)  = 104
@@ -15,7 +15,7 @@
 // The proofs and session keys cover every byte before the server proof
 // (session.h), so the version, the identity and the server's role, id and
 // volume are all under the MAC. The prefix shares magic and version with a
-// frame header, so an older peer (version 1-4) reports "protocol version 5
+// frame header, so an older peer (version 1-5) reports "protocol version 6
 // not supported" and we report its version.
 // The kinds have bits outside kKnownFlags set, so a frame header is never
 // mistaken for a handshake message or the reverse.
@@ -61,7 +61,8 @@
 namespace stripefs::rpc {
 
 inline constexpr uint32_t kFrameMagic = 0x31534653;  // "SFS1"
-inline constexpr uint8_t kProtocolVersion = 5;
+// 6: cluster map placement scheme and server weights.
+inline constexpr uint8_t kProtocolVersion = 6;
 inline constexpr size_t kFrameHeaderSize = 32;
 inline constexpr uint32_t kMaxPayload = 16u << 20;  // encoded fields
 inline constexpr uint32_t kMaxBulk = 64u << 20;     // raw chunk bytes

@@ -147,18 +147,30 @@ void Put(Encoder& e, const ServerInfo& v) {
   e.String(v.address);
   e.String(v.failure_domain);
   Put(e, v.state);
+  e.U32(v.weight);
 }
 bool Get(Decoder& d, ServerInfo* v) {
   return d.U32(&v->id) && d.String(&v->address) &&
-         d.String(&v->failure_domain) && Get(d, &v->state);
+         d.String(&v->failure_domain) && Get(d, &v->state) &&
+         d.U32(&v->weight) && (v->weight <= kMaxServerWeight || d.Fail());
 }
 
 void Put(Encoder& e, const ClusterMap& v) {
   e.U64(v.epoch);
   Put(e, v.servers);
+  e.U8(static_cast<uint8_t>(v.placement));
+  e.U32(v.placement_groups);
 }
 bool Get(Decoder& d, ClusterMap* v) {
-  return d.U64(&v->epoch) && Get(d, &v->servers);
+  uint8_t scheme = 0;
+  if (!d.U64(&v->epoch) || !Get(d, &v->servers) || !d.U8(&scheme) ||
+      !d.U32(&v->placement_groups)) {
+    return false;
+  }
+  if (scheme > static_cast<uint8_t>(PlacementScheme::kBalanced))
+    return d.Fail();
+  v->placement = static_cast<PlacementScheme>(scheme);
+  return true;
 }
 
 void Put(Encoder& e, const FsStats& v) {

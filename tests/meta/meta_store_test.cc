@@ -1660,6 +1660,9 @@ TEST_P(MetaStoreTest, ClusterMap) {
   auto m = Must(store_->GetClusterMap());
   EXPECT_EQ(m.epoch, 0u);
   EXPECT_TRUE(m.servers.empty());
+  // A new volume places by the balanced scheme (old ones decode as legacy).
+  EXPECT_EQ(m.placement, PlacementScheme::kBalanced);
+  EXPECT_EQ(m.placement_groups, kDefaultPlacementGroups);
   ServerInfo s3{3, "127.0.0.1:7003", "rack-b", ServerState::kUp};
   ServerInfo s1{1, "127.0.0.1:7001", "rack-a", ServerState::kUp};
   ASSERT_TRUE(store_->UpsertServer(s3).ok());
@@ -1684,9 +1687,13 @@ TEST_P(MetaStoreTest, ClusterMap) {
             EINVAL);
   EXPECT_EQ(store_->UpsertServer({5, std::string(5000, 'a'), "", {}}).code(),
             EINVAL);
+  ServerInfo heavy{6, "127.0.0.1:7006", "", ServerState::kUp};
+  heavy.weight = kMaxServerWeight + 1;
+  EXPECT_EQ(store_->UpsertServer(heavy).code(), EINVAL);
   Reopen();
   auto after = Must(store_->GetClusterMap());
   EXPECT_EQ(after.epoch, 4u);
+  EXPECT_EQ(after.placement, PlacementScheme::kBalanced);
   EXPECT_EQ(after.servers, m.servers);
 }
 
@@ -1785,6 +1792,26 @@ TEST(MetaSchema, DecodersRejectMalformedInput) {
   for (size_t n = 0; n < cm.size(); ++n) {
     EXPECT_FALSE(DecodeClusterMap(cm.substr(0, n)).ok()) << n;
   }
+  // A legacy map with default weights keeps the layout from before
+  // placement schemes (no trailer) and decodes as kLegacy; a balanced map
+  // round-trips its scheme, group count and weights.
+  EXPECT_EQ(cm.size(), 8u + 4 + 4 + 4 + 1 + 4 + 1 + 1);
+  EXPECT_EQ(dm->placement, PlacementScheme::kLegacy);
+  ClusterMap bal = m;
+  bal.placement = PlacementScheme::kBalanced;
+  bal.placement_groups = 1u << 14;
+  bal.servers[0].weight = 250;
+  std::string bm = EncodeClusterMap(bal);
+  auto db = DecodeClusterMap(bm);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(db->placement, PlacementScheme::kBalanced);
+  EXPECT_EQ(db->placement_groups, 1u << 14);
+  EXPECT_EQ(db->servers, bal.servers);
+  for (size_t n = cm.size() + 1; n < bm.size(); ++n) {
+    EXPECT_FALSE(DecodeClusterMap(bm.substr(0, n)).ok()) << n;
+  }
+  bal.placement_groups = 0;
+  EXPECT_FALSE(DecodeClusterMap(EncodeClusterMap(bal)).ok());
   EXPECT_EQ(DecodeGeometry(EncodeGeometry({0, 1, 4096})).status().code(),
             EBADMSG);
   EXPECT_FALSE(DecodeDentry("short").ok());

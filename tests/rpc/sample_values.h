@@ -49,8 +49,12 @@ struct Sampler {
   }
   void Fill(ServerInfo& v) {
     Fill(v.id), Fill(v.address), Fill(v.failure_domain), Fill(v.state);
+    v.weight = static_cast<uint32_t>(Next() % (kMaxServerWeight + 1));
   }
-  void Fill(ClusterMap& v) { Fill(v.epoch), Fill(v.servers); }
+  void Fill(ClusterMap& v) {
+    Fill(v.epoch), Fill(v.servers), Fill(v.placement_groups);
+    v.placement = static_cast<PlacementScheme>(Next() % 2);
+  }
   void Fill(FsStats& v) { Fill(v.inodes), Fill(v.bytes_used); }
   void Fill(StripeRef& v) { Fill(v.inode), Fill(v.sv); }
   void Fill(ChunkId& v) { Fill(v.inode), Fill(v.stripe), Fill(v.index); }
