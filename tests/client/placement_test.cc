@@ -287,11 +287,12 @@ TEST(BalancedPlacementTest, ReusedBaseGivesTheSameTable) {
         << g;
 }
 
-// A server of twice the default weight holds about twice the chunks; one of
-// weight 0 holds none.
+// A server of twice the default weight holds about twice the entries; one
+// of weight 0 holds none.
 TEST(BalancedPlacementTest, WeightsScaleTheShare) {
   ClusterMap map = MakeMap(30, 0, PlacementScheme::kBalanced);
-  map.servers[0].weight = 2 * kDefaultServerWeight;
+  // The heavy server last in id order: it takes its share when it joins.
+  map.servers[29].weight = 2 * kDefaultServerWeight;
   map.servers[1].weight = 0;
   auto p = Placement::Create(map, 6);
   ASSERT_TRUE(p.ok());
@@ -299,7 +300,7 @@ TEST(BalancedPlacementTest, WeightsScaleTheShare) {
   for (uint32_t g = 0; g < p->group_count(); ++g)
     for (uint32_t id : p->Row(g)) ++per_server[id];
   const double unit = kTestGroups * 6.0 / 30;  // 30 weight units
-  EXPECT_NEAR(per_server[100], 2 * unit, 2 * unit * 0.05);
+  EXPECT_NEAR(per_server[129], 2 * unit, 2 * unit * 0.05);
   EXPECT_EQ(per_server.count(101), 0u);
   EXPECT_NEAR(per_server[102], unit, unit * 0.05);
 }
