@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/client/placement.h"
 #include "backend/client/repairer.h"
 #include "backend/client/volume.h"
 #include "tests/support/cluster_volume_test.h"
@@ -171,8 +173,9 @@ TEST_F(ClusterFailureTest, KillingMetadMidCommitLeavesNoTornStripes) {
     writer_done = true;
   });
   // Bounded: a writer that fails or ends before round 3 stops the wait.
-  const bool started = testing::Eventually(
-      [&] { return acked_round >= 3 || writer_done; }, std::chrono::seconds(120));
+  const bool started =
+      testing::Eventually([&] { return acked_round >= 3 || writer_done; },
+                          std::chrono::seconds(120));
   const int before_kill = acked_round.load();
   Kill("metad");
   writer.join();
@@ -210,23 +213,44 @@ TEST_F(ClusterFailureTest, FlippedBitsAreRebuiltAndScrubRepairs) {
             .Write(ino, s * S, std::span<const uint8_t>(data).subspan(s * S, S))
             .ok());
   }
-  // Every server holds one chunk of each stripe, stripe 0's written first
-  // into its segment. Flip one byte in stripe 0's chunk on server 1 and in
-  // stripe 1's on servers 2 and 3: three bad chunks, at most m per stripe.
+  // Placement says which servers hold the two stripes' chunks (7 servers:
+  // not every one holds both). A server's segment has its chunks in write
+  // order, one cell each: stripe 0's first when it holds both. Flip one byte
+  // in stripe 0's chunk on one server and in stripe 1's on two others:
+  // three bad chunks, at most m per stripe.
+  auto map = meta().GetClusterMap();
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  auto placement = Placement::Create(*map, 6);
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  const std::vector<uint32_t> holds0 = placement->ServersFor(ino, 0);
+  const std::vector<uint32_t> holds1 = placement->ServersFor(ino, 1);
+  auto holds = [](const std::vector<uint32_t>& v, uint32_t id) {
+    return std::find(v.begin(), v.end(), id) != v.end();
+  };
   const uint64_t extent = client().stripe_size() / 4;  // 4+2: one cell
+  struct Flip {
+    uint32_t server;
+    uint64_t at;  // offset in the server's segment
+  };
+  std::vector<Flip> flips = {{holds0[0], 50}};
+  for (uint32_t id : holds1) {
+    if (flips.size() == 3) break;
+    if (id == holds0[0]) continue;
+    flips.push_back({id, (holds(holds0, id) ? extent : 0) + 50});
+  }
+  ASSERT_EQ(flips.size(), 3u);
   int flipped = 0;
-  for (int server = 1; server <= 3; ++server) {
+  for (const Flip& flip : flips) {
     for (const auto& e : fs::recursive_directory_iterator(
-             cluster_->dir() + "/chunkd." + std::to_string(server))) {
+             cluster_->dir() + "/chunkd." + std::to_string(flip.server))) {
       if (!e.is_regular_file() || e.path().extension() != ".seg") continue;
-      const uint64_t at = (server == 1 ? 0 : extent) + 50;
-      if (e.file_size() < at + 1) continue;
+      if (e.file_size() < flip.at + 1) continue;
       std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(at));
+      f.seekg(static_cast<std::streamoff>(flip.at));
       char b;
       f.read(&b, 1);
       b = static_cast<char>(b ^ 0x01);
-      f.seekp(static_cast<std::streamoff>(at));
+      f.seekp(static_cast<std::streamoff>(flip.at));
       f.write(&b, 1);
       ++flipped;
       break;
