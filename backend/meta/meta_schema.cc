@@ -348,11 +348,17 @@ Result<ClusterMap> DecodeClusterMap(std::string_view in) {
   if (m.placement == PlacementScheme::kBalanced &&
       (m.placement_groups == 0 || m.placement_groups > kMaxPlacementGroups))
     return Corrupt("cluster map placement groups");
+  bool default_weights = true;
   for (ServerInfo& s : m.servers) {
     s.weight = r.U32();
     if (s.weight > kMaxServerWeight) return Corrupt("cluster map weight");
+    default_weights = default_weights && s.weight == kDefaultServerWeight;
   }
   if (!r.done()) return Corrupt("cluster map");
+  // The encoder never writes a trailer for a legacy map with default
+  // weights: one that carries it is not a record we wrote.
+  if (m.placement == PlacementScheme::kLegacy && default_weights)
+    return Corrupt("cluster map: a legacy map with a needless trailer");
   return m;
 }
 
